@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what kiln needs on a fresh Debian 12 machine: the Debian dev packages for the
+# build and the PyPI packages the tests use as oracles. Idempotent; prints nothing when
+# everything is already there.
+set -euo pipefail
+
+DEB_PACKAGES=(cmake g++ make libonnx-dev libprotobuf-dev protobuf-compiler libabsl-dev
+              libgtest-dev libbenchmark-dev python3 python3-pip ccache)
+PY_REQUIREMENTS="$(dirname "$0")/../requirements-test.txt"
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! "$PY" - "$PY_REQUIREMENTS" <<'PYEOF' 2>/dev/null
+import sys
+from importlib import metadata
+for line in open(sys.argv[1]):
+    line = line.split('#')[0].strip()
+    if not line:
+        continue
+    name, _, version = line.partition('==')
+    try:
+        have = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        sys.exit(1)
+    if version and have != version:
+        sys.exit(1)
+PYEOF
+then
+  echo "setup: installing PyPI packages from requirements-test.txt"
+  "$PY" -m pip install -q --disable-pip-version-check -r "$PY_REQUIREMENTS" 2>&1 \
+    | grep -v "Running pip as the 'root' user" || true
+fi

@@ -1,0 +1,97 @@
+// The op catalogue: every op kiln knows, with arity and traits. Adding an op: add a row
+// here, a reference kernel in src/reference/, and shape rules when passes need them
+// (docs/adding-an-op.md).
+#include "kiln/ir/ops.h"
+
+#include "absl/container/flat_hash_map.h"
+
+namespace kiln {
+namespace {
+
+constexpr unsigned kEw = kPure | kElementwise;
+constexpr unsigned kBin = kPure | kElementwise | kBroadcasting;
+constexpr unsigned kBinC = kBin | kCommutative;
+constexpr unsigned kLay = kPure | kLayoutOnly;
+
+const std::vector<OpInfo>& Table() {
+  static const auto* table = new std::vector<OpInfo>{
+      // IR-internal
+      {"", "Input", 0, 0, 1, 1, kTraitNone},
+      {"", "Constant", 0, 0, 1, 1, kPure},
+      // Elementwise unary
+      {"", "Sqrt", 1, 1, 1, 1, kEw},
+      {"", "Reciprocal", 1, 1, 1, 1, kEw},
+      {"", "Exp", 1, 1, 1, 1, kEw},
+      {"", "Log", 1, 1, 1, 1, kEw},
+      {"", "Erf", 1, 1, 1, 1, kEw},
+      {"", "Tanh", 1, 1, 1, 1, kEw},
+      {"", "Sigmoid", 1, 1, 1, 1, kEw},
+      {"", "Relu", 1, 1, 1, 1, kEw},
+      {"", "Neg", 1, 1, 1, 1, kEw},
+      {"", "Abs", 1, 1, 1, 1, kEw},
+      {"", "Not", 1, 1, 1, 1, kEw},
+      {"", "Cast", 1, 1, 1, 1, kEw},
+      {"", "Identity", 1, 1, 1, 1, kLay},
+      {"", "Dropout", 1, 3, 1, 2, kPure},
+      {"", "Gelu", 1, 1, 1, 1, kEw, 20},
+      {"", "Clip", 1, 3, 1, 1, kEw},
+      // Elementwise binary / variadic
+      {"", "Add", 2, 2, 1, 1, kBinC},
+      {"", "Sub", 2, 2, 1, 1, kBin},
+      {"", "Mul", 2, 2, 1, 1, kBinC},
+      {"", "Div", 2, 2, 1, 1, kBin},
+      {"", "Pow", 2, 2, 1, 1, kBin},
+      {"", "Equal", 2, 2, 1, 1, kBinC},
+      {"", "Less", 2, 2, 1, 1, kBin},
+      {"", "Greater", 2, 2, 1, 1, kBin},
+      {"", "And", 2, 2, 1, 1, kBinC},
+      {"", "Or", 2, 2, 1, 1, kBinC},
+      {"", "Min", 1, -1, 1, 1, kBinC},
+      {"", "Max", 1, -1, 1, 1, kBinC},
+      {"", "Where", 3, 3, 1, 1, kBin},
+      // Linear algebra and normalization
+      {"", "MatMul", 2, 2, 1, 1, kPure},
+      {"", "Gemm", 2, 3, 1, 1, kPure},
+      {"", "Softmax", 1, 1, 1, 1, kPure},
+      {"", "LogSoftmax", 1, 1, 1, 1, kPure},
+      {"", "LayerNormalization", 2, 3, 1, 3, kPure},
+      // Reductions and scans
+      {"", "ReduceMean", 1, 2, 1, 1, kPure},
+      {"", "ReduceSum", 1, 2, 1, 1, kPure},
+      {"", "ReduceMax", 1, 2, 1, 1, kPure},
+      {"", "ArgMax", 1, 1, 1, 1, kPure},
+      {"", "CumSum", 2, 2, 1, 1, kPure},
+      // Data movement and shapes
+      {"", "Gather", 2, 2, 1, 1, kPure},
+      {"", "Slice", 3, 5, 1, 1, kLay},
+      {"", "Concat", 1, -1, 1, 1, kLay},
+      {"", "Split", 1, 2, 1, -1, kLay},
+      {"", "Reshape", 2, 2, 1, 1, kLay},
+      {"", "Transpose", 1, 1, 1, 1, kLay},
+      {"", "Unsqueeze", 2, 2, 1, 1, kLay},
+      {"", "Squeeze", 1, 2, 1, 1, kLay},
+      {"", "Expand", 2, 2, 1, 1, kLay},
+      {"", "Flatten", 1, 1, 1, 1, kLay},
+      {"", "Shape", 1, 1, 1, 1, kPure},
+      {"", "ConstantOfShape", 1, 1, 1, 1, kPure},
+      {"", "Range", 3, 3, 1, 1, kPure},
+      {"", "Trilu", 1, 2, 1, 1, kPure},
+  };
+  return *table;
+}
+
+}  // namespace
+
+const std::vector<OpInfo>& AllOps() { return Table(); }
+
+const OpInfo* FindOp(std::string_view domain, std::string_view name) {
+  static const auto* index = [] {
+    auto* m = new absl::flat_hash_map<std::string, const OpInfo*>();
+    for (const OpInfo& info : Table()) (*m)[std::string(info.domain) + "::" + std::string(info.name)] = &info;
+    return m;
+  }();
+  auto it = index->find(std::string(domain) + "::" + std::string(name));
+  return it == index->end() ? nullptr : it->second;
+}
+
+}  // namespace kiln

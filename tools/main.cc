@@ -1,0 +1,2 @@
+#include <cstdio>
+int main() { std::puts("kiln: CLI under construction"); return 0; }
