@@ -1,0 +1,62 @@
+// The pass interface. A pass transforms a Graph in place and says whether it changed it.
+// Subclasses implement RunImpl; the non-virtual Pass::Run wrapper is where timing,
+// statistics and verification live (XLA's HloPassInterface shape). Passes are registered
+// by name in one list (passes/registry.cc) and composed into pipelines that are data
+// (passes/pipelines.cc).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kiln/ir/graph.h"
+
+namespace kiln {
+
+// What a pipeline run is told about the world.
+struct PassContext {
+  // Concrete sizes for symbolic dims (`--shape batch=1`) and for whole inputs
+  // (`--shape input_ids=1x128`), applied by shape inference.
+  std::map<std::string, int64_t> symbol_values;
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Constant folding skips outputs larger than this (bytes).
+  int64_t fold_limit_bytes = int64_t{1} << 30;
+  // When non-empty, DCE keeps only these graph outputs.
+  std::vector<std::string> keep_outputs;
+  // Run the verifier after every pass (tests always do; the CLI with --verify-each).
+  bool verify_each = false;
+};
+
+// Counters a pass reports ("folded" -> 212, "removed Dropout" -> 24), per run.
+using PassCounters = std::map<std::string, int64_t>;
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::string_view name() const = 0;
+  // One line: what the pass does.
+  virtual std::string_view description() const = 0;
+
+  // Runs the pass: clears counters, calls RunImpl, verifies when asked. The bool is
+  // "changed the graph".
+  absl::StatusOr<bool> Run(Graph& g, const PassContext& ctx);
+  const PassCounters& counters() const { return counters_; }
+
+ protected:
+  virtual absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) = 0;
+  void Count(const std::string& counter, int64_t n = 1) { counters_[counter] += n; }
+
+ private:
+  PassCounters counters_;
+};
+
+// Creates a registered pass by name; nullptr if unknown.
+std::unique_ptr<Pass> CreatePass(std::string_view name);
+// All registered pass names, in registration order.
+std::vector<std::string> RegisteredPassNames();
+
+}  // namespace kiln

@@ -1,0 +1,149 @@
+// Shape rules of the indexing and padding family: Tile, Pad (constant pads, optional
+// axes), GatherElements, ScatterND, OneHot (depth from a constant or tracked value),
+// NonZero (the count of non-zeros is never known: [rank, ?]), Size, TopK (K from a tracked
+// value). Like the other families, what the inputs do not determine stays unknown.
+#include <cmath>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "kiln/support/status.h"
+#include "passes/shape_inference_internal.h"
+
+namespace kiln::shape_inference {
+namespace {
+
+absl::StatusOr<std::vector<Type>> TileRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  Shape out(x.rank(), Dim());
+  if (const Contents* reps = ctx.contents(1)) {
+    if (static_cast<int>(reps->elems.size()) != x.rank())
+      return ctx.Error(absl::StrCat("repeats has ", reps->elems.size(), " entries for rank ",
+                                    x.rank()));
+    for (int i = 0; i < x.rank(); ++i) out[i] = DimMul((*x.shape)[i], ElemDim(reps->elems[i]));
+  }
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+absl::StatusOr<std::vector<Type>> PadRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  const int64_t r = x.rank();
+  std::vector<int64_t> axes;
+  if (ctx.has_input(3)) {
+    std::optional<std::vector<int64_t>> a = ctx.const_ints(3);
+    if (!a) return Outputs(ctx, MakeType(x.dtype, Shape(r, Dim())));
+    for (int64_t v : *a) {
+      KILN_ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(ctx, v, r));
+      axes.push_back(n);
+    }
+  } else {
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  }
+  const Contents* pads = ctx.contents(1);
+  Shape out = *x.shape;
+  const size_t k = axes.size();
+  if (!pads) {
+    for (int64_t a : axes) out[a] = Dim();
+    return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+  }
+  if (pads->elems.size() != 2 * k)
+    return ctx.Error(absl::StrCat("pads has ", pads->elems.size(), " entries for ", k, " axes"));
+  for (size_t i = 0; i < k; ++i) {
+    const std::optional<DimExpr> d = DimExpr::FromDim((*x.shape)[axes[i]]);
+    const auto& b = pads->elems[i];
+    const auto& e = pads->elems[i + k];
+    std::optional<DimExpr> sum = d && b ? Add(*d, *b) : std::nullopt;
+    if (sum && e) sum = Add(*sum, *e);
+    else sum.reset();
+    if (sum && sum->constant_value() && *sum->constant_value() < 0)
+      return ctx.Error(absl::StrCat("pads make axis ", axes[i], " negative"));
+    out[axes[i]] = ElemDim(sum);
+  }
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+absl::StatusOr<std::vector<Type>> GatherElementsRule(const RuleContext& ctx) {
+  const Type& data = ctx.input_type(0);
+  const Type& idx = ctx.input_type(1);
+  if (data.has_rank() && idx.has_rank() && data.rank() != idx.rank())
+    return ctx.Error("data and indices must have the same rank");
+  return Outputs(ctx, MakeType(data.dtype, idx.shape));
+}
+
+absl::StatusOr<std::vector<Type>> ScatterNDRule(const RuleContext& ctx) {
+  return Outputs(ctx, ctx.input_type(0));
+}
+
+absl::StatusOr<std::vector<Type>> OneHotRule(const RuleContext& ctx) {
+  const Type& idx = ctx.input_type(0);
+  const DType dt = ctx.input_type(2).dtype;
+  if (!idx.has_rank()) return Outputs(ctx, MakeType(dt, std::nullopt));
+  const int64_t r = idx.rank() + 1;
+  KILN_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.node().attr_int_or("axis", -1), r));
+  Dim depth;
+  if (const Contents* c = ctx.contents(1); c && c->elems.size() == 1) {
+    depth = ElemDim(c->elems[0]);
+  } else if (const Tensor* t =
+                 ctx.has_input(1) ? ctx.node().input(1).node->constant_value() : nullptr;
+             t && t->NumElements() == 1) {
+    // A floating depth is cast to an integer (ONNX: "casted to int64").
+    const double v = t->GetAsDouble(0);
+    if (std::isfinite(v) && v >= 0 && v < 9e15) depth = Dim::Known(static_cast<int64_t>(v));
+  }
+  Shape out = *idx.shape;
+  out.insert(out.begin() + axis, depth);
+  return Outputs(ctx, MakeType(dt, std::move(out)));
+}
+
+absl::StatusOr<std::vector<Type>> NonZeroRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  return Outputs(ctx, MakeType(DType::kI64, Shape{x.has_rank() ? Dim::Known(x.rank()) : Dim(),
+                                                   Dim()}));
+}
+
+absl::StatusOr<std::vector<Type>> SizeRule(const RuleContext& ctx) {
+  return Outputs(ctx, MakeType(DType::kI64, Shape{}));
+}
+
+absl::StatusOr<std::vector<Type>> TopKRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  std::vector<Type> out(ctx.node().num_outputs(), MakeType(x.dtype, std::nullopt));
+  if (out.size() > 1) out[1].dtype = DType::kI64;
+  if (!x.has_rank()) return out;
+  KILN_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.node().attr_int_or("axis", -1), x.rank()));
+  Shape s = *x.shape;
+  const Contents* k = ctx.contents(1);
+  s[axis] = k && k->elems.size() == 1 ? ElemDim(k->elems[0]) : Dim();
+  if (s[axis].is_known() && (*x.shape)[axis].is_known() && s[axis].value() > (*x.shape)[axis].value())
+    return ctx.Error(absl::StrCat("K = ", s[axis].value(), " exceeds the axis size ",
+                                  (*x.shape)[axis].value()));
+  for (Type& t : out) t.shape = s;
+  return out;
+}
+
+const absl::flat_hash_map<std::string, ShapeRule>& Table() {
+  static const auto* table = [] {
+    auto* t = new absl::flat_hash_map<std::string, ShapeRule>();
+    (*t)["Tile"] = &TileRule;
+    (*t)["Pad"] = &PadRule;
+    (*t)["GatherElements"] = &GatherElementsRule;
+    (*t)["ScatterND"] = &ScatterNDRule;
+    (*t)["OneHot"] = &OneHotRule;
+    (*t)["NonZero"] = &NonZeroRule;
+    (*t)["Size"] = &SizeRule;
+    (*t)["TopK"] = &TopKRule;
+    return t;
+  }();
+  return *table;
+}
+
+}  // namespace
+
+ShapeRule FindIndexingRule(std::string_view op) {
+  auto it = Table().find(std::string(op));
+  return it == Table().end() ? nullptr : it->second;
+}
+
+}  // namespace kiln::shape_inference

@@ -1,0 +1,167 @@
+// IR -> ONNX. Names: every value gets a unique tensor name (its own name when it has a
+// unique one, else "kiln_<node id>_<output>"); graph outputs keep their names, through an
+// Identity node when the value carries a different name. Attributes map one to one.
+#include "kiln/onnx/exporter.h"
+
+#include <fstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "kiln/support/status.h"
+#include "onnx/onnx_pb.h"
+
+namespace kiln {
+namespace {
+
+void TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* tp) {
+  tp->set_name(name);
+  tp->set_data_type(DTypeToOnnx(t.dtype()));
+  for (int64_t d : t.dims()) tp->add_dims(d);
+  tp->set_raw_data(reinterpret_cast<const char*>(t.raw()), t.NumBytes());
+}
+
+void TypeToProto(const Type& t, onnx::TypeProto* tp) {
+  auto* tt = tp->mutable_tensor_type();
+  tt->set_elem_type(DTypeToOnnx(t.dtype));
+  if (!t.shape) return;
+  auto* shape = tt->mutable_shape();
+  for (const Dim& d : *t.shape) {
+    auto* dim = shape->add_dim();
+    if (d.is_known()) dim->set_dim_value(d.value());
+    else if (d.is_symbol()) dim->set_dim_param(d.symbol());
+  }
+}
+
+absl::Status AttrToProto(const std::string& name, const Attribute& a, onnx::AttributeProto* ap) {
+  ap->set_name(name);
+  if (const auto* v = std::get_if<int64_t>(&a)) {
+    ap->set_type(onnx::AttributeProto::INT);
+    ap->set_i(*v);
+  } else if (const auto* f = std::get_if<float>(&a)) {
+    ap->set_type(onnx::AttributeProto::FLOAT);
+    ap->set_f(*f);
+  } else if (const auto* s = std::get_if<std::string>(&a)) {
+    ap->set_type(onnx::AttributeProto::STRING);
+    ap->set_s(*s);
+  } else if (const auto* t = std::get_if<Tensor>(&a)) {
+    ap->set_type(onnx::AttributeProto::TENSOR);
+    TensorToProto(*t, "", ap->mutable_t());
+  } else if (const auto* is = std::get_if<std::vector<int64_t>>(&a)) {
+    ap->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : *is) ap->add_ints(x);
+  } else if (const auto* fs = std::get_if<std::vector<float>>(&a)) {
+    ap->set_type(onnx::AttributeProto::FLOATS);
+    for (float x : *fs) ap->add_floats(x);
+  } else if (const auto* ss = std::get_if<std::vector<std::string>>(&a)) {
+    ap->set_type(onnx::AttributeProto::STRINGS);
+    for (const auto& x : *ss) ap->add_strings(x);
+  } else {
+    return KILN_INTERNAL("attribute '%s' has an unknown kind", name);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ExportOnnxBytes(const Graph& g) {
+  onnx::ModelProto model;
+  model.set_ir_version(9);
+  model.set_producer_name("kiln");
+  model.set_producer_version(KILN_VERSION);
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kExportOpset);
+  bool uses_kiln_domain = false;
+  onnx::GraphProto* gp = model.mutable_graph();
+  gp->set_name(g.name().empty() ? "kiln" : g.name());
+
+  // Unique names per value. Graph input names are fixed by the signature.
+  absl::flat_hash_map<std::string, int> name_count;
+  for (const auto& p : g.nodes())
+    for (int i = 0; i < p->num_outputs(); ++i)
+      if (!p->output_info(i).name.empty()) name_count[p->output_info(i).name]++;
+  absl::flat_hash_set<std::string> output_names;
+  for (const auto& o : g.outputs()) output_names.insert(o.name);
+  absl::flat_hash_map<std::pair<const Node*, int>, std::string> names;
+  for (const auto& p : g.nodes()) {
+    for (int i = 0; i < p->num_outputs(); ++i) {
+      const std::string& n = p->output_info(i).name;
+      // A graph output's name is reserved for the value the output designates.
+      const bool ok = !n.empty() && name_count[n] == 1 &&
+                      (!output_names.contains(n) || p->is_input() ||
+                       std::any_of(g.outputs().begin(), g.outputs().end(), [&](const auto& o) {
+                         return o.name == n && o.value == Value{p.get(), i};
+                       }));
+      names[{p.get(), i}] = ok ? n : absl::StrCat("kiln_", p->id(), "_", i);
+    }
+  }
+  auto name_of = [&](Value v) { return v ? names.at({v.node, v.index}) : std::string(); };
+
+  for (const auto& p : g.nodes()) {
+    const Node& n = *p;
+    if (n.is_input()) {
+      auto* vi = gp->add_input();
+      vi->set_name(name_of(Value{p.get(), 0}));
+      TypeToProto(n.output_info(0).type, vi->mutable_type());
+      continue;
+    }
+    if (n.is_constant()) {
+      TensorToProto(*n.constant_value(), name_of(Value{p.get(), 0}), gp->add_initializer());
+      continue;
+    }
+    auto* np = gp->add_node();
+    np->set_op_type(n.op());
+    if (!n.domain().empty()) {
+      np->set_domain(n.domain());
+      uses_kiln_domain |= n.domain() == "kiln";
+    }
+    np->set_name(n.provenance().empty() ? absl::StrCat("kiln_node_", n.id())
+                                        : absl::StrCat(n.provenance().front(), "#", n.id()));
+    for (const Value& v : n.inputs()) np->add_input(name_of(v));
+    for (int i = 0; i < n.num_outputs(); ++i) {
+      Value v{p.get(), i};
+      np->add_output(name_of(v));
+      const Type& t = n.output_info(i).type;
+      if (t.dtype != DType::kUndefined) {
+        auto* vi = gp->add_value_info();
+        vi->set_name(name_of(v));
+        TypeToProto(t, vi->mutable_type());
+      }
+    }
+    for (const auto& [k, a] : n.attrs()) KILN_RETURN_IF_ERROR(AttrToProto(k, a, np->add_attribute()));
+  }
+  for (const auto& o : g.outputs()) {
+    std::string vname = name_of(o.value);
+    if (vname != o.name) {
+      auto* id = gp->add_node();
+      id->set_op_type("Identity");
+      id->set_name(absl::StrCat("kiln_output_", o.name));
+      id->add_input(vname);
+      id->add_output(o.name);
+    }
+    auto* vi = gp->add_output();
+    vi->set_name(o.name);
+    TypeToProto(o.value.type(), vi->mutable_type());
+  }
+  if (uses_kiln_domain) {
+    auto* k = model.add_opset_import();
+    k->set_domain("kiln");
+    k->set_version(1);
+  }
+  std::string bytes;
+  if (!model.SerializeToString(&bytes))
+    return absl::InternalError("cannot serialize the ONNX model (over 2 GiB?)");
+  return bytes;
+}
+
+absl::Status ExportOnnxFile(const Graph& g, const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, ExportOnnxBytes(g));
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) return absl::DataLossError(absl::StrCat("failed writing '", path, "'"));
+  return absl::OkStatus();
+}
+
+}  // namespace kiln

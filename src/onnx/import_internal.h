@@ -1,0 +1,65 @@
+// Private pieces of the ONNX importer, shared by its .cc files (and by its tests):
+// TensorProto decoding (tensor_proto.cc), external-data resolution (external_data.cc),
+// AttributeProto/TypeProto conversion (attributes.cc) and opset canonicalization
+// (canonicalize.cc). Keeps onnx headers out of include/kiln.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kiln/ir/graph.h"
+#include "kiln/onnx/importer.h"
+#include "onnx/onnx_pb.h"
+
+namespace kiln::onnx_import {
+
+// Limits and the folder that external data must stay beneath, plus the running total of
+// tensor bytes decoded so far (checked against options.max_total_bytes).
+struct TensorContext {
+  ImportOptions options;
+  std::string model_dir;  // empty: external data is rejected
+  int64_t total_bytes = 0;
+};
+
+// TensorProto -> Tensor with full validation (dtype, dims, limits, data size). `what`
+// names the tensor in messages, e.g. "initializer 'w'" or "node 'c' (Constant, opset 17)
+// attribute 'value'".
+absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& tp, std::string_view what,
+                                       TensorContext& ctx);
+
+// ONNX data-type code -> DType; InvalidArgument for unknown codes and UNDEFINED,
+// Unimplemented for types ONNX knows and kiln does not (string, complex, float8, int4...).
+absl::StatusOr<DType> DTypeFromOnnxCode(int32_t code, std::string_view what);
+
+// Reads exactly `nbytes` bytes of external data described by `tp.external_data()` into a
+// fresh Storage. Enforces the path rules documented in docs/importer.md.
+absl::StatusOr<std::shared_ptr<Storage>> ReadExternalData(const onnx::TensorProto& tp,
+                                                          int64_t nbytes,
+                                                          std::string_view what,
+                                                          const std::string& model_dir);
+
+// TypeProto -> Type. `allow_undefined_dtype` lets elem_type 0 mean "unknown" (value_info,
+// graph outputs); graph inputs must declare a dtype.
+absl::StatusOr<Type> TypeFromProto(const onnx::TypeProto& tp, std::string_view what,
+                                   bool allow_undefined_dtype, const ImportOptions& options);
+
+// AttributeProto -> Attribute. GRAPH(S), SPARSE_TENSOR(S), TENSORS, TYPE_PROTO(S) ->
+// Unimplemented. `where` is the node's description.
+absl::StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& ap,
+                                             std::string_view where, TensorContext& ctx);
+
+// "node 'name' (Op, opset N)", the same text as Node::Describe().
+std::string DescribeOnnxNode(std::string_view name, std::string_view domain,
+                             std::string_view op, int64_t opset);
+
+// Rewrites `node` (already built from ONNX, inputs resolved) into its opset-21
+// signature. May add Constant nodes (e.g. Reduce* axes) to `graph`. `names` holds every
+// tensor name already in use; new constants get fresh names and are added to it.
+absl::Status CanonicalizeNode(Graph& graph, Node* node, int64_t opset,
+                              absl::flat_hash_map<std::string, Value>& names);
+
+}  // namespace kiln::onnx_import

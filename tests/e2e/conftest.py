@@ -1,0 +1,66 @@
+"""Shared fixtures for the end-to-end tests: the kiln binary, the source tree, running
+`kiln run` on .npy inputs, and onnxruntime as the oracle.
+
+CTest sets KILN_BIN (the built CLI) and KILN_SOURCE_DIR; run by hand, KILN_BIN must be set
+(or build/kiln must exist in the source tree).
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+SOURCE_DIR = pathlib.Path(os.environ.get("KILN_SOURCE_DIR",
+                                         pathlib.Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(SOURCE_DIR / "models"))
+
+import gen_bert  # noqa: E402  (path set just above)
+
+# `kiln run` on the small models takes well under a second; this only stops a hang.
+KILN_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="session")
+def source_dir():
+    """The kiln source tree."""
+    return SOURCE_DIR
+
+
+@pytest.fixture(scope="session")
+def kiln_bin():
+    """Path of the kiln CLI under test."""
+    path = os.environ.get("KILN_BIN") or str(SOURCE_DIR / "build" / "kiln")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"kiln binary not found at {path}: set KILN_BIN (CTest does)")
+    return path
+
+
+def run_kiln(kiln_bin, model, feeds, workdir):
+    """Saves `feeds` as .npy files in `workdir`, runs `kiln run`, returns (process, outdir)."""
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    outdir = workdir / "out"
+    args = [kiln_bin, "run", str(model)]
+    for name, array in feeds.items():
+        path = workdir / f"{name}.npy"
+        np.save(path, array)
+        args += ["--input", f"{name}={path}"]
+    args += ["--output-dir", str(outdir)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=KILN_TIMEOUT_S,
+                          check=False)
+    return proc, outdir
+
+
+def run_onnxruntime(model, feeds):
+    """Runs the model in onnxruntime (CPU, graph optimizations off so ORT executes the
+    model's own ops rather than fused kernels); returns {output name: array}."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))

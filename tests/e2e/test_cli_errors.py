@@ -1,0 +1,59 @@
+"""`kiln run` error behaviour: user mistakes give a documented exit code and one clear line
+on stderr, never a crash.
+
+Exit codes (the CLI contract): 2 = the model is malformed, 3 = the model is well-formed but uses
+something kiln does not support.
+"""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from conftest import gen_bert, run_kiln
+
+
+def tiny_feeds():
+    return gen_bert.random_inputs(gen_bert.SIZES["tiny"], 1, 7)
+
+
+def assert_one_line_error(proc, expected_code):
+    assert proc.returncode == expected_code, (
+        f"exit code {proc.returncode}, expected {expected_code}; stderr:\n{proc.stderr}")
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{proc.stderr}"
+    return lines[0]
+
+
+def test_corrupt_model_exits_2(kiln_bin, tmp_path):
+    """A truncated model file (the first 1000 bytes of a real fixture)."""
+    good = open(gen_bert.fixture_path("opset14", "none"), "rb").read()
+    model = tmp_path / "corrupt.onnx"
+    model.write_bytes(good[:1000])
+    proc, outdir = run_kiln(kiln_bin, model, tiny_feeds(), tmp_path)
+    assert_one_line_error(proc, 2)
+    assert not outdir.exists() or not list(outdir.glob("*.npy")), "no outputs on error"
+
+
+def test_garbage_model_exits_2(kiln_bin, tmp_path):
+    """Bytes that are not a protobuf at all."""
+    model = tmp_path / "garbage.onnx"
+    model.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, np.uint8).tobytes())
+    proc, _ = run_kiln(kiln_bin, model, tiny_feeds(), tmp_path)
+    assert_one_line_error(proc, 2)
+
+
+def test_unsupported_op_exits_3(kiln_bin, tmp_path):
+    """A valid opset-14 model using Det, which kiln does not implement."""
+    graph = helper.make_graph(
+        [helper.make_node("Det", ["x"], ["y"], name="det_node")], "det",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)],
+                              ir_version=7)
+    onnx.checker.check_model(model)
+    path = tmp_path / "det.onnx"
+    onnx.save_model(model, str(path))
+    feeds = {"x": np.random.default_rng(1).standard_normal((2, 3, 3)).astype(np.float32)}
+    proc, _ = run_kiln(kiln_bin, path, feeds, tmp_path)
+    line = assert_one_line_error(proc, 3)
+    assert "Det" in line, f"the error should name the unsupported op: {line}"

@@ -1,0 +1,120 @@
+// Shared helpers for pass tests: Before/Expected IR text, "does nothing", "second run
+// changes nothing", and numeric equivalence on the reference executor.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "kiln/ir/text.h"
+#include "kiln/ir/verifier.h"
+#include "kiln/passes/pass.h"
+#include "kiln/reference/executor.h"
+
+namespace kiln::testing {
+
+inline std::unique_ptr<Graph> Parse(const std::string& text) {
+  auto g = ParseGraph(text);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? std::move(*g) : nullptr;
+}
+
+// Runs pass `name` on `g`; returns "changed". Fails the test on error or verifier failure.
+inline bool RunPass(const std::string& name, Graph& g, PassContext ctx = {}) {
+  ctx.verify_each = true;
+  std::unique_ptr<Pass> pass = CreatePass(name);
+  EXPECT_NE(pass, nullptr) << "unknown pass " << name;
+  if (!pass) return false;
+  absl::StatusOr<bool> changed = pass->Run(g, ctx);
+  EXPECT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(VerifyGraph(g).ok()) << VerifyGraph(g);
+  return changed.ok() && *changed;
+}
+
+// Parses `before`, runs the pass, expects it changed the graph and prints as `expected`
+// (both normalized through the printer), then expects a second run to change nothing.
+inline void ExpectRewrite(const std::string& pass, const std::string& before,
+                          const std::string& expected, PassContext ctx = {}) {
+  auto g = Parse(before);
+  auto want = Parse(expected);
+  ASSERT_TRUE(g && want);
+  EXPECT_TRUE(RunPass(pass, *g, ctx)) << "pass did not report a change";
+  EXPECT_EQ(PrintGraph(*g), PrintGraph(*want));
+  const std::string once = PrintGraph(*g);
+  EXPECT_FALSE(RunPass(pass, *g, ctx)) << "second run changed the graph";
+  EXPECT_EQ(PrintGraph(*g), once);
+}
+
+// Expects the pass to leave `text` unchanged and to say so.
+inline void ExpectNoChange(const std::string& pass, const std::string& text,
+                           PassContext ctx = {}) {
+  auto g = Parse(text);
+  ASSERT_TRUE(g);
+  const std::string before = PrintGraph(*g);
+  EXPECT_FALSE(RunPass(pass, *g, ctx));
+  EXPECT_EQ(PrintGraph(*g), before);
+}
+
+// Seeded random inputs for every graph input (static shapes required, or `symbols`).
+inline absl::flat_hash_map<std::string, Tensor> RandomInputs(
+    const Graph& g, uint64_t seed, const std::map<std::string, int64_t>& symbols = {},
+    int64_t int_high = 4) {
+  std::mt19937_64 rng(seed);
+  absl::flat_hash_map<std::string, Tensor> feeds;
+  for (const Node* in : g.inputs()) {
+    const Type& t = in->output_info(0).type;
+    std::vector<int64_t> dims;
+    for (const Dim& d : *t.shape)
+      dims.push_back(d.is_known() ? d.value() : symbols.at(d.symbol()));
+    Tensor x(t.dtype, dims);
+    for (int64_t i = 0; i < x.NumElements(); ++i) {
+      const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+      x.SetFromDouble(i, IsFloat(t.dtype) ? 2 * u - 1 : std::floor(u * int_high));
+    }
+    feeds[in->output_info(0).name] = x;
+  }
+  return feeds;
+}
+
+// Max abs difference between the outputs of `a` and `b` on the same inputs; fails the
+// test when shapes or dtypes differ or either run fails.
+inline double MaxAbsDiff(const Graph& a, const Graph& b,
+                         const absl::flat_hash_map<std::string, Tensor>& feeds) {
+  auto ra = RunReference(a, feeds);
+  auto rb = RunReference(b, feeds);
+  EXPECT_TRUE(ra.ok()) << ra.status();
+  EXPECT_TRUE(rb.ok()) << rb.status();
+  if (!ra.ok() || !rb.ok()) return INFINITY;
+  EXPECT_EQ(ra->size(), rb->size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(ra->size(), rb->size()); ++i) {
+    const Tensor& x = (*ra)[i];
+    const Tensor& y = (*rb)[i];
+    EXPECT_EQ(x.dtype(), y.dtype()) << "output " << i;
+    EXPECT_EQ(x.dims(), y.dims()) << "output " << i;
+    if (x.dims() != y.dims() || x.dtype() != y.dtype()) return INFINITY;
+    for (int64_t j = 0; j < x.NumElements(); ++j)
+      worst = std::max(worst, std::abs(x.GetAsDouble(j) - y.GetAsDouble(j)));
+  }
+  return worst;
+}
+
+// Runs `pass` on a copy of the graph parsed from `text` and checks the outputs agree with
+// the original within 1e-5 (structural rewrites reorder at most a few float ops).
+inline void ExpectNumericallyEquivalent(const std::string& pass, const std::string& text,
+                                        PassContext ctx = {},
+                                        const std::map<std::string, int64_t>& symbols = {}) {
+  auto original = Parse(text);
+  ASSERT_TRUE(original);
+  auto optimized = original->Clone();
+  RunPass(pass, *optimized, ctx);
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    auto feeds = RandomInputs(*original, seed, symbols);
+    EXPECT_LE(MaxAbsDiff(*original, *optimized, feeds), 1e-5) << "seed " << seed;
+  }
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,59 @@
+// Shared pieces of the `kiln` CLI: argument scanning, exit codes, error printing.
+// Exit codes: 0 ok, 1 internal error, 2 invalid model or arguments, 3 unsupported.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kiln/ir/graph.h"
+
+namespace kiln::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInternal = 1;
+inline constexpr int kExitInvalid = 2;
+inline constexpr int kExitUnsupported = 3;
+
+// Maps a status to the exit code above.
+int ExitCodeFor(const absl::Status& s);
+// Prints "kiln: error: <message>" as one line on stderr and returns the exit code.
+int Fail(const absl::Status& s);
+
+// A simple argument cursor: flags `--name value` or `--name=value`, positionals.
+class Args {
+ public:
+  Args(int argc, char** argv, int first);
+  bool Done() const { return i_ >= args_.size(); }
+  // True (and advances) if the current argument is the flag `name` (no value).
+  bool Flag(const std::string& name);
+  // True (and advances) if the current argument is `name` with a value; the value goes
+  // to *out. Missing value -> records an error.
+  bool Option(const std::string& name, std::string* out);
+  // The current argument as a positional if it does not start with '-'.
+  bool Positional(std::string* out);
+  // The current argument, unconsumed (for error messages); advances.
+  std::string Next();
+  const absl::Status& status() const { return status_; }
+
+ private:
+  std::vector<std::string> args_;
+  size_t i_;
+  absl::Status status_;
+};
+
+// "1x128" -> {1, 128}; "scalar" or "" -> {}.
+absl::Status ParseDims(const std::string& text, std::vector<int64_t>* dims);
+// One --shape value: comma-separated NAME=D0xD1... for graph inputs (into `inputs`) or
+// SYMBOL=N for symbolic dims (into `symbols`).
+absl::Status ParseShapeSpec(const std::string& spec, const Graph& g,
+                            std::map<std::string, std::vector<int64_t>>* inputs,
+                            std::map<std::string, int64_t>* symbols);
+
+int RunInspect(int argc, char** argv);
+int RunOpt(int argc, char** argv);
+int RunRun(int argc, char** argv);
+
+}  // namespace kiln::cli
