@@ -196,9 +196,9 @@ bool DimExpr::Normalize() {
       merged.push_back(std::move(t));
     }
   }
-  merged.erase(std::remove_if(merged.begin(), merged.end(),
-                              [](const Term& t) { return t.coef == 0; }),
-               merged.end());
+  merged.erase(
+      std::remove_if(merged.begin(), merged.end(), [](const Term& t) { return t.coef == 0; }),
+      merged.end());
   std::stable_sort(merged.begin(), merged.end(), [](const Term& a, const Term& b) {
     return a.atoms.size() > b.atoms.size();  // ties keep the lexicographic order
   });
@@ -331,8 +331,7 @@ std::optional<DimExpr> DivExact(const DimExpr& a, const DimExpr& b) {
   }
   if (a == b) return DimExpr::Constant(1);
   // Monomial division of each term by b's leading term.
-  auto divide_by_term = [](const DimExpr& num,
-                           const DimExpr::Term& den) -> std::optional<DimExpr> {
+  auto divide_by_term = [](const DimExpr& num, const DimExpr::Term& den) -> std::optional<DimExpr> {
     DimExpr r;
     for (const DimExpr::Term& t : num.terms_) {
       DimExpr::Term out{t.coef, t.atoms};

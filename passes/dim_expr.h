@@ -51,7 +51,9 @@ class DimExpr {
   // Known -> constant, symbol -> parsed; nullopt for unknown dims and unparseable symbols.
   static std::optional<DimExpr> FromDim(const Dim& d);
 
-  bool is_constant() const { return terms_.empty() || (terms_.size() == 1 && terms_[0].atoms.empty()); }
+  bool is_constant() const {
+    return terms_.empty() || (terms_.size() == 1 && terms_[0].atoms.empty());
+  }
   std::optional<int64_t> constant_value() const;
   // All coefficients (constant included) >= 0: the value is >= 0 whatever the symbols.
   bool NonNegative() const;

@@ -128,8 +128,7 @@ Node* FindInput(const Graph& g, const std::string& name) {
 }
 
 // The symbol values the run applies: --shape symbols plus those bound by --shape inputs.
-absl::StatusOr<std::map<std::string, int64_t>> BindSymbols(const Graph& g,
-                                                           const PassContext& ctx) {
+absl::StatusOr<std::map<std::string, int64_t>> BindSymbols(const Graph& g, const PassContext& ctx) {
   std::map<std::string, int64_t> values;
   std::map<std::string, std::string> where;
   for (const auto& [sym, v] : ctx.symbol_values) {
@@ -144,9 +143,9 @@ absl::StatusOr<std::map<std::string, int64_t>> BindSymbols(const Graph& g,
     if (!in) {
       std::vector<std::string> names;
       for (const Node* n : g.inputs()) names.push_back(n->output_info(0).name);
-      return absl::InvalidArgumentError(absl::StrCat("--shape names '", name,
-                                                     "', which is not a graph input (inputs: ",
-                                                     absl::StrJoin(names, ", "), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shape names '", name,
+                       "', which is not a graph input (inputs: ", absl::StrJoin(names, ", "), ")"));
     }
     const Type& t = in->output_info(0).type;
     const std::string given = absl::StrCat("--shape ", name, "=", DimsText(dims));
@@ -155,9 +154,9 @@ absl::StatusOr<std::map<std::string, int64_t>> BindSymbols(const Graph& g,
         return absl::InvalidArgumentError(absl::StrCat(given, ": a dimension must be >= 0"));
     if (!t.has_rank()) continue;
     if (t.rank() != static_cast<int>(dims.size()))
-      return absl::InvalidArgumentError(absl::StrCat("graph input '", name, "' has rank ",
-                                                     t.rank(), " (", t.ToString(), ") but ",
-                                                     given, " has ", dims.size(), " dims"));
+      return absl::InvalidArgumentError(absl::StrCat("graph input '", name, "' has rank ", t.rank(),
+                                                     " (", t.ToString(), ") but ", given, " has ",
+                                                     dims.size(), " dims"));
     for (size_t i = 0; i < dims.size(); ++i) {
       const Dim& d = (*t.shape)[i];
       if (d.is_known() && d.value() != dims[i])
@@ -247,8 +246,8 @@ class ShapeInferencePass final : public Pass {
       if (n->is_constant()) continue;
       for (int i = 0; i < n->num_outputs(); ++i) {
         Type t = n->output_info(i).type;
-        auto given = n->is_input() ? ctx.input_shapes.find(n->output_info(0).name)
-                                   : ctx.input_shapes.end();
+        auto given =
+            n->is_input() ? ctx.input_shapes.find(n->output_info(0).name) : ctx.input_shapes.end();
         if (given != ctx.input_shapes.end()) {
           t = Type::Static(t.dtype, given->second);
         } else if (t.shape && !symbols.empty()) {
@@ -266,7 +265,8 @@ class ShapeInferencePass final : public Pass {
       Node* n = p.get();
       if (n->is_constant()) {
         if (const Tensor* v = n->constant_value())
-          if (auto c = shape_inference::ConstantContents(*v)) contents[n->output(0)] = std::move(*c);
+          if (auto c = shape_inference::ConstantContents(*v))
+            contents[n->output(0)] = std::move(*c);
         continue;
       }
       if (n->is_input()) continue;

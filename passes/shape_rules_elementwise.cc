@@ -114,22 +114,23 @@ absl::StatusOr<std::vector<Type>> LayerNormRule(const RuleContext& ctx) {
 const absl::flat_hash_map<std::string, ShapeRule>& Table() {
   static const auto* table = [] {
     auto* t = new absl::flat_hash_map<std::string, ShapeRule>();
-    for (const char* op :
-         {"Sqrt",  "Reciprocal", "Exp",     "Log",      "Erf",         "Tanh",      "Sigmoid",
-          "Relu",  "Neg",        "Abs",     "Not",      "Floor",       "Ceil",      "Round",
-          "Sin",   "Cos",        "Tan",     "Asin",     "Acos",        "Atan",      "Sinh",
-          "Cosh",  "Asinh",      "Acosh",   "Atanh",    "Sign",        "Softplus",  "Softsign",
-          "LeakyRelu", "Elu",    "Celu",    "Selu",     "HardSigmoid", "HardSwish",
-          "ThresholdedRelu",     "Mish",    "Identity", "Gelu",        "Clip",      "Trilu",
-          "CumSum"})
+    for (const char* op : {"Sqrt",  "Reciprocal", "Exp",         "Log",       "Erf",
+                           "Tanh",  "Sigmoid",    "Relu",        "Neg",       "Abs",
+                           "Not",   "Floor",      "Ceil",        "Round",     "Sin",
+                           "Cos",   "Tan",        "Asin",        "Acos",      "Atan",
+                           "Sinh",  "Cosh",       "Asinh",       "Acosh",     "Atanh",
+                           "Sign",  "Softplus",   "Softsign",    "LeakyRelu", "Elu",
+                           "Celu",  "Selu",       "HardSigmoid", "HardSwish", "ThresholdedRelu",
+                           "Mish",  "Identity",   "Gelu",        "Clip",      "Trilu",
+                           "CumSum"})
       (*t)[op] = &SameAsInput;
     for (const char* op : {"IsNaN", "IsInf"}) (*t)[op] = &BoolOfInput;
     for (const char* op : {"Softmax", "LogSoftmax"}) (*t)[op] = &SoftmaxRule;
     (*t)["Cast"] = &CastRule;
     (*t)["CastLike"] = &CastLikeRule;
     (*t)["Dropout"] = &DropoutRule;
-    for (const char* op : {"Add", "Sub", "Mul", "Div", "Mod", "BitShift", "And", "Or", "Xor",
-                           "Min", "Max", "Sum", "Mean"})
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Mod", "BitShift", "And", "Or", "Xor", "Min",
+                           "Max", "Sum", "Mean"})
       (*t)[op] = &BroadcastSameDType;
     for (const char* op : {"Pow", "PRelu"}) (*t)[op] = &BroadcastFirstDType;
     for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})

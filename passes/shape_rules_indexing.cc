@@ -19,8 +19,8 @@ absl::StatusOr<std::vector<Type>> TileRule(const RuleContext& ctx) {
   Shape out(x.rank(), Dim());
   if (const Contents* reps = ctx.contents(1)) {
     if (static_cast<int>(reps->elems.size()) != x.rank())
-      return ctx.Error(absl::StrCat("repeats has ", reps->elems.size(), " entries for rank ",
-                                    x.rank()));
+      return ctx.Error(
+          absl::StrCat("repeats has ", reps->elems.size(), " entries for rank ", x.rank()));
     for (int i = 0; i < x.rank(); ++i) out[i] = DimMul((*x.shape)[i], ElemDim(reps->elems[i]));
   }
   return Outputs(ctx, MakeType(x.dtype, std::move(out)));
@@ -55,8 +55,10 @@ absl::StatusOr<std::vector<Type>> PadRule(const RuleContext& ctx) {
     const auto& b = pads->elems[i];
     const auto& e = pads->elems[i + k];
     std::optional<DimExpr> sum = d && b ? Add(*d, *b) : std::nullopt;
-    if (sum && e) sum = Add(*sum, *e);
-    else sum.reset();
+    if (sum && e)
+      sum = Add(*sum, *e);
+    else
+      sum.reset();
     if (sum && sum->constant_value() && *sum->constant_value() < 0)
       return ctx.Error(absl::StrCat("pads make axis ", axes[i], " negative"));
     out[axes[i]] = ElemDim(sum);
@@ -99,8 +101,8 @@ absl::StatusOr<std::vector<Type>> OneHotRule(const RuleContext& ctx) {
 
 absl::StatusOr<std::vector<Type>> NonZeroRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
-  return Outputs(ctx, MakeType(DType::kI64, Shape{x.has_rank() ? Dim::Known(x.rank()) : Dim(),
-                                                   Dim()}));
+  return Outputs(ctx,
+                 MakeType(DType::kI64, Shape{x.has_rank() ? Dim::Known(x.rank()) : Dim(), Dim()}));
 }
 
 absl::StatusOr<std::vector<Type>> SizeRule(const RuleContext& ctx) {
@@ -112,13 +114,15 @@ absl::StatusOr<std::vector<Type>> TopKRule(const RuleContext& ctx) {
   std::vector<Type> out(ctx.node().num_outputs(), MakeType(x.dtype, std::nullopt));
   if (out.size() > 1) out[1].dtype = DType::kI64;
   if (!x.has_rank()) return out;
-  KILN_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.node().attr_int_or("axis", -1), x.rank()));
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        NormalizeAxis(ctx, ctx.node().attr_int_or("axis", -1), x.rank()));
   Shape s = *x.shape;
   const Contents* k = ctx.contents(1);
   s[axis] = k && k->elems.size() == 1 ? ElemDim(k->elems[0]) : Dim();
-  if (s[axis].is_known() && (*x.shape)[axis].is_known() && s[axis].value() > (*x.shape)[axis].value())
-    return ctx.Error(absl::StrCat("K = ", s[axis].value(), " exceeds the axis size ",
-                                  (*x.shape)[axis].value()));
+  if (s[axis].is_known() && (*x.shape)[axis].is_known() &&
+      s[axis].value() > (*x.shape)[axis].value())
+    return ctx.Error(
+        absl::StrCat("K = ", s[axis].value(), " exceeds the axis size ", (*x.shape)[axis].value()));
   for (Type& t : out) t.shape = s;
   return out;
 }

@@ -105,7 +105,8 @@ absl::StatusOr<std::vector<Type>> ReduceRule(const RuleContext& ctx) {
 absl::StatusOr<std::vector<Type>> ArgMaxRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   if (!x.has_rank()) return Outputs(ctx, MakeType(DType::kI64, std::nullopt));
-  KILN_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.node().attr_int_or("axis", 0), x.rank()));
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        NormalizeAxis(ctx, ctx.node().attr_int_or("axis", 0), x.rank()));
   const bool keepdims = ctx.node().attr_int_or("keepdims", 1) != 0;
   Shape out;
   for (int64_t i = 0; i < x.rank(); ++i) {
@@ -123,9 +124,9 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     auto* t = new absl::flat_hash_map<std::string, ShapeRule>();
     (*t)["MatMul"] = &MatMulRule;
     (*t)["Gemm"] = &GemmRule;
-    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
-                           "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
-                           "ReduceLogSumExp"})
+    for (const char* op :
+         {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+          "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
       (*t)[op] = &ReduceRule;
     (*t)["ArgMax"] = &ArgMaxRule;
     return t;

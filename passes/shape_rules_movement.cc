@@ -35,8 +35,8 @@ absl::StatusOr<std::vector<Type>> GatherRule(const RuleContext& ctx) {
 
 // Length of one sliced axis. `start`/`end` are tracked elements (nullopt: unknown).
 absl::StatusOr<Dim> SliceDim(const RuleContext& ctx, const Dim& d,
-                             const std::optional<DimExpr>& start,
-                             const std::optional<DimExpr>& end, std::optional<int64_t> step) {
+                             const std::optional<DimExpr>& start, const std::optional<DimExpr>& end,
+                             std::optional<int64_t> step) {
   if (!step || !start || !end) return Dim();
   if (*step == 0) return ctx.Error("Slice step must not be 0");
   const std::optional<int64_t> s = start->constant_value();
@@ -50,12 +50,12 @@ absl::StatusOr<Dim> SliceDim(const RuleContext& ctx, const Dim& d,
     if (*step > 0) {
       b = std::clamp<int64_t>(b, 0, n);
       f = std::clamp<int64_t>(f, 0, n);
-      if (f > b) len = (f - b + *step - 1) / *step;
+      if (f > b) len = (f - b - 1) / *step + 1;
     } else {
       b = std::clamp<int64_t>(b, 0, n - 1);
       f = std::clamp<int64_t>(f, -1, n - 1);
       const int64_t st = *step == std::numeric_limits<int64_t>::min() ? kBig : -*step;
-      if (b > f) len = (b - f + st - 1) / st;
+      if (b > f) len = (b - f - 1) / st + 1;
     }
     return Dim::Known(len);
   }
@@ -82,8 +82,10 @@ absl::StatusOr<std::vector<Type>> SliceRule(const RuleContext& ctx) {
   const Contents* ends = ctx.contents(2);
   // Number of sliced axes: from the tracked starts/ends or the starts' static type.
   std::optional<int64_t> n;
-  if (starts) n = starts->elems.size();
-  else if (ends) n = ends->elems.size();
+  if (starts)
+    n = starts->elems.size();
+  else if (ends)
+    n = ends->elems.size();
   else if (ctx.input_type(1).is_static() && ctx.input_type(1).rank() == 1)
     n = (*ctx.input_type(1).shape)[0].value();
   std::optional<std::vector<int64_t>> axes;
@@ -110,9 +112,9 @@ absl::StatusOr<std::vector<Type>> SliceRule(const RuleContext& ctx) {
     } else if (steps && steps->elems[i]) {
       step = steps->elems[i]->constant_value();
     }
-    KILN_ASSIGN_OR_RETURN(out[ax], SliceDim(ctx, (*data.shape)[ax],
-                                            starts ? starts->elems[i] : std::nullopt,
-                                            ends ? ends->elems[i] : std::nullopt, step));
+    KILN_ASSIGN_OR_RETURN(out[ax],
+                          SliceDim(ctx, (*data.shape)[ax], starts ? starts->elems[i] : std::nullopt,
+                                   ends ? ends->elems[i] : std::nullopt, step));
   }
   return Outputs(ctx, MakeType(data.dtype, std::move(out)));
 }
@@ -146,8 +148,8 @@ absl::StatusOr<std::vector<Type>> ConcatRule(const RuleContext& ctx) {
       if (j == axis) continue;
       Dim& o = out[j];
       if (d.is_known() && o.is_known() && d.value() != o.value())
-        return ctx.Error(absl::StrCat("inputs differ in dim ", j, ": ", o.value(), " vs ",
-                                      d.value()));
+        return ctx.Error(
+            absl::StrCat("inputs differ in dim ", j, ": ", o.value(), " vs ", d.value()));
       // A valid model has equal dims here: any known name of the dim is right.
       if (o.is_unknown() || (o.is_symbol() && d.is_known())) o = d;
     }
@@ -160,6 +162,7 @@ absl::StatusOr<std::vector<Type>> ConcatRule(const RuleContext& ctx) {
 absl::StatusOr<std::vector<Type>> SplitRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   const int num = ctx.node().num_outputs();
+  if (num < 1) return std::vector<Type>();
   if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
   KILN_ASSIGN_OR_RETURN(int64_t axis,
                         NormalizeAxis(ctx, ctx.node().attr_int_or("axis", 0), x.rank()));
@@ -168,22 +171,24 @@ absl::StatusOr<std::vector<Type>> SplitRule(const RuleContext& ctx) {
   if (ctx.has_input(1)) {
     if (const Contents* split = ctx.contents(1)) {
       if (static_cast<int>(split->elems.size()) != num)
-        return ctx.Error(absl::StrCat("split has ", split->elems.size(), " entries but the node has ",
-                                      num, " outputs"));
+        return ctx.Error(absl::StrCat("split has ", split->elems.size(),
+                                      " entries but the node has ", num, " outputs"));
       for (int i = 0; i < num; ++i) sizes[i] = ElemDim(split->elems[i]);
       if (std::optional<std::vector<int64_t>> v = split->Ints(); v && d.is_known()) {
         int64_t total = 0;
         for (int64_t s : *v)
           if (s < 0 || AddOverflows(total, s, &total)) return ctx.Error("invalid split sizes");
         if (total != d.value())
-          return ctx.Error(absl::StrCat("split sizes sum to ", total, ", the axis has ", d.value()));
+          return ctx.Error(
+              absl::StrCat("split sizes sum to ", total, ", the axis has ", d.value()));
       }
     }
   } else if (d.is_known()) {
     // Chunks of ceil(d / num); the last one takes what is left (opset 18).
     const int64_t chunk = d.value() / num + (d.value() % num != 0 ? 1 : 0);
     const int64_t last = d.value() - chunk * (num - 1);
-    if (last < 0) return ctx.Error(absl::StrCat("cannot split ", d.value(), " into ", num, " chunks"));
+    if (last < 0)
+      return ctx.Error(absl::StrCat("cannot split ", d.value(), " into ", num, " chunks"));
     for (int i = 0; i < num; ++i) sizes[i] = Dim::Known(i + 1 < num ? chunk : last);
   } else if (std::optional<DimExpr> e = DimExpr::FromDim(d)) {
     // Symbolic: only an exact division by `num` is certain.
@@ -240,8 +245,8 @@ absl::StatusOr<std::vector<Type>> ReshapeRule(const RuleContext& ctx) {
     if (v && *v == 0 && !allowzero) {
       if (!x.has_rank()) continue;
       if (static_cast<int64_t>(i) >= x.rank())
-        return ctx.Error(absl::StrCat("shape entry ", i, " is 0 (copy) but the input has rank ",
-                                      x.rank()));
+        return ctx.Error(
+            absl::StrCat("shape entry ", i, " is 0 (copy) but the input has rank ", x.rank()));
       out[i] = (*x.shape)[i];
       if (out[i].is_unknown() || !DimExpr::FromDim(out[i])) out_opaque[i] = static_cast<int>(i);
     } else if (v && *v == -1) {
@@ -265,18 +270,20 @@ absl::StatusOr<std::vector<Type>> ReshapeRule(const RuleContext& ctx) {
       rest_opaque.push_back(out_opaque[i]);
     }
     std::optional<DimExpr> other = ProductWithOpaque(rest, rest_opaque);
-    const std::optional<int64_t> tv = total ? total->constant_value() : std::nullopt;
-    const std::optional<int64_t> ov = other ? other->constant_value() : std::nullopt;
+    const bool both_known = total && other && total->is_constant() && other->is_constant();
+    const int64_t tv = both_known ? total->constant_value().value_or(0) : 0;
+    const int64_t ov = both_known ? other->constant_value().value_or(0) : 0;
     if (infer) {
-      if (tv && ov && (*ov == 0 ? *tv != 0 : *tv % *ov != 0))
-        return ctx.Error(absl::StrCat("cannot reshape ", *tv, " elements with shape entries of product ",
-                                      *ov, " and one -1"));
-      if (total && other && !(ov && *ov == 0)) {
+      if (both_known && (ov == 0 ? tv != 0 : tv % ov != 0))
+        return ctx.Error(absl::StrCat(
+            "cannot reshape ", tv, " elements with shape entries of product ", ov, " and one -1"));
+      const bool zero_other = other && other->constant_value() == 0;
+      if (total && other && !zero_other) {
         std::optional<DimExpr> q = DivExact(*total, *other);
         if (q) out[*infer] = q->ToDim();
       }
-    } else if (tv && ov && *tv != *ov) {
-      return ctx.Error(absl::StrCat("cannot reshape ", *tv, " elements into ", *ov));
+    } else if (both_known && tv != ov) {
+      return ctx.Error(absl::StrCat("cannot reshape ", tv, " elements into ", ov));
     }
   }
   return Outputs(ctx, MakeType(x.dtype, std::move(out)));
@@ -434,8 +441,10 @@ absl::StatusOr<std::vector<Type>> RangeRule(const RuleContext& ctx) {
       all = all && v[i] && v[i]->NumElements() == 1;
     }
     if (all && v[2]->GetAsDouble(0) != 0) {
-      const double c = std::ceil((v[1]->GetAsDouble(0) - v[0]->GetAsDouble(0)) / v[2]->GetAsDouble(0));
-      if (c >= 0 && c <= static_cast<double>(int64_t{1} << 40)) len = Dim::Known(static_cast<int64_t>(c));
+      const double c =
+          std::ceil((v[1]->GetAsDouble(0) - v[0]->GetAsDouble(0)) / v[2]->GetAsDouble(0));
+      if (c >= 0 && c <= static_cast<double>(int64_t{1} << 40))
+        len = Dim::Known(static_cast<int64_t>(c));
       if (c < 0) len = Dim::Known(0);
     }
   } else {
@@ -445,8 +454,8 @@ absl::StatusOr<std::vector<Type>> RangeRule(const RuleContext& ctx) {
       const std::optional<int64_t> delta = c[2]->elems[0]->constant_value();
       if (delta && *delta == 0) return ctx.Error("Range delta is 0");
       if (delta) {
-        std::optional<DimExpr> diff =
-            *delta > 0 ? Sub(*c[1]->elems[0], *c[0]->elems[0]) : Sub(*c[0]->elems[0], *c[1]->elems[0]);
+        std::optional<DimExpr> diff = *delta > 0 ? Sub(*c[1]->elems[0], *c[0]->elems[0])
+                                                 : Sub(*c[0]->elems[0], *c[1]->elems[0]);
         const int64_t ad = *delta > 0 ? *delta : (*delta == INT64_MIN ? kBig : -*delta);
         if (diff && diff->constant_value()) {
           const int64_t dv = *diff->constant_value();

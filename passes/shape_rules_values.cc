@@ -2,12 +2,11 @@
 // 1-D integer (and bool, as 0/1) tensors, each element a DimExpr or unknown. Seeded by
 // Constant nodes, by Shape(x) (x's dims, honoring start/end) and by Size(x), and propagated
 // through Gather (constant indices), Slice (constant parameters), Concat,
-// Unsqueeze/Squeeze/Reshape, Identity, Cast to i64 (i32 for constants that fit), Add/Sub/Mul/Div, Equal, Where,
-// ConstantOfShape, Expand and integer Range. This is what lets Reshape/Expand/Slice read
-// shapes computed by Shape->Gather->Unsqueeze->Concat chains.
-// Limits: only output 0, at most Contents::kMaxElements elements, axis 0 only; integer
-// Div of a symbolic value needs a provably non-negative numerator and a positive constant
-// divisor (then truncation equals floor division).
+// Unsqueeze/Squeeze/Reshape, Identity, Cast to i64 (i32 for constants that fit), Add/Sub/Mul/Div,
+// Equal, Where, ConstantOfShape, Expand and integer Range. This is what lets Reshape/Expand/Slice
+// read shapes computed by Shape->Gather->Unsqueeze->Concat chains. Limits: only output 0, at most
+// Contents::kMaxElements elements, axis 0 only; integer Div of a symbolic value needs a provably
+// non-negative numerator and a positive constant divisor (then truncation equals floor division).
 #include <algorithm>
 #include <string>
 
@@ -145,6 +144,8 @@ std::optional<Contents> SliceContents(const RuleContext& ctx) {
     step = (*steps)[0];
   }
   const int64_t n = static_cast<int64_t>(data->elems.size());
+  // Steps past the end take one element; clamping them keeps `i += step` from overflowing.
+  step = std::clamp<int64_t>(step, -(n + 1), n + 1);
   int64_t b = (*starts)[0], e = (*ends)[0];
   if (b < 0) b += n;
   if (e < 0) e += n;
@@ -302,25 +303,44 @@ std::optional<Contents> ComputeContents(const RuleContext& ctx, const Node& node
     return std::nullopt;
   const std::string& op = node.op();
   std::optional<Contents> c;
-  if (op == "Shape") c = ShapeContents(ctx);
-  else if (op == "Size") c = SizeContents(ctx);
-  else if (op == "Gather") c = GatherContents(ctx);
-  else if (op == "Slice") c = SliceContents(ctx);
-  else if (op == "Concat") c = ConcatContents(ctx);
-  else if (op == "Unsqueeze") c = UnsqueezeContents(ctx);
-  else if (op == "Squeeze") c = SqueezeContents(ctx);
-  else if (op == "Reshape") c = ReshapeContents(ctx, out_type);
-  else if (op == "Identity") c = ctx.contents(0) ? std::optional<Contents>(*ctx.contents(0)) : std::nullopt;
-  else if (op == "Cast") c = CastContents(ctx, out_type.dtype);
-  else if (op == "Add") c = Binary(ctx, Lift([](const DimExpr& a, const DimExpr& b) { return Add(a, b); }));
-  else if (op == "Sub") c = Binary(ctx, Lift([](const DimExpr& a, const DimExpr& b) { return Sub(a, b); }));
-  else if (op == "Mul") c = Binary(ctx, Lift([](const DimExpr& a, const DimExpr& b) { return Mul(a, b); }));
-  else if (op == "Div") c = Binary(ctx, &DivElem);
-  else if (op == "Equal") c = Binary(ctx, &EqualElem);
-  else if (op == "Where") c = WhereContents(ctx);
-  else if (op == "ConstantOfShape") c = ConstantOfShapeContents(ctx);
-  else if (op == "Expand") c = ExpandContents(ctx);
-  else if (op == "Range") c = RangeContents(ctx);
+  if (op == "Shape")
+    c = ShapeContents(ctx);
+  else if (op == "Size")
+    c = SizeContents(ctx);
+  else if (op == "Gather")
+    c = GatherContents(ctx);
+  else if (op == "Slice")
+    c = SliceContents(ctx);
+  else if (op == "Concat")
+    c = ConcatContents(ctx);
+  else if (op == "Unsqueeze")
+    c = UnsqueezeContents(ctx);
+  else if (op == "Squeeze")
+    c = SqueezeContents(ctx);
+  else if (op == "Reshape")
+    c = ReshapeContents(ctx, out_type);
+  else if (op == "Identity")
+    c = ctx.contents(0) ? std::optional<Contents>(*ctx.contents(0)) : std::nullopt;
+  else if (op == "Cast")
+    c = CastContents(ctx, out_type.dtype);
+  else if (op == "Add")
+    c = Binary(ctx, Lift([](const DimExpr& a, const DimExpr& b) { return Add(a, b); }));
+  else if (op == "Sub")
+    c = Binary(ctx, Lift([](const DimExpr& a, const DimExpr& b) { return Sub(a, b); }));
+  else if (op == "Mul")
+    c = Binary(ctx, Lift([](const DimExpr& a, const DimExpr& b) { return Mul(a, b); }));
+  else if (op == "Div")
+    c = Binary(ctx, &DivElem);
+  else if (op == "Equal")
+    c = Binary(ctx, &EqualElem);
+  else if (op == "Where")
+    c = WhereContents(ctx);
+  else if (op == "ConstantOfShape")
+    c = ConstantOfShapeContents(ctx);
+  else if (op == "Expand")
+    c = ExpandContents(ctx);
+  else if (op == "Range")
+    c = RangeContents(ctx);
   if (!c || !Consistent(*c, out_type)) return std::nullopt;
   // Narrow integer types: a constant that does not fit would have wrapped; forget it.
   if (out_type.dtype != DType::kI64 && out_type.dtype != DType::kBool) {

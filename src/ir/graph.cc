@@ -160,6 +160,14 @@ void Graph::AddNodeInput(Node* node, Value v) {
 
 void Graph::ReplaceAllUsesWith(Value from, Value to) {
   if (from == to) return;
+  // `to` computes the same tensor as `from`: keep what is known about its type (e.g. the
+  // declared type of a graph output once the Identity in front of it is removed).
+  Type& to_type = to.node->outputs_[to.index].type;
+  const Type& from_type = from.node->outputs_[from.index].type;
+  if ((to_type.dtype == DType::kUndefined || to_type.dtype == from_type.dtype) &&
+      !to_type.has_rank() && from_type.dtype != DType::kUndefined) {
+    to_type = from_type;
+  }
   std::vector<Use> uses = from.node->outputs_[from.index].uses;
   for (const Use& u : uses) SetInput(u.user, u.operand, to);
   for (auto& o : outputs_)

@@ -190,13 +190,15 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims, std::shared_ptr<Storage> 
 
 Tensor Tensor::FromF32(std::vector<int64_t> dims, absl::Span<const float> values) {
   Tensor t(DType::kF32, std::move(dims));
-  std::memcpy(t.raw(), values.data(), std::min(t.NumBytes(), values.size() * 4));
+  if (!values.empty())
+    std::memcpy(t.raw(), values.data(), std::min(t.NumBytes(), values.size() * 4));
   return t;
 }
 
 Tensor Tensor::FromI64(std::vector<int64_t> dims, absl::Span<const int64_t> values) {
   Tensor t(DType::kI64, std::move(dims));
-  std::memcpy(t.raw(), values.data(), std::min(t.NumBytes(), values.size() * 8));
+  if (!values.empty())
+    std::memcpy(t.raw(), values.data(), std::min(t.NumBytes(), values.size() * 8));
   return t;
 }
 

@@ -19,6 +19,16 @@ std::string DescribeOnnxNode(std::string_view name, std::string_view domain,
   return absl::StrCat("node '", std::string(name), "' (", full, ", opset ", opset, ")");
 }
 
+Tensor VectorI64(absl::Span<const int64_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return v.empty() ? Tensor(DType::kI64, {0}) : Tensor::FromI64({n}, v);
+}
+
+Tensor VectorF32(absl::Span<const float> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return v.empty() ? Tensor(DType::kF32, {0}) : Tensor::FromF32({n}, v);
+}
+
 absl::StatusOr<Type> TypeFromProto(const onnx::TypeProto& tp, std::string_view what,
                                    bool allow_undefined_dtype, const ImportOptions& options) {
   const std::string w(what);

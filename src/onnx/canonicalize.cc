@@ -6,7 +6,8 @@
 //   - Split from opset 18: the `num_outputs` attribute is checked against the output count
 //     and removed (the output count carries it).
 // Attributes that moved to inputs before opset 13 (ReduceSum/Squeeze/Unsqueeze axes,
-// Split split, Slice starts/ends/axes/steps, Clip min/max, Dropout ratio) are rejected as
+// Split split, Slice starts/ends/axes/steps, Clip min/max, Dropout ratio, Pad pads/value,
+// TopK k) are rejected as
 // malformed, as are opset-18 attributes in older models. The full list is in
 // docs/importer.md; keep the two in sync.
 #include "absl/container/flat_hash_set.h"
@@ -34,6 +35,8 @@ const std::vector<std::string>* LegacyAttrs(const std::string& op) {
       {"Slice", {"starts", "ends", "axes", "steps"}},
       {"Clip", {"min", "max"}},
       {"Dropout", {"ratio", "is_test"}},
+      {"Pad", {"pads", "value"}},
+      {"TopK", {"k"}},
   };
   auto it = table->find(op);
   return it == table->end() ? nullptr : &it->second;
@@ -67,8 +70,7 @@ absl::Status CanonicalizeReduce(Graph& graph, Node* node, int64_t opset,
   if (axes == nullptr) return Invalid(node, "attribute 'axes' must be of type INTS");
   const std::string& owner = node->provenance().front();
   const std::string name = FreshName(absl::StrCat(owner, "/axes"), names);
-  Node* c = graph.AddConstant(name, Tensor::FromI64({static_cast<int64_t>(axes->size())},
-                                                    *axes));
+  Node* c = graph.AddConstant(name, VectorI64(*axes));
   c->add_provenance(owner);
   names[name] = c->output(0);
   graph.AddNodeInput(node, c->output(0));

@@ -76,24 +76,35 @@ absl::StatusOr<std::string> ExportOnnxBytes(const Graph& g) {
   onnx::GraphProto* gp = model.mutable_graph();
   gp->set_name(g.name().empty() ? "kiln" : g.name());
 
-  // Unique names per value. Graph input names are fixed by the signature.
+  // Unique names per value. Graph input names are fixed by the signature; a value that a
+  // graph output designates takes that output's name (the first such output, and not for
+  // graph inputs), so no Identity is needed; any other value keeps its own name when that
+  // is unique and unclaimed, else gets "kiln_<node id>_<output>".
+  absl::flat_hash_map<std::pair<const Node*, int>, std::string> names;
+  absl::flat_hash_set<std::string> taken;
+  for (const Node* in : g.inputs()) {
+    names[{in, 0}] = in->output_info(0).name;
+    taken.insert(in->output_info(0).name);
+  }
+  for (const auto& o : g.outputs()) {
+    const std::pair<const Node*, int> key{o.value.node, o.value.index};
+    if (names.contains(key) || taken.contains(o.name)) continue;
+    names[key] = o.name;
+    taken.insert(o.name);
+  }
+  for (const auto& o : g.outputs()) taken.insert(o.name);  // reserved for Identity outputs
   absl::flat_hash_map<std::string, int> name_count;
   for (const auto& p : g.nodes())
     for (int i = 0; i < p->num_outputs(); ++i)
       if (!p->output_info(i).name.empty()) name_count[p->output_info(i).name]++;
-  absl::flat_hash_set<std::string> output_names;
-  for (const auto& o : g.outputs()) output_names.insert(o.name);
-  absl::flat_hash_map<std::pair<const Node*, int>, std::string> names;
   for (const auto& p : g.nodes()) {
     for (int i = 0; i < p->num_outputs(); ++i) {
+      const std::pair<const Node*, int> key{p.get(), i};
+      if (names.contains(key)) continue;
       const std::string& n = p->output_info(i).name;
-      // A graph output's name is reserved for the value the output designates.
-      const bool ok = !n.empty() && name_count[n] == 1 &&
-                      (!output_names.contains(n) || p->is_input() ||
-                       std::any_of(g.outputs().begin(), g.outputs().end(), [&](const auto& o) {
-                         return o.name == n && o.value == Value{p.get(), i};
-                       }));
-      names[{p.get(), i}] = ok ? n : absl::StrCat("kiln_", p->id(), "_", i);
+      const bool ok = !n.empty() && name_count[n] == 1 && !taken.contains(n);
+      names[key] = ok ? n : absl::StrCat("kiln_", p->id(), "_", i);
+      taken.insert(names[key]);
     }
   }
   auto name_of = [&](Value v) { return v ? names.at({v.node, v.index}) : std::string(); };

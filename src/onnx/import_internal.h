@@ -52,6 +52,11 @@ absl::StatusOr<Type> TypeFromProto(const onnx::TypeProto& tp, std::string_view w
 absl::StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& ap,
                                              std::string_view where, TensorContext& ctx);
 
+// 1-D tensors from attribute values. (Tensor::FromI64/FromF32 memcpy from a null
+// pointer when the span is empty, which is undefined behaviour; these avoid that.)
+Tensor VectorI64(absl::Span<const int64_t> v);
+Tensor VectorF32(absl::Span<const float> v);
+
 // "node 'name' (Op, opset N)", the same text as Node::Describe().
 std::string DescribeOnnxNode(std::string_view name, std::string_view domain,
                              std::string_view op, int64_t opset);

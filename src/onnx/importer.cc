@@ -96,8 +96,18 @@ class Importer {
             imp.version(), ")"));
       opset = imp.version();
     }
-    if (!opset)
-      return absl::InvalidArgumentError("model has no opset_import for the default ONNX domain");
+    if (!opset) {
+      // A model of other domains only (ai.onnx.ml, training) is valid ONNX that kiln does
+      // not support; a model importing nothing at all is malformed.
+      std::vector<std::string> others;
+      for (const auto& imp : model.opset_import()) others.push_back(imp.domain());
+      if (others.empty())
+        return absl::InvalidArgumentError(
+            "model has no opset_import for the default ONNX domain");
+      return absl::UnimplementedError(absl::StrCat(
+          "model has no opset_import for the default ONNX domain, only for: ",
+          absl::StrJoin(others, ", ")));
+    }
     if (*opset < kMinOpset || *opset > kMaxOpset)
       return absl::UnimplementedError(absl::StrCat("opset ", *opset,
                                                    " is not supported (kiln imports default-"
@@ -291,11 +301,11 @@ class Importer {
     }
     if (name == "value_floats") {
       if (const auto* v = std::get_if<std::vector<float>>(&a))
-        return Tensor::FromF32({static_cast<int64_t>(v->size())}, *v);
+        return VectorF32(*v);
       return bad_type();
     }
     if (const auto* v = std::get_if<std::vector<int64_t>>(&a))  // value_ints
-      return Tensor::FromI64({static_cast<int64_t>(v->size())}, *v);
+      return VectorI64(*v);
     return bad_type();
   }
 

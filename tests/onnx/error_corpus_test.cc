@@ -72,6 +72,14 @@ std::vector<Case> Corpus() {
                  m.mutable_opset_import(0)->set_domain("com.microsoft");
                  return Serialize(m);
                },
+               StatusCode::kUnimplemented,
+               "no opset_import for the default ONNX domain, only for: com.microsoft"});
+  c.push_back({"no_opset_import_at_all",
+               [] {
+                 auto m = Base();
+                 m.clear_opset_import();
+                 return Serialize(m);
+               },
                StatusCode::kInvalidArgument, "no opset_import for the default ONNX domain"});
   c.push_back({"two_default_opsets",
                [] {
@@ -555,6 +563,15 @@ std::vector<Case> Corpus() {
                },
                StatusCode::kInvalidArgument,
                "node 'clp' (Clip, opset 17): attribute 'min' is not allowed"});
+  c.push_back({"topk_k_attribute",
+               [] {
+                 return WithNode([](auto& m) {
+                   AddInitI64(m, "kk", {1}, {1});
+                   AttrInt(AddNode(m, "TopK", {"x", "kk"}, {"v", "i"}, "topk"), "k", 1);
+                 });
+               },
+               StatusCode::kInvalidArgument,
+               "node 'topk' (TopK, opset 17): attribute 'k' is not allowed"});
   c.push_back({"split_num_outputs_before_opset_18",
                [] {
                  return WithNode([](auto& m) {

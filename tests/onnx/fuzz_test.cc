@@ -216,7 +216,7 @@ TEST(ImporterFuzz, StructureMutationsNeverCrash) {
   ASSERT_TRUE(seed.ParseFromString(bytes));
   std::mt19937_64 rng(77);
   std::map<absl::StatusCode, int> counts;
-  constexpr int kIterations = 4000;
+  constexpr int kIterations = 10000;
   for (int i = 0; i < kIterations && !HasFailure(); ++i)
     ++counts[ImportOne(MutateStructure(seed, rng), i)];
   EXPECT_GT(counts[absl::StatusCode::kOk], 0);
@@ -234,7 +234,7 @@ TEST(ImporterFuzz, MutatedModelsNeverCrash) {
 
   std::mt19937_64 rng(20240611);
   int ok = 0, invalid = 0, unimplemented = 0;
-  constexpr int kIterations = 5000;
+  constexpr int kIterations = 20000;
   for (int i = 0; i < kIterations; ++i) {
     const std::string bytes = Mutate(seed, rng);
     auto g = ImportOnnxBytes(bytes, "");

@@ -31,8 +31,9 @@ TEST(DimExprTest, CanonicalForms) {
 }
 
 TEST(DimExprTest, ParsePrintRoundTrip) {
-  for (const char* s : {"2*batch*sequence", "batch*sequence+batch-1", "sequence/2",
-                        "(batch*sequence)/4", "2*(sequence+1)/4*batch", "(a/2+b)/3", "-a+1", "(b+1)/2+a+1"}) {
+  for (const char* s :
+       {"2*batch*sequence", "batch*sequence+batch-1", "sequence/2", "(batch*sequence)/4",
+        "2*(sequence+1)/4*batch", "(a/2+b)/3", "-a+1", "(b+1)/2+a+1"}) {
     std::optional<DimExpr> e = DimExpr::Parse(s);
     ASSERT_TRUE(e) << s;
     EXPECT_EQ(e->ToString(), s);
@@ -88,7 +89,7 @@ TEST(DimExprTest, DimHelpers) {
   EXPECT_EQ(DimAdd(S("a"), K(3)), S("a+3"));
   EXPECT_EQ(DimAdd(S("a"), DimSub(K(3), S("a"))), K(3));
   EXPECT_EQ(DimSub(S("a"), K(1)), S("a-1"));
-  EXPECT_TRUE(DimSub(K(1), K(3)).is_unknown());   // negative: not a dim
+  EXPECT_TRUE(DimSub(K(1), K(3)).is_unknown());    // negative: not a dim
   EXPECT_TRUE(DimSub(K(0), S("a")).is_unknown());  // provably <= 0
   EXPECT_EQ(DimDivByConst(S("2*a"), 2), S("a"));
   EXPECT_EQ(DimDivByConst(K(9), 2), K(4));
@@ -109,7 +110,7 @@ TEST(DimExprTest, TooComplexBecomesUnknown) {
   std::optional<DimExpr> e = P("(a+1)*(b+1)");
   e = Mul(*e, P("(c+1)*(d+1)"));
   EXPECT_FALSE(e.has_value());
-  EXPECT_FALSE(DimExpr::Parse("a*b*c*d*e*f*g").has_value());  // 7 factors > kMaxFactors
+  EXPECT_FALSE(DimExpr::Parse("a*b*c*d*e*f*g").has_value());        // 7 factors > kMaxFactors
   EXPECT_FALSE(Mul(P("4611686018427387904"), P("4")).has_value());  // overflow
   Dim d = S("a");
   for (int i = 0; i < 10; ++i) d = DimMul(d, S(std::string(12, static_cast<char>('b' + i))));

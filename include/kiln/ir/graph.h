@@ -178,7 +178,9 @@ class Graph {
 
   void SetInput(Node* node, int index, Value v);
   void AddNodeInput(Node* node, Value v);
-  void ReplaceAllUsesWith(Value from, Value to);  // also rewires graph outputs
+  // Rewires every use of `from` (and graph outputs) to `to`. When `to` has no known rank,
+  // it takes `from`'s type (both denote the same tensor).
+  void ReplaceAllUsesWith(Value from, Value to);
   // Removes a node. Fails if any of its outputs is used or is a graph output.
   absl::Status RemoveNode(Node* node);
   // Removes nodes not reachable backwards from the graph outputs. Returns count removed.
