@@ -107,6 +107,7 @@ absl::Status PassManager::Run(const Pipeline& pipeline, Graph& g, const PassCont
       passes.push_back(std::move(p));
     }
     absl::flat_hash_set<uint64_t> seen;
+    if (stage.max_iterations > 1) seen.insert(GraphHash(g));
     for (int iter = 0; iter < std::max(1, stage.max_iterations); ++iter) {
       bool any_changed = false;
       for (auto& pass : passes) {

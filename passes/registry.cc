@@ -1,7 +1,9 @@
 // The one list of passes. Adding a pass: write passes/<name>.cc with a Create<Name>Pass
 // factory, declare it in passes/passes.h, add a row here, and give it tests and a
 // section in docs/passes.md (docs/adding-a-pass.md).
-#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "passes/passes.h"
 
@@ -22,17 +24,31 @@ constexpr Entry kPasses[] = {
     {"reshape-simplification", CreateReshapeSimplificationPass},
 };
 
+std::vector<std::pair<std::string, std::unique_ptr<Pass> (*)()>>& ExtraPasses() {
+  static auto* extra = new std::vector<std::pair<std::string, std::unique_ptr<Pass> (*)()>>();
+  return *extra;
+}
+
 }  // namespace
+
+bool RegisterPass(const std::string& name, std::unique_ptr<Pass> (*factory)()) {
+  if (CreatePass(name)) return false;
+  ExtraPasses().emplace_back(name, factory);
+  return true;
+}
 
 std::unique_ptr<Pass> CreatePass(std::string_view name) {
   for (const Entry& e : kPasses)
     if (name == e.name) return e.create();
+  for (const auto& [n, create] : ExtraPasses())
+    if (name == n) return create();
   return nullptr;
 }
 
 std::vector<std::string> RegisteredPassNames() {
   std::vector<std::string> out;
   for (const Entry& e : kPasses) out.push_back(e.name);
+  for (const auto& [n, create] : ExtraPasses()) out.push_back(n);
   return out;
 }
 

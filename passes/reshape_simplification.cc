@@ -39,8 +39,7 @@ using Dims = std::vector<Dim>;
 bool IsOp(const Node* n, std::string_view op) { return n->domain().empty() && n->op() == op; }
 
 bool IsShapeOnly(const Node* n) {
-  return IsOp(n, "Reshape") || IsOp(n, "Unsqueeze") || IsOp(n, "Squeeze") ||
-         IsOp(n, "Flatten");
+  return IsOp(n, "Reshape") || IsOp(n, "Unsqueeze") || IsOp(n, "Squeeze") || IsOp(n, "Flatten");
 }
 
 bool IsGraphOutput(const Graph& g, Value v) {
@@ -212,9 +211,12 @@ std::optional<Dims> Merge(const std::optional<Dims>& stored, const std::optional
     const Dim& a = (*stored)[i];
     const Dim& b = (*derived)[i];
     if (a.is_known() && b.is_known() && a.value() != b.value()) return std::nullopt;
-    if (a.is_known()) out.push_back(a);
-    else if (b.is_known()) out.push_back(b);
-    else out.push_back(a.is_symbol() ? a : b);
+    if (a.is_known())
+      out.push_back(a);
+    else if (b.is_known())
+      out.push_back(b);
+    else
+      out.push_back(a.is_symbol() ? a : b);
   }
   return out;
 }
@@ -292,8 +294,7 @@ class ReshapeSimplificationPass final : public Pass {
       }
     }
     Node* a = in.node;
-    if (!IsShapeOnly(a) || a->num_inputs() < 1 || !a->input(0) || !SingleUse(g, a))
-      return false;
+    if (!IsShapeOnly(a) || a->num_inputs() < 1 || !a->input(0) || !SingleUse(g, a)) return false;
     const Value x = a->input(0);
     const int a_id = a->id();
     const int converted = (IsOp(a, "Reshape") ? 0 : 1) + (IsOp(b, "Reshape") ? 0 : 1);
@@ -301,8 +302,8 @@ class ReshapeSimplificationPass final : public Pass {
     // Reshape with a constant shape that does not refer to its input's dims.
     if (IsOp(b, "Reshape") && b->num_inputs() == 2) {
       std::optional<std::vector<int64_t>> s = ConstInts(b->input(1));
-      if (s && (b->attr_int_or("allowzero", 0) != 0 ||
-                std::find(s->begin(), s->end(), 0) == s->end())) {
+      if (s &&
+          (b->attr_int_or("allowzero", 0) != 0 || std::find(s->begin(), s->end(), 0) == s->end())) {
         g.SetInput(b, 0, x);
         UnionProvenance(b, a);
         KILN_RETURN_IF_ERROR(RemoveIfDead(g, a_id));
@@ -357,8 +358,7 @@ class ReshapeSimplificationPass final : public Pass {
     auto it = live_.find(id);
     if (it == live_.end()) return absl::OkStatus();
     Node* n = it->second;
-    if (n->is_input() || !HasTrait(FindOp(n->domain(), n->op()), kPure))
-      return absl::OkStatus();
+    if (n->is_input() || !HasTrait(FindOp(n->domain(), n->op()), kPure)) return absl::OkStatus();
     for (int i = 0; i < n->num_outputs(); ++i)
       if (!n->output_info(i).uses.empty() || IsGraphOutput(g, n->output(i)))
         return absl::OkStatus();

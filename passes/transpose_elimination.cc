@@ -240,8 +240,7 @@ class TransposeEliminationPass final : public Pass {
           if (!SideOperandsMovable(g, n, operand, r)) return false;
         return Compose(g, t, q, e, chain);
       }
-      if (!HasTrait(FindOp(e->domain(), e->op()), kElementwise) || !SingleUse(g, e))
-        return false;
+      if (!HasTrait(FindOp(e->domain(), e->op()), kElementwise) || !SingleUse(g, e)) return false;
       if (e->output_info(0).type.has_rank() && e->output_info(0).type.rank() != r) return false;
       int chain_operand = -1;
       for (int i = 0; i < e->num_inputs(); ++i) {
@@ -264,8 +263,7 @@ class TransposeEliminationPass final : public Pass {
       Value in = e->input(i);
       if (i == chain_operand || !in || IsScalarLike(in.type(), r)) continue;
       const Tensor* c = in.node->constant_value();
-      if (!c || c->rank() > r || !MayRewriteConstant(g, in.node))
-        return false;
+      if (!c || c->rank() > r || !MayRewriteConstant(g, in.node)) return false;
     }
     return true;
   }
@@ -331,8 +329,7 @@ class TransposeEliminationPass final : public Pass {
     auto it = live_.find(id);
     if (it == live_.end()) return absl::OkStatus();
     Node* n = it->second;
-    if (n->is_input() || !HasTrait(FindOp(n->domain(), n->op()), kPure))
-      return absl::OkStatus();
+    if (n->is_input() || !HasTrait(FindOp(n->domain(), n->op()), kPure)) return absl::OkStatus();
     for (int i = 0; i < n->num_outputs(); ++i)
       if (!n->output_info(i).uses.empty() || IsGraphOutput(g, n->output(i)))
         return absl::OkStatus();

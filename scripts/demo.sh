@@ -12,5 +12,7 @@ cmake --build "$BUILD" -j"${KILN_JOBS:-2}" --target kiln | grep -v "^\[" || true
 MODEL=models/fixtures/default.onnx
 echo "== kiln inspect $MODEL (summary)"
 "$BUILD/kiln" inspect "$MODEL" | sed -n '/ nodes, /,$p'
+echo "== kiln opt -O1 $MODEL (node count)"
+"$BUILD/kiln" opt "$MODEL" -O1 --shape batch=1,sequence=128 --quiet
 echo "== kiln run $MODEL"
 "$BUILD/kiln" run "$MODEL" --random-inputs --shape batch=1,sequence=128 --vocab 1000 "$@"

@@ -87,3 +87,49 @@ def test_outputs_flag_prunes(kiln_bin, tmp_path):
     out = tmp_path / "o.onnx"
     kiln_opt(kiln_bin, model, out, "--outputs", "pooler_output")
     assert [o.name for o in onnx.load(str(out)).graph.output] == ["pooler_output"]
+
+
+def test_minilm_done_criterion(kiln_bin, tmp_path):
+    """Issue 3's acceptance check on a MiniLM-L6-shaped opset-14 export at 1x128."""
+    model = tmp_path / "minilm.onnx"
+    gen_bert.save(gen_bert.build_model("minilm", "opset14", "none"), str(model))
+    out = tmp_path / "opt.onnx"
+    kiln_opt(kiln_bin, model, out, "--shape",
+             "input_ids=1x128,attention_mask=1x128,token_type_ids=1x128")
+    before, after = op_counts(model), op_counts(out)
+    left = {op: n for op, n in after.items() if op in SHAPE_OPS | {"Unsqueeze"}}
+    assert not left, f"shape/no-op nodes left after -O1: {left}"
+    assert sum(after.values()) < 0.5 * sum(before.values()), (before, after)
+    feeds = gen_bert.random_inputs(gen_bert.SIZES["minilm"], 1, 128, seed=5)
+    want, got = run_onnxruntime(model, feeds), run_onnxruntime(out, feeds)
+    for name, w in want.items():
+        assert float(np.max(np.abs(got[name] - w))) <= TOLERANCE, name
+
+
+def test_print_after_and_dot(kiln_bin, tmp_path):
+    model = pathlib.Path(gen_bert.FIXTURE_DIR) / "default.onnx"
+    dot = tmp_path / "g.dot"
+    proc = subprocess.run([kiln_bin, "opt", str(model), "--print-after", "dce", "--dot",
+                           str(dot), "--shape", "batch=1,sequence=8"],
+                          capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "IR after dce" in proc.stderr
+    text = dot.read_text()
+    assert text.startswith("digraph") and "->" in text and "MatMul" in text
+    assert "Dropout" not in text  # the dot is the graph after dce, not the imported one
+
+
+@pytest.mark.parametrize("args,code", [
+    (["--passes", "no-such-pass"], 2),
+    (["-O7"], 2),
+    (["--disable-pass", "nope"], 2),
+    (["--shape", "input_ids=1x2x3"], 2),
+    (["--outputs", "not_an_output"], 2),
+])
+def test_opt_argument_errors(kiln_bin, args, code):
+    model = pathlib.Path(gen_bert.FIXTURE_DIR) / "default.onnx"
+    proc = subprocess.run([kiln_bin, "opt", str(model), "--quiet", *args], capture_output=True,
+                          text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kiln: error: "), proc.stderr

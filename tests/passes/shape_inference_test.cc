@@ -615,6 +615,50 @@ TEST(ShapeInferenceTest, MergesWithDeclaredTypes) {
 })");
 }
 
+// Extreme attribute and constant values give a result or an InvalidArgument, never a crash
+// or an invented size (run under ASan/UBSan too).
+TEST(ShapeInferenceTest, ExtremeValuesAreHandled) {
+  const std::string big = "9223372036854775807", small = "-9223372036854775808";
+  auto graph = [](const std::string& body) {
+    return absl::StrCat("graph g opset=21 {\n  %0 = Input() : f32[4,s] \"x\"\n", body,
+                        "\n  return \"y\": %9\n}");
+  };
+  auto c = [](int id, const std::string& vals, int n = 1) {
+    return absl::StrCat("  %", id, " = Constant() {value=tensor<i64[", n, "]>[", vals, "]} : i64[",
+                        n, "]\n");
+  };
+  const std::vector<std::string> bodies = {
+      c(1, big + ", 2", 2) + "  %9 = Reshape(%0, %1)",
+      c(1, big + ", -1", 2) + "  %9 = Reshape(%0, %1)",
+      c(1, "0") + c(2, big) + c(3, "1") + c(4, small) + "  %9 = Slice(%0, %1, %2, %3, %4)",
+      c(1, small) + c(2, small) + c(3, "0") + c(4, big) + "  %9 = Slice(%0, %1, %2, %3, %4)",
+      c(1, big + ", " + big, 2) + "  %9 = Tile(%0, %1)",
+      c(1, small + ", 0, 0, " + small, 4) + "  %9 = Pad(%0, %1, _, _)",
+      c(1, big + ", " + big, 2) + "  %9 = Expand(%0, %1)",
+      c(1, big) + "  %9 = Unsqueeze(%0, %1)",
+      "  %1 = Shape(%0) {start=" + small + ", end=" + big + "}\n" + c(2, small) +
+          "  %9 = Gather(%1, %2) {axis=0}",
+      "  %1 = Constant() {value=tensor<i64[]>[" + small + "]} : i64[]\n" +
+          "  %2 = Constant() {value=tensor<i64[]>[" + big + "]} : i64[]\n" +
+          "  %9 = Range(%1, %2, %1)",
+      std::string("  %1 = Constant() {value=tensor<i64[]>[0]} : i64[]\n") +
+          "  %2 = Constant() {value=tensor<i64[]>[" + big + "]} : i64[]\n" +
+          "  %3 = Constant() {value=tensor<i64[]>[" + small + "]} : i64[]\n" +
+          "  %9 = Range(%1, %2, %3)",
+      "  %1 = Shape(%0)\n" + c(2, big) + "  %3 = Mul(%1, %2)\n  %4 = Mul(%3, %2)\n" +
+          "  %9 = Reshape(%0, %4)",
+      "  %9 = Flatten(%0) {axis=" + big + "}",
+      "  %9 = Transpose(%0) {perm=[0, " + big + "]}",
+      "  %9 = Concat(%0, %0)",
+  };
+  for (const std::string& body : bodies) {
+    const std::string out = OutType(graph(body), "y");
+    EXPECT_TRUE(out.rfind("f32", 0) == 0 || out.rfind("i64", 0) == 0 ||
+                out.rfind("error: node '", 0) == 0)
+        << body << "\n-> " << out;
+  }
+}
+
 // Every op of the catalogue has a shape rule (adding an op: add its rule too).
 TEST(ShapeInferenceTest, EveryCatalogueOpHasARule) {
   for (const OpInfo& op : AllOps()) {

@@ -54,6 +54,10 @@ class Pass {
   PassCounters counters_;
 };
 
+// Registers a pass defined outside kiln (or by a test) under `name`, after the built-in
+// ones. Returns false if the name is taken. Not thread-safe: register before compiling.
+bool RegisterPass(const std::string& name, std::unique_ptr<Pass> (*factory)());
+
 // Creates a registered pass by name; nullptr if unknown.
 std::unique_ptr<Pass> CreatePass(std::string_view name);
 // All registered pass names, in registration order.
