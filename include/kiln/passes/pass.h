@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "kiln/ir/graph.h"
+#include "kiln/passes/fusion_report.h"
 
 namespace kiln {
 
@@ -29,6 +30,9 @@ struct PassContext {
   std::vector<std::string> keep_outputs;
   // Run the verifier after every pass (tests always do; the CLI with --verify-each).
   bool verify_each = false;
+  // Where fusion passes record what they fused and missed; may be null (then they only
+  // fuse). Owned by the caller.
+  FusionReport* fusion_report = nullptr;
 };
 
 // Counters a pass reports ("folded" -> 212, "removed Dropout" -> 24), per run.
