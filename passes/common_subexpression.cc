@@ -26,6 +26,7 @@
 #include "kiln/ir/ops.h"
 #include "kiln/support/status.h"
 #include "passes/passes.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
@@ -150,8 +151,7 @@ bool TypesCompatible(const Node& a, const Node& b) {
 // Dropout's outputs are random in training mode: only the inference form is pure.
 bool InferenceDropout(const Node& n) {
   if (n.num_inputs() < 3 || !n.input(2)) return true;
-  const Tensor* t = n.input(2).node->constant_value();
-  return t && t->dtype() == DType::kBool && t->NumElements() == 1 && t->GetAsInt64(0) == 0;
+  return rewrite::BoolConstant(n.input(2)) == false;
 }
 
 bool SameConstant(const Tensor& a, const Tensor& b) {
@@ -202,7 +202,7 @@ class CommonSubexpressionPass final : public Pass {
       }
       if (n->is_input() || n->is_constant()) continue;
       if (!HasTrait(FindOp(n->domain(), n->op()), kPure)) continue;
-      if (n->domain().empty() && n->op() == "Dropout" && !InferenceDropout(*n)) continue;
+      if (rewrite::IsOp(n, "Dropout") && !InferenceDropout(*n)) continue;
       std::vector<Node*>& bucket = computations[NodeKey(*n)];
       Node* same = nullptr;
       for (Node* c : bucket)
@@ -229,10 +229,7 @@ class CommonSubexpressionPass final : public Pass {
         survivor->set_output_type(i, dup->output_info(i).type);
       g.ReplaceAllUsesWith(dup->output(i), survivor->output(i));
     }
-    for (const std::string& p : dup->provenance())
-      if (std::find(survivor->provenance().begin(), survivor->provenance().end(), p) ==
-          survivor->provenance().end())
-        survivor->add_provenance(p);
+    rewrite::UnionProvenance(survivor, dup);
     return g.RemoveNode(dup);
   }
 };

@@ -27,6 +27,7 @@
 #include "kiln/reference/executor.h"
 #include "kiln/support/status.h"
 #include "passes/passes.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
@@ -64,15 +65,6 @@ std::vector<int64_t> BroadcastBound(absl::Span<const int64_t> a, absl::Span<cons
   return out;
 }
 
-// Reads an int32/int64 constant of rank <= 1; nullopt for anything else.
-std::optional<std::vector<int64_t>> IntValues(const Tensor* t) {
-  if (t == nullptr || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32) || t->rank() > 1)
-    return std::nullopt;
-  std::vector<int64_t> v(t->NumElements());
-  for (int64_t i = 0; i < t->NumElements(); ++i) v[i] = t->GetAsInt64(i);
-  return v;
-}
-
 // Exact bytes of output `i` when its stored type is static with a known dtype.
 std::optional<int64_t> StaticBytes(const Node& n, int i) {
   const Type& t = n.output_info(i).type;
@@ -99,14 +91,14 @@ int64_t BoundOutputBytes(const Node& n, const OpInfo* info, const std::vector<co
 
   const std::string& op = n.op();
   if (n.domain().empty() && op == "ConstantOfShape") {
-    std::optional<std::vector<int64_t>> shape = IntValues(in(0));
+    std::optional<std::vector<int64_t>> shape = rewrite::IntList(in(0));
     if (!shape) return 0;  // the kernel rejects it before allocating
     const Tensor* v = n.attr_tensor("value");
     const int64_t es = v ? static_cast<int64_t>(DTypeSize(v->dtype())) : 4;
     return SatMul(Product(*shape), es);
   }
   if (n.domain().empty() && op == "Expand") {
-    std::optional<std::vector<int64_t>> shape = IntValues(in(1));
+    std::optional<std::vector<int64_t>> shape = rewrite::IntList(in(1));
     if (!in(0) || !shape) return 0;
     return SatMul(Product(BroadcastBound(in(0)->dims(), *shape)),
                   static_cast<int64_t>(DTypeSize(in(0)->dtype())));
@@ -195,7 +187,7 @@ std::optional<Tensor> ShapeFromType(const Node& n) {
 std::optional<Tensor> GatherOfShape(const Node& n) {
   if (n.num_inputs() != 2 || !n.input(0) || !n.input(1)) return std::nullopt;
   const Node& shape = *n.input(0).node;
-  if (!shape.domain().empty() || shape.op() != "Shape") return std::nullopt;
+  if (!rewrite::IsOp(&shape, "Shape")) return std::nullopt;
   const int64_t axis = n.attr_int_or("axis", 0);
   if (axis != 0 && axis != -1) return std::nullopt;
   const Tensor* idx = n.input(1).node->constant_value();
@@ -307,9 +299,7 @@ class ConstantFoldingPass final : public Pass {
   absl::Status Replace(Graph& g, Node* n, std::vector<Tensor> values) {
     for (int i = 0; i < n->num_outputs(); ++i) {
       const Value out = n->output(i);
-      bool needed = !n->output_info(i).uses.empty();
-      for (const GraphOutput& o : g.outputs()) needed = needed || o.value == out;
-      if (!needed) continue;
+      if (n->output_info(i).uses.empty() && !rewrite::IsGraphOutput(g, out)) continue;
       Node* c = g.InsertNodeBefore(n, "Constant", {}, 1);
       c->set_output_type(0, Type::Of(values[i]));
       c->set_output_name(0, n->output_info(i).name);

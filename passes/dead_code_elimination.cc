@@ -24,21 +24,16 @@
 #include "absl/strings/str_cat.h"
 #include "kiln/support/status.h"
 #include "passes/passes.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
 
-bool IsOp(const Node& n, std::string_view op) { return n.domain().empty() && n.op() == op; }
-
-bool IsGraphOutput(const Graph& g, Value v) {
-  for (const GraphOutput& o : g.outputs())
-    if (o.value == v) return true;
-  return false;
-}
+using rewrite::IntList;
+using rewrite::IsGraphOutput;
 
 const Tensor* ConstantInput(const Node& n, int i) {
-  if (i >= n.num_inputs() || !n.input(i)) return nullptr;
-  return n.input(i).node->constant_value();
+  return i < n.num_inputs() ? rewrite::ConstantOf(n.input(i)) : nullptr;
 }
 
 // A rank-known type with no unknown ("?") dims and a known dtype.
@@ -54,36 +49,23 @@ bool SameDescribedType(Node& n) {
   return FullyDescribed(in) && in == out;
 }
 
-std::optional<std::vector<int64_t>> IntValues(const Tensor* t) {
-  if (t == nullptr || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32) || t->rank() > 1)
-    return std::nullopt;
-  std::vector<int64_t> v(t->NumElements());
-  for (int64_t i = 0; i < t->NumElements(); ++i) v[i] = t->GetAsInt64(i);
-  return v;
-}
-
-std::optional<bool> ConstantBool(const Tensor* t) {
-  if (t == nullptr || t->dtype() != DType::kBool || t->NumElements() != 1) return std::nullopt;
-  return t->GetAsInt64(0) != 0;
-}
-
 bool IsFullSlice(Node& n) {
   if (n.num_inputs() < 3 || !SameDescribedType(n)) return false;
   const std::vector<Dim>& dims = *n.input(0).type().shape;
   const int64_t rank = static_cast<int64_t>(dims.size());
-  std::optional<std::vector<int64_t>> starts = IntValues(ConstantInput(n, 1));
-  std::optional<std::vector<int64_t>> ends = IntValues(ConstantInput(n, 2));
+  std::optional<std::vector<int64_t>> starts = IntList(ConstantInput(n, 1));
+  std::optional<std::vector<int64_t>> ends = IntList(ConstantInput(n, 2));
   if (!starts || !ends || starts->size() != ends->size()) return false;
   const size_t k = starts->size();
   std::vector<int64_t> axes(k), steps(k, 1);
   for (size_t i = 0; i < k; ++i) axes[i] = static_cast<int64_t>(i);
   if (n.num_inputs() > 3 && n.input(3)) {
-    std::optional<std::vector<int64_t>> a = IntValues(ConstantInput(n, 3));
+    std::optional<std::vector<int64_t>> a = IntList(ConstantInput(n, 3));
     if (!a || a->size() != k) return false;
     axes = *a;
   }
   if (n.num_inputs() > 4 && n.input(4)) {
-    std::optional<std::vector<int64_t>> s = IntValues(ConstantInput(n, 4));
+    std::optional<std::vector<int64_t>> s = IntList(ConstantInput(n, 4));
     if (!s || s->size() != k) return false;
     steps = *s;
   }
@@ -124,8 +106,7 @@ Value NoOpSource(const Graph& g, Node& n) {
     if (n.num_outputs() > 1 && (!n.output_info(1).uses.empty() || IsGraphOutput(g, n.output(1))))
       return {};
     const bool has_training = n.num_inputs() > 2 && n.input(2);
-    const std::optional<bool> training = ConstantBool(ConstantInput(n, 2));
-    if (!has_training || training == false) return x;
+    if (!has_training || rewrite::BoolConstant(n.input(2)) == false) return x;
     const Tensor* ratio = ConstantInput(n, 1);
     if (ratio && IsFloat(ratio->dtype()) && ratio->NumElements() == 1 &&
         ratio->GetAsDouble(0) == 0.0)

@@ -1,5 +1,5 @@
 // The standard pipelines, as data. Each stage says why it is there and what it must come
-// after. -O2 (fusions) and -O3 (target lowering) do not exist yet and run -O1.
+// after. -O2 adds canonicalization and the fusions; -O3 (target lowering) is -O2 for now.
 #include "absl/strings/str_cat.h"
 #include "kiln/passes/pass_manager.h"
 
@@ -21,6 +21,21 @@ absl::StatusOr<Pipeline> StandardPipeline(int level) {
        "folding exposes constant shapes, shapes expose more folding and simplification",
        "after shape-inference; repeated until nothing changes (at most 8 rounds)"},
   };
+  if (level == 1) return p;
+  p.stages.push_back({{"canonicalize"}, 1,
+                      "one form per pattern (Div by constant -> Mul, commuted operands, "
+                      "no-op Casts) so each fusion rule covers every exporter",
+                      "after the -O1 group (needs folded constants and types), before fusions"});
+  p.stages.push_back({{"fuse-layernorm", "fuse-gelu", "fuse-linear", "fuse-skip-layernorm",
+                       "fuse-qkv", "fuse-attention", "fuse-embed-layernorm", "fuse-pooling"},
+                      1,
+                      "turn the Transformer's chains of small ops into kiln's fused ops",
+                      "LayerNorm and Gelu before Linear (which absorbs a following Gelu); "
+                      "Linear before SkipLayerNorm and QKV; QKV before attention; "
+                      "embeddings and pooling last"});
+  p.stages.push_back({{"shape-inference", "constant-folding", "cse", "dce"}, 4,
+                      "type the fused ops and remove what the fusions left dead",
+                      "after the fusions"});
   return p;
 }
 

@@ -22,6 +22,15 @@ constexpr Entry kPasses[] = {
     {"cse", CreateCommonSubexpressionPass},
     {"transpose-elimination", CreateTransposeEliminationPass},
     {"reshape-simplification", CreateReshapeSimplificationPass},
+    {"canonicalize", CreateCanonicalizePass},
+    {"fuse-layernorm", CreateFuseLayerNormPass},
+    {"fuse-gelu", CreateFuseGeluPass},
+    {"fuse-linear", CreateFuseLinearPass},
+    {"fuse-skip-layernorm", CreateFuseSkipLayerNormPass},
+    {"fuse-qkv", CreateFuseQkvPass},
+    {"fuse-attention", CreateFuseAttentionPass},
+    {"fuse-embed-layernorm", CreateFuseEmbedLayerNormPass},
+    {"fuse-pooling", CreateFusePoolingPass},
 };
 
 std::vector<std::pair<std::string, std::unique_ptr<Pass> (*)()>>& ExtraPasses() {

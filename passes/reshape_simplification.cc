@@ -24,10 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "kiln/ir/ops.h"
 #include "kiln/support/status.h"
+#include "passes/live_nodes.h"
 #include "passes/passes.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
@@ -35,39 +36,19 @@ namespace {
 constexpr int kMaxRounds = 16;
 
 using Dims = std::vector<Dim>;
-
-bool IsOp(const Node* n, std::string_view op) { return n->domain().empty() && n->op() == op; }
+using rewrite::IsOp;
+using rewrite::IsSingleUseNode;
+using rewrite::UnionProvenance;
 
 bool IsShapeOnly(const Node* n) {
   return IsOp(n, "Reshape") || IsOp(n, "Unsqueeze") || IsOp(n, "Squeeze") || IsOp(n, "Flatten");
 }
 
-bool IsGraphOutput(const Graph& g, Value v) {
-  for (const GraphOutput& o : g.outputs())
-    if (o.value == v) return true;
-  return false;
-}
-
-bool SingleUse(const Graph& g, Node* n) {
-  return n->num_outputs() == 1 && n->output_info(0).uses.size() == 1 &&
-         !IsGraphOutput(g, n->output());
-}
-
-void UnionProvenance(Node* into, const Node* from) {
-  std::vector<std::string> p = into->provenance();
-  for (const std::string& s : from->provenance())
-    if (std::find(p.begin(), p.end(), s) == p.end()) p.push_back(s);
-  into->set_provenance(std::move(p));
-}
-
-// The integers of a Constant integer tensor of rank <= 1.
+// The integers of a Constant integer tensor (any integer dtype) of rank <= 1.
 std::optional<std::vector<int64_t>> ConstInts(Value v) {
-  if (!v || !v.node->is_constant()) return std::nullopt;
-  const Tensor* t = v.node->constant_value();
-  if (!t || t->rank() > 1 || !IsInteger(t->dtype())) return std::nullopt;
-  std::vector<int64_t> out;
-  for (int64_t i = 0; i < t->NumElements(); ++i) out.push_back(t->GetAsInt64(i));
-  return out;
+  const Tensor* t = rewrite::ConstantOf(v);
+  if (t == nullptr || t->rank() > 1) return std::nullopt;
+  return rewrite::IntConstant(v);
 }
 
 std::optional<Dims> TypeDims(Value v) {
@@ -256,25 +237,7 @@ class ReshapeSimplificationPass final : public Pass {
 
  protected:
   absl::StatusOr<bool> RunImpl(Graph& g, const PassContext&) override {
-    bool changed = false;
-    for (int round = 0; round < kMaxRounds; ++round) {
-      live_.clear();
-      std::vector<int> candidates;
-      for (const auto& p : g.nodes()) {
-        live_[p->id()] = p.get();
-        if (IsShapeOnly(p.get())) candidates.push_back(p->id());
-      }
-      bool round_changed = false;
-      for (int id : candidates) {
-        auto it = live_.find(id);
-        if (it == live_.end()) continue;
-        KILN_ASSIGN_OR_RETURN(bool c, Visit(g, it->second));
-        round_changed |= c;
-      }
-      if (!round_changed) break;
-      changed = true;
-    }
-    return changed;
+    return live_.RunRounds(g, kMaxRounds, IsShapeOnly, [&](Node* b) { return Visit(g, b); });
   }
 
  private:
@@ -288,13 +251,14 @@ class ReshapeSimplificationPass final : public Pass {
       if (out && out->size() == in_dims->size() &&
           std::equal(out->begin(), out->end(), in_dims->begin(), SameDim)) {
         g.ReplaceAllUsesWith(b->output(), in);
-        KILN_RETURN_IF_ERROR(RemoveIfDead(g, b->id()));
+        KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, b->id()));
         Count("removed no-op reshapes");
         return true;
       }
     }
     Node* a = in.node;
-    if (!IsShapeOnly(a) || a->num_inputs() < 1 || !a->input(0) || !SingleUse(g, a)) return false;
+    if (!IsShapeOnly(a) || a->num_inputs() < 1 || !a->input(0) || !IsSingleUseNode(g, a))
+      return false;
     const Value x = a->input(0);
     const int a_id = a->id();
     const int converted = (IsOp(a, "Reshape") ? 0 : 1) + (IsOp(b, "Reshape") ? 0 : 1);
@@ -306,7 +270,7 @@ class ReshapeSimplificationPass final : public Pass {
           (b->attr_int_or("allowzero", 0) != 0 || std::find(s->begin(), s->end(), 0) == s->end())) {
         g.SetInput(b, 0, x);
         UnionProvenance(b, a);
-        KILN_RETURN_IF_ERROR(RemoveIfDead(g, a_id));
+        KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, a_id));
         Count("composed reshapes");
         if (converted) Count("converted to Reshape", converted);
         return true;
@@ -324,17 +288,17 @@ class ReshapeSimplificationPass final : public Pass {
     Node* shape = g.InsertNodeBefore(b, "Constant", {}, 1);
     shape->set_attr("value", Tensor::FromI64({rank}, *spec));
     shape->set_output_type(0, Type::Static(DType::kI64, {rank}));
-    live_[shape->id()] = shape;
+    live_.Add(shape);
     if (IsOp(b, "Reshape") && b->num_inputs() == 2) {
       UnionProvenance(b, a);
       const int old_shape = b->input(1) ? b->input(1).node->id() : -1;
       g.SetInput(b, 0, x);
       g.SetInput(b, 1, shape->output());
       b->erase_attr("allowzero");
-      KILN_RETURN_IF_ERROR(RemoveIfDead(g, old_shape));
+      KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, old_shape));
     } else {
       Node* r = g.InsertNodeBefore(b, "Reshape", {x, shape->output()}, 1);
-      live_[r->id()] = r;
+      live_.Add(r);
       Type t = b->output_info(0).type;
       if (t.dtype == DType::kUndefined) t.dtype = x.type().dtype;
       t.shape = *b_dims;
@@ -343,36 +307,17 @@ class ReshapeSimplificationPass final : public Pass {
       r->set_provenance(b->provenance());
       UnionProvenance(r, a);
       g.ReplaceAllUsesWith(b->output(), r->output());
-      KILN_RETURN_IF_ERROR(RemoveIfDead(g, b->id()));
+      KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, b->id()));
     }
     // `a` may already be gone (removed with b as its last user).
-    KILN_RETURN_IF_ERROR(RemoveIfDead(g, a_id));
+    KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, a_id));
     Count("composed reshapes");
     if (converted) Count("converted to Reshape", converted);
     return true;
   }
 
-  // Removes node `id` if it is still there, pure and unread, then its producers that
-  // became dead. Graph inputs stay: they are the signature.
-  absl::Status RemoveIfDead(Graph& g, int id) {
-    auto it = live_.find(id);
-    if (it == live_.end()) return absl::OkStatus();
-    Node* n = it->second;
-    if (n->is_input() || !HasTrait(FindOp(n->domain(), n->op()), kPure)) return absl::OkStatus();
-    for (int i = 0; i < n->num_outputs(); ++i)
-      if (!n->output_info(i).uses.empty() || IsGraphOutput(g, n->output(i)))
-        return absl::OkStatus();
-    std::vector<int> producers;
-    for (const Value& v : n->inputs())
-      if (v) producers.push_back(v.node->id());
-    live_.erase(it);
-    KILN_RETURN_IF_ERROR(g.RemoveNode(n));
-    for (int p : producers) KILN_RETURN_IF_ERROR(RemoveIfDead(g, p));
-    return absl::OkStatus();
-  }
-
-  // Nodes alive in the current round, by id (ids are never reused).
-  absl::flat_hash_map<int, Node*> live_;
+  // Nodes alive in the current round, and their removal.
+  rewrite::LiveNodes live_;
 };
 
 }  // namespace

@@ -83,4 +83,26 @@ std::optional<std::pair<Value, Value>> MatchCommuted(const Node* n, PA pa, PB pb
   return std::nullopt;
 }
 
+// `n` has a single output, used exactly once and not a graph output.
+inline bool IsSingleUseNode(const Graph& g, const Node* n) {
+  return n->num_outputs() == 1 && HasSingleUse(g, Value{const_cast<Node*>(n), 0});
+}
+
+// An int32/int64 tensor of rank <= 1 (a shape, axes, starts ... operand) as int64s;
+// nullopt for nullptr or any other dtype or rank.
+inline std::optional<std::vector<int64_t>> IntList(const Tensor* t) {
+  if (t == nullptr || (t->dtype() != DType::kI64 && t->dtype() != DType::kI32) || t->rank() > 1)
+    return std::nullopt;
+  std::vector<int64_t> v(static_cast<size_t>(t->NumElements()));
+  for (int64_t i = 0; i < t->NumElements(); ++i) v[i] = t->GetAsInt64(i);
+  return v;
+}
+
+// A one-element bool constant's value (Dropout's training_mode), else nullopt.
+inline std::optional<bool> BoolConstant(Value v) {
+  const Tensor* t = ConstantOf(v);
+  if (t == nullptr || t->dtype() != DType::kBool || t->NumElements() != 1) return std::nullopt;
+  return t->GetAsInt64(0) != 0;
+}
+
 }  // namespace kiln::rewrite

@@ -17,10 +17,11 @@
 //    wins (known over symbol over unknown; an inferred symbol over a declared one, since
 //    the inferred one is tied to the graph inputs).
 //
-// Limits: ops without a rule (unknown ops, other domains) keep their stored types; Input
-// and Constant outputs are never re-inferred; a rule never guesses (what it cannot derive
-// stays unknown). Reports changed iff some stored type became different, so a second run
-// changes nothing. Counters: "values typed", "inputs specialized", and over non-constant
+// Limits: ops without a rule (unknown ops, domains other than ONNX's and "kiln") keep
+// their stored types; Input and Constant outputs are never re-inferred; a rule never
+// guesses (what it cannot derive stays unknown). Reports changed iff some stored type
+// became different, so a second run changes nothing. Counters: "values typed", "inputs
+// specialized", and over non-constant
 // values after the run: "static values", "symbolic values", "unknown values".
 #include <map>
 #include <string>
@@ -220,7 +221,8 @@ absl::StatusOr<Type> Merge(const Node& n, int i, const Type& declared, const Typ
 }
 
 ShapeRule FindRule(const Node& n) {
-  if (!n.domain().empty()) return nullptr;  // no rules for other domains yet
+  if (n.domain() == "kiln") return shape_inference::FindFusedRule(n.op());
+  if (!n.domain().empty()) return nullptr;  // no rules for other domains
   if (ShapeRule r = shape_inference::FindElementwiseRule(n.op())) return r;
   if (ShapeRule r = shape_inference::FindMathRule(n.op())) return r;
   if (ShapeRule r = shape_inference::FindMovementRule(n.op())) return r;

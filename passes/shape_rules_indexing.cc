@@ -1,7 +1,9 @@
 // Shape rules of the indexing and padding family: Tile, Pad (constant pads, optional
-// axes), GatherElements, ScatterND, OneHot (depth from a constant or tracked value),
+// axes), GatherElements, GatherND (needs indices' last dim known for the output rank),
+// ScatterND, OneHot (depth from a constant or tracked value),
 // NonZero (the count of non-zeros is never known: [rank, ?]), Size, TopK (K from a tracked
 // value). Like the other families, what the inputs do not determine stays unknown.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -74,6 +76,35 @@ absl::StatusOr<std::vector<Type>> GatherElementsRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(data.dtype, idx.shape));
 }
 
+// out = indices.shape[:-1] + data.shape[batch_dims + k:], k = indices.shape[-1]. A batch
+// dim unknown in indices is taken from data.
+absl::StatusOr<std::vector<Type>> GatherNDRule(const RuleContext& ctx) {
+  const Type& data = ctx.input_type(0);
+  const Type& idx = ctx.input_type(1);
+  const int64_t b = ctx.node().attr_int_or("batch_dims", 0);
+  if (b < 0) return ctx.Error(absl::StrCat("batch_dims ", b, " must not be negative"));
+  if (!data.has_rank() || !idx.has_rank()) return Outputs(ctx, MakeType(data.dtype, std::nullopt));
+  const int64_t r = data.rank(), q = idx.rank();
+  if (b >= std::min(r, q))
+    return ctx.Error(absl::StrCat("batch_dims ", b, " must be less than data rank ", r,
+                                  " and indices rank ", q));
+  const Shape& ds = *data.shape;
+  Shape out(idx.shape->begin(), idx.shape->end() - 1);
+  for (int64_t a = 0; a < b; ++a) {
+    if (ds[a].is_known() && out[a].is_known() && ds[a] != out[a])
+      return ctx.Error(absl::StrCat("batch dim ", a, " is ", ds[a].ToString(), " in data but ",
+                                    out[a].ToString(), " in indices"));
+    if (out[a].is_unknown()) out[a] = ds[a];
+  }
+  const Dim& last = idx.shape->back();
+  if (!last.is_known()) return Outputs(ctx, MakeType(data.dtype, std::nullopt));
+  const int64_t k = last.value();
+  if (k < 1 || k > r - b)
+    return ctx.Error(absl::StrCat("indices last dim ", k, " must be in [1, ", r - b, "]"));
+  out.insert(out.end(), ds.begin() + b + k, ds.end());
+  return Outputs(ctx, MakeType(data.dtype, std::move(out)));
+}
+
 absl::StatusOr<std::vector<Type>> ScatterNDRule(const RuleContext& ctx) {
   return Outputs(ctx, ctx.input_type(0));
 }
@@ -133,6 +164,7 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     (*t)["Tile"] = &TileRule;
     (*t)["Pad"] = &PadRule;
     (*t)["GatherElements"] = &GatherElementsRule;
+    (*t)["GatherND"] = &GatherNDRule;
     (*t)["ScatterND"] = &ScatterNDRule;
     (*t)["OneHot"] = &OneHotRule;
     (*t)["NonZero"] = &NonZeroRule;

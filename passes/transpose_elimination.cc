@@ -25,11 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "kiln/ir/ops.h"
 #include "kiln/reference/executor.h"
 #include "kiln/support/status.h"
+#include "passes/live_nodes.h"
 #include "passes/passes.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
@@ -39,8 +40,9 @@ constexpr int kMaxChain = 16;
 constexpr int kMaxRounds = 16;
 
 using Perm = std::vector<int64_t>;
-
-bool IsOp(const Node* n, std::string_view op) { return n->domain().empty() && n->op() == op; }
+using rewrite::IsOp;
+using rewrite::IsSingleUseNode;
+using rewrite::UnionProvenance;
 
 bool IsPermutation(const Perm& p) {
   std::vector<bool> seen(p.size(), false);
@@ -89,24 +91,6 @@ Type PermuteType(const Type& t, const Perm& p) {
   return out;
 }
 
-bool IsGraphOutput(const Graph& g, Value v) {
-  for (const GraphOutput& o : g.outputs())
-    if (o.value == v) return true;
-  return false;
-}
-
-bool SingleUse(const Graph& g, Node* n) {
-  return n->num_outputs() == 1 && n->output_info(0).uses.size() == 1 &&
-         !IsGraphOutput(g, n->output());
-}
-
-void UnionProvenance(Node* into, const Node* from) {
-  std::vector<std::string> p = into->provenance();
-  for (const std::string& s : from->provenance())
-    if (std::find(p.begin(), p.end(), s) == p.end()) p.push_back(s);
-  into->set_provenance(std::move(p));
-}
-
 // Permutes a constant tensor with the reference Transpose kernel.
 absl::StatusOr<Tensor> PermuteTensor(const Tensor& t, const Perm& p) {
   Graph scratch;
@@ -122,7 +106,7 @@ absl::StatusOr<Tensor> PermuteTensor(const Tensor& t, const Perm& p) {
 // A constant may be replaced by a rewritten copy when that does not duplicate a big
 // weight: it is small, or this is its only use.
 bool MayRewriteConstant(const Graph& g, Node* c) {
-  return SingleUse(g, c) || c->constant_value()->NumBytes() <= kSmallConstantBytes;
+  return IsSingleUseNode(g, c) || c->constant_value()->NumBytes() <= kSmallConstantBytes;
 }
 
 bool IsScalarLike(const Type& t, int rank) {
@@ -141,25 +125,9 @@ class TransposeEliminationPass final : public Pass {
 
  protected:
   absl::StatusOr<bool> RunImpl(Graph& g, const PassContext&) override {
-    bool changed = false;
-    for (int round = 0; round < kMaxRounds; ++round) {
-      live_.clear();
-      std::vector<int> transposes;
-      for (const auto& p : g.nodes()) {
-        live_[p->id()] = p.get();
-        if (IsOp(p.get(), "Transpose")) transposes.push_back(p->id());
-      }
-      bool round_changed = false;
-      for (int id : transposes) {
-        auto it = live_.find(id);
-        if (it == live_.end()) continue;
-        KILN_ASSIGN_OR_RETURN(bool c, Visit(g, it->second));
-        round_changed |= c;
-      }
-      if (!round_changed) break;
-      changed = true;
-    }
-    return changed;
+    return live_.RunRounds(
+        g, kMaxRounds, [](const Node* n) { return IsOp(n, "Transpose"); },
+        [&](Node* t) { return Visit(g, t); });
   }
 
  private:
@@ -188,7 +156,7 @@ class TransposeEliminationPass final : public Pass {
     Perm c(q.size());
     for (size_t j = 0; j < q.size(); ++j) c[j] = (*p)[q[j]];
     const bool cancels = IsIdentity(c);
-    if ((!chain.empty() || !cancels) && !SingleUse(g, t1)) return false;
+    if ((!chain.empty() || !cancels) && !IsSingleUseNode(g, t1)) return false;
     const int t1_id = t1->id();
     const Value x = t1->input(0);
     if (!chain.empty()) {
@@ -198,14 +166,14 @@ class TransposeEliminationPass final : public Pass {
     }
     if (cancels) {
       KILN_RETURN_IF_ERROR(Replace(g, t, chain.empty() ? x : t->input(0)));
-      KILN_RETURN_IF_ERROR(RemoveIfDead(g, t1_id));
+      KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, t1_id));
       Count("cancelled pairs");
       return true;
     }
     if (chain.empty()) g.SetInput(t, 0, x);
     t->set_attr("perm", c);
     UnionProvenance(t, t1);
-    KILN_RETURN_IF_ERROR(RemoveIfDead(g, t1_id));
+    KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, t1_id));
     Count("composed");
     return true;
   }
@@ -240,7 +208,8 @@ class TransposeEliminationPass final : public Pass {
           if (!SideOperandsMovable(g, n, operand, r)) return false;
         return Compose(g, t, q, e, chain);
       }
-      if (!HasTrait(FindOp(e->domain(), e->op()), kElementwise) || !SingleUse(g, e)) return false;
+      if (!HasTrait(FindOp(e->domain(), e->op()), kElementwise) || !IsSingleUseNode(g, e))
+        return false;
       if (e->output_info(0).type.has_rank() && e->output_info(0).type.rank() != r) return false;
       int chain_operand = -1;
       for (int i = 0; i < e->num_inputs(); ++i) {
@@ -298,7 +267,7 @@ class TransposeEliminationPass final : public Pass {
         Node* c = NewConstant(g, e, std::move(tensor), old);
         c->set_output_name(0, old->output_info(0).name);
         g.SetInput(e, i, c->output());
-        KILN_RETURN_IF_ERROR(RemoveIfDead(g, old->id()));
+        KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, old->id()));
       }
       g.SetInput(e, operand, prev);
       e->set_output_type(0, PermuteType(e->output_info(0).type, inv));
@@ -313,37 +282,18 @@ class TransposeEliminationPass final : public Pass {
     c->set_output_type(0, Type::Of(value));
     c->set_attr("value", std::move(value));
     c->set_provenance(origin->provenance());
-    live_[c->id()] = c;
+    live_.Add(c);
     return c;
   }
 
   // Replaces every use of `n`'s output by `v` and removes `n`.
   absl::Status Replace(Graph& g, Node* n, Value v) {
     g.ReplaceAllUsesWith(n->output(), v);
-    return RemoveIfDead(g, n->id());
+    return live_.RemoveIfDead(g, n->id());
   }
 
-  // Removes node `id` if it is still there, pure and unread, then its
-  // producers that became dead. Graph inputs stay: they are the signature.
-  absl::Status RemoveIfDead(Graph& g, int id) {
-    auto it = live_.find(id);
-    if (it == live_.end()) return absl::OkStatus();
-    Node* n = it->second;
-    if (n->is_input() || !HasTrait(FindOp(n->domain(), n->op()), kPure)) return absl::OkStatus();
-    for (int i = 0; i < n->num_outputs(); ++i)
-      if (!n->output_info(i).uses.empty() || IsGraphOutput(g, n->output(i)))
-        return absl::OkStatus();
-    std::vector<int> producers;
-    for (const Value& v : n->inputs())
-      if (v) producers.push_back(v.node->id());
-    live_.erase(it);
-    KILN_RETURN_IF_ERROR(g.RemoveNode(n));
-    for (int p : producers) KILN_RETURN_IF_ERROR(RemoveIfDead(g, p));
-    return absl::OkStatus();
-  }
-
-  // Nodes alive in the current round, by id (ids are never reused).
-  absl::flat_hash_map<int, Node*> live_;
+  // Nodes alive in the current round, and their removal.
+  rewrite::LiveNodes live_;
 };
 
 }  // namespace

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 DEB_PACKAGES=(cmake g++ make libonnx-dev libprotobuf-dev protobuf-compiler libabsl-dev
-              libgtest-dev libbenchmark-dev python3 python3-pip ccache)
+              libgtest-dev libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev python3 python3-pip ccache)
 PY_REQUIREMENTS="$(dirname "$0")/../requirements-test.txt"
 
 missing=()

@@ -29,8 +29,8 @@ constexpr char kHelp[] =
     "\n"
     "options:\n"
     "  -O0 | -O1 | -O2 | -O3     pipeline (default -O1): -O0 import only, -O1 exact\n"
-    "                            simplifications; -O2 and -O3 run -O1 until fusions and\n"
-    "                            target lowering exist\n"
+    "                            simplifications, -O2 adds the Transformer fusions; -O3 is\n"
+    "                            -O2 until target lowering exists\n"
     "  --passes a,b,c            run exactly these passes once each, instead of -O<n>\n"
     "  --disable-pass NAME       skip a pass wherever the pipeline has it (repeatable)\n"
     "  --print-before NAME|all   dump the IR before a pass (repeatable)\n"
@@ -42,6 +42,9 @@ constexpr char kHelp[] =
     "  --fold-limit BYTES        largest constant that folding may create (default 1 GiB)\n"
     "  --verify-each             run the IR verifier after every pass\n"
     "  --emit-onnx OUT.onnx      write the optimized graph as an ONNX model (opset 21)\n"
+    "  --fusion-report FILE.json write what each fusion kind fused and every near-miss with\n"
+    "                            its reason and ONNX node names (the summary also prints\n"
+    "                            with --pass-stats)\n"
     "  --dot FILE.dot            write the graph as Graphviz: after the last pass, or after\n"
     "                            the pass named by --print-after\n"
     "  --list-passes             list the registered passes and the -O1 pipeline\n"
@@ -81,7 +84,7 @@ int ListPasses() {
 
 int RunOpt(int argc, char** argv) {
   Args args(argc, argv, 2);
-  std::string model, v, emit_onnx, dot_file;
+  std::string model, v, emit_onnx, dot_file, report_file;
   int level = 1;
   std::vector<std::string> pass_list, shape_specs;
   bool pass_stats = false, quiet = false, custom = false;
@@ -108,6 +111,7 @@ int RunOpt(int argc, char** argv) {
     if (args.Option("--outputs", &v)) { ctx.keep_outputs = SplitList(v); continue; }
     if (args.Option("--emit-onnx", &v)) { emit_onnx = v; continue; }
     if (args.Option("--dot", &v)) { dot_file = v; continue; }
+    if (args.Option("--fusion-report", &v)) { report_file = v; continue; }
     if (args.Option("--fold-limit", &v)) {
       if (!absl::SimpleAtoi(v, &ctx.fold_limit_bytes) || ctx.fold_limit_bytes < 0)
         return Fail(absl::InvalidArgumentError(absl::StrCat("--fold-limit: bad value '", v, "'")));
@@ -143,11 +147,22 @@ int RunOpt(int argc, char** argv) {
     if (!dot_after.empty() && header == "IR after " + dot_after) dot_text = GraphToDot(graph);
   };
   const int nodes_before = CountComputeNodes(g);
+  FusionReport report;
+  ctx.fusion_report = &report;
   PassManager pm(pmo);
   if (absl::Status s = pm.Run(*pipeline, g, ctx); !s.ok()) return Fail(s);
   if (absl::Status s = VerifyGraph(g); !s.ok())
     return Fail(absl::InternalError(absl::StrCat("optimized graph fails verification: ", s.message())));
-  if (pass_stats) PrintStats(pm);
+  if (pass_stats) {
+    PrintStats(pm);
+    const std::string summary = report.Summary();
+    std::fprintf(stderr, "fusions:%s", summary.empty() ? " none\n" : ("\n" + summary).c_str());
+  }
+  if (!report_file.empty()) {
+    std::ofstream f(report_file, std::ios::trunc);
+    if (!(f << report.ToJson(nodes_before, CountComputeNodes(g))))
+      return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write '", report_file, "'")));
+  }
 
   if (!dot_file.empty()) {
     if (dot_text.empty()) dot_text = GraphToDot(g);

@@ -122,11 +122,19 @@ const std::vector<OpInfo>& Table() {
       {"", "Tile", 2, 2, 1, 1, kLay},
       {"", "Pad", 2, 4, 1, 1, kPure},
       {"", "GatherElements", 2, 2, 1, 1, kPure},
+      {"", "GatherND", 2, 2, 1, 1, kPure},
       {"", "ScatterND", 3, 3, 1, 1, kPure},
       {"", "OneHot", 3, 3, 1, 1, kPure},
       {"", "NonZero", 1, 1, 1, 1, kPure},
       {"", "Size", 1, 1, 1, 1, kPure},
       {"", "TopK", 2, 2, 2, 2, kPure},
+      // kiln's fused ops (domain "kiln", version 1; docs/fused-ops.md)
+      {"kiln", "Linear", 2, 3, 1, 1, kPure},
+      {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure},
+      {"kiln", "RMSNorm", 2, 2, 1, 1, kPure},
+      {"kiln", "MultiHeadAttention", 1, 2, 1, 1, kPure},
+      {"kiln", "EmbedLayerNorm", 8, 8, 1, 1, kPure},
+      {"kiln", "Pool", 1, 2, 1, 1, kPure},
   };
   return *table;
 }

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kiln/support/status.h"
 #include "onnx/onnx_pb.h"
 
@@ -107,6 +108,7 @@ absl::StatusOr<std::string> ExportOnnxBytes(const Graph& g) {
       taken.insert(names[key]);
     }
   }
+  absl::flat_hash_set<std::string> node_names;
   auto name_of = [&](Value v) { return v ? names.at({v.node, v.index}) : std::string(); };
 
   for (const auto& p : g.nodes()) {
@@ -127,8 +129,17 @@ absl::StatusOr<std::string> ExportOnnxBytes(const Graph& g) {
       np->set_domain(n.domain());
       uses_kiln_domain |= n.domain() == "kiln";
     }
-    np->set_name(n.provenance().empty() ? absl::StrCat("kiln_node_", n.id())
-                                        : absl::StrCat(n.provenance().front(), "#", n.id()));
+    // The name is the first ONNX node this came from (unique names; a suffix otherwise);
+    // the whole provenance travels in doc_string, which the importer reads back.
+    std::string node_name = n.provenance().empty() ? absl::StrCat("kiln_node_", n.id())
+                                                   : n.provenance().front();
+    if (!node_names.insert(node_name).second) {
+      node_name = absl::StrCat(node_name, "#", n.id());
+      node_names.insert(node_name);
+    }
+    np->set_name(node_name);
+    if (!n.provenance().empty())
+      np->set_doc_string(absl::StrCat("kiln provenance: ", absl::StrJoin(n.provenance(), "\n")));
     for (const Value& v : n.inputs()) np->add_input(name_of(v));
     for (int i = 0; i < n.num_outputs(); ++i) {
       Value v{p.get(), i};

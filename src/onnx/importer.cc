@@ -7,6 +7,7 @@
 // types; graph outputs; TopoSort (a cycle is InvalidArgument naming a node on it).
 // Limits: no subgraphs, sparse tensors, model-local functions or training info. See
 // docs/importer.md for what is accepted, canonicalized and rejected.
+#include <algorithm>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
 #include "kiln/ir/ops.h"
 #include "kiln/onnx/importer.h"
@@ -40,6 +42,13 @@ int TrimmedCount(const Names& names) {
   int n = names.size();
   while (n > 0 && names.Get(n - 1).empty()) --n;
   return n;
+}
+
+// Optional inputs that precede required ones, so they count in min_inputs: only
+// kiln.EmbedLayerNorm(input_ids, segment_ids?, position_ids?, word_emb, pos_emb,
+// segment_emb?, gamma, beta) has them (docs/fused-ops.md).
+bool OptionalInputSlot(const OpInfo& info, int i) {
+  return info.domain == "kiln" && info.name == "EmbedLayerNorm" && (i == 1 || i == 2 || i == 5);
 }
 
 struct PendingNode {
@@ -114,6 +123,12 @@ class Importer {
                                                    "domain opsets ", kMinOpset, " to ",
                                                    kMaxOpset, ")"));
     opset_ = *opset;
+    // kiln's own domain (fused ops, docs/fused-ops.md) exists in version 1 only.
+    for (const auto& imp : model.opset_import())
+      if (imp.domain() == "kiln" && imp.version() != 1)
+        return absl::UnimplementedError(absl::StrCat("opset ", imp.version(),
+                                                     " of domain 'kiln' is not supported "
+                                                     "(kiln imports version 1)"));
     return absl::OkStatus();
   }
 
@@ -239,7 +254,7 @@ class Importer {
                                                      " outputs; expected ",
                                                      range(info.min_outputs, info.max_outputs)));
     for (int i = 0; i < info.min_inputs; ++i)
-      if (np.input(i).empty())
+      if (np.input(i).empty() && !OptionalInputSlot(info, i))
         return absl::InvalidArgumentError(
             absl::StrCat(p.where, " input ", i, " is required but its name is empty"));
     for (int i = 0; i < info.min_outputs; ++i)
@@ -309,6 +324,20 @@ class Importer {
     return bad_type();
   }
 
+  // A node kiln exported carries its full provenance in doc_string (see exporter.cc);
+  // any other node's provenance is its own name.
+  static std::vector<std::string> ProvenanceOf(const onnx::NodeProto& np,
+                                               const std::string& name) {
+    constexpr absl::string_view kPrefix = "kiln provenance: ";
+    const std::string& doc = np.doc_string();
+    if (doc.size() > kPrefix.size() && absl::string_view(doc).substr(0, kPrefix.size()) == kPrefix) {
+      std::vector<std::string> out = absl::StrSplit(doc.substr(kPrefix.size()), '\n');
+      out.erase(std::remove(out.begin(), out.end(), std::string()), out.end());
+      if (!out.empty()) return out;
+    }
+    return {name};
+  }
+
   absl::Status CreateNode(PendingNode& p) {
     const onnx::NodeProto& np = *p.proto;
     const OpInfo* info = FindOp(p.domain, np.op_type());  // non-null after CheckSupport
@@ -325,7 +354,7 @@ class Importer {
     KILN_ASSIGN_OR_RETURN(auto attrs, ReadAttributes(p));
     Node* node = graph_->AddNode(np.op_type(), {}, n_out, p.domain);
     for (auto& [k, v] : attrs) node->set_attr(k, std::move(v));
-    node->add_provenance(p.name);
+    node->set_provenance(ProvenanceOf(np, p.name));
     p.node = node;
     for (int k = 0; k < n_out; ++k) {
       if (np.output(k).empty()) continue;  // omitted optional output

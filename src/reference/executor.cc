@@ -30,6 +30,7 @@ const KernelTable& Kernels() {
     reference::RegisterElementwiseKernels(*t);
     reference::RegisterMathKernels(*t);
     reference::RegisterMovementKernels(*t);
+    reference::RegisterFusedKernels(*t);
     return t;
   }();
   return *table;

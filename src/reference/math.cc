@@ -14,53 +14,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kiln/support/status.h"
+#include "reference/kernel_util.h"
 #include "reference/kernels.h"
 
 namespace kiln::reference {
 namespace {
 
-// absl 20220623 StrCat does not take std::string_view.
-std::string DName(DType d) { return std::string(DTypeName(d)); }
-
-using Inputs = absl::Span<const Tensor* const>;
-using Result = absl::StatusOr<std::vector<Tensor>>;
-
-absl::StatusOr<const Tensor*> Arg(Inputs in, int i, const std::string& op) {
-  if (i >= static_cast<int>(in.size()) || in[i] == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat(op, ": required input ", i, " is missing"));
-  return in[i];
-}
-
-const Tensor* OptArg(Inputs in, int i) { return i < static_cast<int>(in.size()) ? in[i] : nullptr; }
-
-absl::Status Unsupported(const std::string& op, DType d) {
-  return absl::UnimplementedError(absl::StrCat(op, " does not support dtype ", DName(d)));
-}
-
 absl::Status RequireFloat(const std::string& op, const Tensor& t) {
-  return IsFloat(t.dtype()) ? absl::OkStatus() : Unsupported(op, t.dtype());
-}
-
-std::string DimsStr(absl::Span<const int64_t> d) {
-  return absl::StrCat("[", absl::StrJoin(d, ","), "]");
+  return IsFloat(t.dtype()) ? absl::OkStatus() : UnsupportedDType(op, t.dtype());
 }
 
 int64_t Product(absl::Span<const int64_t> d, size_t begin = 0, size_t end = SIZE_MAX) {
   int64_t p = 1;
   for (size_t i = begin; i < std::min(end, d.size()); ++i) p *= d[i];
   return p;
-}
-
-std::vector<double> ToDoubles(const Tensor& t) {
-  std::vector<double> v(static_cast<size_t>(t.NumElements()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = t.GetAsDouble(static_cast<int64_t>(i));
-  return v;
-}
-
-Tensor FromDoubles(DType dtype, std::vector<int64_t> dims, const std::vector<double>& v) {
-  Tensor t(dtype, std::move(dims));
-  for (size_t i = 0; i < v.size(); ++i) t.SetFromDouble(static_cast<int64_t>(i), v[i]);
-  return t;
 }
 
 // For each element of a tensor of shape `out`, the flat index of the element of a tensor
@@ -145,7 +112,7 @@ Result MatMulKernel(const Node& node, Inputs in) {
     return absl::InvalidArgumentError(
         absl::StrCat("input dtypes differ (", DName(a->dtype()), " vs ", DName(b->dtype()), ")"));
   const DType dt = a->dtype();
-  if (!IsFloat(dt) && !IsInteger(dt)) return Unsupported(node.op(), dt);
+  if (!IsFloat(dt) && !IsInteger(dt)) return UnsupportedDType(node.op(), dt);
   if (a->rank() == 0 || b->rank() == 0)
     return absl::InvalidArgumentError("MatMul operands must have rank >= 1");
   std::vector<int64_t> ad = a->dims(), bd = b->dims();
@@ -396,7 +363,7 @@ Result ReduceKernel(const Node& node, Inputs in) {
   const DType dt = x->dtype();
   const bool is_bool = dt == DType::kBool;
   if (!IsFloat(dt) && !IsInteger(dt) && !(is_bool && (kOp == Red::kMax || kOp == Red::kMin)))
-    return Unsupported(node.op(), dt);
+    return UnsupportedDType(node.op(), dt);
   KILN_ASSIGN_OR_RETURN(ReducePlan p, PlanReduce(node, *x, OptArg(in, 1)));
   KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(dt, p.out_dims));
   const int64_t n = x->NumElements();

@@ -19,21 +19,10 @@ using testing::ExpectNoChange;
 using testing::ExpectNumericallyEquivalent;
 using testing::ExpectRewrite;
 using testing::Parse;
+using testing::PassRun;
+using testing::RunPassOnce;
 
 constexpr char kPass[] = "cse";
-
-struct Outcome {
-  absl::StatusOr<bool> changed;
-  PassCounters counters;
-};
-Outcome RunCse(Graph& g) {
-  PassContext ctx;
-  ctx.verify_each = true;
-  std::unique_ptr<Pass> pass = CreatePass(kPass);
-  Outcome o{pass->Run(g, ctx), {}};
-  o.counters = pass->counters();
-  return o;
-}
 
 TEST(Cse, MergesEqualNodesAndCascadesInOneRun) {
   // The two Adds merge (operands swapped: Add is commutative), which makes the two Muls
@@ -65,7 +54,7 @@ graph g opset=17 {
   ExpectNumericallyEquivalent(kPass, before);
   auto g = Parse(before);
   ASSERT_TRUE(g);
-  Outcome o = RunCse(*g);
+  PassRun o = RunPassOnce(kPass, *g);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_EQ(o.counters["merged nodes"], 3);
 }
@@ -137,7 +126,7 @@ graph g opset=17 {
   ExpectNumericallyEquivalent(kPass, before);
   auto g = Parse(before);
   ASSERT_TRUE(g);
-  Outcome o = RunCse(*g);
+  PassRun o = RunPassOnce(kPass, *g);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_EQ(o.counters["deduplicated constants"], 1);
   EXPECT_EQ(o.counters["deduplicated bytes"], 64);
@@ -168,7 +157,7 @@ TEST(Cse, SharedStorageConstantsMergeWithoutCountingBytes) {
   Node* s2 = g.AddNode("Add", {x->output(), b->output()}, 1);
   g.AddOutput("y1", s1->output());
   g.AddOutput("y2", s2->output());
-  Outcome o = RunCse(g);
+  PassRun o = RunPassOnce(kPass, g);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_TRUE(*o.changed);
   EXPECT_EQ(o.counters["deduplicated constants"], 1);
@@ -297,7 +286,7 @@ graph bert opset=14 {
 TEST(Cse, PerLayerAttentionMaskBecomesOneComputation) {
   auto g = Parse(kTwoLayerMask);
   ASSERT_TRUE(g);
-  Outcome o = RunCse(*g);
+  PassRun o = RunPassOnce(kPass, *g);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_TRUE(*o.changed);
   EXPECT_EQ(o.counters["deduplicated constants"], 4);
@@ -314,7 +303,7 @@ TEST(Cse, PerLayerAttentionMaskBecomesOneComputation) {
                                              {"Unsqueeze", 2}}))
       << PrintGraph(*g);
   ExpectNumericallyEquivalent(kPass, kTwoLayerMask);
-  Outcome again = RunCse(*g);
+  PassRun again = RunPassOnce(kPass, *g);
   ASSERT_TRUE(again.changed.ok());
   EXPECT_FALSE(*again.changed);
 }

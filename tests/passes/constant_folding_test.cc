@@ -17,30 +17,15 @@
 namespace kiln {
 namespace {
 
+using testing::Counter;
 using testing::ExpectNoChange;
 using testing::ExpectNumericallyEquivalent;
 using testing::ExpectRewrite;
 using testing::Parse;
+using testing::PassRun;
+using testing::RunPassOnce;
 
 constexpr char kPass[] = "constant-folding";
-
-// Runs the pass directly so a test can read its counters or its error.
-struct Outcome {
-  absl::StatusOr<bool> changed;
-  PassCounters counters;
-};
-Outcome RunFolding(Graph& g, PassContext ctx = {}) {
-  ctx.verify_each = true;
-  std::unique_ptr<Pass> pass = CreatePass(kPass);
-  Outcome o{pass->Run(g, ctx), {}};
-  o.counters = pass->counters();
-  return o;
-}
-
-int64_t Counter(const PassCounters& c, const std::string& name) {
-  auto it = c.find(name);
-  return it == c.end() ? 0 : it->second;
-}
 
 TEST(ConstantFolding, FoldsArithmeticOnConstantsAndDropsUnusedInputs) {
   ExpectRewrite(kPass, R"(
@@ -147,7 +132,7 @@ graph g opset=17 {
   ExpectNumericallyEquivalent(kPass, before);
   auto g = Parse(before);
   ASSERT_TRUE(g);
-  Outcome o = RunFolding(*g);
+  PassRun o = RunPassOnce(kPass, *g);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_EQ(Counter(o.counters, "folded Shape"), 1);
   EXPECT_EQ(Counter(o.counters, "folded nodes"), 4);  // Shape, Gather, Unsqueeze, Concat
@@ -230,7 +215,7 @@ graph g opset=17 {
   ExpectNoChange(kPass, text, ctx);
   auto g = Parse(text);
   ASSERT_TRUE(g);
-  Outcome o = RunFolding(*g, ctx);
+  PassRun o = RunPassOnce(kPass, *g, ctx);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_FALSE(*o.changed);
   EXPECT_EQ(Counter(o.counters, "skipped: over size limit"), 1);
@@ -239,7 +224,7 @@ graph g opset=17 {
   // Under the default limit the same node is evaluated and its error surfaces.
   auto g2 = Parse(text);
   ASSERT_TRUE(g2);
-  Outcome o2 = RunFolding(*g2);
+  PassRun o2 = RunPassOnce(kPass, *g2);
   EXPECT_EQ(o2.changed.status().code(), absl::StatusCode::kInvalidArgument) << o2.changed.status();
 }
 
@@ -256,7 +241,7 @@ graph g opset=17 {
 })";
   auto g = Parse(text);
   ASSERT_TRUE(g);
-  Outcome o = RunFolding(*g);
+  PassRun o = RunPassOnce(kPass, *g);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_TRUE(*o.changed);
   EXPECT_EQ(Counter(o.counters, "skipped: over size limit"), 1);
@@ -280,7 +265,7 @@ graph g opset=17 {
     ASSERT_TRUE(small_graph);
     PassContext ctx;
     ctx.fold_limit_bytes = limit;
-    Outcome r = RunFolding(*small_graph, ctx);
+    PassRun r = RunPassOnce(kPass, *small_graph, ctx);
     ASSERT_TRUE(r.changed.ok()) << r.changed.status();
     EXPECT_EQ(*r.changed, limit == 48) << "limit " << limit;
   }
@@ -295,7 +280,7 @@ graph g opset=17 {
   return "y": %2
 })");
   ASSERT_TRUE(g);
-  Outcome o = RunFolding(*g);
+  PassRun o = RunPassOnce(kPass, *g);
   ASSERT_FALSE(o.changed.ok());
   EXPECT_EQ(o.changed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(o.changed.status().message().find("bad_reshape"), std::string::npos)
@@ -326,7 +311,7 @@ graph g opset=17 {
 })");
   auto g = Parse(text);
   ASSERT_TRUE(g);
-  Outcome o = RunFolding(*g);
+  PassRun o = RunPassOnce(kPass, *g);
   ASSERT_TRUE(o.changed.ok());
   EXPECT_EQ(Counter(o.counters, "skipped: unimplemented"), 1);
   EXPECT_EQ(Counter(o.counters, "folded Dropout"), 1);
@@ -375,7 +360,7 @@ graph bert opset=14 {
 TEST(ConstantFolding, BertMaskAndPositionChainsFoldAway) {
   auto g = Parse(kBertPrologue);
   ASSERT_TRUE(g);
-  Outcome o = RunFolding(*g);
+  PassRun o = RunPassOnce(kPass, *g);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_TRUE(*o.changed);
   std::map<std::string, int> ops;
@@ -398,7 +383,7 @@ TEST(ConstantFolding, BertMaskAndPositionChainsFoldAway) {
   for (int64_t i = 0; i < mask->NumElements(); ++i) EXPECT_EQ(mask->GetAsDouble(i), 0.0);
   ExpectNumericallyEquivalent(kPass, kBertPrologue);
   // Second run: nothing left to fold.
-  Outcome again = RunFolding(*g);
+  PassRun again = RunPassOnce(kPass, *g);
   ASSERT_TRUE(again.changed.ok());
   EXPECT_FALSE(*again.changed);
 }

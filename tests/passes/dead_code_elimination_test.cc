@@ -16,20 +16,10 @@ using testing::ExpectNoChange;
 using testing::ExpectNumericallyEquivalent;
 using testing::ExpectRewrite;
 using testing::Parse;
+using testing::PassRun;
+using testing::RunPassOnce;
 
 constexpr char kPass[] = "dce";
-
-struct Outcome {
-  absl::StatusOr<bool> changed;
-  PassCounters counters;
-};
-Outcome RunDce(Graph& g, PassContext ctx = {}) {
-  ctx.verify_each = true;
-  std::unique_ptr<Pass> pass = CreatePass(kPass);
-  Outcome o{pass->Run(g, ctx), {}};
-  o.counters = pass->counters();
-  return o;
-}
 
 TEST(Dce, RemovesDeadNodesIdentityAndInferenceDropout) {
   const std::string before = R"(
@@ -52,7 +42,7 @@ graph g opset=17 {
   ExpectNumericallyEquivalent(kPass, before);
   auto g = Parse(before);
   ASSERT_TRUE(g);
-  Outcome o = RunDce(*g);
+  PassRun o = RunPassOnce(kPass, *g);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_EQ(o.counters["removed Identity"], 1);
   EXPECT_EQ(o.counters["removed Dropout"], 1);
@@ -246,7 +236,7 @@ graph g opset=17 {
                 ctx);
   auto g = Parse(before);
   ASSERT_TRUE(g);
-  Outcome o = RunDce(*g, ctx);
+  PassRun o = RunPassOnce(kPass, *g, ctx);
   ASSERT_TRUE(o.changed.ok()) << o.changed.status();
   EXPECT_EQ(o.counters["removed outputs"], 1);
   EXPECT_EQ(o.counters["removed nodes"], 2);
@@ -267,7 +257,7 @@ graph g opset=17 {
   ASSERT_TRUE(g);
   PassContext ctx;
   ctx.keep_outputs = {"a", "logits"};
-  Outcome o = RunDce(*g, ctx);
+  PassRun o = RunPassOnce(kPass, *g, ctx);
   ASSERT_FALSE(o.changed.ok());
   EXPECT_EQ(o.changed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(o.changed.status().message().find("'logits'"), std::string::npos);

@@ -117,4 +117,57 @@ inline void ExpectNumericallyEquivalent(const std::string& pass, const std::stri
   }
 }
 
+// What one run of a pass returned (its status is kept: a test may expect an error) and
+// the counters it recorded.
+struct PassRun {
+  absl::StatusOr<bool> changed;
+  PassCounters counters;
+};
+
+// Runs pass `name` once on `g` with verify_each on, without failing the test on error.
+inline PassRun RunPassOnce(const std::string& name, Graph& g, PassContext ctx = {}) {
+  ctx.verify_each = true;
+  std::unique_ptr<Pass> pass = CreatePass(name);
+  if (!pass) {
+    ADD_FAILURE() << "unknown pass " << name;
+    return {absl::NotFoundError(name), {}};
+  }
+  PassRun run{pass->Run(g, ctx), {}};
+  run.counters = pass->counters();
+  return run;
+}
+
+// Runs pass `name` once on the graph parsed from `text` and returns its counters; fails
+// the test when the text does not parse or the pass returns an error.
+inline PassCounters CountersOf(const std::string& name, const std::string& text,
+                               PassContext ctx = {}) {
+  auto g = Parse(text);
+  if (!g) return {};
+  PassRun run = RunPassOnce(name, *g, ctx);
+  EXPECT_TRUE(run.changed.ok()) << run.changed.status();
+  return run.counters;
+}
+
+// Counter `name`, 0 when the pass never recorded it.
+inline int64_t Counter(const PassCounters& c, const std::string& name) {
+  auto it = c.find(name);
+  return it == c.end() ? 0 : it->second;
+}
+
+// Expects the pass to leave the already-built graph `g` unchanged and to say so.
+inline void ExpectNoChange(const std::string& pass, Graph& g, PassContext ctx = {}) {
+  const std::string before = PrintGraph(g);
+  EXPECT_FALSE(RunPass(pass, g, ctx));
+  EXPECT_EQ(PrintGraph(g), before);
+}
+
+// Expects `optimized` to compute what `original` does on seeded random inputs, within
+// 1e-5 (structural rewrites reorder at most a few float ops).
+inline void ExpectSameOutputs(const Graph& original, const Graph& optimized,
+                              std::initializer_list<uint64_t> seeds = {1u, 2u}) {
+  for (uint64_t seed : seeds)
+    EXPECT_LE(MaxAbsDiff(original, optimized, RandomInputs(original, seed)), 1e-5)
+        << "seed " << seed;
+}
+
 }  // namespace kiln::testing

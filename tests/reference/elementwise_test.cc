@@ -6,75 +6,33 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <map>
 
 #include "kiln/ir/graph.h"
 #include "kiln/reference/executor.h"
+#include "tests/reference/reference_test_util.h"
 
 namespace kiln {
 namespace {
 
-template <typename T>
-Tensor Make(DType dt, std::vector<int64_t> dims, std::vector<T> v) {
-  Tensor t(dt, std::move(dims));
-  EXPECT_EQ(t.NumBytes(), v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(t.raw(), v.data(), t.NumBytes());
-  return t;
-}
-Tensor F32(std::vector<int64_t> d, std::vector<float> v) { return Make(DType::kF32, d, v); }
-Tensor I64(std::vector<int64_t> d, std::vector<int64_t> v) { return Make(DType::kI64, d, v); }
-Tensor I32(std::vector<int64_t> d, std::vector<int32_t> v) { return Make(DType::kI32, d, v); }
-Tensor Bool(std::vector<int64_t> d, std::vector<uint8_t> v) { return Make(DType::kBool, d, v); }
-
-template <typename T>
-std::vector<T> Vals(const Tensor& t) {
-  std::vector<T> v(t.NumElements());
-  if (!v.empty()) std::memcpy(v.data(), t.raw(), t.NumBytes());
-  return v;
-}
-
-// Runs one node of `op` on graph inputs holding `ins` (undefined tensors = omitted inputs).
-absl::StatusOr<std::vector<Tensor>> RunOp(const std::string& op, std::vector<Tensor> ins,
-                                          std::map<std::string, Attribute> attrs = {},
-                                          int num_outputs = 1) {
-  Graph g;
-  g.set_opset(21);
-  std::vector<Value> vals;
-  absl::flat_hash_map<std::string, Tensor> feeds;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    if (!ins[i].defined()) {
-      vals.push_back(Value{});
-      continue;
-    }
-    const std::string name = "in" + std::to_string(i);
-    vals.push_back(g.AddInput(name, Type::Of(ins[i]))->output());
-    feeds[name] = ins[i];
-  }
-  Node* n = g.AddNode(op, vals, num_outputs);
-  n->add_provenance("n_" + op);
-  for (auto& [k, a] : attrs) n->set_attr(k, a);
-  for (int i = 0; i < num_outputs; ++i) g.AddOutput("out" + std::to_string(i), n->output(i));
-  return RunReference(g, feeds);
-}
-
-Tensor Run1(const std::string& op, std::vector<Tensor> ins,
-            std::map<std::string, Attribute> attrs = {}) {
-  auto r = RunOp(op, std::move(ins), std::move(attrs));
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? (*r)[0] : Tensor();
-}
+using testing::Bool;
+using testing::F32;
+using testing::I32;
+using testing::I64;
+using testing::Make;
+using testing::Run1;
+using testing::RunOp;
+using testing::Values;
 
 TEST(ElementwiseTest, AddBroadcastsBothWays) {
   Tensor y = Run1("Add", {F32({2, 1}, {10, 20}), F32({1, 3}, {1, 2, 3})});
   EXPECT_EQ(y.dims(), (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(Vals<float>(y), (std::vector<float>{11, 12, 13, 21, 22, 23}));
+  EXPECT_EQ(Values<float>(y), (std::vector<float>{11, 12, 13, 21, 22, 23}));
   Tensor z = Run1("Sub", {F32({2, 3}, {1, 2, 3, 4, 5, 6}), F32({}, {1})});
-  EXPECT_EQ(Vals<float>(z), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(Values<float>(z), (std::vector<float>{0, 1, 2, 3, 4, 5}));
   Tensor w = Run1("Mul", {F32({3}, {1, 2, 3}), F32({2, 1, 1}, {2, -1})});
   EXPECT_EQ(w.dims(), (std::vector<int64_t>{2, 1, 3}));
-  EXPECT_EQ(Vals<float>(w), (std::vector<float>{2, 4, 6, -1, -2, -3}));
+  EXPECT_EQ(Values<float>(w), (std::vector<float>{2, 4, 6, -1, -2, -3}));
 }
 
 TEST(ElementwiseTest, IncompatibleShapesAndDTypesFail) {
@@ -99,39 +57,40 @@ TEST(ElementwiseTest, EmptyTensorsBroadcast) {
 
 TEST(ElementwiseTest, IntegerArithmeticIsExactAndWraps) {
   const int64_t big = (int64_t{1} << 53) + 1;  // not representable in double
-  EXPECT_EQ(Vals<int64_t>(Run1("Add", {I64({1}, {big}), I64({1}, {1})})),
+  EXPECT_EQ(Values<int64_t>(Run1("Add", {I64({1}, {big}), I64({1}, {1})})),
             (std::vector<int64_t>{big + 1}));
-  EXPECT_EQ(Vals<int64_t>(Run1("Add", {I64({1}, {INT64_MAX}), I64({1}, {1})})),
+  EXPECT_EQ(Values<int64_t>(Run1("Add", {I64({1}, {INT64_MAX}), I64({1}, {1})})),
             (std::vector<int64_t>{INT64_MIN}));
-  EXPECT_EQ(Vals<int8_t>(Run1("Add", {Make<int8_t>(DType::kI8, {2}, {127, -128}),
-                                      Make<int8_t>(DType::kI8, {2}, {1, -1})})),
+  EXPECT_EQ(Values<int8_t>(Run1("Add", {Make<int8_t>(DType::kI8, {2}, {127, -128}),
+                                        Make<int8_t>(DType::kI8, {2}, {1, -1})})),
             (std::vector<int8_t>{-128, 127}));
-  EXPECT_EQ(Vals<uint16_t>(Run1("Mul", {Make<uint16_t>(DType::kU16, {1}, {65535}),
-                                        Make<uint16_t>(DType::kU16, {1}, {65535})})),
+  EXPECT_EQ(Values<uint16_t>(Run1("Mul", {Make<uint16_t>(DType::kU16, {1}, {65535}),
+                                          Make<uint16_t>(DType::kU16, {1}, {65535})})),
             (std::vector<uint16_t>{1}));  // 65535^2 mod 2^16
-  EXPECT_EQ(Vals<int64_t>(Run1("Mul", {I64({1}, {big}), I64({1}, {3})})),
+  EXPECT_EQ(Values<int64_t>(Run1("Mul", {I64({1}, {big}), I64({1}, {3})})),
             (std::vector<int64_t>{3 * big}));
 }
 
 TEST(ElementwiseTest, IntegerDivTruncatesTowardZero) {
-  EXPECT_EQ(Vals<int32_t>(Run1("Div", {I32({4}, {7, -7, 7, -7}), I32({4}, {2, 2, -2, -2})})),
+  EXPECT_EQ(Values<int32_t>(Run1("Div", {I32({4}, {7, -7, 7, -7}), I32({4}, {2, 2, -2, -2})})),
             (std::vector<int32_t>{3, -3, -3, 3}));
-  EXPECT_EQ(Vals<int32_t>(Run1("Div", {I32({1}, {INT32_MIN}), I32({1}, {-1})})),
+  EXPECT_EQ(Values<int32_t>(Run1("Div", {I32({1}, {INT32_MIN}), I32({1}, {-1})})),
             (std::vector<int32_t>{INT32_MIN}));
   auto r = RunOp("Div", {I32({2}, {1, 2}), I32({2}, {1, 0})});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("division by zero"), std::string::npos);
   Tensor f = Run1("Div", {F32({2}, {1, -1}), F32({2}, {0, 0})});
-  EXPECT_EQ(Vals<float>(f), (std::vector<float>{INFINITY, -INFINITY}));
+  EXPECT_EQ(Values<float>(f), (std::vector<float>{INFINITY, -INFINITY}));
 }
 
 TEST(ElementwiseTest, ModFollowsDivisorOrDividendSign) {
   Tensor a = I32({4}, {5, -5, 5, -5}), b = I32({4}, {3, 3, -3, -3});
-  EXPECT_EQ(Vals<int32_t>(Run1("Mod", {a, b})), (std::vector<int32_t>{2, 1, -1, -2}));  // Python %
-  EXPECT_EQ(Vals<int32_t>(Run1("Mod", {a, b}, {{"fmod", int64_t{1}}})),
+  EXPECT_EQ(Values<int32_t>(Run1("Mod", {a, b})),
+            (std::vector<int32_t>{2, 1, -1, -2}));  // Python %
+  EXPECT_EQ(Values<int32_t>(Run1("Mod", {a, b}, {{"fmod", int64_t{1}}})),
             (std::vector<int32_t>{2, -2, 2, -2}));
   EXPECT_EQ(
-      Vals<float>(Run1("Mod", {F32({2}, {5.5f, -5.5f}), F32({1}, {2})}, {{"fmod", int64_t{1}}})),
+      Values<float>(Run1("Mod", {F32({2}, {5.5f, -5.5f}), F32({1}, {2})}, {{"fmod", int64_t{1}}})),
       (std::vector<float>{1.5f, -1.5f}));
   EXPECT_EQ(RunOp("Mod", {F32({1}, {1}), F32({1}, {1})}).status().code(),
             absl::StatusCode::kInvalidArgument);  // floats need fmod=1
@@ -140,19 +99,19 @@ TEST(ElementwiseTest, ModFollowsDivisorOrDividendSign) {
 TEST(ElementwiseTest, PowTakesTheBaseDType) {
   Tensor y = Run1("Pow", {F32({2}, {2, 3}), I64({2}, {3, 2})});
   EXPECT_EQ(y.dtype(), DType::kF32);
-  EXPECT_EQ(Vals<float>(y), (std::vector<float>{8, 9}));
+  EXPECT_EQ(Values<float>(y), (std::vector<float>{8, 9}));
   Tensor i = Run1("Pow", {I64({4}, {3, 2, 1, -1}), I64({4}, {39, -1, -3, -3})});
-  EXPECT_EQ(Vals<int64_t>(i), (std::vector<int64_t>{4052555153018976267, 0, 1, -1}));
+  EXPECT_EQ(Values<int64_t>(i), (std::vector<int64_t>{4052555153018976267, 0, 1, -1}));
   Tensor h = Run1("Pow", {I32({2}, {4, 10}), F32({1}, {0.5f})});
   EXPECT_EQ(h.dtype(), DType::kI32);
-  EXPECT_EQ(Vals<int32_t>(h), (std::vector<int32_t>{2, 3}));  // sqrt(10) truncates
+  EXPECT_EQ(Values<int32_t>(h), (std::vector<int32_t>{2, 3}));  // sqrt(10) truncates
 }
 
 TEST(ElementwiseTest, FloatUnaryMatchesDoubleRoundedOnce) {
   Tensor x = F32({4}, {0.f, 1.f, -2.5f, 0.25f});
   auto check = [&](const std::string& op, double (*f)(double)) {
-    std::vector<float> got = Vals<float>(Run1(op, {x}));
-    const std::vector<float> in = Vals<float>(x);
+    std::vector<float> got = Values<float>(Run1(op, {x}));
+    const std::vector<float> in = Values<float>(x);
     ASSERT_EQ(got.size(), in.size());
     for (size_t i = 0; i < in.size(); ++i) {
       const float want = static_cast<float>(f(in[i]));
@@ -178,17 +137,18 @@ TEST(ElementwiseTest, FloatUnaryMatchesDoubleRoundedOnce) {
   check("Abs", [](double v) { return std::fabs(v); });
   check("Neg", [](double v) { return -v; });
   check("Relu", [](double v) { return v > 0 ? v : 0.0; });
-  EXPECT_EQ(Vals<float>(Run1("Sigmoid", {F32({2}, {-1000, 1000})})), (std::vector<float>{0, 1}));
-  EXPECT_EQ(Vals<float>(Run1("Round", {F32({5}, {2.5f, -2.5f, 3.5f, 0.4f, -0.6f})})),
+  EXPECT_EQ(Values<float>(Run1("Sigmoid", {F32({2}, {-1000, 1000})})), (std::vector<float>{0, 1}));
+  EXPECT_EQ(Values<float>(Run1("Round", {F32({5}, {2.5f, -2.5f, 3.5f, 0.4f, -0.6f})})),
             (std::vector<float>{2, -2, 4, 0, -1}));
 }
 
 TEST(ElementwiseTest, IntegerUnary) {
-  EXPECT_EQ(Vals<int32_t>(Run1("Relu", {I32({3}, {-3, 0, 5})})), (std::vector<int32_t>{0, 0, 5}));
-  EXPECT_EQ(Vals<int8_t>(Run1("Neg", {Make<int8_t>(DType::kI8, {2}, {-128, 5})})),
+  EXPECT_EQ(Values<int32_t>(Run1("Relu", {I32({3}, {-3, 0, 5})})), (std::vector<int32_t>{0, 0, 5}));
+  EXPECT_EQ(Values<int8_t>(Run1("Neg", {Make<int8_t>(DType::kI8, {2}, {-128, 5})})),
             (std::vector<int8_t>{-128, -5}));
-  EXPECT_EQ(Vals<int64_t>(Run1("Abs", {I64({2}, {-5, 7})})), (std::vector<int64_t>{5, 7}));
-  EXPECT_EQ(Vals<int64_t>(Run1("Sign", {I64({3}, {-5, 0, 7})})), (std::vector<int64_t>{-1, 0, 1}));
+  EXPECT_EQ(Values<int64_t>(Run1("Abs", {I64({2}, {-5, 7})})), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(Values<int64_t>(Run1("Sign", {I64({3}, {-5, 0, 7})})),
+            (std::vector<int64_t>{-1, 0, 1}));
 }
 
 TEST(ElementwiseTest, F16ComputesInFloatAndRoundsToNearestEven) {
@@ -201,60 +161,61 @@ TEST(ElementwiseTest, F16ComputesInFloatAndRoundsToNearestEven) {
   // 1 + 3 * 2^-12 is above halfway: rounds up to 1 + 2^-10.
   Tensor y = Run1("Add", {h({1.f, 1.f}), h({0x1p-11f, 0x3p-12f})});
   EXPECT_EQ(y.dtype(), DType::kF16);
-  EXPECT_EQ(Vals<uint16_t>(y), (std::vector<uint16_t>{0x3C00, 0x3C01}));
+  EXPECT_EQ(Values<uint16_t>(y), (std::vector<uint16_t>{0x3C00, 0x3C01}));
 }
 
 TEST(ElementwiseTest, CastEdgeCases) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor x = F32({5}, {1.9f, -1.9f, nan, 1e10f, -1e10f});
-  EXPECT_EQ(Vals<int32_t>(Run1("Cast", {x}, {{"to", int64_t{6}}})),
+  EXPECT_EQ(Values<int32_t>(Run1("Cast", {x}, {{"to", int64_t{6}}})),
             (std::vector<int32_t>{1, -1, 0, INT32_MAX, INT32_MIN}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("Cast", {F32({3}, {0, 0.5f, nan})}, {{"to", int64_t{9}}})),
+  EXPECT_EQ(Values<uint8_t>(Run1("Cast", {F32({3}, {0, 0.5f, nan})}, {{"to", int64_t{9}}})),
             (std::vector<uint8_t>{0, 1, 1}));
-  EXPECT_EQ(Vals<float>(Run1("Cast", {Bool({2}, {1, 0})}, {{"to", int64_t{1}}})),
+  EXPECT_EQ(Values<float>(Run1("Cast", {Bool({2}, {1, 0})}, {{"to", int64_t{1}}})),
             (std::vector<float>{1, 0}));
-  EXPECT_EQ(Vals<int32_t>(Run1("Cast", {I64({2}, {4294967297, -1})}, {{"to", int64_t{6}}})),
+  EXPECT_EQ(Values<int32_t>(Run1("Cast", {I64({2}, {4294967297, -1})}, {{"to", int64_t{6}}})),
             (std::vector<int32_t>{1, -1}));  // wraps modulo 2^32
-  EXPECT_EQ(Vals<uint16_t>(Run1("Cast", {F32({1}, {1.f / 3})}, {{"to", int64_t{10}}})),
+  EXPECT_EQ(Values<uint16_t>(Run1("Cast", {F32({1}, {1.f / 3})}, {{"to", int64_t{10}}})),
             (std::vector<uint16_t>{0x3555}));
-  EXPECT_EQ(Vals<double>(Run1("Cast", {I64({1}, {(int64_t{1} << 53) + 1})}, {{"to", int64_t{11}}})),
-            (std::vector<double>{9007199254740992.0}));
-  EXPECT_EQ(Vals<int64_t>(Run1("Cast", {Make<uint64_t>(DType::kU64, {1}, {1ull << 63})},
-                               {{"to", int64_t{7}}})),
+  EXPECT_EQ(
+      Values<double>(Run1("Cast", {I64({1}, {(int64_t{1} << 53) + 1})}, {{"to", int64_t{11}}})),
+      (std::vector<double>{9007199254740992.0}));
+  EXPECT_EQ(Values<int64_t>(Run1("Cast", {Make<uint64_t>(DType::kU64, {1}, {1ull << 63})},
+                                 {{"to", int64_t{7}}})),
             (std::vector<int64_t>{INT64_MIN}));
   auto r = RunOp("Cast", {x}, {{"to", int64_t{8}}});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
   Tensor like = Run1("CastLike", {F32({1}, {2.7f}), I64({0}, {})});
-  EXPECT_EQ(Vals<int64_t>(like), (std::vector<int64_t>{2}));
+  EXPECT_EQ(Values<int64_t>(like), (std::vector<int64_t>{2}));
 }
 
 TEST(ElementwiseTest, WhereBroadcastsThreeWays) {
   Tensor y = Run1("Where", {Bool({2, 1}, {1, 0}), F32({1, 3}, {1, 2, 3}), F32({}, {-1})});
   EXPECT_EQ(y.dims(), (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(Vals<float>(y), (std::vector<float>{1, 2, 3, -1, -1, -1}));
+  EXPECT_EQ(Values<float>(y), (std::vector<float>{1, 2, 3, -1, -1, -1}));
   Tensor z = Run1("Where", {Bool({3}, {0, 1, 0}), I64({3}, {1, 2, 3}), I64({3}, {7, 8, 9})});
-  EXPECT_EQ(Vals<int64_t>(z), (std::vector<int64_t>{7, 2, 9}));
+  EXPECT_EQ(Values<int64_t>(z), (std::vector<int64_t>{7, 2, 9}));
   EXPECT_FALSE(RunOp("Where", {F32({1}, {1}), F32({1}, {1}), F32({1}, {1})}).ok());
 }
 
 TEST(ElementwiseTest, ComparisonsAndLogic) {
   Tensor a = F32({2, 2}, {1, 2, 3, 4}), b = F32({2}, {2, 3});
-  EXPECT_EQ(Vals<uint8_t>(Run1("Equal", {a, b})), (std::vector<uint8_t>{0, 0, 0, 0}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("Less", {a, b})), (std::vector<uint8_t>{1, 1, 0, 0}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("Greater", {a, b})), (std::vector<uint8_t>{0, 0, 1, 1}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("LessOrEqual", {a, F32({}, {2})})),
+  EXPECT_EQ(Values<uint8_t>(Run1("Equal", {a, b})), (std::vector<uint8_t>{0, 0, 0, 0}));
+  EXPECT_EQ(Values<uint8_t>(Run1("Less", {a, b})), (std::vector<uint8_t>{1, 1, 0, 0}));
+  EXPECT_EQ(Values<uint8_t>(Run1("Greater", {a, b})), (std::vector<uint8_t>{0, 0, 1, 1}));
+  EXPECT_EQ(Values<uint8_t>(Run1("LessOrEqual", {a, F32({}, {2})})),
             (std::vector<uint8_t>{1, 1, 0, 0}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("GreaterOrEqual", {a, F32({}, {2})})),
+  EXPECT_EQ(Values<uint8_t>(Run1("GreaterOrEqual", {a, F32({}, {2})})),
             (std::vector<uint8_t>{0, 1, 1, 1}));
   const int64_t big = (int64_t{1} << 53) + 1;
-  EXPECT_EQ(Vals<uint8_t>(Run1("Equal", {I64({1}, {big}), I64({1}, {big - 1})})),
+  EXPECT_EQ(Values<uint8_t>(Run1("Equal", {I64({1}, {big}), I64({1}, {big - 1})})),
             (std::vector<uint8_t>{0}));  // would compare equal through double
   Tensor p = Bool({4}, {0, 0, 1, 1}), q = Bool({4}, {0, 1, 0, 1});
-  EXPECT_EQ(Vals<uint8_t>(Run1("Equal", {p, q})), (std::vector<uint8_t>{1, 0, 0, 1}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("And", {p, q})), (std::vector<uint8_t>{0, 0, 0, 1}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("Or", {p, q})), (std::vector<uint8_t>{0, 1, 1, 1}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("Xor", {p, q})), (std::vector<uint8_t>{0, 1, 1, 0}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("Not", {p})), (std::vector<uint8_t>{1, 1, 0, 0}));
+  EXPECT_EQ(Values<uint8_t>(Run1("Equal", {p, q})), (std::vector<uint8_t>{1, 0, 0, 1}));
+  EXPECT_EQ(Values<uint8_t>(Run1("And", {p, q})), (std::vector<uint8_t>{0, 0, 0, 1}));
+  EXPECT_EQ(Values<uint8_t>(Run1("Or", {p, q})), (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(Values<uint8_t>(Run1("Xor", {p, q})), (std::vector<uint8_t>{0, 1, 1, 0}));
+  EXPECT_EQ(Values<uint8_t>(Run1("Not", {p})), (std::vector<uint8_t>{1, 1, 0, 0}));
   EXPECT_EQ(RunOp("Less", {p, q}).status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(RunOp("And", {a, a}).status().code(), absl::StatusCode::kUnimplemented);
 }
@@ -262,44 +223,44 @@ TEST(ElementwiseTest, ComparisonsAndLogic) {
 TEST(ElementwiseTest, VariadicMinMaxSumMean) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor a = F32({2, 2}, {1, 5, 3, nan}), b = F32({2}, {2, 4}), c = F32({}, {3});
-  std::vector<float> mx = Vals<float>(Run1("Max", {a, b, c}));
+  std::vector<float> mx = Values<float>(Run1("Max", {a, b, c}));
   EXPECT_EQ(std::vector<float>(mx.begin(), mx.begin() + 3), (std::vector<float>{3, 5, 3}));
   EXPECT_TRUE(std::isnan(mx[3]));  // NaN propagates
-  std::vector<float> mn = Vals<float>(Run1("Min", {a, b, c}));
+  std::vector<float> mn = Values<float>(Run1("Min", {a, b, c}));
   EXPECT_EQ(std::vector<float>(mn.begin(), mn.begin() + 3), (std::vector<float>{1, 3, 2}));
-  EXPECT_EQ(Vals<float>(Run1("Sum", {F32({2}, {1, 2}), F32({2}, {10, 20}), F32({}, {100})})),
+  EXPECT_EQ(Values<float>(Run1("Sum", {F32({2}, {1, 2}), F32({2}, {10, 20}), F32({}, {100})})),
             (std::vector<float>{111, 122}));
-  EXPECT_EQ(Vals<float>(Run1("Mean", {F32({2}, {1, 2}), F32({2}, {3, 6})})),
+  EXPECT_EQ(Values<float>(Run1("Mean", {F32({2}, {1, 2}), F32({2}, {3, 6})})),
             (std::vector<float>{2, 4}));
   Tensor single = Run1("Max", {I64({2}, {4, -1})});
-  EXPECT_EQ(Vals<int64_t>(single), (std::vector<int64_t>{4, -1}));
-  EXPECT_EQ(Vals<int64_t>(Run1("Min", {I64({2}, {4, -1}), I64({1}, {0})})),
+  EXPECT_EQ(Values<int64_t>(single), (std::vector<int64_t>{4, -1}));
+  EXPECT_EQ(Values<int64_t>(Run1("Min", {I64({2}, {4, -1}), I64({1}, {0})})),
             (std::vector<int64_t>{0, -1}));
   EXPECT_EQ(RunOp("Mean", {I64({1}, {1})}).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(ElementwiseTest, ClipWithOptionalBounds) {
   Tensor x = F32({4}, {-2, 0, 3, 9});
-  EXPECT_EQ(Vals<float>(Run1("Clip", {x, F32({}, {-1}), F32({}, {4})})),
+  EXPECT_EQ(Values<float>(Run1("Clip", {x, F32({}, {-1}), F32({}, {4})})),
             (std::vector<float>{-1, 0, 3, 4}));
-  EXPECT_EQ(Vals<float>(Run1("Clip", {x, Tensor(), F32({}, {1})})),
+  EXPECT_EQ(Values<float>(Run1("Clip", {x, Tensor(), F32({}, {1})})),
             (std::vector<float>{-2, 0, 1, 1}));
-  EXPECT_EQ(Vals<float>(Run1("Clip", {x, F32({}, {1})})), (std::vector<float>{1, 1, 3, 9}));
-  EXPECT_EQ(Vals<float>(Run1("Clip", {x})), (std::vector<float>{-2, 0, 3, 9}));
+  EXPECT_EQ(Values<float>(Run1("Clip", {x, F32({}, {1})})), (std::vector<float>{1, 1, 3, 9}));
+  EXPECT_EQ(Values<float>(Run1("Clip", {x})), (std::vector<float>{-2, 0, 3, 9}));
   // min > max: every value becomes max.
-  EXPECT_EQ(Vals<float>(Run1("Clip", {x, F32({}, {5}), F32({}, {2})})),
+  EXPECT_EQ(Values<float>(Run1("Clip", {x, F32({}, {5}), F32({}, {2})})),
             (std::vector<float>{2, 2, 2, 2}));
-  EXPECT_EQ(Vals<int64_t>(Run1("Clip", {I64({3}, {INT64_MIN, 5, INT64_MAX}), I64({}, {0}),
-                                        I64({}, {INT64_MAX - 1})})),
+  EXPECT_EQ(Values<int64_t>(Run1("Clip", {I64({3}, {INT64_MIN, 5, INT64_MAX}), I64({}, {0}),
+                                          I64({}, {INT64_MAX - 1})})),
             (std::vector<int64_t>{0, 5, INT64_MAX - 1}));
 }
 
 TEST(ElementwiseTest, GeluExactAndTanh) {
   Tensor x = F32({3}, {1.f, -0.5f, 2.f});
-  std::vector<float> exact = Vals<float>(Run1("Gelu", {x}));
+  std::vector<float> exact = Values<float>(Run1("Gelu", {x}));
   std::vector<float> approx =
-      Vals<float>(Run1("Gelu", {x}, {{"approximate", std::string("tanh")}}));
-  const std::vector<float> in = Vals<float>(x);
+      Values<float>(Run1("Gelu", {x}, {{"approximate", std::string("tanh")}}));
+  const std::vector<float> in = Values<float>(x);
   for (size_t i = 0; i < in.size(); ++i) {
     const double v = in[i];
     EXPECT_EQ(exact[i], static_cast<float>(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))));
@@ -313,33 +274,35 @@ TEST(ElementwiseTest, GeluExactAndTanh) {
 
 TEST(ElementwiseTest, ActivationsWithAttributes) {
   Tensor x = F32({3}, {-2, 0, 3});
-  EXPECT_EQ(Vals<float>(Run1("LeakyRelu", {x}, {{"alpha", 0.5f}})), (std::vector<float>{-1, 0, 3}));
-  EXPECT_EQ(Vals<float>(Run1("LeakyRelu", {x})),
+  EXPECT_EQ(Values<float>(Run1("LeakyRelu", {x}, {{"alpha", 0.5f}})),
+            (std::vector<float>{-1, 0, 3}));
+  EXPECT_EQ(Values<float>(Run1("LeakyRelu", {x})),
             (std::vector<float>{static_cast<float>(-2 * static_cast<double>(0.01f)), 0, 3}));
   // 0.5 - 2 * 0.2f is 0.099999994f (0.2f is slightly above 0.2), not 0.1f.
   EXPECT_EQ(
-      Vals<float>(Run1("HardSigmoid", {x})),
+      Values<float>(Run1("HardSigmoid", {x})),
       (std::vector<float>{static_cast<float>(0.5 - 2 * static_cast<double>(0.2f)), 0.5f, 1.f}));
-  EXPECT_EQ(Vals<float>(Run1("Elu", {x}, {{"alpha", 2.f}})),
+  EXPECT_EQ(Values<float>(Run1("Elu", {x}, {{"alpha", 2.f}})),
             (std::vector<float>{static_cast<float>(2 * std::expm1(-2.0)), 0, 3}));
-  std::vector<float> selu = Vals<float>(Run1("Selu", {x}));
+  std::vector<float> selu = Values<float>(Run1("Selu", {x}));
   EXPECT_EQ(selu[2], static_cast<float>(3 * static_cast<double>(1.05070102214813232421875f)));
   EXPECT_EQ(selu[1], 0.f);
-  EXPECT_EQ(Vals<float>(Run1("PRelu", {x, F32({1}, {0.25f})})), (std::vector<float>{-0.5f, 0, 3}));
+  EXPECT_EQ(Values<float>(Run1("PRelu", {x, F32({1}, {0.25f})})),
+            (std::vector<float>{-0.5f, 0, 3}));
 }
 
 TEST(ElementwiseTest, NaNInfChecksAndBitShift) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor x = F32({4}, {nan, INFINITY, -INFINITY, 1});
-  EXPECT_EQ(Vals<uint8_t>(Run1("IsNaN", {x})), (std::vector<uint8_t>{1, 0, 0, 0}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("IsInf", {x})), (std::vector<uint8_t>{0, 1, 1, 0}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("IsInf", {x}, {{"detect_negative", int64_t{0}}})),
+  EXPECT_EQ(Values<uint8_t>(Run1("IsNaN", {x})), (std::vector<uint8_t>{1, 0, 0, 0}));
+  EXPECT_EQ(Values<uint8_t>(Run1("IsInf", {x})), (std::vector<uint8_t>{0, 1, 1, 0}));
+  EXPECT_EQ(Values<uint8_t>(Run1("IsInf", {x}, {{"detect_negative", int64_t{0}}})),
             (std::vector<uint8_t>{0, 1, 0, 0}));
   Tensor a = Make<uint8_t>(DType::kU8, {3}, {16, 1, 255});
   Tensor s = Make<uint8_t>(DType::kU8, {3}, {1, 8, 4});
-  EXPECT_EQ(Vals<uint8_t>(Run1("BitShift", {a, s}, {{"direction", std::string("LEFT")}})),
+  EXPECT_EQ(Values<uint8_t>(Run1("BitShift", {a, s}, {{"direction", std::string("LEFT")}})),
             (std::vector<uint8_t>{32, 0, 240}));
-  EXPECT_EQ(Vals<uint8_t>(Run1("BitShift", {a, s}, {{"direction", std::string("RIGHT")}})),
+  EXPECT_EQ(Values<uint8_t>(Run1("BitShift", {a, s}, {{"direction", std::string("RIGHT")}})),
             (std::vector<uint8_t>{8, 0, 15}));
   EXPECT_EQ(RunOp("BitShift", {I32({1}, {1}), I32({1}, {1})}, {{"direction", std::string("LEFT")}})
                 .status()

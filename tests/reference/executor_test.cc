@@ -6,29 +6,20 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include "kiln/ir/graph.h"
+#include "tests/reference/reference_test_util.h"
 
 namespace kiln {
 namespace {
 
-std::vector<float> Floats(const Tensor& t) {
-  EXPECT_EQ(t.dtype(), DType::kF32);
-  std::vector<float> v(t.NumElements());
-  if (!v.empty()) std::memcpy(v.data(), t.raw(), t.NumBytes());
-  return v;
-}
+using testing::Contains;
+using testing::Floats;
 
 Type Sym(DType dt, std::vector<Dim> dims) {
   Type t;
   t.dtype = dt;
   t.shape = std::move(dims);
   return t;
-}
-
-bool Contains(const absl::Status& s, const std::string& needle) {
-  return std::string(s.message()).find(needle) != std::string::npos;
 }
 
 // y = (x + c) * x ; z = Neg(x + c) ; both reuse x and x + c.

@@ -1,4 +1,4 @@
-// Tests for the reference data-movement and shape kernels (src/reference/movement.cc).
+// Tests for the reference data-movement and shape kernels (src/reference/movement*.cc).
 // Kernels are called straight from a KernelTable filled by RegisterMovementKernels, with
 // nodes built through the Graph API so attributes and output counts are real. Every
 // expected value is hand-computed from the ONNX spec; all checks are exact (the kernels
@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -15,6 +14,7 @@
 #include "kiln/ir/tensor.h"
 #include "kiln/reference/executor.h"
 #include "reference/kernels.h"
+#include "tests/reference/reference_test_util.h"
 
 namespace kiln::reference {
 namespace {
@@ -31,29 +31,17 @@ const KernelTable& Table() {
   return *table;
 }
 
-template <typename T>
-Tensor Make(DType dt, std::vector<int64_t> dims, std::vector<T> values) {
-  Tensor t(dt, std::move(dims));
-  EXPECT_EQ(t.NumBytes(), values.size() * sizeof(T));
-  if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
-  return t;
-}
-Tensor F32(std::vector<int64_t> d, std::vector<float> v) { return Make(DType::kF32, d, v); }
-Tensor I64(std::vector<int64_t> d, std::vector<int64_t> v) { return Make(DType::kI64, d, v); }
-Tensor I32(std::vector<int64_t> d, std::vector<int32_t> v) { return Make(DType::kI32, d, v); }
-Tensor Bool(std::vector<int64_t> d, std::vector<uint8_t> v) { return Make(DType::kBool, d, v); }
+using testing::Bool;
+using testing::F32;
+using testing::I32;
+using testing::I64;
+using testing::Make;
+using testing::Values;
+
 Tensor Iota(DType dt, std::vector<int64_t> dims) {
   Tensor t(dt, std::move(dims));
   for (int64_t i = 0; i < t.NumElements(); ++i) t.SetFromDouble(i, static_cast<double>(i));
   return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  if (!t.defined() || t.raw() == nullptr) return {};
-  std::vector<T> v(static_cast<size_t>(t.NumElements()));
-  if (!v.empty()) std::memcpy(v.data(), t.raw(), v.size() * sizeof(T));
-  return v;
 }
 
 class MovementTest : public ::testing::Test {

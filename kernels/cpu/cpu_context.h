@@ -1,0 +1,62 @@
+// The execution context every CPU kernel takes: how many threads to use and which
+// instruction set to run. Kernels know nothing of the IR; this is their only state.
+// Threads: oneDNN's Debian build uses the OpenMP runtime (DNNL_CPU_RUNTIME_OMP), so kiln's
+// own kernels parallelize with OpenMP too — one thread pool, no oversubscription.
+// Limits: ParallelFor splits statically into contiguous ranges (the kernels' work items are
+// uniform); nested calls from inside a parallel region run serially.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+
+namespace kiln::cpu {
+
+// Instruction-set paths of the hand-written kernels. kAuto picks the best the CPU has.
+enum class Isa { kAuto, kScalar, kAvx2, kAvx512 };
+
+std::string_view IsaName(Isa isa);
+
+// The best path this CPU supports (AVX-512 F/BW/VL/DQ, else AVX2+FMA, else scalar).
+Isa DetectIsa();
+
+// True when this CPU can run `isa` (kAuto and kScalar always can).
+bool IsaSupported(Isa isa);
+
+// Number of hardware threads available to this process (at least 1).
+int DefaultNumThreads();
+
+struct CpuContext {
+  int num_threads = DefaultNumThreads();  // the executor's --threads N
+  Isa isa = Isa::kAuto;                   // tests force a path; kAuto resolves at call time
+
+  // `isa` with kAuto replaced by DetectIsa(), and a path this CPU cannot run downgraded
+  // to the best one it can (so a forced path never executes an illegal instruction).
+  Isa ResolvedIsa() const;
+  int threads() const { return num_threads < 1 ? 1 : num_threads; }
+};
+
+// Runs fn(begin, end) over [0, n) split into at most ctx.threads() contiguous ranges of
+// at least `min_chunk` items, on the OpenMP pool. Serial when one range suffices.
+void ParallelFor(const CpuContext& ctx, int64_t n, int64_t min_chunk,
+                 const std::function<void(int64_t, int64_t)>& fn);
+
+// As ParallelFor, and tells fn which worker (0 .. ctx.threads()-1) runs the range, for
+// per-worker scratch buffers owned by the caller.
+void ParallelForWorkers(const CpuContext& ctx, int64_t n, int64_t min_chunk,
+                        const std::function<void(int64_t, int64_t, int)>& fn);
+
+// Sets OpenMP's thread count for the calling thread for its lifetime and restores it after;
+// oneDNN (OMP runtime) reads it when it creates and executes primitives.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int n);
+  ~ScopedOmpThreads();
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace kiln::cpu

@@ -1,0 +1,61 @@
+// Internal: the per-instruction-set inner loops behind the public CPU kernels (layer_norm.h,
+// softmax.h, activation.h, attention.h, pool.h). One body (isa_impl.inc) is compiled three
+// times — AVX-512, AVX2+FMA and portable scalar — and the public kernels pick a table at
+// run time from CpuContext::ResolvedIsa(), so tests can force every path.
+// Limits: rows are dense; pointers may alias only where a comment says so.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_context.h"
+
+namespace kiln::cpu::internal {
+
+// One block of query rows of one (batch, head) of multi-head attention.
+struct AttentionRows {
+  const float* q = nullptr;   // query row i at q + i * ldq
+  int64_t ldq = 0;
+  const float* kt = nullptr;  // Kᵀ packed [d, sp], columns s..sp-1 zero
+  int64_t sp = 0;             // padded key count (a multiple of the vector width)
+  const float* v = nullptr;   // value row j at v + j * ldv
+  int64_t ldv = 0;
+  int64_t s = 0, d = 0;       // keys, head size
+  float scale = 1.0f;
+  const float* mask_add = nullptr;    // additive mask: row i, key j at i*mask_si + j*mask_sj
+  const uint8_t* mask_bool = nullptr; // bool mask (0 = masked out), same indexing
+  int64_t mask_si = 0, mask_sj = 0;
+  bool causal = false;
+  int64_t row_begin = 0, row_end = 0;
+  float* scores = nullptr;    // scratch, sp floats
+  float* out = nullptr;       // output row i at out + i * ldo
+  int64_t ldo = 0;
+};
+
+struct IsaKernels {
+  int vector_width;  // floats per vector register
+  // y = (x - mean) / sqrt(var + eps) * gamma (+ beta); y may alias x.
+  void (*layer_norm_row)(const float* x, const float* gamma, const float* beta, float eps,
+                         int64_t n, float* y);
+  // out = a + b (+ bias); out may alias a or b.
+  void (*add_row)(const float* a, const float* b, const float* bias, int64_t n, float* out);
+  // y = softmax(x); a row whose every entry is -inf becomes zeros. y may alias x.
+  void (*softmax_row)(const float* x, int64_t n, float* y);
+  // y = gelu(x) (erf form, or the tanh approximation); y may alias x.
+  void (*gelu)(const float* x, int64_t n, bool tanh_form, float* y);
+  // y += a * x.
+  void (*axpy)(float a, const float* x, int64_t n, float* y);
+  // x *= a.
+  void (*scale)(float a, float* x, int64_t n);
+  // Σ x².
+  float (*sum_squares)(const float* x, int64_t n);
+  void (*attention_rows)(const AttentionRows& a);
+};
+
+const IsaKernels& ScalarKernels();
+const IsaKernels& Avx2Kernels();
+const IsaKernels& Avx512Kernels();
+
+// The table for ctx.ResolvedIsa().
+const IsaKernels& KernelsFor(const CpuContext& ctx);
+
+}  // namespace kiln::cpu::internal

@@ -1,0 +1,234 @@
+// oneDNN-backed Linear and batched MatMul (see matmul.h). oneDNN reports errors as
+// dnnl::error exceptions; they are caught here and become absl::Status values.
+#include "kernels/cpu/matmul.h"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace kiln::cpu {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+dnnl::engine& Engine() {
+  static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+absl::Status DnnlError(const char* what, const dnnl::error& e) {
+  return absl::InternalError(absl::StrCat("oneDNN ", what, " failed: ", e.what(),
+                                          " (status ", static_cast<int>(e.status), ")"));
+}
+
+dnnl::post_ops PostOps(Activation act) {
+  dnnl::post_ops po;
+  switch (act) {
+    case Activation::kNone: break;
+    case Activation::kGeluErf:
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+      break;
+    case Activation::kGeluTanh:
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+      break;
+    case Activation::kRelu:
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      break;
+    case Activation::kTanh:
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_tanh, 0.f, 0.f);
+      break;
+  }
+  return po;
+}
+
+}  // namespace
+
+struct PackedLinear::State {
+  memory::desc plain_w_md;   // the caller's layout, kept only for re-packing
+  std::vector<float> plain_w;
+  memory bias;               // [1, N] or empty
+  struct Packed {
+    memory::desc md;
+    memory mem;
+  };
+  struct Prim {
+    dnnl::matmul prim;
+    size_t packed_index;
+    std::string impl;
+  };
+  mutable std::mutex mu;
+  mutable std::vector<Packed> packed;                 // weight layouts in use
+  mutable std::map<std::pair<int64_t, int>, Prim> prims;  // (M, threads) -> primitive
+
+  // Primitive for m rows (creating and caching it, and a weight layout, on first use).
+  absl::StatusOr<const Prim*> Get(const LinearDesc& d, int64_t m, int threads) const;
+};
+
+PackedLinear::PackedLinear(const LinearDesc& desc)
+    : desc_(desc), state_(std::make_unique<State>()) {}
+PackedLinear::~PackedLinear() = default;
+
+absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(
+    const LinearDesc& d, int64_t m, int threads) const {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = prims.find({m, threads});
+  if (it != prims.end()) return &it->second;
+  ScopedOmpThreads omp_threads(threads);
+  try {
+    memory::desc src_md({m, d.k}, dt::f32, tag::ab);
+    memory::desc w_any({d.k, d.n}, dt::f32, tag::any);
+    memory::desc dst_md({m, d.n}, dt::f32, tag::ab);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(PostOps(d.activation));
+    std::unique_ptr<dnnl::matmul::desc> md;
+    if (bias) {
+      md = std::make_unique<dnnl::matmul::desc>(src_md, w_any, bias.get_desc(), dst_md);
+    } else {
+      md = std::make_unique<dnnl::matmul::desc>(src_md, w_any, dst_md);
+    }
+    dnnl::matmul::primitive_desc pd(*md, attr, Engine());
+    const memory::desc want = pd.weights_desc();
+    size_t index = packed.size();
+    for (size_t i = 0; i < packed.size(); ++i)
+      if (packed[i].md == want) index = i;
+    if (index == packed.size()) {
+      memory src(plain_w_md, Engine(), const_cast<float*>(plain_w.data()));
+      memory dst(want, Engine());
+      dnnl::stream s(Engine());
+      dnnl::reorder(src, dst).execute(s, src, dst);
+      s.wait();
+      packed.push_back({want, dst});
+    }
+    Prim p{dnnl::matmul(pd), index, pd.impl_info_str()};
+    return &prims.emplace(std::make_pair(m, threads), std::move(p)).first->second;
+  } catch (const dnnl::error& e) {
+    return DnnlError("matmul primitive creation", e);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(const LinearDesc& desc,
+                                                                   const float* w,
+                                                                   const float* bias,
+                                                                   const CpuContext& ctx,
+                                                                   int64_t typical_m) {
+  if (desc.k <= 0 || desc.n <= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("Linear needs K > 0 and N > 0, got K=", desc.k, " N=", desc.n));
+  if (w == nullptr) return absl::InvalidArgumentError("Linear weights pointer is null");
+  std::unique_ptr<PackedLinear> pl(new PackedLinear(desc));
+  State& st = *pl->state_;
+  try {
+    st.plain_w_md = memory::desc({desc.k, desc.n}, dt::f32, desc.trans_w ? tag::ba : tag::ab);
+    st.plain_w.assign(w, w + desc.k * desc.n);
+    if (bias != nullptr) {
+      st.bias = memory(memory::desc({1, desc.n}, dt::f32, tag::ab), Engine());
+      std::copy(bias, bias + desc.n, static_cast<float*>(st.bias.get_data_handle()));
+    }
+  } catch (const dnnl::error& e) {
+    return DnnlError("Linear weight setup", e);
+  }
+  // Pack for the typical batch now so that load time, not the first call, pays for it.
+  auto prim = st.Get(desc, std::max<int64_t>(typical_m, 1), ctx.threads());
+  if (!prim.ok()) return prim.status();
+  return pl;
+}
+
+absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
+                               float* y) const {
+  if (m < 0) return absl::InvalidArgumentError(absl::StrCat("Linear got M=", m));
+  if (m == 0) return absl::OkStatus();
+  if (x == nullptr || y == nullptr)
+    return absl::InvalidArgumentError("Linear input or output pointer is null");
+  auto prim_or = state_->Get(desc_, m, ctx.threads());
+  if (!prim_or.ok()) return prim_or.status();
+  const State::Prim& p = **prim_or;
+  ScopedOmpThreads omp_threads(ctx.threads());
+  try {
+    memory src(memory::desc({m, desc_.k}, dt::f32, tag::ab), Engine(), const_cast<float*>(x));
+    memory dst(memory::desc({m, desc_.n}, dt::f32, tag::ab), Engine(), y);
+    memory w;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);  // `packed` may grow concurrently
+      w = state_->packed[p.packed_index].mem;
+    }
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst}};
+    if (state_->bias) args[DNNL_ARG_BIAS] = state_->bias;
+    dnnl::stream s(Engine());
+    p.prim.execute(s, args);
+    s.wait();
+  } catch (const dnnl::error& e) {
+    return DnnlError("matmul execution", e);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> PackedLinear::ImplName(const CpuContext& ctx, int64_t m) const {
+  auto p = state_->Get(desc_, m, ctx.threads());
+  if (!p.ok()) return p.status();
+  return (*p)->impl;
+}
+
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+using BmmKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, float, int64_t, int64_t,
+                          int64_t, int64_t, int64_t, int64_t, int>;
+
+struct BmmCache {
+  std::mutex mu;
+  std::map<BmmKey, dnnl::matmul> prims;
+};
+
+}  // namespace
+
+absl::Status BatchedMatMul(const CpuContext& ctx, const BatchedMatMulDesc& d, const float* a,
+                           const float* b, float* c) {
+  if (d.batch <= 0 || d.m <= 0 || d.n <= 0 || d.k <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("BatchedMatMul needs positive sizes, got batch=",
+                                                   d.batch, " M=", d.m, " N=", d.n, " K=", d.k));
+  if (d.lda < d.k || d.ldc < d.n || d.ldb < (d.trans_b ? d.k : d.n))
+    return absl::InvalidArgumentError("BatchedMatMul row strides are smaller than the rows");
+  static BmmCache* cache = new BmmCache;
+  const int threads = ctx.threads();
+  const BmmKey key{d.batch, d.m, d.n, d.k, d.trans_b, d.alpha, d.lda, d.sa, d.ldb, d.sb,
+                   d.ldc, d.sc, threads};
+  ScopedOmpThreads omp_threads(threads);
+  try {
+    memory::desc a_md({d.batch, d.m, d.k}, dt::f32, memory::dims{d.sa, d.lda, 1});
+    memory::desc b_md({d.batch, d.k, d.n}, dt::f32,
+                      d.trans_b ? memory::dims{d.sb, 1, d.ldb} : memory::dims{d.sb, d.ldb, 1});
+    memory::desc c_md({d.batch, d.m, d.n}, dt::f32, memory::dims{d.sc, d.ldc, 1});
+    dnnl::matmul prim;
+    {
+      std::lock_guard<std::mutex> lock(cache->mu);
+      auto it = cache->prims.find(key);
+      if (it == cache->prims.end()) {
+        dnnl::primitive_attr attr;
+        if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, Engine());
+        it = cache->prims.emplace(key, dnnl::matmul(pd)).first;
+      }
+      prim = it->second;
+    }
+    memory am(a_md, Engine(), const_cast<float*>(a));
+    memory bm(b_md, Engine(), const_cast<float*>(b));
+    memory cm(c_md, Engine(), c);
+    dnnl::stream s(Engine());
+    prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    s.wait();
+  } catch (const dnnl::error& e) {
+    return DnnlError("batched matmul", e);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::cpu

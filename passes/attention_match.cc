@@ -1,0 +1,586 @@
+// Attention-block matcher shared by fuse-qkv and fuse-attention (see attention_match.h).
+// The walk goes backwards from the Softmax through mask layers (Add, Where) and scale
+// layers (Mul/Div by a scalar) to MatMul(Q, Kᵀ), forwards through an optional IsNaN guard
+// to MatMul(P, V) and the head merge, and from each MatMul operand back through the head
+// split (Transpose + Reshape, scalar Muls anywhere on the Q and K paths) to a projection.
+// Shape facts come from value types first and, when shapes are symbolic, from the
+// Shape->Gather->Unsqueeze->Concat chains that build Reshape targets.
+#include "passes/attention_match.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "passes/attention_shape.h"
+#include "passes/rewrite_util.h"
+
+namespace kiln::attention {
+namespace {
+
+using rewrite::ConstantOf;
+using rewrite::IsGraphOutput;
+using rewrite::IsOp;
+using rewrite::ProducerIs;
+
+// Masked-score fills at or below this count as "minus infinity" (-10000 of older
+// transformers releases, float32 min of newer ones).
+constexpr double kLargeNegative = -1e4;
+
+const std::vector<Dim>* ShapeOf(Value v) {
+  if (!v) return nullptr;
+  const Type& t = v.type();
+  return t.shape ? &*t.shape : nullptr;
+}
+
+bool ScalarShaped(Value v) {
+  if (const Tensor* t = ConstantOf(v)) return t->NumElements() == 1;
+  const std::vector<Dim>* s = ShapeOf(v);
+  if (s == nullptr) return false;
+  for (const Dim& d : *s)
+    if (!(d.is_known() && d.value() == 1)) return false;
+  return true;
+}
+
+// If `n` scales a tensor by a scalar (Mul either way round, Div by it), returns the index of
+// the scaled operand and sets *factor (nullopt when the scalar is not a constant).
+std::optional<int> ScaleOperand(const Node* n, std::optional<double>* factor) {
+  if (n == nullptr || n->num_inputs() != 2 || !n->input(0) || !n->input(1)) return std::nullopt;
+  const bool mul = IsOp(n, "Mul"), div = IsOp(n, "Div");
+  if (!mul && !div) return std::nullopt;
+  int data = -1;
+  if (ScalarShaped(n->input(1)) && !ScalarShaped(n->input(0))) data = 0;
+  else if (mul && ScalarShaped(n->input(0)) && !ScalarShaped(n->input(1))) data = 1;
+  if (data < 0) return std::nullopt;
+  const Tensor* c = ConstantOf(n->input(1 - data));
+  if (c != nullptr && IsFloat(c->dtype())) {
+    const double v = c->GetAsDouble(0);
+    *factor = div ? 1.0 / v : v;
+  } else {
+    *factor = std::nullopt;
+  }
+  return data;
+}
+
+// True when `v` is computed from a MatMul through at most `depth` Add/Mul/Div/Where ops.
+bool LeadsToMatMul(Value v, int depth = 6) {
+  if (!v || depth < 0) return false;
+  const Node* n = v.node;
+  if (IsOp(n, "MatMul")) return true;
+  if (IsOp(n, "Add") || IsOp(n, "Mul") || IsOp(n, "Div")) {
+    for (const Value& in : n->inputs())
+      if (LeadsToMatMul(in, depth - 1)) return true;
+    return false;
+  }
+  if (IsOp(n, "Where") && n->num_inputs() == 3)
+    return LeadsToMatMul(n->input(1), depth - 1) || LeadsToMatMul(n->input(2), depth - 1);
+  return false;
+}
+
+bool PermIs(const Node* t, std::vector<int64_t> perm) {
+  const std::vector<int64_t>* p = t->attr_ints("perm");
+  return p != nullptr && *p == perm;
+}
+
+std::string Name(const Node* n) {
+  return n->provenance().empty() ? absl::StrCat(n->op(), " #", n->id()) : n->provenance()[0];
+}
+
+int64_t LastDim(Value v) {
+  const std::vector<Dim>* s = ShapeOf(v);
+  return s && !s->empty() && s->back().is_known() ? s->back().value() : -1;
+}
+
+// Heads and head size of the split Reshape [B, S, H] -> [B, S, N, D]; empty on success.
+std::string AnalyzeSplit(HeadPath& p, const char* which) {
+  const Node* r = p.reshape;
+  const std::vector<Dim>* in = ShapeOf(r->input(0));
+  const std::vector<Dim>* out = ShapeOf(p.reshape->output(0));
+  if ((in && in->size() != 3) || (out && out->size() != 4))
+    return absl::StrFormat("the %s head split reshapes %s to %s; expected [B, S, H] -> "
+                           "[B, S, N, D]",
+                           which, in ? DimsString(*in) : "?", out ? DimsString(*out) : "?");
+  std::vector<Value> same_bs = {r->input(0), p.proj};
+  if (Value src = ProjectionInput(p.proj)) same_bs.push_back(src);
+  if (!KeepsBatchAndSequence(r, same_bs))
+    return absl::StrFormat("the %s head split Reshape does not provably keep the [batch, "
+                           "sequence] dims of its input",
+                           which);
+  std::optional<std::vector<ShapeElem>> target = DescribeShape(r->input(1));
+  int64_t n = -1, d = -1;
+  if (target && target->size() == 4) {
+    const ShapeElem& en = (*target)[2];
+    const ShapeElem& ed = (*target)[3];
+    if (en.kind == ShapeElem::kConst) n = en.value;
+    if (ed.kind == ShapeElem::kConst) d = ed.value;
+  }
+  if (out && out->size() == 4) {
+    if (n <= 0 && (*out)[2].is_known()) n = (*out)[2].value();
+    if (d <= 0 && (*out)[3].is_known()) d = (*out)[3].value();
+  }
+  const int64_t h = LastDim(r->input(0));
+  if (n == -1 && d > 0 && h > 0 && h % d == 0) n = h / d;
+  if (d == -1 && n > 0 && h > 0 && h % n == 0) d = h / n;
+  if (n <= 0 || d <= 0)
+    return absl::StrFormat("the number of heads or the head size of the %s head split is "
+                           "not known",
+                           which);
+  if (h > 0 && n * d != h)
+    return absl::StrFormat("head split inconsistent: %s is split into %d heads of %d but "
+                           "its hidden size is %d",
+                           which, n, d, h);
+  p.heads = n;
+  p.head_dim = d;
+  return "";
+}
+
+// Skips Mul/Div by a scalar on a Q/K path; a non-constant scalar is an issue.
+Value SkipScales(Value v, HeadPath& p, std::string* issue) {
+  for (int i = 0; i < 4 && v; ++i) {
+    std::optional<double> f;
+    std::optional<int> data = ScaleOperand(v.node, &f);
+    if (!data) break;
+    if (!f && issue->empty())
+      *issue = absl::StrFormat("the attention scale (%s) is computed at run time and did not "
+                               "fold to a constant (give static shapes, --shape)",
+                               Name(v.node));
+    p.nodes.push_back(v.node);
+    p.scale_ops.push_back(v.node);
+    p.scale *= f.value_or(1.0);
+    v = v.node->input(*data);
+  }
+  return v;
+}
+
+enum class PathKind { kQ, kK, kV };
+
+// Walks from the attention MatMul operand `v` back to the projection. False if the
+// head-split structure is not there.
+bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
+  const bool scaled = kind != PathKind::kV;
+  if (scaled) v = SkipScales(v, p, issue);
+  Node* t = ProducerIs(v, "Transpose");
+  if (t == nullptr) return false;
+  if (kind == PathKind::kK && PermIs(t, {0, 1, 3, 2})) {
+    p.nodes.push_back(t);
+    v = SkipScales(t->input(0), p, issue);
+    t = ProducerIs(v, "Transpose");
+    if (t == nullptr || !PermIs(t, {0, 2, 1, 3})) return false;
+  } else if (!PermIs(t, kind == PathKind::kK ? std::vector<int64_t>{0, 2, 3, 1}
+                                             : std::vector<int64_t>{0, 2, 1, 3})) {
+    return false;
+  }
+  p.nodes.push_back(t);
+  v = t->input(0);
+  if (scaled) v = SkipScales(v, p, issue);
+  Node* r = ProducerIs(v, "Reshape");
+  if (r == nullptr || r->num_inputs() < 2) return false;
+  p.nodes.push_back(r);
+  p.reshape = r;
+  v = r->input(0);
+  if (scaled) v = SkipScales(v, p, issue);
+  p.proj = v;
+  return true;
+}
+
+// ---- Masks ----------------------------------------------------------------------------
+
+// Every element of a constant equals one value: that value.
+std::optional<double> UniformConstant(Value v) {
+  const Tensor* t = ConstantOf(v);
+  if (t == nullptr || t->NumElements() < 1 || !IsFloat(t->dtype())) return std::nullopt;
+  const double x = t->GetAsDouble(0);
+  for (int64_t i = 1; i < t->NumElements(); ++i)
+    if (t->GetAsDouble(i) != x) return std::nullopt;
+  return x;
+}
+
+// A constant [1, ..., 1, T, T] whose element (q, k) is `above` where k > q and `below`
+// elsewhere, as decided by `is_above` / `is_below` per element.
+template <typename A, typename B>
+bool CausalConstant(Value v, A is_above, B is_below) {
+  const Tensor* t = ConstantOf(v);
+  if (t == nullptr || t->rank() < 2) return false;
+  const int64_t s = t->dims().back();
+  if (t->dims()[t->rank() - 2] != s || s < 2) return false;
+  for (int i = 0; i + 2 < t->rank(); ++i)
+    if (t->dims()[i] != 1) return false;
+  for (int64_t q = 0; q < s; ++q)
+    for (int64_t k = 0; k < s; ++k) {
+      const double x = t->GetAsDouble(q * s + k);
+      if (k > q ? !is_above(x) : !is_below(x)) return false;
+    }
+  return true;
+}
+
+// Empty when `mask` broadcasts to the scores; the reason otherwise. Dims shape inference
+// left unknown are checked by the kernel at run time.
+std::string CheckMaskShape(Value mask, const std::vector<Dim>& scores) {
+  const std::vector<Dim>* m = ShapeOf(mask);
+  if (m == nullptr) return "the mask's shape is unknown";
+  std::string why;
+  if (m->size() > 4) why = "has more than 4 dims";
+  for (size_t i = 0; why.empty() && i < m->size(); ++i) {
+    const Dim& md = (*m)[m->size() - 1 - i];
+    const Dim& sd = scores[3 - i];
+    if ((md.is_known() && md.value() == 1) || md == sd || md.is_unknown() || sd.is_unknown())
+      continue;
+    why = "does not broadcast to them";
+  }
+  if (why.empty()) return "";
+  return absl::StrFormat("mask has shape %s, which %s (scores [B, N, S, S] = %s); masks "
+                         "broadcastable to [B, N, S, S] such as [B, 1, 1, S], [B, 1, S, S] or "
+                         "[1, 1, S, S] are fused",
+                         DimsString(*m), why, DimsString(scores));
+}
+
+struct MaskLayer {
+  Node* node;
+  bool is_where;
+  int scores_operand;
+};
+
+// Classifies the mask layers; empty on success.
+std::string AnalyzeMasks(const std::vector<MaskLayer>& layers, const std::vector<Dim>& scores,
+                         AttentionBlock& b) {
+  for (const MaskLayer& l : layers) {
+    const Node* n = l.node;
+    if (!l.is_where) {
+      const Value m = n->input(1 - l.scores_operand);
+      if (CausalConstant(m, [](double x) { return x <= kLargeNegative; },
+                         [](double x) { return x == 0; })) {
+        b.causal = true;
+        continue;
+      }
+      if (b.mask.kind != MaskKind::kNone)
+        return "the scores are masked twice (only one mask plus a causal pattern is fused)";
+      if (!IsFloat(m.type().dtype))
+        return absl::StrFormat("the additive mask has dtype %s; a float mask is expected",
+                               std::string(DTypeName(m.type().dtype)));
+      b.mask = {MaskKind::kAdditive, m, true, 0};
+      continue;
+    }
+    const Value cond = n->input(0);
+    const bool keep = l.scores_operand == 1;
+    const Value fill_v = n->input(keep ? 2 : 1);
+    std::optional<double> fill = UniformConstant(fill_v);
+    if (!fill || !(*fill <= kLargeNegative))
+      return absl::StrFormat("Where fills masked scores with %s; only -inf or a large "
+                             "negative constant (<= -1e4) is fused",
+                             fill ? absl::StrCat(*fill) : "a non-constant value");
+    if (cond.type().dtype != DType::kBool) return "the Where mask condition is not bool";
+    if (CausalConstant(cond, [&](double x) { return (x != 0) != keep; },
+                       [&](double x) { return (x != 0) == keep; })) {
+      b.causal = true;
+      continue;
+    }
+    if (b.mask.kind != MaskKind::kNone)
+      return "the scores are masked twice (only one mask plus a causal pattern is fused)";
+    if (std::isinf(*fill))
+      b.mask = {keep ? MaskKind::kBoolKeep : MaskKind::kBoolDrop, cond, keep, *fill};
+    else
+      b.mask = {MaskKind::kWhereFill, cond, keep, *fill};
+  }
+  if (b.mask.kind != MaskKind::kNone) return CheckMaskShape(b.mask.value, scores);
+  return "";
+}
+
+// True when everything computed from `n` (a Shape of an interior value) ends in `sorted`
+// (the pattern's nodes, sorted by pointer): it dies with the pattern.
+bool OnlyFeeds(const Graph& g, const Node* n, const std::vector<Node*>& sorted, int depth) {
+  if (depth < 0) return false;
+  for (int i = 0; i < n->num_outputs(); ++i) {
+    if (IsGraphOutput(g, const_cast<Node*>(n)->output(i))) return false;
+    for (const Use& u : n->output_info(i).uses)
+      if (!std::binary_search(sorted.begin(), sorted.end(), u.user) &&
+          !OnlyFeeds(g, u.user, sorted, depth - 1))
+        return false;
+  }
+  return true;
+}
+
+// Q, K, V as outputs 0, 1, 2 of one Split into three equal parts on the last axis.
+Node* QkvSplit(const AttentionBlock& b) {
+  Node* s = b.q.proj.node;
+  if (!IsOp(s, "Split") || s->num_outputs() != 3 || b.q.proj.index != 0 ||
+      b.k.proj != Value{s, 1} || b.v.proj != Value{s, 2})
+    return nullptr;
+  const std::vector<Dim>* in = ShapeOf(s->input(0));
+  if (in == nullptr) return nullptr;
+  const int64_t r = static_cast<int64_t>(in->size());
+  const int64_t axis = s->attr_int_or("axis", 0);
+  if (r != 3 || (axis != -1 && axis != r - 1)) return nullptr;
+  const int64_t h = b.num_heads * b.head_dim;
+  for (int i = 0; i < 3; ++i)
+    if (LastDim(s->output(i)) != h) return nullptr;
+  if (s->num_inputs() > 1 && s->input(1)) {
+    std::optional<std::vector<int64_t>> sizes = rewrite::IntConstant(s->input(1));
+    if (!sizes || *sizes != std::vector<int64_t>{h, h, h}) return nullptr;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string DimsString(const std::vector<Dim>& dims) {
+  std::vector<std::string> parts;
+  for (const Dim& d : dims) parts.push_back(d.ToString());
+  return absl::StrCat("[", absl::StrJoin(parts, ","), "]");
+}
+
+Value ProjectionInput(Value proj) {
+  if (!proj) return {};
+  Node* n = proj.node;
+  if (n->domain() == "kiln" && n->op() == "Linear") return n->input(0);
+  if (IsOp(n, "MatMul")) return n->input(0);
+  if (IsOp(n, "Split")) return n->input(0);
+  if (IsOp(n, "Add") && n->num_inputs() == 2) {
+    for (int i = 0; i < 2; ++i)
+      if (Node* mm = ProducerIs(n->input(i), "MatMul")) {
+        if (ConstantOf(n->input(1 - i)) != nullptr) return mm->input(0);
+      }
+  }
+  return {};
+}
+
+void RemoveDeadFrom(Graph& g, const std::vector<Node*>& roots, std::set<const Node*>* removed) {
+  std::set<const Node*> gone;
+  std::vector<Node*> work(roots.begin(), roots.end());
+  while (!work.empty()) {
+    Node* n = work.back();
+    work.pop_back();
+    if (n == nullptr || gone.count(n) || n->is_input()) continue;
+    bool dead = true;
+    for (int i = 0; i < n->num_outputs() && dead; ++i)
+      dead = n->output_info(i).uses.empty() && !IsGraphOutput(g, n->output(i));
+    if (!dead) continue;
+    std::vector<Node*> producers;
+    for (const Value& in : n->inputs())
+      if (in) producers.push_back(in.node);
+    if (!g.RemoveNode(n).ok()) continue;
+    gone.insert(n);
+    for (Node* p : producers) work.push_back(p);
+  }
+  if (removed) removed->insert(gone.begin(), gone.end());
+}
+
+MatchResult MatchAttention(const Graph& g, Node* softmax) {
+  MatchResult r;
+  AttentionBlock& b = r.block;
+  if (!IsOp(softmax, "Softmax") || softmax->num_inputs() != 1) return r;
+  b.softmax = softmax;
+
+  // Backwards from the Softmax: mask layers and scale layers down to MatMul(Q, Kᵀ).
+  std::vector<MaskLayer> masks;
+  std::vector<Node*> score_scales;
+  bool mask_before_scale = false;
+  std::string scale_issue;
+  Value cur = softmax->input(0);
+  for (int step = 0; step < 8 && cur && !IsOp(cur.node, "MatMul"); ++step) {
+    Node* n = cur.node;
+    std::optional<double> f;
+    if (IsOp(n, "Where") && n->num_inputs() == 3) {
+      const bool a = LeadsToMatMul(n->input(1)), c = LeadsToMatMul(n->input(2));
+      if (a == c) break;
+      masks.push_back({n, true, a ? 1 : 2});
+      if (!score_scales.empty()) mask_before_scale = true;
+      cur = n->input(a ? 1 : 2);
+    } else if (IsOp(n, "Add") && n->num_inputs() == 2) {
+      const bool a = LeadsToMatMul(n->input(0)), c = LeadsToMatMul(n->input(1));
+      if (a == c) break;
+      masks.push_back({n, false, a ? 0 : 1});
+      if (!score_scales.empty()) mask_before_scale = true;
+      cur = n->input(a ? 0 : 1);
+    } else if (std::optional<int> data = ScaleOperand(n, &f)) {
+      if (!f && scale_issue.empty())
+        scale_issue = absl::StrFormat("the attention scale (%s) is computed at run time and "
+                                      "did not fold to a constant (give static shapes, "
+                                      "--shape)",
+                                      Name(n));
+      score_scales.push_back(n);
+      b.scale *= f.value_or(1.0);
+      cur = n->input(*data);
+    } else {
+      break;
+    }
+  }
+  if (!cur || !IsOp(cur.node, "MatMul") || cur.node->num_inputs() != 2) return r;
+  b.scores = cur.node;
+
+  // Forwards: optional Where(IsNaN(P), 0, P) guard, then MatMul(P, V).
+  Value p = softmax->output(0);
+  for (const Use& u : softmax->output_info(0).uses) {
+    Node* w = u.user;
+    if (!IsOp(w, "Where") || w->num_inputs() != 3 || w->input(2) != p) continue;
+    Node* isnan = ProducerIs(w->input(0), "IsNaN");
+    std::optional<double> zero = UniformConstant(w->input(1));
+    if (isnan && isnan->input(0) == p && zero && *zero == 0) {
+      b.guard = w;
+      b.interior.push_back(isnan);
+      p = w->output(0);
+      break;
+    }
+  }
+  for (const Use& u : p.node->output_info(p.index).uses)
+    if (IsOp(u.user, "MatMul") && u.operand == 0 && u.user->num_inputs() == 2) {
+      b.context = u.user;
+      break;
+    }
+  if (b.context == nullptr) return r;
+  r.stage = Stage::kAttention;
+  r.nodes = {b.scores, softmax, b.context};
+  auto fail = [&](std::string why) {
+    r.reason = std::move(why);
+    return r;
+  };
+
+  // The three head splits back to the projections.
+  std::string path_issue;
+  if (!WalkHeadPath(b.scores->input(0), PathKind::kQ, b.q, &path_issue))
+    return fail("Q is not split into heads by Reshape [B, S, N, D] + Transpose [0, 2, 1, 3]");
+  if (!WalkHeadPath(b.scores->input(1), PathKind::kK, b.k, &path_issue))
+    return fail("K is not split into heads and transposed by Reshape [B, S, N, D] + "
+                "Transpose [0, 2, 3, 1] (or [0, 2, 1, 3] then [0, 1, 3, 2])");
+  if (!WalkHeadPath(b.context->input(1), PathKind::kV, b.v, &path_issue))
+    return fail("V is not split into heads by Reshape [B, S, N, D] + Transpose [0, 2, 1, 3]");
+  r.stage = Stage::kProjections;
+
+  // Head counts.
+  const std::pair<HeadPath*, const char*> paths[] = {{&b.q, "Q"}, {&b.k, "K"}, {&b.v, "V"}};
+  for (const auto& [path, which] : paths) {
+    std::string why = AnalyzeSplit(*path, which);
+    if (!why.empty()) return fail(why);
+  }
+  if (b.q.heads != b.k.heads || b.q.heads != b.v.heads || b.q.head_dim != b.k.head_dim ||
+      b.q.head_dim != b.v.head_dim)
+    return fail(absl::StrFormat("Q, K and V are split into different heads (%dx%d, %dx%d, "
+                                "%dx%d)",
+                                b.q.heads, b.q.head_dim, b.k.heads, b.k.head_dim, b.v.heads,
+                                b.v.head_dim));
+  b.num_heads = b.q.heads;
+  b.head_dim = b.q.head_dim;
+
+  // Scale.
+  if (!scale_issue.empty()) return fail(scale_issue);
+  if (!path_issue.empty()) return fail(path_issue);
+  const size_t sites = (score_scales.empty() ? 0 : 1) + (b.q.scale_ops.empty() ? 0 : 1) +
+                       (b.k.scale_ops.empty() ? 0 : 1);
+  if (score_scales.size() > 1 || b.q.scale_ops.size() > 1 || b.k.scale_ops.size() > 1 ||
+      (!score_scales.empty() && sites > 1))
+    return fail("scores scaled twice (expected one scale: on the scores, on Q, or "
+                "sqrt(scale) on both Q and K)");
+  b.scale *= b.q.scale * b.k.scale;
+  if (!(b.scale > 0) || !std::isfinite(b.scale))
+    return fail(absl::StrFormat("attention scale %g is not a positive finite number", b.scale));
+
+  // Softmax over the key axis.
+  const std::vector<Dim>* sdims = ShapeOf(b.scores->output(0));
+  const int64_t axis = softmax->attr_int_or("axis", -1);
+  if (axis != -1 && !(sdims && sdims->size() == 4 && axis == 3))
+    return fail(absl::StrFormat("Softmax over axis %d, not the last (key) axis", axis));
+
+  // Masks (applied after the scale), causal pattern, mask shape.
+  if (mask_before_scale)
+    return fail("the scores are scaled after the mask is added; only scale-then-mask is fused");
+  std::vector<Dim> scores4;
+  if (sdims && sdims->size() == 4) {
+    scores4 = *sdims;
+  } else {
+    const std::vector<Dim>* qs = ShapeOf(b.q.proj);
+    const Dim bd = qs && qs->size() == 3 ? (*qs)[0] : Dim();
+    const Dim sd = qs && qs->size() == 3 ? (*qs)[1] : Dim();
+    scores4 = {bd, Dim::Known(b.num_heads), sd, sd};
+  }
+  std::reverse(masks.begin(), masks.end());  // in application order
+  std::string mask_why = AnalyzeMasks(masks, scores4, b);
+  if (!mask_why.empty()) return fail(mask_why);
+
+  // Head merge: Transpose [0, 2, 1, 3] then Reshape [B, S, H].
+  Node* mt = nullptr;
+  Node* mr = nullptr;
+  for (const Use& u : b.context->output_info(0).uses)
+    if (IsOp(u.user, "Transpose") && PermIs(u.user, {0, 2, 1, 3})) mt = u.user;
+  if (mt != nullptr)
+    for (const Use& u : mt->output_info(0).uses)
+      if (IsOp(u.user, "Reshape") && u.operand == 0 && u.user->num_inputs() >= 2) mr = u.user;
+  if (mr == nullptr)
+    return fail("the attention output is not merged back by Transpose [0, 2, 1, 3] + "
+                "Reshape [B, S, H]");
+  b.merge_transpose = mt;
+  b.output = mr;
+  {
+    const int64_t h = b.num_heads * b.head_dim;
+    std::vector<Value> same_bs = {mr->input(0), b.q.proj};
+    if (Value src = ProjectionInput(b.q.proj)) same_bs.push_back(src);
+    const std::vector<Dim>* out = ShapeOf(mr->output(0));
+    std::optional<std::vector<ShapeElem>> target = DescribeShape(mr->input(1));
+    bool last_ok = out && out->size() == 3 && (*out)[2].is_known() && (*out)[2].value() == h;
+    if (!last_ok && target && target->size() == 3 &&
+        (*target)[2].kind == ShapeElem::kConst)
+      last_ok = (*target)[2].value == h || (*target)[2].value == -1;
+    const bool rank_ok = (out && out->size() == 3) || (target && target->size() == 3);
+    if (!rank_ok || !last_ok || !KeepsBatchAndSequence(mr, same_bs))
+      return fail(absl::StrFormat("the head merge Reshape does not produce [B, S, %d]", h));
+  }
+
+  // Everything replaced.
+  for (Node* n : b.q.nodes) b.interior.push_back(n);
+  for (Node* n : b.k.nodes) b.interior.push_back(n);
+  for (Node* n : b.v.nodes) b.interior.push_back(n);
+  b.interior.push_back(b.scores);
+  for (Node* n : score_scales) b.interior.push_back(n);
+  for (const MaskLayer& l : masks) b.interior.push_back(l.node);
+  b.interior.push_back(softmax);
+  if (b.guard) b.interior.push_back(b.guard);
+  b.interior.push_back(b.context);
+  b.interior.push_back(mt);
+  b.interior.push_back(mr);
+  std::vector<Node*> sorted = b.interior;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  b.interior.clear();  // graph order, so provenance unions are deterministic
+  for (const auto& n : g.nodes())
+    if (std::binary_search(sorted.begin(), sorted.end(), n.get())) b.interior.push_back(n.get());
+  r.nodes.assign(b.interior.begin(), b.interior.end());
+  for (Node* n : b.interior) {
+    if (n == mr) continue;
+    for (int i = 0; i < n->num_outputs(); ++i) {
+      const std::string value_name =
+          n->output_info(i).name.empty() ? Name(n) : n->output_info(i).name;
+      if (IsGraphOutput(g, n->output(i)))
+        return fail(absl::StrFormat("interior value %s (%s) is a graph output", value_name,
+                                    n->op()));
+      for (const Use& u : n->output_info(i).uses)
+        if (!std::binary_search(sorted.begin(), sorted.end(), u.user) &&
+            !(IsOp(u.user, "Shape") && OnlyFeeds(g, u.user, sorted, 6)))
+          return fail(absl::StrFormat("interior value %s (%s) is also read outside the "
+                                      "attention by %s",
+                                      value_name, n->op(), u.user->Describe()));
+    }
+  }
+
+  // Where qkv comes from: one Split of a packed projection, or three projections of one
+  // input (concatenated).
+  b.qkv_split = QkvSplit(b);
+  if (b.qkv_split == nullptr) {
+    const Value sq = ProjectionInput(b.q.proj), sk = ProjectionInput(b.k.proj),
+                sv = ProjectionInput(b.v.proj);
+    if (!sq || !sk || !sv)
+      return fail("Q, K and V are not projections (Linear, MatMul, MatMul + Add) of one "
+                  "input");
+    if (sq != sk || sq != sv) {
+      if (sk == sv) return fail("cross-attention (K/V from a different input than Q) is not "
+                                "fused yet");
+      return fail("Q, K and V are projections of different inputs");
+    }
+    for (const Value& pv : {b.q.proj, b.k.proj, b.v.proj})
+      if (LastDim(pv) != b.num_heads * b.head_dim || pv.type().dtype != b.q.proj.type().dtype)
+        return fail("the Q, K and V projections do not all have the known shape [B, S, H]");
+  }
+  r.stage = Stage::kComplete;
+  return r;
+}
+
+}  // namespace kiln::attention

@@ -1,0 +1,96 @@
+// Structural matching of Transformer self-attention blocks, shared by fuse-qkv (which must
+// know which three projections feed one attention's Q, K and V, in that order) and
+// fuse-attention (which replaces the whole block with kiln.MultiHeadAttention).
+// The match is rooted at a Softmax and proceeds in stages, so a caller can use a partial
+// result: kAttention (the Softmax sits between MatMul(Q, Kᵀ) and MatMul(P, V): from here
+// on a failure is a near-miss worth reporting), kProjections (Q, K and V traced back
+// through their head splits to [B, S, H] projections: enough for fuse-qkv), kComplete
+// (everything fuse-attention needs: scale, mask, causal flag, head merge, no interior value
+// read from outside). Exporter variants accepted are listed in docs/passes.md
+// (## fuse-attention).
+// Limits: self-attention only (Q, K and V computed from one tensor); 4-D head layout
+// [B, N, S, D] (no heads folded into the batch); one mask plus a causal pattern.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.h"
+
+namespace kiln::attention {
+
+// One of Q, K, V: the projection and the head split between it and the attention MatMul.
+struct HeadPath {
+  Value proj;                    // the [B, S, H] value before the head split
+  Node* reshape = nullptr;       // Reshape [B, S, H] -> [B, S, N, D]
+  std::vector<Node*> nodes;      // every node from proj (exclusive) to the MatMul operand
+  std::vector<Node*> scale_ops;  // Mul/Div by a scalar on this path (Q and K only)
+  double scale = 1.0;            // product of the constant factors of scale_ops
+  int64_t heads = -1, head_dim = -1;
+};
+
+// How the scores are masked, as kiln.MultiHeadAttention will take it.
+enum class MaskKind {
+  kNone,
+  kAdditive,   // Add(scores, value): value is the fused op's f32 mask as is
+  kBoolKeep,   // Where(value, scores, -inf): value is the fused op's bool mask
+  kBoolDrop,   // Where(value, -inf, scores): the fused op takes Not(value)
+  kWhereFill,  // Where(value, scores, fill) with a finite fill (keep = true) or
+               // Where(value, fill, scores) (keep = false): becomes the additive mask
+               // Where(value, 0, fill) / Where(value, fill, 0)
+};
+
+struct Mask {
+  MaskKind kind = MaskKind::kNone;
+  Value value;
+  bool keep = true;  // kWhereFill: true when `value` true means "attend"
+  double fill = 0;   // kWhereFill: the fill value
+};
+
+struct AttentionBlock {
+  Node* softmax = nullptr;
+  Node* scores = nullptr;   // MatMul(Q, Kᵀ)
+  Node* context = nullptr;  // MatMul(P, V)
+  Node* guard = nullptr;    // Where(IsNaN(P), 0, P) after the Softmax, if any
+  Node* merge_transpose = nullptr;
+  Node* output = nullptr;   // the head-merge Reshape: its output is what gets replaced
+  HeadPath q, k, v;
+  int64_t num_heads = 0, head_dim = 0;
+  double scale = 1.0;
+  bool causal = false;
+  Mask mask;
+  // When Q, K, V are outputs 0, 1, 2 of one Split of a [B, S, 3H] tensor (the fuse-qkv
+  // result, GPT-2's c_attn): that Split; qkv is then its input. Else qkv is a Concat.
+  Node* qkv_split = nullptr;
+  std::vector<Node*> interior;  // every node the fused op replaces
+};
+
+enum class Stage { kNotAttention, kAttention, kProjections, kComplete };
+
+struct MatchResult {
+  Stage stage = Stage::kNotAttention;
+  std::string reason;               // why the match stopped short of kComplete
+  std::vector<const Node*> nodes;   // the nodes a report names
+  AttentionBlock block;
+};
+
+// Matches the attention block around `softmax`. Never modifies the graph.
+MatchResult MatchAttention(const Graph& g, Node* softmax);
+
+// The tensor a Q/K/V projection reads: kiln.Linear's X, MatMul's A, x of
+// Add(MatMul(x, W), b), or the input of a Split whose output `proj` is. Null otherwise.
+Value ProjectionInput(Value proj);
+
+// Removes each node of `roots` that no longer has a use (and is not a graph output or an
+// Input) and, transitively, the producers that leaves unused. Removed nodes are added to
+// `removed` when non-null (the pointers must not be dereferenced afterwards).
+void RemoveDeadFrom(Graph& g, const std::vector<Node*>& roots,
+                    std::set<const Node*>* removed = nullptr);
+
+// "[batch,4,?,16]"
+std::string DimsString(const std::vector<Dim>& dims);
+
+}  // namespace kiln::attention

@@ -1,0 +1,276 @@
+// canonicalize: rewrites the equivalent spellings exporters use into one form, so each
+// fusion rule (fuse-layernorm, fuse-gelu, fuse-attention ...) looks at one pattern.
+// Rules, one forward sweep in node order:
+//   - commutative binary op (Add, Mul, ...) with a constant first operand and a
+//     non-constant second: operands swapped, constant second. Exact.
+//   - Add(x, Neg(y)) / Add(Neg(y), x) -> Sub(x, y). Exact (IEEE defines x - y as x + -y).
+//   - Div(x, c), c a float constant, x not constant -> Mul(x, 1/c), 1/c rounded once to
+//     c's dtype. Not bit-exact unless c is a power of two: |x·fl(1/c) − x/c| ≤ 2^-p·|x/c|
+//     before the final rounding (p = 24 for f32, 11 for f16, 8 for bf16, 53 for f64), so
+//     the results differ by at most 1 ulp. Only when 1/c is a finite normal number of
+//     the dtype (no overflow, no subnormal precision loss); c = 0, inf, NaN stay Div.
+//   - Div(1, x) -> Reciprocal(x) (exact), when the constant 1 does not broadcast x up.
+//   - Pow(x, 0.5) -> Sqrt(x); Pow(x, -0.5) -> Reciprocal(Sqrt(x)); Pow(x, -1) ->
+//     Reciprocal(x); Pow(x, 1) -> x. sqrt and 1/x are correctly rounded and pow is in
+//     practice, so the first and third agree except pow(-0, .5) = +0 vs sqrt(-0) = -0 and
+//     pow(-inf, .5) = +inf vs NaN; the second rounds twice (≤ 1 ulp more).
+//   - Cast(Cast(x, T1), T2) where T1 holds every value of x's dtype T0 exactly (f16 ->
+//     f32, f32 -> f64, i32 -> i64, ...): the outer Cast reads x; if T2 == T0 the pair
+//     disappears. Exact. Cast(Cast(x, f16), f32) rounds and is left alone.
+// Why: exporters differ in operand order, Div vs Mul, Pow vs Sqrt; normalizing once here
+// keeps every fusion rule to one spelling.
+// Limits: only constant operands are moved (two non-constant operands keep their
+// order); the reciprocal constant is made once per divisor constant; no algebra beyond
+// the rules above (no reassociation, no Sub(x, c) -> Add(x, -c)).
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "kiln/ir/ops.h"
+#include "passes/fusion_util.h"
+#include "passes/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace kiln {
+namespace {
+
+using fusion::InsertConstant;
+using rewrite::ConstantOf;
+using rewrite::IsOp;
+using rewrite::ProducerIs;
+
+bool IsConst(Value v) { return v && v.node->is_constant(); }
+
+// Smallest positive normal number of a float dtype.
+double MinNormal(DType t) {
+  switch (t) {
+    case DType::kF16: return std::ldexp(1.0, -14);
+    case DType::kF64: return std::numeric_limits<double>::min();
+    default: return std::numeric_limits<float>::min();  // f32, bf16
+  }
+}
+
+// 1/c elementwise in c's dtype, or nullopt when some element's reciprocal is not a finite
+// normal number of that dtype.
+std::optional<Tensor> Reciprocal(const Tensor& c) {
+  if (!IsFloat(c.dtype())) return std::nullopt;
+  Tensor r(c.dtype(), c.dims());
+  for (int64_t i = 0; i < c.NumElements(); ++i) {
+    const double v = c.GetAsDouble(i);
+    if (!std::isfinite(v) || v == 0) return std::nullopt;
+    r.SetFromDouble(i, 1.0 / v);
+    const double back = r.GetAsDouble(i);
+    if (!std::isfinite(back) || std::abs(back) < MinNormal(c.dtype())) return std::nullopt;
+  }
+  return r;
+}
+
+// A one-element constant that, broadcast against `x`, does not change x's shape: its
+// rank is at most x's known rank. Its value as double.
+std::optional<double> ScalarOperand(Value c, Value x) {
+  const Tensor* t = ConstantOf(c);
+  if (t == nullptr || t->NumElements() != 1 || !x || !x.type().has_rank() ||
+      t->rank() > x.type().rank())
+    return std::nullopt;
+  return t->GetAsDouble(0);
+}
+
+bool IsFloatValue(Value v) { return v && IsFloat(v.type().dtype); }
+
+// Cast from `from` to `to` keeps every value exactly.
+bool Lossless(DType from, DType to) {
+  using D = DType;
+  if (from == to) return true;
+  switch (from) {
+    case D::kBool: return to != D::kString && to != D::kUndefined;
+    case D::kF16:
+    case D::kBF16: return to == D::kF32 || to == D::kF64;
+    case D::kF32: return to == D::kF64;
+    case D::kI8: return to == D::kI16 || to == D::kI32 || to == D::kI64 || IsFloat(to);
+    case D::kU8:
+      return to == D::kI16 || to == D::kU16 || to == D::kI32 || to == D::kU32 ||
+             to == D::kI64 || to == D::kU64 || IsFloat(to);
+    case D::kI16: return to == D::kI32 || to == D::kI64 || to == D::kF32 || to == D::kF64;
+    case D::kU16:
+      return to == D::kI32 || to == D::kU32 || to == D::kI64 || to == D::kU64 ||
+             to == D::kF32 || to == D::kF64;
+    case D::kI32: return to == D::kI64 || to == D::kF64;
+    case D::kU32: return to == D::kI64 || to == D::kU64 || to == D::kF64;
+    default: return false;
+  }
+}
+
+class CanonicalizePass final : public Pass {
+ public:
+  std::string_view name() const override { return "canonicalize"; }
+  std::string_view description() const override {
+    return "one spelling per pattern before fusion: constants second, Div by constant -> "
+           "Mul, Add(Neg) -> Sub, Pow(.5) -> Sqrt, lossless Cast pairs dropped";
+  }
+
+ protected:
+  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext&) override {
+    g_ = &g;
+    touched_.clear();
+    reciprocals_.clear();
+    std::vector<Node*> order;
+    for (const auto& n : g.nodes()) order.push_back(n.get());
+    bool changed = false;
+    for (Node* n : order) changed |= Visit(n);
+    fusion::RemoveIfDead(g, touched_);
+    return changed;
+  }
+
+ private:
+  bool Visit(Node* n) {
+    if (!n->domain().empty()) return false;
+    if (n->num_inputs() == 2 && n->num_outputs() == 1 &&
+        HasTrait(FindOp("", n->op()), kCommutative) && IsConst(n->input(0)) &&
+        n->input(1) && !IsConst(n->input(1))) {
+      const Value a = n->input(0), b = n->input(1);
+      g_->SetInput(n, 0, b);
+      g_->SetInput(n, 1, a);
+      Count("commuted constant operand second");
+      // Fall through: the same node may match a rule below.
+      Visit(n);
+      return true;
+    }
+    if (IsOp(n, "Add") && n->num_inputs() == 2) return AddNeg(n);
+    if (IsOp(n, "Div") && n->num_inputs() == 2) return DivRules(n);
+    if (IsOp(n, "Pow") && n->num_inputs() == 2) return PowRules(n);
+    if (IsOp(n, "Cast") && n->num_inputs() == 1) return CastPair(n);
+    return false;
+  }
+
+  // Replaces every use of `old` (one output) by `v`, keeping the tensor name.
+  void Replace(Node* old, Value v, bool keep_name) {
+    if (keep_name && v.node->num_outputs() == 1) {
+      v.node->set_output_type(0, old->output_info(0).type);
+      v.node->set_output_name(0, old->output_info(0).name);
+    }
+    g_->ReplaceAllUsesWith(old->output(0), v);
+    touched_.push_back(old);
+  }
+
+  Node* NewNode(Node* before, const std::string& op, std::vector<Value> inputs,
+                const std::vector<const Node*>& from) {
+    Node* m = g_->InsertNodeBefore(before, op, std::move(inputs), 1);
+    m->set_provenance({});
+    rewrite::UnionProvenance(m, from);
+    return m;
+  }
+
+  // Add(x, Neg(y)) -> Sub(x, y): x + (-y) == x - y exactly.
+  bool AddNeg(Node* add) {
+    for (int i = 0; i < 2; ++i) {
+      Node* neg = ProducerIs(add->input(i), "Neg");
+      const Value x = add->input(1 - i);
+      if (neg == nullptr || !x || neg->num_inputs() != 1 || !neg->input(0)) continue;
+      Node* sub = NewNode(add, "Sub", {x, neg->input(0)}, {add, neg});
+      Replace(add, sub->output(0), true);
+      touched_.push_back(neg);
+      Count("Add(x, Neg(y)) -> Sub");
+      return true;
+    }
+    return false;
+  }
+
+  bool DivRules(Node* div) {
+    const Value x = div->input(0), c = div->input(1);
+    if (!x || !c) return false;
+    // Div(x, c) -> Mul(x, 1/c), 1/c rounded to c's dtype.
+    if (IsConst(c) && !IsConst(x) && IsFloatValue(x) && c.type().dtype == x.type().dtype) {
+      Node*& recip = reciprocals_[c.node];
+      if (recip == nullptr) {
+        std::optional<Tensor> r = Reciprocal(*ConstantOf(c));
+        if (!r) return false;
+        recip = InsertConstant(*g_, div, absl::StrCat(c.name(), "_reciprocal"), *std::move(r));
+        recip->set_provenance(c.node->provenance());
+      }
+      Node* mul = NewNode(div, "Mul", {x, recip->output(0)}, {div});
+      Replace(div, mul->output(0), true);
+      Count("Div by constant -> Mul by reciprocal");
+      return true;
+    }
+    // Div(1, x) -> Reciprocal(x).
+    if (IsFloatValue(x) && IsFloatValue(c) && ScalarOperand(x, c) == 1.0) {
+      Node* r = NewNode(div, "Reciprocal", {c}, {div});
+      Replace(div, r->output(0), true);
+      Count("Div(1, x) -> Reciprocal");
+      return true;
+    }
+    return false;
+  }
+
+  bool PowRules(Node* pow) {
+    const Value x = pow->input(0);
+    if (!IsFloatValue(x)) return false;
+    const std::optional<double> e = ScalarOperand(pow->input(1), x);
+    if (!e) return false;
+    if (*e == 1.0 && pow->output_info(0).type.dtype == x.type().dtype) {
+      g_->ReplaceAllUsesWith(pow->output(0), x);
+      touched_.push_back(pow);
+      Count("Pow(x, 1) -> x");
+      return true;
+    }
+    if (*e == 0.5) {
+      Node* s = NewNode(pow, "Sqrt", {x}, {pow});
+      Replace(pow, s->output(0), true);
+      Count("Pow(x, 0.5) -> Sqrt");
+      return true;
+    }
+    if (*e == -1.0) {
+      Node* r = NewNode(pow, "Reciprocal", {x}, {pow});
+      Replace(pow, r->output(0), true);
+      Count("Pow(x, -1) -> Reciprocal");
+      return true;
+    }
+    if (*e == -0.5) {
+      Node* s = NewNode(pow, "Sqrt", {x}, {pow});
+      s->set_output_type(0, pow->output_info(0).type);
+      Node* r = NewNode(pow, "Reciprocal", {s->output(0)}, {pow});
+      Replace(pow, r->output(0), true);
+      Count("Pow(x, -0.5) -> Reciprocal(Sqrt)");
+      return true;
+    }
+    return false;
+  }
+
+  // Cast(Cast(x, T1), T2) with T0 -> T1 lossless: Cast(x, T2), or x when T2 == T0.
+  bool CastPair(Node* outer) {
+    Node* inner = ProducerIs(outer->input(0), "Cast");
+    if (inner == nullptr || inner->num_inputs() != 1 || !inner->input(0)) return false;
+    const Value x = inner->input(0);
+    const DType t0 = x.type().dtype;
+    const DType t1 = inner->output_info(0).type.dtype;
+    const DType t2 = outer->output_info(0).type.dtype;
+    if (t0 == DType::kUndefined || t1 == DType::kUndefined || t2 == DType::kUndefined ||
+        t0 == DType::kString || !Lossless(t0, t1))
+      return false;
+    if (t2 == t0) {
+      g_->ReplaceAllUsesWith(outer->output(0), x);
+      touched_.push_back(outer);
+      Count("Cast pair removed");
+    } else {
+      g_->SetInput(outer, 0, x);
+      rewrite::UnionProvenance(outer, inner);
+      touched_.push_back(inner);
+      Count("Cast pair shortened");
+    }
+    return true;
+  }
+
+  Graph* g_ = nullptr;
+  std::vector<Node*> touched_;
+  absl::flat_hash_map<const Node*, Node*> reciprocals_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateCanonicalizePass() { return std::make_unique<CanonicalizePass>(); }
+
+}  // namespace kiln

@@ -1,0 +1,250 @@
+// fuse-skip-layernorm: folds the residual Add in front of a LayerNormalization into
+// kiln.SkipLayerNorm (docs/fused-ops.md), exposing the residual sum as its second output
+// when something else reads it (pre-LN decoders; BERT's post-LN layers read only the LN).
+//   Sum = X + skip (+ bias); Y = LayerNorm(Sum, last axis) · gamma + beta
+// Root: LayerNormalization over the last axis (runs after fuse-layernorm). Cheap match
+// (no candidate, nothing reported): its input is Add(a, b) of two non-constant values,
+// where an addend Add(p, c) (or the sum itself as Add(Add(p, q), c)) with c a constant
+// [H] / [1,..,1,H] and no other reader gives the bias. Embedding sums (an addend that is
+// a Gather, or an Add of one) are left to fuse-embed-layernorm.
+// Near-misses (reported): neither addend has the sum's full shape (X must; skip may
+// broadcast), the LayerNormalization normalizes more than the last axis, gamma/beta are
+// not [H], its Mean/InvStdDev outputs are read, or a dtype differs.
+// Limits: exactly one residual Add (a three-way sum keeps its inner Add); the
+// LayerNormalization's stash_type is not carried (SkipLayerNorm computes in float).
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/passes/fusion_report.h"
+#include "kiln/support/status.h"
+#include "passes/fusion_util.h"
+#include "passes/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace kiln {
+namespace {
+
+using fusion::NodeLabel;
+using fusion::OtherOperand;
+using rewrite::ConstantOf;
+using rewrite::IsOp;
+using rewrite::ProducerIs;
+
+struct SkipMatch {
+  Node* ln = nullptr;
+  Node* sum = nullptr;       // the Add read by the LayerNormalization
+  Node* bias_add = nullptr;  // the Add of the bias, when separate from `sum`
+  Value a, b;                // the two addends (before choosing X)
+  Value bias;
+  std::optional<Tensor> bias_vec;
+  std::vector<const Node*> Nodes() const {
+    std::vector<const Node*> out;
+    for (const Node* n : {bias_add, sum, ln})
+      if (n != nullptr) out.push_back(n);
+    return out;
+  }
+};
+
+bool IsEmbeddingTerm(Value v) {
+  if (ProducerIs(v, "Gather")) return true;
+  Node* add = ProducerIs(v, "Add");
+  if (add == nullptr) return false;
+  for (const Value& in : add->inputs())
+    if (ProducerIs(in, "Gather")) return true;
+  return false;
+}
+
+// Add(p, c) with c a constant [h] vector and the Add read once: (p, c, vector).
+std::optional<std::tuple<Value, Value, Tensor>> BiasAdd(const Graph& g, Node* add, int64_t h,
+                                                        int rank) {
+  if (!IsOp(add, "Add") || add->num_inputs() != 2 || !rewrite::HasSingleUse(g, add->output(0)))
+    return std::nullopt;
+  for (int i = 0; i < 2; ++i) {
+    const Tensor* c = ConstantOf(add->input(i));
+    const Value p = add->input(1 - i);
+    if (c == nullptr || !p || ConstantOf(p)) continue;
+    if (std::optional<Tensor> v = fusion::AsVector(*c, h, rank))
+      return std::make_tuple(p, add->input(i), *std::move(v));
+  }
+  return std::nullopt;
+}
+
+std::optional<SkipMatch> Recognize(const Graph& g, Node* ln) {
+  if (ln->num_inputs() < 2 || !ln->input(0) || !ln->input(1)) return std::nullopt;
+  Node* sum = ProducerIs(ln->input(0), "Add");
+  if (sum == nullptr || sum->num_inputs() != 2 || !sum->input(0) || !sum->input(1))
+    return std::nullopt;
+  SkipMatch m;
+  m.ln = ln;
+  m.sum = sum;
+  m.a = sum->input(0);
+  m.b = sum->input(1);
+  const std::optional<int64_t> h = fusion::StaticLastDim(sum->output(0));
+  const int rank = sum->output_info(0).type.rank();
+  if (h && rank > 0) {
+    // Add(Add(p, q), c): the bias is outermost.
+    for (int i = 0; i < 2; ++i) {
+      const Tensor* c = ConstantOf(sum->input(i));
+      Node* inner = ProducerIs(sum->input(1 - i), "Add");
+      std::optional<Tensor> v = c ? fusion::AsVector(*c, *h, rank) : std::nullopt;
+      if (!v || inner == nullptr || inner->num_inputs() != 2 ||
+          !rewrite::HasSingleUse(g, inner->output(0)))
+        continue;
+      m.bias_add = sum;
+      m.sum = inner;
+      m.a = inner->input(0);
+      m.b = inner->input(1);
+      m.bias = sum->input(i);
+      m.bias_vec = std::move(v);
+      break;
+    }
+    // Add(Add(p, c), q): the bias inside one addend.
+    for (Value* side : {&m.a, &m.b}) {
+      if (m.bias_add != nullptr) break;
+      if (auto pb = BiasAdd(g, ProducerIs(*side, "Add"), *h, rank)) {
+        m.bias_add = side->node;
+        *side = std::get<0>(*pb);
+        m.bias = std::get<1>(*pb);
+        m.bias_vec = std::get<2>(*pb);
+      }
+    }
+  }
+  if (!m.a || !m.b || ConstantOf(m.a) || ConstantOf(m.b)) return std::nullopt;
+  if (IsEmbeddingTerm(m.a) || IsEmbeddingTerm(m.b)) return std::nullopt;
+  return m;
+}
+
+// The LayerNormalization's gamma / beta operand as an [h] vector value, or why not.
+std::string VectorOperand(Value v, int64_t h, const char* what) {
+  const Type& t = v.type();
+  if (t.rank() == 1 && (*t.shape)[0].is_known() && (*t.shape)[0].value() == h) return "";
+  if (const Tensor* c = ConstantOf(v); c != nullptr && fusion::AsVector(*c, h, c->rank()))
+    return "";
+  return absl::StrCat(what, " ", fusion::ValueLabel(v), " has type ", t.ToString(),
+                      "; SkipLayerNorm takes [", h, "]");
+}
+
+class FuseSkipLayerNormPass final : public Pass {
+ public:
+  std::string_view name() const override { return "fuse-skip-layernorm"; }
+  std::string_view description() const override {
+    return "residual Add (+ bias) + LayerNormalization -> kiln.SkipLayerNorm";
+  }
+
+ protected:
+  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
+    std::vector<int> roots;
+    for (const auto& n : g.nodes())
+      if (IsOp(n.get(), "LayerNormalization")) roots.push_back(n->id());
+    bool changed = false, reorder = false;
+    for (int id : roots) {
+      Node* ln = g.FindNodeById(id);
+      if (ln == nullptr) continue;
+      std::optional<SkipMatch> m = Recognize(g, ln);
+      if (!m) continue;
+      const std::string why = Check(g, *m);
+      if (!why.empty()) {
+        if (ctx.fusion_report) ctx.fusion_report->Missed("skip_layernorm", m->Nodes(), why);
+        Count("skip_layernorm missed");
+        continue;
+      }
+      reorder |= Rewrite(g, *m);
+      if (ctx.fusion_report) ctx.fusion_report->Fused("skip_layernorm");
+      changed = true;
+    }
+    // A Sum output read by a node placed before the LayerNormalization.
+    if (reorder) KILN_RETURN_IF_ERROR(g.TopoSort());
+    return changed;
+  }
+
+ private:
+  // "" when fusable; orders m.a / m.b as (X, skip).
+  static std::string Check(const Graph& g, SkipMatch& m) {
+    Node* ln = m.ln;
+    const Type& st = m.sum->output_info(0).type;
+    const DType dt = st.dtype;
+    if (!IsFloat(dt) || m.a.type().dtype != dt || m.b.type().dtype != dt)
+      return absl::StrCat("the residual Add's operands are ", m.a.type().ToString(), " and ",
+                          m.b.type().ToString(), "; both must be the same float type");
+    const int rank = st.rank();
+    const int64_t axis = ln->attr_int_or("axis", -1);
+    if (rank < 1 || !(axis == -1 || axis == rank - 1))
+      return absl::StrCat("LayerNormalization ", NodeLabel(ln), " normalizes from axis ", axis,
+                          " of a rank-", rank,
+                          " input; SkipLayerNorm normalizes the last axis only");
+    if (m.a.type() != st && m.b.type() == st) std::swap(m.a, m.b);
+    if (m.a.type() != st || !st.has_rank())
+      return absl::StrCat("neither addend (", m.a.type().ToString(), ", ",
+                          m.b.type().ToString(), ") has the sum's shape ", st.ToString());
+    const std::optional<int64_t> h = fusion::StaticLastDim(m.sum->output(0));
+    if (!h) return "the hidden size (last dim of the sum) is not static";
+    std::string why = VectorOperand(ln->input(1), *h, "gamma");
+    if (why.empty() && ln->num_inputs() > 2 && ln->input(2))
+      why = VectorOperand(ln->input(2), *h, "beta");
+    if (!why.empty()) return why;
+    for (int i = 1; i < ln->num_outputs(); ++i)
+      if (!ln->output_info(i).uses.empty() || rewrite::IsGraphOutput(g, ln->output(i)))
+        return absl::StrCat("LayerNormalization ", NodeLabel(ln),
+                            " has its Mean/InvStdDev outputs read");
+    return "";
+  }
+
+  // `v` as an exact [h] vector operand (a new constant when reshaped).
+  static Value AsVectorValue(Graph& g, Node* before, Value v, int64_t h) {
+    const Tensor* c = ConstantOf(v);
+    if (c == nullptr || c->rank() == 1) return v;
+    return fusion::InsertConstant(g, before, absl::StrCat(v.name(), "_vector"),
+                                  *fusion::AsVector(*c, h, c->rank()))
+        ->output(0);
+  }
+
+  // SkipLayerNorm(X, skip, gamma, beta?, bias?){epsilon} -> (Y, Sum?). True when the Sum
+  // output is read (the graph may need reordering).
+  bool Rewrite(Graph& g, const SkipMatch& m) {
+    Node* ln = m.ln;
+    Node* top = ln->input(0).node;  // its value is the residual sum
+    const Value sum = top->output(0);
+    const bool expose = !fusion::ValueUsedOnlyBy(g, sum, {ln});
+    const int64_t h = *fusion::StaticLastDim(sum);
+    std::vector<Value> in = {m.a, m.b, AsVectorValue(g, ln, ln->input(1), h)};
+    const bool has_beta = ln->num_inputs() > 2 && ln->input(2);
+    if (has_beta || m.bias_vec) in.push_back(has_beta ? AsVectorValue(g, ln, ln->input(2), h)
+                                                      : Value{});
+    if (m.bias_vec) {
+      Value b = m.bias;
+      if (ConstantOf(b)->rank() != 1)
+        b = fusion::InsertConstant(g, ln, absl::StrCat(b.name(), "_vector"), *m.bias_vec)
+                ->output(0);
+      in.push_back(b);
+    }
+    Node* sln = g.InsertNodeBefore(ln, "SkipLayerNorm", std::move(in), expose ? 2 : 1, "kiln");
+    sln->set_attr("epsilon", ln->attr_float_or("epsilon", 1e-5f));
+    sln->set_provenance({});
+    rewrite::UnionProvenance(sln, m.Nodes());
+    sln->set_output_type(0, ln->output_info(0).type);
+    sln->set_output_name(0, ln->output_info(0).name);
+    g.ReplaceAllUsesWith(ln->output(0), sln->output(0));
+    if (expose) {
+      sln->set_output_type(1, top->output_info(0).type);
+      sln->set_output_name(1, top->output_info(0).name);
+      g.ReplaceAllUsesWith(sum, sln->output(1));
+      Count("skip_layernorm with sum output");
+    }
+    Count(m.bias_vec ? "skip_layernorm with bias" : "skip_layernorm");
+    std::vector<Node*> dead = {ln, m.sum};
+    if (m.bias_add) dead.push_back(m.bias_add);
+    fusion::RemoveIfDead(g, dead);
+    return expose;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateFuseSkipLayerNormPass() {
+  return std::make_unique<FuseSkipLayerNormPass>();
+}
+
+}  // namespace kiln

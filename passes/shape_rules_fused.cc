@@ -1,0 +1,179 @@
+// Shape rules of kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
+// SkipLayerNorm, RMSNorm, MultiHeadAttention, EmbedLayerNorm, Pool. The fusion passes
+// set output types themselves, but the -O2 cleanup runs shape inference again after
+// fusing (and --shape specializes graphs that already hold fused ops), so each rule
+// derives its outputs from its inputs, symbolic dims included (MultiHeadAttention's
+// hidden size is `3H / 3`). Known dims that contradict the contract (K of X vs W, a
+// gamma of the wrong length, a packed qkv not divisible by 3·num_heads) are errors naming
+// the node; anything unknown stays unknown.
+// Limits: broadcasts of optional inputs (skip, masks, position ids) are checked only where
+// both dims are known.
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "kiln/support/status.h"
+#include "passes/dim_expr.h"
+#include "passes/shape_inference_internal.h"
+
+namespace kiln::shape_inference {
+namespace {
+
+using Rule = absl::StatusOr<std::vector<Type>>;
+
+// Known dims a and b must agree.
+absl::Status Agree(const RuleContext& ctx, const Dim& a, const Dim& b, const std::string& what) {
+  if (a.is_known() && b.is_known() && a.value() != b.value())
+    return ctx.Error(absl::StrCat(what, ": ", a.value(), " vs ", b.value()));
+  return absl::OkStatus();
+}
+
+// Input i, when present with a known rank, must be a vector whose length agrees with h.
+absl::Status CheckVector(const RuleContext& ctx, int i, const Dim& h, const char* what) {
+  if (!ctx.has_input(i)) return absl::OkStatus();
+  const Type& t = ctx.input_type(i);
+  if (!t.has_rank()) return absl::OkStatus();
+  if (t.rank() != 1) return ctx.Error(absl::StrCat(what, " must be a vector, got ", t.ToString()));
+  return Agree(ctx, (*t.shape)[0], h, absl::StrCat(what, " length differs from the hidden size"));
+}
+
+// Input i, when present with a known rank, must have rank r.
+absl::Status CheckRank(const RuleContext& ctx, int i, int r, const char* what) {
+  const Type& t = ctx.input_type(i);
+  if (!ctx.has_input(i) || !t.has_rank() || t.rank() == r) return absl::OkStatus();
+  return ctx.Error(absl::StrCat(what, " must have rank ", r, ", got ", t.ToString()));
+}
+
+Dim LastDim(const Type& t) { return t.has_rank() && t.rank() > 0 ? t.shape->back() : Dim(); }
+
+// kiln.Linear(X [..., K], W [K, M] | [M, K] with trans_w) -> Y [..., M]
+Rule LinearRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const Type& w = ctx.input_type(1);
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 1, 2, "W"));
+  if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
+  const bool tw = ctx.node().attr_int_or("trans_w", 0) != 0;
+  Dim k, m;
+  if (w.has_rank()) {
+    k = (*w.shape)[tw ? 1 : 0];
+    m = (*w.shape)[tw ? 0 : 1];
+  }
+  KILN_RETURN_IF_ERROR(Agree(ctx, LastDim(x), k, "X and W disagree on K"));
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 2, m, "B"));
+  if (m.is_unknown() && ctx.has_input(2) && ctx.input_type(2).has_rank())
+    m = (*ctx.input_type(2).shape)[0];
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  Shape out(x.shape->begin(), x.shape->end() - 1);
+  out.push_back(m);
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+// Y (and Sum) have X's type; norm ops check their vectors against X's last dim.
+Rule SkipLayerNormRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
+  const Type& skip = ctx.input_type(1);
+  if (x.has_rank() && skip.has_rank()) {
+    if (skip.rank() > x.rank())
+      return ctx.Error(
+          absl::StrCat("skip ", skip.ToString(), " does not broadcast to X ", x.ToString()));
+    for (int i = 0; i < skip.rank(); ++i) {
+      const Dim& s = (*skip.shape)[i];
+      const Dim& d = (*x.shape)[i + x.rank() - skip.rank()];
+      if (s.is_known() && s.value() != 1 && d.is_known() && s.value() != d.value())
+        return ctx.Error(
+            absl::StrCat("skip ", skip.ToString(), " does not broadcast to X ", x.ToString()));
+    }
+  }
+  const Dim h = LastDim(x);
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 2, h, "gamma"));
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 3, h, "beta"));
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 4, h, "bias"));
+  return Outputs(ctx, x);
+}
+
+Rule RMSNormRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 1, LastDim(x), "gamma"));
+  return Outputs(ctx, x);
+}
+
+// kiln.MultiHeadAttention(qkv [B, S, 3H], mask?) -> Y [B, S, H]
+Rule MultiHeadAttentionRule(const RuleContext& ctx) {
+  const Type& qkv = ctx.input_type(0);
+  const int64_t heads = ctx.node().attr_int_or("num_heads", 0);
+  if (ctx.node().has_attr("num_heads") && heads <= 0)
+    return ctx.Error(absl::StrCat("num_heads must be positive, got ", heads));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 0, 3, "qkv"));
+  if (ctx.has_input(1) && ctx.input_type(1).has_rank() && ctx.input_type(1).rank() > 4)
+    return ctx.Error(
+        absl::StrCat("mask ", ctx.input_type(1).ToString(), " does not broadcast to [B, N, S, S]"));
+  if (!qkv.has_rank()) return Outputs(ctx, MakeType(qkv.dtype, std::nullopt));
+  const Shape& s = *qkv.shape;
+  const Dim& packed = s[2];
+  if (packed.is_known() && heads > 0 && packed.value() % (3 * heads) != 0)
+    return ctx.Error(absl::StrCat("qkv last dim ", packed.value(),
+                                  " is not divisible by 3 * num_heads = ", 3 * heads));
+  return Outputs(ctx, MakeType(qkv.dtype, Shape{s[0], s[1], DimDivByConst(packed, 3)}));
+}
+
+// kiln.EmbedLayerNorm(input_ids [B, S], ..., word_emb [V, H], ...) -> Y [B, S, H]
+Rule EmbedLayerNormRule(const RuleContext& ctx) {
+  const Type& ids = ctx.input_type(0);
+  const Type& word = ctx.input_type(3);
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 0, 2, "input_ids"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 1, 2, "segment_ids"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 3, 2, "word_emb"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 4, 2, "pos_emb"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 5, 2, "segment_emb"));
+  if (ctx.has_input(1) != ctx.has_input(5))
+    return ctx.Error("segment_ids and segment_emb must be given together or both omitted");
+  Dim h = LastDim(word);
+  for (int i : {4, 5}) {
+    if (!ctx.has_input(i)) continue;
+    const Dim d = LastDim(ctx.input_type(i));
+    KILN_RETURN_IF_ERROR(Agree(ctx, d, h, "embedding tables disagree on the hidden size"));
+    if (h.is_unknown()) h = d;
+  }
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 6, h, "gamma"));
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 7, h, "beta"));
+  Dim b, s;
+  if (ids.has_rank()) {
+    b = (*ids.shape)[0];
+    s = (*ids.shape)[1];
+  }
+  return Outputs(ctx, MakeType(word.dtype, Shape{b, s, h}));
+}
+
+// kiln.Pool(hidden [B, S, H], mask [B, S]?) -> Y [B, H]
+Rule PoolRule(const RuleContext& ctx) {
+  const Type& hidden = ctx.input_type(0);
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 0, 3, "hidden"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 1, 2, "mask"));
+  if (!hidden.has_rank()) return Outputs(ctx, MakeType(hidden.dtype, Shape{Dim(), Dim()}));
+  const Shape& s = *hidden.shape;
+  if (ctx.has_input(1) && ctx.input_type(1).has_rank()) {
+    const Shape& m = *ctx.input_type(1).shape;
+    KILN_RETURN_IF_ERROR(Agree(ctx, m[0], s[0], "mask and hidden disagree on the batch"));
+    KILN_RETURN_IF_ERROR(Agree(ctx, m[1], s[1], "mask and hidden disagree on the sequence"));
+  }
+  return Outputs(ctx, MakeType(hidden.dtype, Shape{s[0], s[2]}));
+}
+
+}  // namespace
+
+ShapeRule FindFusedRule(std::string_view op) {
+  static const auto* rules = new absl::flat_hash_map<std::string, ShapeRule>{
+      {"Linear", &LinearRule},
+      {"SkipLayerNorm", &SkipLayerNormRule},
+      {"RMSNorm", &RMSNormRule},
+      {"MultiHeadAttention", &MultiHeadAttentionRule},
+      {"EmbedLayerNorm", &EmbedLayerNormRule},
+      {"Pool", &PoolRule},
+  };
+  auto it = rules->find(std::string(op));
+  return it == rules->end() ? nullptr : it->second;
+}
+
+}  // namespace kiln::shape_inference

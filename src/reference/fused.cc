@@ -1,0 +1,519 @@
+// Reference kernels for kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
+// SkipLayerNorm, RMSNorm, MultiHeadAttention, EmbedLayerNorm, Pool. They are the oracle
+// the fusion passes are checked against, so each is written as the plain formula of the
+// contract, validates every shape, dtype, attribute and index before reading (bad input is
+// InvalidArgument, an unsupported dtype Unimplemented), and accumulates in double with one
+// rounding to the output dtype (f32, f16, bf16, f64).
+// Limits: plain loops, no blocking or threading (clarity over speed); every float input of
+// an op must share one dtype (no mixed precision); MultiHeadAttention materializes one
+// [S, S] score row block per (batch, head).
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kiln/support/status.h"
+#include "reference/kernel_util.h"
+#include "reference/kernels.h"
+
+namespace kiln::reference {
+namespace {
+
+absl::StatusOr<const Tensor*> Arg(Inputs in, int i, const char* what) {
+  if (i >= static_cast<int>(in.size()) || in[i] == nullptr)
+    return absl::InvalidArgumentError(
+        absl::StrCat("required input ", i, " (", what, ") is missing"));
+  return in[i];
+}
+
+absl::Status RequireFloat(const Tensor& t, const char* what) {
+  if (IsFloat(t.dtype())) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(what, " has dtype ", DName(t.dtype()),
+                                               "; only f32, f16, bf16 and f64 are supported"));
+}
+
+absl::Status SameDType(const Tensor& ref, const Tensor* t, const char* ref_what, const char* what) {
+  if (t == nullptr || t->dtype() == ref.dtype()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " has dtype ", DName(t->dtype()), " but ",
+                                                 ref_what, " has ", DName(ref.dtype())));
+}
+
+// Requires `t` (if present) to be exactly [n].
+absl::Status RequireVector(const Tensor* t, int64_t n, const char* what) {
+  if (t == nullptr || (t->rank() == 1 && t->dims()[0] == n)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " must have shape [", n, "], got ", DimsStr(t->dims())));
+}
+
+// Integer attribute with default; an attribute of the wrong type is an error, not ignored.
+absl::StatusOr<int64_t> IntAttr(const Node& node, const std::string& name,
+                                std::optional<int64_t> dflt) {
+  if (auto v = node.attr_int(name)) return *v;
+  if (node.has_attr(name))
+    return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' must be an int"));
+  if (!dflt) return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' is required"));
+  return *dflt;
+}
+
+absl::StatusOr<double> FloatAttr(const Node& node, const std::string& name,
+                                 std::optional<float> dflt) {
+  if (auto v = node.attr_float(name)) return static_cast<double>(*v);
+  if (node.has_attr(name))
+    return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' must be a float"));
+  if (!dflt) return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' is required"));
+  return static_cast<double>(*dflt);
+}
+
+absl::StatusOr<std::string> StringAttr(const Node& node, const std::string& name,
+                                       std::optional<std::string> dflt) {
+  if (const std::string* v = node.attr_string(name)) return *v;
+  if (node.has_attr(name))
+    return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' must be a string"));
+  if (!dflt) return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' is required"));
+  return *dflt;
+}
+
+// Normalizes row `x[0, n)` in place: (x - mean) / sqrt(var + eps) * gamma + beta, population
+// variance, as ONNX LayerNormalization.
+void LayerNormRow(double* x, int64_t n, double eps, const std::vector<double>& gamma,
+                  const std::vector<double>* beta) {
+  double mean = 0;
+  for (int64_t j = 0; j < n; ++j) mean += x[j];
+  mean /= static_cast<double>(n);
+  double var = 0;
+  for (int64_t j = 0; j < n; ++j) var += (x[j] - mean) * (x[j] - mean);
+  var /= static_cast<double>(n);
+  const double inv = 1.0 / std::sqrt(var + eps);
+  for (int64_t j = 0; j < n; ++j) {
+    x[j] = (x[j] - mean) * inv * gamma[j];
+    if (beta) x[j] += (*beta)[j];
+  }
+}
+
+// For each element of a tensor of shape `out`, the flat index of the element of `src`
+// broadcast to it (numpy, right-aligned). Callers check that `src` broadcasts to `out`.
+std::vector<int64_t> BroadcastOffsets(absl::Span<const int64_t> src,
+                                      absl::Span<const int64_t> out) {
+  const int r = static_cast<int>(out.size());
+  const int sr = static_cast<int>(src.size());
+  std::vector<int64_t> sstride(r, 0);
+  int64_t s = 1;
+  for (int i = sr - 1; i >= 0; --i) {
+    const int oi = i + (r - sr);
+    sstride[oi] = src[i] == 1 ? 0 : s;
+    s *= src[i];
+  }
+  int64_t total = 1;
+  for (int64_t d : out) total *= d;
+  std::vector<int64_t> offs(static_cast<size_t>(total));
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t k = 0; k < total; ++k) {
+    int64_t o = 0;
+    for (int i = 0; i < r; ++i) o += idx[i] * sstride[i];
+    offs[k] = o;
+    for (int i = r - 1; i >= 0; --i) {
+      if (++idx[i] < out[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return offs;
+}
+
+// True when `src` broadcasts (unidirectionally) to exactly `target`.
+bool BroadcastsTo(absl::Span<const int64_t> src, absl::Span<const int64_t> target) {
+  auto b = BroadcastShapes(src, target);
+  return b.ok() && *b == std::vector<int64_t>(target.begin(), target.end());
+}
+
+// ---------------------------------------------------------------------------------------
+// kiln.Linear(X, W, B?): Y = act(X · W' + B), W' = W [K,M] or Wᵀ (W [M,K]) with trans_w=1.
+
+absl::StatusOr<double (*)(double)> Activation(const std::string& name) {
+  if (name == "none") return +[](double v) { return v; };
+  if (name == "gelu")
+    return +[](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); };
+  if (name == "gelu_tanh")
+    return +[](double v) {
+      return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    };
+  if (name == "relu") return +[](double v) { return std::isnan(v) || v > 0 ? v : 0.0; };
+  if (name == "tanh") return +[](double v) { return std::tanh(v); };
+  return absl::InvalidArgumentError(absl::StrCat(
+      "activation must be one of \"none\", \"gelu\", \"gelu_tanh\", \"relu\", \"tanh\"; got \"",
+      name, "\""));
+}
+
+Result LinearKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, "W"));
+  const Tensor* b = OptArg(in, 2);
+  KILN_RETURN_IF_ERROR(RequireFloat(*x, "X"));
+  KILN_RETURN_IF_ERROR(SameDType(*x, w, "X", "W"));
+  KILN_RETURN_IF_ERROR(SameDType(*x, b, "X", "B"));
+  KILN_ASSIGN_OR_RETURN(int64_t trans_w, IntAttr(node, "trans_w", 0));
+  if (trans_w != 0 && trans_w != 1)
+    return absl::InvalidArgumentError(absl::StrCat("trans_w must be 0 or 1, got ", trans_w));
+  KILN_ASSIGN_OR_RETURN(std::string act_name, StringAttr(node, "activation", "none"));
+  KILN_ASSIGN_OR_RETURN(auto act, Activation(act_name));
+  if (x->rank() < 1) return absl::InvalidArgumentError("X must have rank >= 1, got a scalar");
+  if (w->rank() != 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat("W must have rank 2, got shape ", DimsStr(w->dims())));
+  const int64_t k = x->dims().back();
+  const int64_t wk = trans_w ? w->dims()[1] : w->dims()[0];
+  const int64_t m = trans_w ? w->dims()[0] : w->dims()[1];
+  if (wk != k)
+    return absl::InvalidArgumentError(absl::StrCat("X ", DimsStr(x->dims()), " and W ",
+                                                   DimsStr(w->dims()), " (trans_w=", trans_w,
+                                                   ") disagree on K"));
+  KILN_RETURN_IF_ERROR(RequireVector(b, m, "B"));
+  std::vector<int64_t> out_dims(x->dims().begin(), x->dims().end() - 1);
+  out_dims.push_back(m);
+  int64_t rows_out = 1;
+  for (size_t i = 0; i + 1 < x->dims().size(); ++i) rows_out *= x->dims()[i];
+  const std::vector<double> xv = ToDoubles(*x), wv = ToDoubles(*w);
+  const std::vector<double> bv = b ? ToDoubles(*b) : std::vector<double>();
+  std::vector<double> y(static_cast<size_t>(rows_out * m));
+  for (int64_t r = 0; r < rows_out; ++r) {
+    for (int64_t j = 0; j < m; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < k; ++i)
+        acc += xv[r * k + i] * (trans_w ? wv[j * k + i] : wv[i * m + j]);
+      if (b) acc += bv[j];
+      y[r * m + j] = act(acc);
+    }
+  }
+  return std::vector<Tensor>{FromDoubles(x->dtype(), std::move(out_dims), y)};
+}
+
+// ---------------------------------------------------------------------------------------
+// kiln.SkipLayerNorm(X, skip, gamma, beta?, bias?) -> (Y, Sum?):
+// Sum = X + skip (+ bias); Y = LayerNorm(Sum over the last axis) · gamma + beta.
+
+Result SkipLayerNormKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* skip, Arg(in, 1, "skip"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* gamma, Arg(in, 2, "gamma"));
+  const Tensor* beta = OptArg(in, 3);
+  const Tensor* bias = OptArg(in, 4);
+  KILN_RETURN_IF_ERROR(RequireFloat(*x, "X"));
+  KILN_RETURN_IF_ERROR(SameDType(*x, skip, "X", "skip"));
+  KILN_RETURN_IF_ERROR(SameDType(*x, gamma, "X", "gamma"));
+  KILN_RETURN_IF_ERROR(SameDType(*x, beta, "X", "beta"));
+  KILN_RETURN_IF_ERROR(SameDType(*x, bias, "X", "bias"));
+  KILN_ASSIGN_OR_RETURN(double eps, FloatAttr(node, "epsilon", 1e-5f));
+  if (x->rank() < 1) return absl::InvalidArgumentError("X must have rank >= 1, got a scalar");
+  const auto& d = x->dims();
+  if (!BroadcastsTo(skip->dims(), d))
+    return absl::InvalidArgumentError(
+        absl::StrCat("skip ", DimsStr(skip->dims()), " does not broadcast to X ", DimsStr(d)));
+  const int64_t h = d.back();
+  KILN_RETURN_IF_ERROR(RequireVector(gamma, h, "gamma"));
+  KILN_RETURN_IF_ERROR(RequireVector(beta, h, "beta"));
+  KILN_RETURN_IF_ERROR(RequireVector(bias, h, "bias"));
+  const std::vector<double> gv = ToDoubles(*gamma);
+  const std::vector<double> bv = beta ? ToDoubles(*beta) : std::vector<double>();
+  const std::vector<double> biasv = bias ? ToDoubles(*bias) : std::vector<double>();
+  const std::vector<double> sv = ToDoubles(*skip);
+  const std::vector<int64_t> soff = BroadcastOffsets(skip->dims(), d);
+  std::vector<double> sum = ToDoubles(*x);
+  for (size_t i = 0; i < sum.size(); ++i) {
+    sum[i] += sv[soff[i]];
+    if (bias) sum[i] += biasv[static_cast<int64_t>(i) % h];
+  }
+  std::vector<double> y = sum;
+  const int64_t rows = h == 0 ? 0 : static_cast<int64_t>(y.size()) / h;
+  for (int64_t r = 0; r < rows; ++r) LayerNormRow(&y[r * h], h, eps, gv, beta ? &bv : nullptr);
+  std::vector<Tensor> outs;
+  outs.push_back(FromDoubles(x->dtype(), d, y));
+  if (node.num_outputs() > 1) outs.push_back(FromDoubles(x->dtype(), d, sum));
+  return outs;
+}
+
+// ---------------------------------------------------------------------------------------
+// kiln.RMSNorm(X, gamma): Y = X / sqrt(mean(X², last axis) + epsilon) · gamma.
+
+Result RMSNormKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* gamma, Arg(in, 1, "gamma"));
+  KILN_RETURN_IF_ERROR(RequireFloat(*x, "X"));
+  KILN_RETURN_IF_ERROR(SameDType(*x, gamma, "X", "gamma"));
+  KILN_ASSIGN_OR_RETURN(double eps, FloatAttr(node, "epsilon", 1e-6f));
+  if (x->rank() < 1) return absl::InvalidArgumentError("X must have rank >= 1, got a scalar");
+  const int64_t h = x->dims().back();
+  KILN_RETURN_IF_ERROR(RequireVector(gamma, h, "gamma"));
+  const std::vector<double> gv = ToDoubles(*gamma);
+  std::vector<double> y = ToDoubles(*x);
+  const int64_t rows = h == 0 ? 0 : static_cast<int64_t>(y.size()) / h;
+  for (int64_t r = 0; r < rows; ++r) {
+    double* row = &y[r * h];
+    double ms = 0;
+    for (int64_t j = 0; j < h; ++j) ms += row[j] * row[j];
+    ms /= static_cast<double>(h);
+    const double denom = std::sqrt(ms + eps);
+    for (int64_t j = 0; j < h; ++j) row[j] = row[j] / denom * gv[j];
+  }
+  return std::vector<Tensor>{FromDoubles(x->dtype(), x->dims(), y)};
+}
+
+// ---------------------------------------------------------------------------------------
+// kiln.MultiHeadAttention(qkv, mask?): per batch b and head n,
+// P = softmax(scale · Q·Kᵀ + mask (+ causal −inf above the diagonal)), Y = P·V.
+
+Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* qkv, Arg(in, 0, "qkv"));
+  const Tensor* mask = OptArg(in, 1);
+  KILN_RETURN_IF_ERROR(RequireFloat(*qkv, "qkv"));
+  KILN_ASSIGN_OR_RETURN(int64_t heads, IntAttr(node, "num_heads", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(double scale, FloatAttr(node, "scale", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t causal, IntAttr(node, "causal", 0));
+  if (heads <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("num_heads must be positive, got ", heads));
+  if (causal != 0 && causal != 1)
+    return absl::InvalidArgumentError(absl::StrCat("causal must be 0 or 1, got ", causal));
+  if (qkv->rank() != 3)
+    return absl::InvalidArgumentError(
+        absl::StrCat("qkv must have shape [B, S, 3H], got ", DimsStr(qkv->dims())));
+  const int64_t nb = qkv->dims()[0], s = qkv->dims()[1], three_h = qkv->dims()[2];
+  if (three_h % (3 * heads) != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("qkv last dim ", three_h, " is not divisible by 3 * num_heads = ", 3 * heads));
+  const int64_t h = three_h / 3, hd = h / heads;
+  const std::vector<int64_t> score_dims = {nb, heads, s, s};
+  std::vector<double> mv;
+  int64_t mstride[4] = {0, 0, 0, 0};
+  bool bool_mask = false;
+  if (mask) {
+    if (mask->dtype() == DType::kBool) {
+      bool_mask = true;
+    } else if (!IsFloat(mask->dtype())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mask must be float or bool, got ", DName(mask->dtype())));
+    }
+    if (!BroadcastsTo(mask->dims(), score_dims))
+      return absl::InvalidArgumentError(
+          absl::StrCat("mask ", DimsStr(mask->dims()),
+                       " does not broadcast to [B, N, S, S] = ", DimsStr(score_dims)));
+    mv = ToDoubles(*mask);
+    // Strides of the mask right-aligned to [B, N, S, S]; 0 on broadcast dims.
+    int64_t st = 1;
+    for (int i = mask->rank() - 1; i >= 0; --i) {
+      mstride[i + 4 - mask->rank()] = mask->dims()[i] == 1 ? 0 : st;
+      st *= mask->dims()[i];
+    }
+  }
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  const std::vector<double> xv = ToDoubles(*qkv);
+  std::vector<double> y(static_cast<size_t>(nb * s * h), 0.0);
+  std::vector<double> p(static_cast<size_t>(s));
+  // Element d of head n of part (0 = Q, 1 = K, 2 = V) at batch b, position t.
+  auto at = [&](int64_t b, int64_t t, int part, int64_t n, int64_t dd) {
+    return xv[(b * s + t) * three_h + part * h + n * hd + dd];
+  };
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t n = 0; n < heads; ++n) {
+      for (int64_t i = 0; i < s; ++i) {
+        double row_max = neg_inf;
+        bool any_nan = false;
+        for (int64_t j = 0; j < s; ++j) {
+          double score = 0;
+          for (int64_t dd = 0; dd < hd; ++dd) score += at(b, i, 0, n, dd) * at(b, j, 1, n, dd);
+          score *= scale;
+          if (mask) {
+            const double m = mv[b * mstride[0] + n * mstride[1] + i * mstride[2] + j * mstride[3]];
+            if (bool_mask) {
+              if (m == 0) score = neg_inf;
+            } else {
+              score += m;
+            }
+          }
+          if (causal && j > i) score = neg_inf;
+          p[j] = score;
+          if (score > row_max) row_max = score;
+          any_nan |= std::isnan(score);
+        }
+        double* out = &y[(b * s + i) * h + n * hd];
+        // Every position masked (-inf): the row stays zero. NaN scores propagate.
+        if (row_max == neg_inf && !any_nan) continue;
+        double denom = 0;
+        for (int64_t j = 0; j < s; ++j) {
+          p[j] = std::exp(p[j] - row_max);
+          denom += p[j];
+        }
+        for (int64_t j = 0; j < s; ++j) {
+          const double w = p[j] / denom;
+          for (int64_t dd = 0; dd < hd; ++dd) out[dd] += w * at(b, j, 2, n, dd);
+        }
+      }
+    }
+  }
+  return std::vector<Tensor>{FromDoubles(qkv->dtype(), {nb, s, h}, y)};
+}
+
+// ---------------------------------------------------------------------------------------
+// kiln.EmbedLayerNorm(input_ids, segment_ids?, position_ids?, word_emb, pos_emb,
+// segment_emb?, gamma, beta): E = word_emb[ids] + pos_emb[pos] (+ segment_emb[seg]),
+// Y = LayerNorm(E) · gamma + beta.
+
+absl::Status RequireIds(const Tensor& t, const char* what) {
+  if (t.dtype() == DType::kI64 || t.dtype() == DType::kI32) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " must be i64 or i32, got ", DName(t.dtype())));
+}
+
+absl::Status RequireTable(const Tensor& t, int64_t h, const char* what) {
+  if (t.rank() == 2 && t.dims()[1] == h) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " must have shape [rows, ", h, "], got ", DimsStr(t.dims())));
+}
+
+// Row of `table` (rows entries) for id `id`; negative ids count from the end, as ONNX Gather.
+absl::StatusOr<int64_t> TableRow(int64_t id, int64_t rows, const char* what) {
+  if (id < -rows || id >= rows)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " contains ", id, ", out of range for a table of ", rows, " rows"));
+  return id < 0 ? id + rows : id;
+}
+
+Result EmbedLayerNormKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* ids, Arg(in, 0, "input_ids"));
+  const Tensor* seg = OptArg(in, 1);
+  const Tensor* pos = OptArg(in, 2);
+  KILN_ASSIGN_OR_RETURN(const Tensor* word, Arg(in, 3, "word_emb"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* pos_emb, Arg(in, 4, "pos_emb"));
+  const Tensor* seg_emb = OptArg(in, 5);
+  KILN_ASSIGN_OR_RETURN(const Tensor* gamma, Arg(in, 6, "gamma"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* beta, Arg(in, 7, "beta"));
+  KILN_ASSIGN_OR_RETURN(double eps, FloatAttr(node, "epsilon", 1e-12f));
+  KILN_RETURN_IF_ERROR(RequireIds(*ids, "input_ids"));
+  if (seg) KILN_RETURN_IF_ERROR(RequireIds(*seg, "segment_ids"));
+  if (pos) KILN_RETURN_IF_ERROR(RequireIds(*pos, "position_ids"));
+  if ((seg == nullptr) != (seg_emb == nullptr))
+    return absl::InvalidArgumentError(
+        "segment_ids and segment_emb must be given together or both omitted");
+  KILN_RETURN_IF_ERROR(RequireFloat(*word, "word_emb"));
+  KILN_RETURN_IF_ERROR(SameDType(*word, pos_emb, "word_emb", "pos_emb"));
+  KILN_RETURN_IF_ERROR(SameDType(*word, seg_emb, "word_emb", "segment_emb"));
+  KILN_RETURN_IF_ERROR(SameDType(*word, gamma, "word_emb", "gamma"));
+  KILN_RETURN_IF_ERROR(SameDType(*word, beta, "word_emb", "beta"));
+  if (ids->rank() != 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat("input_ids must have shape [B, S], got ", DimsStr(ids->dims())));
+  const int64_t nb = ids->dims()[0], s = ids->dims()[1];
+  if (word->rank() != 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat("word_emb must have shape [vocab, H], got ", DimsStr(word->dims())));
+  const int64_t h = word->dims()[1];
+  KILN_RETURN_IF_ERROR(RequireTable(*pos_emb, h, "pos_emb"));
+  if (seg_emb) KILN_RETURN_IF_ERROR(RequireTable(*seg_emb, h, "segment_emb"));
+  KILN_RETURN_IF_ERROR(RequireVector(gamma, h, "gamma"));
+  KILN_RETURN_IF_ERROR(RequireVector(beta, h, "beta"));
+  if (seg && seg->dims() != ids->dims())
+    return absl::InvalidArgumentError(absl::StrCat("segment_ids ", DimsStr(seg->dims()),
+                                                   " must have the shape of input_ids ",
+                                                   DimsStr(ids->dims())));
+  std::vector<int64_t> pos_off;
+  if (pos) {
+    if (pos->rank() > 2 || !BroadcastsTo(pos->dims(), ids->dims()))
+      return absl::InvalidArgumentError(absl::StrCat("position_ids ", DimsStr(pos->dims()),
+                                                     " does not broadcast to input_ids ",
+                                                     DimsStr(ids->dims())));
+    pos_off = BroadcastOffsets(pos->dims(), ids->dims());
+  }
+  const int64_t vocab = word->dims()[0], max_pos = pos_emb->dims()[0];
+  const std::vector<double> wv = ToDoubles(*word), pv = ToDoubles(*pos_emb);
+  const std::vector<double> sv = seg_emb ? ToDoubles(*seg_emb) : std::vector<double>();
+  const std::vector<double> gv = ToDoubles(*gamma), bv = ToDoubles(*beta);
+  std::vector<double> y(static_cast<size_t>(nb * s * h));
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t t = 0; t < s; ++t) {
+      const int64_t k = b * s + t;
+      KILN_ASSIGN_OR_RETURN(int64_t wr, TableRow(ids->GetAsInt64(k), vocab, "input_ids"));
+      KILN_ASSIGN_OR_RETURN(int64_t pr,
+                            TableRow(pos ? pos->GetAsInt64(pos_off[k]) : t, max_pos,
+                                     pos ? "position_ids" : "the implicit position ids 0..S-1"));
+      int64_t sr = 0;
+      if (seg) {
+        KILN_ASSIGN_OR_RETURN(sr, TableRow(seg->GetAsInt64(k), seg_emb->dims()[0], "segment_ids"));
+      }
+      double* row = &y[k * h];
+      for (int64_t j = 0; j < h; ++j) {
+        row[j] = wv[wr * h + j] + pv[pr * h + j];
+        if (seg) row[j] += sv[sr * h + j];
+      }
+      LayerNormRow(row, h, eps, gv, &bv);
+    }
+  }
+  return std::vector<Tensor>{FromDoubles(word->dtype(), {nb, s, h}, y)};
+}
+
+// ---------------------------------------------------------------------------------------
+// kiln.Pool(hidden, mask?): mean: Σ_s h·m / max(Σ_s m, 1e-9); cls: hidden[:, 0];
+// normalize=1 divides each row by max(‖Y[b]‖₂, 1e-12).
+
+Result PoolKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* hidden, Arg(in, 0, "hidden"));
+  const Tensor* mask = OptArg(in, 1);
+  KILN_RETURN_IF_ERROR(RequireFloat(*hidden, "hidden"));
+  KILN_ASSIGN_OR_RETURN(std::string mode, StringAttr(node, "mode", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t normalize, IntAttr(node, "normalize", 0));
+  if (mode != "mean" && mode != "cls")
+    return absl::InvalidArgumentError(
+        absl::StrCat("mode must be \"mean\" or \"cls\", got \"", mode, "\""));
+  if (normalize != 0 && normalize != 1)
+    return absl::InvalidArgumentError(absl::StrCat("normalize must be 0 or 1, got ", normalize));
+  if (hidden->rank() != 3)
+    return absl::InvalidArgumentError(
+        absl::StrCat("hidden must have shape [B, S, H], got ", DimsStr(hidden->dims())));
+  const int64_t nb = hidden->dims()[0], s = hidden->dims()[1], h = hidden->dims()[2];
+  if (mask) {
+    if (mask->dtype() != DType::kBool && !IsFloat(mask->dtype()) && !IsInteger(mask->dtype()))
+      return absl::InvalidArgumentError(
+          absl::StrCat("mask must be numeric or bool, got ", DName(mask->dtype())));
+    if (mask->dims() != std::vector<int64_t>{nb, s})
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mask ", DimsStr(mask->dims()), " must have shape [B, S] = ", DimsStr({nb, s})));
+  }
+  if (mode == "cls" && s == 0 && nb > 0 && h > 0)
+    return absl::InvalidArgumentError("cls pooling needs a sequence length >= 1, got 0");
+  const std::vector<double> hv = ToDoubles(*hidden);
+  std::vector<double> y(static_cast<size_t>(nb * h), 0.0);
+  for (int64_t b = 0; b < nb; ++b) {
+    double* out = &y[b * h];
+    if (mode == "cls") {
+      for (int64_t j = 0; j < h; ++j) out[j] = hv[(b * s) * h + j];
+    } else {
+      double count = 0;
+      for (int64_t t = 0; t < s; ++t) {
+        const double m = mask ? mask->GetAsDouble(b * s + t) : 1.0;
+        count += m;
+        for (int64_t j = 0; j < h; ++j) out[j] += hv[(b * s + t) * h + j] * m;
+      }
+      const double denom = std::max(count, 1e-9);
+      for (int64_t j = 0; j < h; ++j) out[j] /= denom;
+    }
+    if (normalize) {
+      double sq = 0;
+      for (int64_t j = 0; j < h; ++j) sq += out[j] * out[j];
+      const double denom = std::max(std::sqrt(sq), 1e-12);
+      for (int64_t j = 0; j < h; ++j) out[j] /= denom;
+    }
+  }
+  return std::vector<Tensor>{FromDoubles(hidden->dtype(), {nb, h}, y)};
+}
+
+}  // namespace
+
+void RegisterFusedKernels(KernelTable& table) {
+  auto add = [&](const char* op, KernelFn fn) { table[KernelKey("kiln", op)] = fn; };
+  add("Linear", &LinearKernel);
+  add("SkipLayerNorm", &SkipLayerNormKernel);
+  add("RMSNorm", &RMSNormKernel);
+  add("MultiHeadAttention", &MultiHeadAttentionKernel);
+  add("EmbedLayerNorm", &EmbedLayerNormKernel);
+  add("Pool", &PoolKernel);
+}
+
+}  // namespace kiln::reference

@@ -1,0 +1,198 @@
+// PackedLinear (oneDNN matmul + fused post-ops) against the reference kiln.Linear, and
+// BatchedMatMul against a double-precision loop.
+// Tolerance: an fp32 dot product of length K in any summation order has
+// |err| ≤ γ_K · Σ|x_i·w_i| with γ_K ≈ K·u, u = 2⁻²⁴ (Higham, Thm 3.1); bias adds one more
+// rounding and the activations have derivative ≤ 1.13 (GELU) so they do not amplify it;
+// oneDNN's eltwise approximations add a few ulps of the result. Bound per element:
+// 1.2·(K+2)·u·(Σ|x·w| + |b|) + 8·u·|y| + 1e-7. For K = 3072 with |x|,|w| ≤ 1 that is
+// ≤ 2.2e-4·Σ|x·w| — loose in the worst case, yet a wrong index or layout misses it by
+// orders of magnitude (errors ~Σ|x·w|).
+#include <cmath>
+#include <thread>
+#include <tuple>
+
+#include "kernel_test_util.h"
+#include "kernels/cpu/matmul.h"
+
+namespace kiln::cpu {
+namespace {
+
+using testing::F32;
+using testing::RandomVec;
+
+const char* ActName(Activation a) {
+  switch (a) {
+    case Activation::kNone: return "none";
+    case Activation::kGeluErf: return "gelu";
+    case Activation::kGeluTanh: return "gelu_tanh";
+    case Activation::kRelu: return "relu";
+    case Activation::kTanh: return "tanh";
+  }
+  return "?";
+}
+
+// Checks y[m, n] against the reference Linear with the K·u bound above.
+void CheckLinear(const std::vector<float>& x, const std::vector<float>& w,
+                 const std::vector<float>* bias, const LinearDesc& d, int64_t m,
+                 const std::vector<float>& y) {
+  Tensor xt = F32({m, d.k}, x);
+  Tensor wt = d.trans_w ? F32({d.n, d.k}, w) : F32({d.k, d.n}, w);
+  Tensor bt = bias ? F32({d.n}, *bias) : Tensor();
+  std::vector<const Tensor*> in = {&xt, &wt};
+  if (bias) in.push_back(&bt);
+  auto ref = testing::RunReferenceOp("kiln", "Linear",
+                                     {{"trans_w", int64_t{d.trans_w}},
+                                      {"activation", std::string(ActName(d.activation))}},
+                                     in);
+  ASSERT_EQ(ref.size(), 1u);
+  const double u = std::ldexp(1.0, -24);
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < d.n; ++c) {
+      double s = bias ? std::fabs((*bias)[c]) : 0.0;
+      for (int64_t i = 0; i < d.k; ++i)
+        s += std::fabs(static_cast<double>(x[r * d.k + i]) *
+                       (d.trans_w ? w[c * d.k + i] : w[i * d.n + c]));
+      const double want = ref[0].data<float>()[r * d.n + c], got = y[r * d.n + c];
+      const double tol = 1.2 * (d.k + 2) * u * s + 8 * u * std::fabs(want) + 1e-7;
+      if (!(std::fabs(got - want) <= tol) && bad++ == 0)
+        first = absl::StrCat("y[", r, ",", c, "] = ", got, " want ", want, " tol ", tol);
+    }
+  }
+  EXPECT_EQ(bad, 0) << bad << " elements out of tolerance, first " << first;
+}
+
+using LinearCase = std::tuple<int64_t /*m*/, int64_t /*k*/, int64_t /*n*/, bool /*trans*/,
+                              Activation, bool /*bias*/>;
+
+class LinearTest : public ::testing::TestWithParam<LinearCase> {};
+
+TEST_P(LinearTest, MatchesReference) {
+  const auto [m, k, n, trans, act, with_bias] = GetParam();
+  const LinearDesc d{k, n, trans, act};
+  const auto x = RandomVec(m * k, 1 + m + k), w = RandomVec(k * n, 2 + k + n);
+  const auto b = RandomVec(n, 3 + n);
+  CpuContext ctx;
+  ctx.num_threads = 2;
+  auto pl = PackedLinear::Create(d, w.data(), with_bias ? b.data() : nullptr, ctx);
+  ASSERT_TRUE(pl.ok()) << pl.status();
+  std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
+  ASSERT_TRUE((*pl)->Run(ctx, x.data(), m, y.data()).ok());
+  CheckLinear(x, w, with_bias ? &b : nullptr, d, m, y);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearTest,
+    ::testing::Values(
+        LinearCase{1, 3, 5, false, Activation::kNone, false},
+        LinearCase{7, 17, 31, false, Activation::kNone, true},
+        LinearCase{33, 384, 37, true, Activation::kGeluErf, true},
+        LinearCase{128, 384, 1536, false, Activation::kGeluErf, true},
+        LinearCase{65, 768, 384, false, Activation::kGeluTanh, true},
+        LinearCase{19, 100, 77, true, Activation::kRelu, true},
+        LinearCase{19, 100, 77, false, Activation::kTanh, false},
+        LinearCase{5, 3072, 129, false, Activation::kNone, true},
+        LinearCase{9, 3072, 768, true, Activation::kGeluErf, true}));
+
+// One packed weight serves many batch sizes (a primitive per M, weights packed once or
+// re-laid-out on demand) and several thread counts.
+TEST(PackedLinear, ReusedAcrossBatchSizesAndThreads) {
+  const LinearDesc d{96, 200, false, Activation::kRelu};
+  const auto w = RandomVec(d.k * d.n, 11), b = RandomVec(d.n, 12);
+  CpuContext ctx;
+  auto pl = PackedLinear::Create(d, w.data(), b.data(), ctx, /*typical_m=*/64);
+  ASSERT_TRUE(pl.ok()) << pl.status();
+  for (int threads : {1, 2, 3}) {
+    for (int64_t m : {1, 64, 3, 200, 64}) {
+      ctx.num_threads = threads;
+      const auto x = RandomVec(m * d.k, 100 + m);
+      std::vector<float> y(static_cast<size_t>(m * d.n));
+      ASSERT_TRUE((*pl)->Run(ctx, x.data(), m, y.data()).ok());
+      SCOPED_TRACE(absl::StrCat("threads=", threads, " m=", m));
+      CheckLinear(x, w, &b, d, m, y);
+    }
+  }
+}
+
+TEST(PackedLinear, ConcurrentRunsAgree) {
+  const LinearDesc d{64, 48, true, Activation::kGeluTanh};
+  const auto w = RandomVec(d.k * d.n, 21);
+  CpuContext ctx;
+  ctx.num_threads = 1;
+  auto pl = PackedLinear::Create(d, w.data(), nullptr, ctx);
+  ASSERT_TRUE(pl.ok());
+  const int64_t m = 37;
+  const auto x = RandomVec(m * d.k, 22);
+  std::vector<float> y1(m * d.n), y2(m * d.n);
+  std::thread t1([&] { ASSERT_TRUE((*pl)->Run(ctx, x.data(), m, y1.data()).ok()); });
+  std::thread t2([&] { ASSERT_TRUE((*pl)->Run(ctx, x.data(), m, y2.data()).ok()); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(y1, y2);
+  CheckLinear(x, w, nullptr, d, m, y1);
+}
+
+TEST(PackedLinear, RejectsBadSizes) {
+  CpuContext ctx;
+  const float w = 1.0f;
+  EXPECT_EQ(PackedLinear::Create({0, 4, false}, &w, nullptr, ctx).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackedLinear::Create({4, 4, false}, nullptr, nullptr, ctx).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto pl = PackedLinear::Create({1, 1, false}, &w, nullptr, ctx);
+  ASSERT_TRUE(pl.ok());
+  float y = 0;
+  EXPECT_EQ((*pl)->Run(ctx, &w, -1, &y).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*pl)->Run(ctx, nullptr, 1, &y).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Attention-shaped products straight out of a packed [B, S, 3H] buffer: Q·Kᵀ per head.
+TEST(BatchedMatMul, StridedHeadsMatchDoubleLoop) {
+  // s > dh so that the non-transposed case ([dh, dh] block of the K part) stays in bounds.
+  const int64_t batch = 2, s = 29, heads = 3, dh = 24, h = heads * dh;
+  const auto qkv = RandomVec(batch * s * 3 * h, 31);
+  // One matmul per batch item over heads is not expressible with a single batch stride,
+  // so run per batch item with heads as the oneDNN batch dimension.
+  for (bool trans : {true, false}) {
+    for (int64_t b = 0; b < batch; ++b) {
+      BatchedMatMulDesc d;
+      d.batch = heads;
+      d.m = s;
+      d.k = dh;
+      d.n = trans ? s : dh;
+      d.trans_b = trans;
+      d.alpha = 0.125f;
+      d.lda = 3 * h;
+      d.sa = dh;
+      d.ldb = 3 * h;
+      d.sb = dh;
+      d.ldc = d.n;
+      d.sc = s * d.n;
+      // trans: C = Q·Kᵀ (B = K rows, [N=s, K=dh]); else C = Q·(first dh rows of K), N=dh.
+      const float* a = qkv.data() + b * s * 3 * h;
+      const float* bm = a + h;
+      if (!trans) d.k = dh;  // V's first dh rows as a [dh, dh] matrix
+      std::vector<float> c(static_cast<size_t>(heads * s * d.n));
+      CpuContext ctx;
+      ctx.num_threads = 2;
+      ASSERT_TRUE(BatchedMatMul(ctx, d, a, bm, c.data()).ok());
+      for (int64_t n = 0; n < heads; ++n)
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t j = 0; j < d.n; ++j) {
+            double acc = 0, mag = 0;
+            for (int64_t kk = 0; kk < d.k; ++kk) {
+              const double bv = trans ? bm[j * 3 * h + n * dh + kk] : bm[kk * 3 * h + n * dh + j];
+              acc += a[i * 3 * h + n * dh + kk] * bv;
+              mag += std::fabs(a[i * 3 * h + n * dh + kk] * bv);
+            }
+            EXPECT_NEAR(c[(n * s + i) * d.n + j], 0.125 * acc,
+                        0.125 * 1.2 * (d.k + 1) * std::ldexp(1.0, -24) * mag + 1e-7)
+                << "trans=" << trans << " b=" << b << " head " << n << " (" << i << "," << j << ")";
+          }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::cpu

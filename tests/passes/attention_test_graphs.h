@@ -1,0 +1,359 @@
+// IR-text generator for the fuse-qkv and fuse-attention tests: one self-attention layer
+// (B=2, S=4, N=2 heads, D=4, H=8) in the forms different exporters produce — projection
+// style, K transpose style, where the scale sits, mask style, guards — plus helpers to
+// run a pass with a fusion report and compare numerically on {0,1}-valued int/bool inputs
+// (the additive-mask chain (1 - m) * min overflows for other integers).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "kiln/ir/graph.h"
+#include "kiln/passes/fusion_report.h"
+#include "tests/passes/pass_test_util.h"
+
+namespace kiln::attention_test {
+
+constexpr int kB = 2, kS = 4, kN = 2, kD = 4, kH = 8;
+
+enum class Proj { kPacked, kLinear, kMatMulAdd };
+enum class Scale { kDiv, kMul, kOnQ, kOnQK, kNone, kTwice, kRuntime };
+enum class MaskStyle {
+  kNone,
+  kAdditive,         // f32 input [B,1,1,S] added
+  kAttentionChain,   // (1 - Cast(Reshape(attention_mask))) * float_min, BERT style
+  kBoolKeep,         // Where(bool [B,1,1,S], scores, -inf)
+  kBoolDrop,         // Where(bool [B,1,1,S], -inf, scores)
+  kBoolFinite,       // Where(bool [B,1,1,S], scores, -10000)
+  kCausal,           // Where(tril constant [1,1,S,S], scores, float_min)
+  kCausalAdditive,   // causal Where, then the f32 [B,1,1,S] input added
+  kRank2,            // f32 input [B,S] added directly (malformed)
+};
+
+struct Spec {
+  Proj proj = Proj::kLinear;
+  bool k_two_transposes = false;
+  Scale scale = Scale::kDiv;
+  MaskStyle mask = MaskStyle::kNone;
+  bool guard = false;
+  int64_t softmax_axis = -1;
+  bool probs_output = false;
+  bool cross = false;                 // K and V projected from input "enc"
+  std::vector<int> order = {0, 1, 2};  // emission order of the Q, K, V projections
+  std::string activation_q = "none";
+  // Provenance of the packed Linear and of its Split (Proj::kPacked).
+  std::string packed_prov = "qkv_proj";
+  std::string split_prov;
+};
+
+// Deterministic small weights: projection p (0 = Q, 1 = K, 2 = V), element (i, j).
+inline float WeightAt(int p, int i, int j) {
+  return static_cast<float>(((i * 7 + j * 3 + p * 5) % 11) - 5) * 0.05f;
+}
+inline float BiasAt(int p, int j) { return static_cast<float>(((j * 3 + p) % 5) - 2) * 0.1f; }
+
+inline std::string F(float v) { return absl::StrFormat("%.2f", v); }
+
+// The [H, H] weight of projection p, or the packed [H, 3H] [Wq | Wk | Wv].
+inline std::string WeightLiteral(int p) {
+  std::vector<std::string> e;
+  for (int i = 0; i < kH; ++i)
+    for (int j = 0; j < kH; ++j) e.push_back(F(WeightAt(p, i, j)));
+  return absl::StrFormat("tensor<f32[%d,%d]>[%s]", kH, kH, absl::StrJoin(e, ", "));
+}
+inline std::string PackedWeightLiteral() {
+  std::vector<std::string> e;
+  for (int i = 0; i < kH; ++i)
+    for (int p = 0; p < 3; ++p)
+      for (int j = 0; j < kH; ++j) e.push_back(F(WeightAt(p, i, j)));
+  return absl::StrFormat("tensor<f32[%d,%d]>[%s]", kH, 3 * kH, absl::StrJoin(e, ", "));
+}
+inline std::string BiasLiteral(int p) {
+  std::vector<std::string> e;
+  for (int j = 0; j < kH; ++j) e.push_back(F(BiasAt(p, j)));
+  return absl::StrFormat("tensor<f32[%d]>[%s]", kH, absl::StrJoin(e, ", "));
+}
+inline std::string PackedBiasLiteral() {
+  std::vector<std::string> e;
+  for (int p = 0; p < 3; ++p)
+    for (int j = 0; j < kH; ++j) e.push_back(F(BiasAt(p, j)));
+  return absl::StrFormat("tensor<f32[%d]>[%s]", 3 * kH, absl::StrJoin(e, ", "));
+}
+inline std::string TrilLiteral() {
+  std::vector<std::string> e;
+  for (int q = 0; q < kS; ++q)
+    for (int k = 0; k < kS; ++k) e.push_back(k <= q ? "true" : "false");
+  return absl::StrFormat("tensor<bool[1,1,%d,%d]>[%s]", kS, kS, absl::StrJoin(e, ", "));
+}
+
+// Appends numbered nodes; each call returns the new value's name ("%7").
+class Emitter {
+ public:
+  std::string Node(const std::string& expr, const std::string& type,
+                   const std::string& prov = "", const std::string& name = "") {
+    std::string v = absl::StrCat("%", next_++);
+    absl::StrAppend(&body_, "  ", v, " = ", expr, " : ", type);
+    if (!name.empty()) absl::StrAppend(&body_, " \"", name, "\"");
+    AppendProvenance(prov);
+    return v;
+  }
+  // Several results: "%a, %b, %c = expr : t1, t2, t3".
+  std::vector<std::string> Nodes(int n, const std::string& expr, const std::string& types,
+                                 const std::string& prov = "") {
+    std::vector<std::string> vs;
+    for (int i = 0; i < n; ++i) vs.push_back(absl::StrCat("%", next_++));
+    absl::StrAppend(&body_, "  ", absl::StrJoin(vs, ", "), " = ", expr, " : ", types);
+    AppendProvenance(prov);
+    return vs;
+  }
+  std::string Const(const std::string& literal, const std::string& type) {
+    return Node(absl::StrCat("Constant() {value=", literal, "}"), type);
+  }
+  std::string Finish(const std::vector<std::pair<std::string, std::string>>& outs) const {
+    std::vector<std::string> r;
+    for (const auto& [n, v] : outs) r.push_back(absl::StrCat("\"", n, "\": ", v));
+    return absl::StrCat("graph main opset=17 {\n", body_, "  return ", absl::StrJoin(r, ", "),
+                        "\n}");
+  }
+
+ private:
+  // `prov` is one name, or an already quoted list ("a", "b").
+  void AppendProvenance(const std::string& prov) {
+    if (!prov.empty())
+      absl::StrAppend(&body_, " @ ", prov[0] == '"' ? prov : absl::StrCat("\"", prov, "\""));
+    body_ += "\n";
+  }
+  std::string body_;
+  int next_ = 0;
+};
+
+inline const std::string kT3 = absl::StrFormat("f32[%d,%d,%d]", kB, kS, kH);
+inline const std::string kT4 = absl::StrFormat("f32[%d,%d,%d,%d]", kB, kS, kN, kD);  // [B,S,N,D]
+inline const std::string kTh = absl::StrFormat("f32[%d,%d,%d,%d]", kB, kN, kS, kD);  // [B,N,S,D]
+inline const std::string kTt = absl::StrFormat("f32[%d,%d,%d,%d]", kB, kN, kD, kS);  // [B,N,D,S]
+inline const std::string kTs = absl::StrFormat("f32[%d,%d,%d,%d]", kB, kN, kS, kS);  // scores
+
+// The mask-input part of a graph (emitted right after x); returns the mask operand(s).
+struct MaskValues {
+  std::string additive, cond;
+};
+inline MaskValues EmitMaskInputs(Emitter& e, MaskStyle m) {
+  MaskValues mv;
+  const std::string m4 = absl::StrFormat("[%d,1,1,%d]", kB, kS);
+  switch (m) {
+    case MaskStyle::kAdditive:
+    case MaskStyle::kCausalAdditive:
+      mv.additive = e.Node("Input()", "f32" + m4, "", "mask");
+      break;
+    case MaskStyle::kRank2:
+      mv.additive = e.Node("Input()", absl::StrFormat("f32[%d,%d]", kB, kS), "", "mask");
+      break;
+    case MaskStyle::kAttentionChain: {
+      const std::string am =
+          e.Node("Input()", absl::StrFormat("i64[%d,%d]", kB, kS), "", "attention_mask");
+      const std::string shape = e.Const(absl::StrFormat("tensor<i64[4]>[%d, 1, 1, %d]", kB, kS),
+                                        "i64[4]");
+      const std::string r = e.Node(absl::StrCat("Reshape(", am, ", ", shape, ")"), "i64" + m4);
+      const std::string c = e.Node(absl::StrCat("Cast(", r, ") {to=1}"), "f32" + m4);
+      const std::string one = e.Const("tensor<f32[]>[1.0]", "f32[]");
+      const std::string sub = e.Node(absl::StrCat("Sub(", one, ", ", c, ")"), "f32" + m4);
+      const std::string mn = e.Const("tensor<f32[]>[-3.4028235e+38]", "f32[]");
+      mv.additive = e.Node(absl::StrCat("Mul(", sub, ", ", mn, ")"), "f32" + m4, "mask_mul");
+      break;
+    }
+    case MaskStyle::kBoolKeep:
+    case MaskStyle::kBoolDrop:
+    case MaskStyle::kBoolFinite:
+      mv.cond = e.Node("Input()", "bool" + m4, "", "mask");
+      break;
+    default:
+      break;
+  }
+  return mv;
+}
+
+// One attention layer per `s`. Provenance: "qk" (Q·Kᵀ), "softmax", "pv" (P·V), "merge".
+inline std::string AttentionGraph(const Spec& s) {
+  Emitter e;
+  const std::string x = e.Node("Input()", kT3, "", "x");
+  const std::string enc = s.cross ? e.Node("Input()", kT3, "", "enc") : "";
+  const std::string temp = s.scale == Scale::kRuntime ? e.Node("Input()", "f32[]", "", "t") : "";
+  const MaskValues mv = EmitMaskInputs(e, s.mask);
+  std::string proj[3];
+  const char* pname[3] = {"q", "k", "v"};
+  if (s.proj == Proj::kPacked) {
+    const std::string w = e.Const(PackedWeightLiteral(), absl::StrFormat("f32[%d,%d]", kH, 3 * kH));
+    const std::string b = e.Const(PackedBiasLiteral(), absl::StrFormat("f32[%d]", 3 * kH));
+    const std::string lin =
+        e.Node(absl::StrCat("kiln.Linear(", x, ", ", w, ", ", b,
+                            ") {activation=\"none\", trans_w=0}"),
+               absl::StrFormat("f32[%d,%d,%d]", kB, kS, 3 * kH), s.packed_prov);
+    const std::string sz = e.Const(absl::StrFormat("tensor<i64[3]>[%d, %d, %d]", kH, kH, kH),
+                                   "i64[3]");
+    std::vector<std::string> outs = e.Nodes(
+        3, absl::StrCat("Split(", lin, ", ", sz, ") {axis=-1}"),
+        absl::StrJoin(std::vector<std::string>{kT3, kT3, kT3}, ", "), s.split_prov);
+    for (int i = 0; i < 3; ++i) proj[i] = outs[i];
+  } else {
+    for (int p : s.order) {
+      const std::string src = (s.cross && p > 0) ? enc : x;
+      const std::string w = e.Const(WeightLiteral(p), absl::StrFormat("f32[%d,%d]", kH, kH));
+      const std::string b = e.Const(BiasLiteral(p), absl::StrFormat("f32[%d]", kH));
+      if (s.proj == Proj::kLinear) {
+        proj[p] = e.Node(absl::StrFormat("kiln.Linear(%s, %s, %s) {activation=\"%s\", trans_w=0}",
+                                         src, w, b, p == 0 ? s.activation_q : "none"),
+                         kT3, absl::StrCat(pname[p], "_proj"));
+      } else {
+        const std::string mm = e.Node(absl::StrCat("MatMul(", src, ", ", w, ")"), kT3,
+                                      absl::StrCat(pname[p], "_matmul"));
+        proj[p] = e.Node(absl::StrCat("Add(", b, ", ", mm, ")"), kT3,
+                         absl::StrCat(pname[p], "_add"));
+      }
+    }
+  }
+  const std::string shape4 =
+      e.Const(absl::StrFormat("tensor<i64[4]>[%d, %d, %d, %d]", kB, kS, kN, kD), "i64[4]");
+  const std::string shape3 =
+      e.Const(absl::StrFormat("tensor<i64[3]>[0, 0, %d]", kH), "i64[3]");
+  auto split = [&](const std::string& v) {
+    return e.Node(absl::StrCat("Reshape(", v, ", ", shape4, ")"), kT4);
+  };
+  std::string q = e.Node(absl::StrCat("Transpose(", split(proj[0]), ") {perm=[0, 2, 1, 3]}"), kTh);
+  std::string k;
+  if (s.k_two_transposes) {
+    const std::string k1 =
+        e.Node(absl::StrCat("Transpose(", split(proj[1]), ") {perm=[0, 2, 1, 3]}"), kTh);
+    k = e.Node(absl::StrCat("Transpose(", k1, ") {perm=[0, 1, 3, 2]}"), kTt);
+  } else {
+    k = e.Node(absl::StrCat("Transpose(", split(proj[1]), ") {perm=[0, 2, 3, 1]}"), kTt);
+  }
+  const std::string v =
+      e.Node(absl::StrCat("Transpose(", split(proj[2]), ") {perm=[0, 2, 1, 3]}"), kTh);
+  if (s.scale == Scale::kOnQ) {
+    q = e.Node(absl::StrCat("Mul(", q, ", ", e.Const("tensor<f32[]>[0.5]", "f32[]"), ")"), kTh);
+  } else if (s.scale == Scale::kOnQK) {
+    const std::string c = e.Const("tensor<f32[]>[0.70710677]", "f32[]");
+    q = e.Node(absl::StrCat("Mul(", q, ", ", c, ")"), kTh);
+    k = e.Node(absl::StrCat("Mul(", k, ", ", c, ")"), kTt);
+  }
+  std::string sc = e.Node(absl::StrCat("MatMul(", q, ", ", k, ")"), kTs, "qk");
+  switch (s.scale) {
+    case Scale::kDiv:
+      sc = e.Node(absl::StrCat("Div(", sc, ", ", e.Const("tensor<f32[]>[2.0]", "f32[]"), ")"),
+                  kTs);
+      break;
+    case Scale::kMul:
+      sc = e.Node(absl::StrCat("Mul(", sc, ", ", e.Const("tensor<f32[]>[0.5]", "f32[]"), ")"),
+                  kTs);
+      break;
+    case Scale::kTwice:
+      sc = e.Node(absl::StrCat("Mul(", sc, ", ", e.Const("tensor<f32[]>[0.5]", "f32[]"), ")"),
+                  kTs);
+      sc = e.Node(absl::StrCat("Div(", sc, ", ", e.Const("tensor<f32[]>[2.0]", "f32[]"), ")"),
+                  kTs);
+      break;
+    case Scale::kRuntime:
+      sc = e.Node(absl::StrCat("Mul(", sc, ", ", temp, ")"), kTs, "runtime_scale");
+      break;
+    default:
+      break;
+  }
+  const std::string neg_inf = "tensor<f32[]>[-inf]";
+  switch (s.mask) {
+    case MaskStyle::kAdditive:
+    case MaskStyle::kAttentionChain:
+    case MaskStyle::kRank2:
+      sc = e.Node(absl::StrCat("Add(", sc, ", ", mv.additive, ")"), kTs);
+      break;
+    case MaskStyle::kBoolKeep:
+      sc = e.Node(absl::StrCat("Where(", mv.cond, ", ", sc, ", ", e.Const(neg_inf, "f32[]"), ")"),
+                  kTs);
+      break;
+    case MaskStyle::kBoolDrop:
+      sc = e.Node(absl::StrCat("Where(", mv.cond, ", ", e.Const(neg_inf, "f32[]"), ", ", sc, ")"),
+                  kTs);
+      break;
+    case MaskStyle::kBoolFinite:
+      sc = e.Node(absl::StrCat("Where(", mv.cond, ", ", sc, ", ",
+                               e.Const("tensor<f32[]>[-10000.0]", "f32[]"), ")"),
+                  kTs);
+      break;
+    case MaskStyle::kCausal:
+    case MaskStyle::kCausalAdditive: {
+      const std::string tril = e.Const(TrilLiteral(), absl::StrFormat("bool[1,1,%d,%d]", kS, kS));
+      const std::string mn = e.Const("tensor<f32[]>[-3.4028235e+38]", "f32[]");
+      sc = e.Node(absl::StrCat("Where(", tril, ", ", sc, ", ", mn, ")"), kTs);
+      if (s.mask == MaskStyle::kCausalAdditive)
+        sc = e.Node(absl::StrCat("Add(", sc, ", ", mv.additive, ")"), kTs);
+      break;
+    }
+    default:
+      break;
+  }
+  const std::string probs =
+      e.Node(absl::StrFormat("Softmax(%s) {axis=%d}", sc, s.softmax_axis), kTs, "softmax");
+  std::string p = probs;
+  if (s.guard) {
+    const std::string nan =
+        e.Node(absl::StrCat("IsNaN(", probs, ")"), absl::StrFormat("bool[%d,%d,%d,%d]", kB, kN,
+                                                                   kS, kS));
+    p = e.Node(absl::StrCat("Where(", nan, ", ", e.Const("tensor<f32[]>[0.0]", "f32[]"), ", ",
+                            probs, ")"),
+               kTs);
+  }
+  const std::string ctx = e.Node(absl::StrCat("MatMul(", p, ", ", v, ")"), kTh, "pv");
+  const std::string ct = e.Node(absl::StrCat("Transpose(", ctx, ") {perm=[0, 2, 1, 3]}"), kT4);
+  const std::string y =
+      e.Node(absl::StrCat("Reshape(", ct, ", ", shape3, ")"), kT3, "merge", "attn");
+  std::vector<std::pair<std::string, std::string>> outs = {{"y", y}};
+  if (s.probs_output) outs.push_back({"probs", probs});
+  return e.Finish(outs);
+}
+
+struct Result {
+  std::unique_ptr<Graph> graph;
+  FusionReport report;
+  bool changed = false;
+};
+
+// Runs `passes` in order on `text` with a fusion report.
+inline Result RunWithReport(const std::vector<std::string>& passes, const std::string& text) {
+  Result r;
+  r.graph = testing::Parse(text);
+  if (!r.graph) return r;
+  PassContext ctx;
+  ctx.fusion_report = &r.report;
+  for (const std::string& p : passes) r.changed |= testing::RunPass(p, *r.graph, ctx);
+  return r;
+}
+
+inline std::vector<const Node*> NodesOf(const Graph& g, const std::string& domain,
+                                        const std::string& op) {
+  std::vector<const Node*> out;
+  for (const auto& n : g.nodes())
+    if (n->domain() == domain && n->op() == op) out.push_back(n.get());
+  return out;
+}
+
+// Max abs difference of `passes`' result vs the original over three seeds, with int and
+// bool inputs drawn from {0, 1}.
+inline double MaxDiffAfter(const std::vector<std::string>& passes, const std::string& text) {
+  auto original = testing::Parse(text);
+  Result r = RunWithReport(passes, text);
+  if (!original || !r.graph) return INFINITY;
+  double worst = 0;
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    auto feeds = testing::RandomInputs(*original, seed, {}, /*int_high=*/2);
+    worst = std::max(worst, testing::MaxAbsDiff(*original, *r.graph, feeds));
+  }
+  return worst;
+}
+
+}  // namespace kiln::attention_test

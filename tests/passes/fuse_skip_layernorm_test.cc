@@ -1,0 +1,223 @@
+// Tests for fuse-skip-layernorm: post-LN (BERT) and pre-LN (residual sum read later)
+// forms, both bias placements, a broadcast skip, as Before/Expected IR (run twice by
+// ExpectRewrite) and numerically on the reference executor (1e-5: SkipLayerNorm sums in
+// double, Add + LayerNormalization round the sum to f32 first — ~1e-7 after
+// normalization); the near-misses with their reasons; the graphs left alone.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kiln/ir/text.h"
+#include "kiln/passes/fusion_report.h"
+#include "kiln/passes/pass.h"
+#include "tests/passes/pass_test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::ExpectNoChange;
+using testing::ExpectNumericallyEquivalent;
+using testing::ExpectRewrite;
+using testing::Parse;
+
+constexpr char kPass[] = "fuse-skip-layernorm";
+
+FusionReport RunWithReport(const std::string& text) {
+  FusionReport report;
+  auto g = Parse(text);
+  if (!g) return report;
+  PassContext ctx;
+  ctx.fusion_report = &report;
+  testing::RunPass(kPass, *g, ctx);
+  return report;
+}
+
+void ExpectMiss(const std::string& text, const std::string& reason) {
+  ExpectNoChange(kPass, text);
+  FusionReport r = RunWithReport(text);
+  ASSERT_EQ(r.kinds().count("skip_layernorm"), 1u);
+  const FusionKindReport& k = r.kinds().at("skip_layernorm");
+  EXPECT_EQ(k.fused, 0);
+  ASSERT_EQ(k.missed.size(), 1u);
+  EXPECT_EQ(k.missed[0].reason, reason);
+  EXPECT_EQ(k.missed[0].nodes, (std::vector<std::string>{"ln", "residual"}));
+}
+
+// BERT: LayerNorm(attention output + previous LayerNorm output); the sum is read only by
+// the LayerNormalization.
+constexpr char kPostLn[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,4] "attn"
+  %1 = Input() : f32[2,3,4] "prev"
+  %2 = Add(%0, %1) : f32[2,3,4] @ "residual"
+  %3 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %4 = Constant() {value=tensor<f32[4]>[0, 0.1, 0.2, 0.3]} : f32[4] "beta"
+  %5 = LayerNormalization(%2, %3, %4) {axis=-1, epsilon=1e-12} : f32[2,3,4] "y" @ "ln"
+  return "y": %5
+})";
+
+TEST(FuseSkipLayerNorm, PostLayerNormResidual) {
+  ExpectRewrite(kPass, kPostLn, R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,4] "attn"
+  %1 = Input() : f32[2,3,4] "prev"
+  %2 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %3 = Constant() {value=tensor<f32[4]>[0, 0.1, 0.2, 0.3]} : f32[4] "beta"
+  %4 = kiln.SkipLayerNorm(%0, %1, %2, %3) {epsilon=1e-12} : f32[2,3,4] "y" @ "residual", "ln"
+  return "y": %4
+})");
+  ExpectNumericallyEquivalent(kPass, kPostLn);
+  FusionReport r = RunWithReport(kPostLn);
+  EXPECT_EQ(r.kinds().at("skip_layernorm").fused, 1);
+}
+
+// Pre-LN decoder: h = x + attn is normalized and also read by the next residual Add —
+// one of whose readers comes before the LayerNormalization in node order.
+constexpr char kPreLn[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,4] "x"
+  %1 = Input() : f32[2,4] "attn"
+  %2 = Add(%0, %1) : f32[2,4] "h" @ "residual"
+  %3 = Relu(%2) : f32[2,4] "early" @ "early_reader"
+  %4 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %5 = LayerNormalization(%2, %4) {epsilon=1e-05} : f32[2,4] "n" @ "ln"
+  %6 = Add(%5, %2) : f32[2,4] "y" @ "next_residual"
+  %7 = Add(%6, %3) : f32[2,4] "z" @ "sum"
+  return "z": %7
+})";
+
+TEST(FuseSkipLayerNorm, PreLayerNormExposesTheSum) {
+  ExpectRewrite(kPass, kPreLn, R"(graph g opset=17 {
+  %0 = Input() : f32[2,4] "x"
+  %1 = Input() : f32[2,4] "attn"
+  %2 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %3, %4 = kiln.SkipLayerNorm(%0, %1, %2) {epsilon=1e-05} : f32[2,4] "n", f32[2,4] "h" @ "residual", "ln"
+  %5 = Relu(%4) : f32[2,4] "early" @ "early_reader"
+  %6 = Add(%3, %4) : f32[2,4] "y" @ "next_residual"
+  %7 = Add(%6, %5) : f32[2,4] "z" @ "sum"
+  return "z": %7
+})");
+  ExpectNumericallyEquivalent(kPass, kPreLn);
+}
+
+// Bias inside one addend: Add(Add(x, b), skip), b as [1,1,4]; skip [3,4] broadcasts and
+// is the first operand, so X is the second.
+constexpr char kInnerBias[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Input() : f32[3,4] "skip"
+  %2 = Constant() {value=tensor<f32[1,1,4]>[0.5, -0.5, 1, 0]} : f32[1,1,4] "b"
+  %3 = Add(%0, %2) : f32[2,3,4] @ "bias"
+  %4 = Add(%1, %3) : f32[2,3,4] @ "residual"
+  %5 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %6 = LayerNormalization(%4, %5) {epsilon=1e-05} : f32[2,3,4] "y" @ "ln"
+  return "y": %6
+})";
+
+TEST(FuseSkipLayerNorm, InnerBiasAndBroadcastSkip) {
+  ExpectRewrite(kPass, kInnerBias, R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Input() : f32[3,4] "skip"
+  %2 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %3 = Constant() {value=tensor<f32[4]>[0.5, -0.5, 1, 0]} : f32[4] "b_vector"
+  %4 = kiln.SkipLayerNorm(%0, %1, %2, _, %3) {epsilon=1e-05} : f32[2,3,4] "y" @ "bias", "residual", "ln"
+  return "y": %4
+})");
+  ExpectNumericallyEquivalent(kPass, kInnerBias);
+}
+
+// Bias outermost: Add(Add(x, skip), b).
+constexpr char kOuterBias[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,4] "x"
+  %1 = Input() : f32[2,4] "skip"
+  %2 = Add(%0, %1) : f32[2,4] @ "residual"
+  %3 = Constant() {value=tensor<f32[4]>[0.5, -0.5, 1, 0]} : f32[4] "b"
+  %4 = Add(%2, %3) : f32[2,4] @ "bias"
+  %5 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %6 = Constant() {value=tensor<f32[4]>[0, 0, 1, 1]} : f32[4] "beta"
+  %7 = LayerNormalization(%4, %5, %6) {epsilon=1e-05} : f32[2,4] "y" @ "ln"
+  return "y": %7
+})";
+
+TEST(FuseSkipLayerNorm, OuterBias) {
+  ExpectRewrite(kPass, kOuterBias, R"(graph g opset=17 {
+  %0 = Input() : f32[2,4] "x"
+  %1 = Input() : f32[2,4] "skip"
+  %2 = Constant() {value=tensor<f32[4]>[0.5, -0.5, 1, 0]} : f32[4] "b"
+  %3 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %4 = Constant() {value=tensor<f32[4]>[0, 0, 1, 1]} : f32[4] "beta"
+  %5 = kiln.SkipLayerNorm(%0, %1, %3, %4, %2) {epsilon=1e-05} : f32[2,4] "y" @ "bias", "residual", "ln"
+  return "y": %5
+})");
+  ExpectNumericallyEquivalent(kPass, kOuterBias);
+}
+
+TEST(FuseSkipLayerNorm, NearMissNeitherAddendHasTheSumShape) {
+  ExpectMiss(R"(graph g opset=17 {
+  %0 = Input() : f32[2,1,4] "x"
+  %1 = Input() : f32[1,3,4] "skip"
+  %2 = Add(%0, %1) : f32[2,3,4] @ "residual"
+  %3 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %4 = LayerNormalization(%2, %3) : f32[2,3,4] "y" @ "ln"
+  return "y": %4
+})",
+             "neither addend (f32[2,1,4], f32[1,3,4]) has the sum's shape f32[2,3,4]");
+}
+
+TEST(FuseSkipLayerNorm, NearMissNormalizingTwoAxes) {
+  ExpectMiss(R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Input() : f32[2,3,4] "skip"
+  %2 = Add(%0, %1) : f32[2,3,4] @ "residual"
+  %3 = Constant() {value=tensor<f32[3,4]>[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]} : f32[3,4] "gamma"
+  %4 = LayerNormalization(%2, %3) {axis=1} : f32[2,3,4] "y" @ "ln"
+  return "y": %4
+})",
+             "LayerNormalization 'ln' normalizes from axis 1 of a rank-3 input; SkipLayerNorm "
+             "normalizes the last axis only");
+}
+
+TEST(FuseSkipLayerNorm, NearMissStatisticsOutputsRead) {
+  ExpectMiss(R"(graph g opset=17 {
+  %0 = Input() : f32[2,4] "x"
+  %1 = Input() : f32[2,4] "skip"
+  %2 = Add(%0, %1) : f32[2,4] @ "residual"
+  %3 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %4, %5 = LayerNormalization(%2, %3) : f32[2,4] "y", f32[2,1] "mean" @ "ln"
+  return "y": %4, "mean": %5
+})",
+             "LayerNormalization 'ln' has its Mean/InvStdDev outputs read");
+}
+
+TEST(FuseSkipLayerNorm, LeavesEmbeddingSumsConstantsAndPlainLayerNorms) {
+  // Embedding sum: left to fuse-embed-layernorm, not reported.
+  const std::string embeddings = R"(graph g opset=17 {
+  %0 = Input() : i64[2,3] "ids"
+  %1 = Input() : i64[2,3] "types"
+  %2 = Constant() {value=tensor<f32[5,4]>#0000803f0000004000004040000080400000a0400000c0400000e0400000004100001041000020410000304100004041000050410000604100007041000080410000884100009041000098410000a041} : f32[5,4] "word"
+  %3 = Constant() {value=tensor<f32[2,4]>[1, 2, 3, 4, 5, 6, 7, 8]} : f32[2,4] "type_emb"
+  %4 = Gather(%2, %0) : f32[2,3,4] @ "g1"
+  %5 = Gather(%3, %1) : f32[2,3,4] @ "g2"
+  %6 = Add(%4, %5) : f32[2,3,4] @ "add"
+  %7 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %8 = LayerNormalization(%6, %7) : f32[2,3,4] "y" @ "ln"
+  return "y": %8
+})";
+  ExpectNoChange(kPass, embeddings);
+  EXPECT_EQ(RunWithReport(embeddings).total_missed(), 0);
+  // A constant addend (position embeddings folded under static shapes).
+  ExpectNoChange(kPass, R"(graph g opset=17 {
+  %0 = Input() : f32[2,4] "x"
+  %1 = Constant() {value=tensor<f32[2,4]>[1, 2, 3, 4, 5, 6, 7, 8]} : f32[2,4] "pos"
+  %2 = Add(%0, %1) : f32[2,4]
+  %3 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %4 = LayerNormalization(%2, %3) : f32[2,4] "y"
+  return "y": %4
+})");
+  // No Add in front.
+  ExpectNoChange(kPass, R"(graph g opset=17 {
+  %0 = Input() : f32[2,4] "x"
+  %1 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %2 = LayerNormalization(%0, %1) : f32[2,4] "y"
+  return "y": %2
+})");
+}
+
+}  // namespace
+}  // namespace kiln
