@@ -161,14 +161,23 @@ enum class PathKind { kQ, kK, kV };
 bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
   const bool scaled = kind != PathKind::kV;
   if (scaled) v = SkipScales(v, p, issue);
+  // Kᵀ: Transpose [0, 2, 3, 1] of the split, or [0, 1, 3, 2] (or the batched form) after
+  // the usual [0, 2, 1, 3].
   Node* t = ProducerIs(v, "Transpose");
-  if (t == nullptr) return false;
-  if (kind == PathKind::kK && PermIs(t, {0, 1, 3, 2})) {
-    p.nodes.push_back(t);
-    v = SkipScales(t->input(0), p, issue);
-    t = ProducerIs(v, "Transpose");
+  std::vector<Node*> via;
+  Value kt;
+  if (kind == PathKind::kK && t && PermIs(t, {0, 1, 3, 2})) {
+    via = {t};
+    kt = t->input(0);
+  } else if (kind == PathKind::kK) {
+    kt = BatchedKeyTranspose(v, &via);
+  }
+  if (kt) {
+    p.nodes.insert(p.nodes.end(), via.begin(), via.end());
+    t = ProducerIs(SkipScales(kt, p, issue), "Transpose");
     if (t == nullptr || !PermIs(t, {0, 2, 1, 3})) return false;
-  } else if (!PermIs(t, kind == PathKind::kK ? std::vector<int64_t>{0, 2, 3, 1}
+  } else if (t == nullptr ||
+             !PermIs(t, kind == PathKind::kK ? std::vector<int64_t>{0, 2, 3, 1}
                                              : std::vector<int64_t>{0, 2, 1, 3})) {
     return false;
   }
@@ -285,6 +294,21 @@ std::string AnalyzeMasks(const std::vector<MaskLayer>& layers, const std::vector
   }
   if (b.mask.kind != MaskKind::kNone) return CheckMaskShape(b.mask.value, scores);
   return "";
+}
+
+// The [B, N, S, D] values on Q's path between its head Transpose and Q·Kᵀ.
+std::vector<Value> QueryHeadValues(const AttentionBlock& b) {
+  std::vector<Value> out;
+  Value v = b.scores->input(0);
+  for (int i = 0; i < 4 && v; ++i) {
+    out.push_back(v);
+    if (IsOp(v.node, "Transpose")) break;
+    std::optional<double> f;
+    std::optional<int> data = ScaleOperand(v.node, &f);
+    if (!data) break;
+    v = v.node->input(*data);
+  }
+  return out;
 }
 
 // True when everything computed from `n` (a Shape of an interior value) ends in `sorted`
@@ -498,9 +522,17 @@ MatchResult MatchAttention(const Graph& g, Node* softmax) {
   if (!mask_why.empty()) return fail(mask_why);
 
   // Head merge: Transpose [0, 2, 1, 3] then Reshape [B, S, H].
+  // (The TorchScript SDPA export first reshapes P·V to [B, -1, S, D], the shape it already
+  // has: skipped when provably so.)
   Node* mt = nullptr;
   Node* mr = nullptr;
+  Value ctx = b.context->output(0);
   for (const Use& u : b.context->output_info(0).uses)
+    if (IsOp(u.user, "Reshape") && u.operand == 0 &&
+        KeepsHeadLayout(u.user, b.num_heads, b.head_dim, QueryHeadValues(b)))
+      b.context_reshape = u.user;
+  if (b.context_reshape) ctx = b.context_reshape->output(0);
+  for (const Use& u : ctx.node->output_info(ctx.index).uses)
     if (IsOp(u.user, "Transpose") && PermIs(u.user, {0, 2, 1, 3})) mt = u.user;
   if (mt != nullptr)
     for (const Use& u : mt->output_info(0).uses)
@@ -513,7 +545,6 @@ MatchResult MatchAttention(const Graph& g, Node* softmax) {
   {
     const int64_t h = b.num_heads * b.head_dim;
     std::vector<Value> same_bs = {mr->input(0), b.q.proj};
-    if (Value src = ProjectionInput(b.q.proj)) same_bs.push_back(src);
     const std::vector<Dim>* out = ShapeOf(mr->output(0));
     std::optional<std::vector<ShapeElem>> target = DescribeShape(mr->input(1));
     bool last_ok = out && out->size() == 3 && (*out)[2].is_known() && (*out)[2].value() == h;
@@ -521,8 +552,21 @@ MatchResult MatchAttention(const Graph& g, Node* softmax) {
         (*target)[2].kind == ShapeElem::kConst)
       last_ok = (*target)[2].value == h || (*target)[2].value == -1;
     const bool rank_ok = (out && out->size() == 3) || (target && target->size() == 3);
-    if (!rank_ok || !last_ok || !KeepsBatchAndSequence(mr, same_bs))
-      return fail(absl::StrFormat("the head merge Reshape does not produce [B, S, %d]", h));
+    if (!rank_ok || !last_ok || !KeepsBatchAndSequence(mr, same_bs)) {
+      // Any other target is kept after the fused op, provided it does not copy dims 2 and
+      // 3 of the [B, S, N, D] input (0 entries when allowzero = 0), which differ from
+      // those of [B, S, H].
+      bool keepable = target.has_value() || mr->attr_int_or("allowzero", 0) != 0;
+      for (size_t i = 2; keepable && target && i < target->size(); ++i)
+        keepable = mr->attr_int_or("allowzero", 0) != 0 ||
+                   ((*target)[i].kind == ShapeElem::kConst && (*target)[i].value != 0);
+      if (!keepable)
+        return fail(absl::StrFormat("the head merge Reshape's target %s may copy the head "
+                                    "dims (a 0 past the [B, S] entries); only targets that "
+                                    "do not are fused",
+                                    out ? DimsString(*out) : "of unknown shape"));
+      b.merge_kept = true;
+    }
   }
 
   // Everything replaced.
@@ -535,8 +579,9 @@ MatchResult MatchAttention(const Graph& g, Node* softmax) {
   b.interior.push_back(softmax);
   if (b.guard) b.interior.push_back(b.guard);
   b.interior.push_back(b.context);
+  if (b.context_reshape) b.interior.push_back(b.context_reshape);
   b.interior.push_back(mt);
-  b.interior.push_back(mr);
+  if (!b.merge_kept) b.interior.push_back(mr);
   std::vector<Node*> sorted = b.interior;
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
@@ -554,6 +599,7 @@ MatchResult MatchAttention(const Graph& g, Node* softmax) {
                                     n->op()));
       for (const Use& u : n->output_info(i).uses)
         if (!std::binary_search(sorted.begin(), sorted.end(), u.user) &&
+            !(b.merge_kept && n == mt && u.user == mr && u.operand == 0) &&
             !(IsOp(u.user, "Shape") && OnlyFeeds(g, u.user, sorted, 6)))
           return fail(absl::StrFormat("interior value %s (%s) is also read outside the "
                                       "attention by %s",

@@ -9,7 +9,8 @@
 // read from outside). Exporter variants accepted are listed in docs/passes.md
 // (## fuse-attention).
 // Limits: self-attention only (Q, K and V computed from one tensor); 4-D head layout
-// [B, N, S, D] (no heads folded into the batch); one mask plus a causal pattern.
+// [B, N, S, D] (heads folded into the batch only in the dynamo SDPA Kᵀ chain); one mask
+// plus a causal pattern.
 #pragma once
 
 #include <cstdint>
@@ -55,8 +56,14 @@ struct AttentionBlock {
   Node* scores = nullptr;   // MatMul(Q, Kᵀ)
   Node* context = nullptr;  // MatMul(P, V)
   Node* guard = nullptr;    // Where(IsNaN(P), 0, P) after the Softmax, if any
+  Node* context_reshape = nullptr;  // a Reshape of P·V to the shape it has, if any
   Node* merge_transpose = nullptr;
-  Node* output = nullptr;   // the head-merge Reshape: its output is what gets replaced
+  Node* output = nullptr;   // the head-merge Reshape
+  // False: `output` produces [B, S, H] and the fused op replaces it. True: `output`
+  // reshapes the heads straight to another shape (GPT-2's [B·S, H] in front of its
+  // Conv1D Gemm): it stays, reading the fused op's [B, S, H] result (same elements in the
+  // same row-major order).
+  bool merge_kept = false;
   HeadPath q, k, v;
   int64_t num_heads = 0, head_dim = 0;
   double scale = 1.0;

@@ -7,6 +7,8 @@
 // Root: Softmax. The structural match (passes/attention_match.cc) accepts the exporter
 // variants listed in docs/passes.md; qkv is the packed projection when Q, K, V are the
 // fuse-qkv Split's outputs (the Split then dies), else a Concat of the three projections.
+// The fused op replaces the head-merge Reshape when that produces [B, S, H]; a merge
+// straight to another shape (GPT-2's [B·S, H]) is kept and reads the fused op's output.
 // A Softmax between MatMul(Q, Kᵀ) and MatMul(P, V) that does not fuse is reported as a
 // near-miss with its reason (fusion report kind "attention").
 // Limits: self-attention only (cross-attention is a reported miss); the scale must be a
@@ -128,10 +130,25 @@ class FuseAttentionPass final : public Pass {
     mha->set_attr("num_heads", b.num_heads);
     mha->set_attr("scale", static_cast<float>(b.scale));
     mha->set_attr("causal", int64_t{b.causal ? 1 : 0});
-    mha->set_output_type(0, out->output_info(0).type);
-    mha->set_output_name(0, out->output_info(0).name);
     std::vector<const Node*> from(b.interior.begin(), b.interior.end());
     rewrite::UnionProvenance(mha, from);
+    if (b.merge_kept) {
+      // [B, S, H] from the merge Transpose's [B, S, N, D]; the kept Reshape reads it.
+      const Value merged = b.merge_transpose->output(0);
+      Type t = merged.type();
+      if (t.shape && t.shape->size() == 4)
+        t.shape = std::vector<Dim>{(*t.shape)[0], (*t.shape)[1],
+                                   Dim::Known(b.num_heads * b.head_dim)};
+      else
+        t.shape.reset();
+      mha->set_output_type(0, t);
+      mha->set_output_name(0, merged.name());
+      g.SetInput(out, 0, mha->output(0));
+      attention::RemoveDeadFrom(g, {b.merge_transpose}, removed);
+      return;
+    }
+    mha->set_output_type(0, out->output_info(0).type);
+    mha->set_output_name(0, out->output_info(0).name);
     g.ReplaceAllUsesWith(out->output(0), mha->output(0));
     attention::RemoveDeadFrom(g, {out}, removed);
   }

@@ -25,7 +25,8 @@
 // dtype); a constant that varies along the sequence needs a known sequence length; a
 // constant addend without a constant table to absorb it (and no position constant) is a
 // miss. Near-misses (a candidate with an embedding lookup that cannot be fused) are
-// reported with their reason.
+// reported with their reason; a residual stream that merely descends from the embedding
+// sum (a foreign addend, every lookup below an Add read elsewhere) is not a candidate.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -83,20 +84,36 @@ struct Candidate {
   Node* root = nullptr;
   std::vector<Node*> adds;
   std::vector<Value> leaves;
+  std::vector<bool> shared;  // per leaf: reached through an inner Add read elsewhere too
   Value gamma, beta;
   float epsilon = 1e-12f;
 };
 
-void Flatten(Value v, int depth, Candidate* c) {
+void Flatten(const Graph& g, Value v, int depth, bool shared, Candidate* c) {
   Node* add = ProducerIs(v, "Add");
   if (add != nullptr && depth < kMaxAddDepth && add->num_inputs() == 2 &&
       IsFloat(add->output_info(0).type.dtype)) {
     c->adds.push_back(add);
-    Flatten(add->input(0), depth + 1, c);
-    Flatten(add->input(1), depth + 1, c);
+    shared = shared || (depth > 0 && !rewrite::HasSingleUse(g, v));
+    Flatten(g, add->input(0), depth + 1, shared, c);
+    Flatten(g, add->input(1), depth + 1, shared, c);
     return;
   }
   c->leaves.push_back(v);
+  c->shared.push_back(shared);
+}
+
+// A sum with an addend that is neither a lookup nor a constant, whose lookups all sit
+// below an Add read elsewhere too, is a residual stream (GPT-2's pre-LN layers add each
+// block's output to the embedding sum), not an embedding block: no report.
+bool IsResidualStream(const Candidate& c) {
+  bool foreign = false, own_lookup = false;
+  for (size_t i = 0; i < c.leaves.size(); ++i) {
+    const bool lookup = AsLookup(c.leaves[i]).has_value();
+    if (!lookup && !ConstantOf(c.leaves[i])) foreign = true;
+    if (lookup && !c.shared[i]) own_lookup = true;
+  }
+  return foreign && !own_lookup;
 }
 
 // Reads the root into a Candidate when it looks like an embedding LayerNorm: at least two
@@ -110,13 +127,13 @@ std::optional<Candidate> FindCandidate(const Graph& g, Node* n, std::string* rea
   if (!is_ln && !is_skip) return std::nullopt;
   if (n->num_inputs() < 2 || !n->input(0) || !n->input(1)) return std::nullopt;
   if (is_ln) {
-    Flatten(n->input(0), 0, &c);
+    Flatten(g, n->input(0), 0, false, &c);
     c.gamma = n->input(1);
     c.beta = n->num_inputs() > 2 ? n->input(2) : Value{};
     c.epsilon = n->attr_float_or("epsilon", 1e-5f);
   } else {
-    Flatten(n->input(0), 0, &c);
-    Flatten(n->input(1), 0, &c);
+    Flatten(g, n->input(0), 0, false, &c);
+    Flatten(g, n->input(1), 0, false, &c);
     if (n->num_inputs() < 3 || !n->input(2)) return std::nullopt;
     c.gamma = n->input(2);
     c.beta = n->num_inputs() > 3 ? n->input(3) : Value{};
@@ -125,7 +142,8 @@ std::optional<Candidate> FindCandidate(const Graph& g, Node* n, std::string* rea
   }
   if (c.leaves.size() < 2 ||
       std::none_of(c.leaves.begin(), c.leaves.end(),
-                   [](Value v) { return AsLookup(v).has_value(); }))
+                   [](Value v) { return AsLookup(v).has_value(); }) ||
+      IsResidualStream(c))
     return std::nullopt;
   // From here on it is recognizably an embedding block.
   const Type& out = n->output_info(0).type;

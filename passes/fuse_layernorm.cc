@@ -108,7 +108,8 @@ std::optional<NormMatch> Recognize(Node* var) {
     if (m.norm == nullptr) return std::nullopt;
   }
   Node* sub = ProducerIs(d, "Sub");
-  Node* mean = sub != nullptr ? ProducerIs(sub->input(1), "ReduceMean") : nullptr;
+  Node* mean = sub != nullptr && sub->num_inputs() == 2 ? ProducerIs(sub->input(1), "ReduceMean")
+                                                       : nullptr;
   if (mean != nullptr && sub->input(0) && mean->num_inputs() >= 1 &&
       mean->input(0) == sub->input(0)) {
     m.layer = true;
@@ -176,18 +177,17 @@ std::string Check(const Graph& g, const NormMatch& m, double* eps) {
   return fusion::CheckInterior(g, m.Core(), {m.norm});
 }
 
-// `v` as a [h] vector operand: a constant of [h] / [1,..,1,h] (rank <= `rank`), or a
-// value typed [h] of dtype `dt`. h < 0: unknown, taken from the constant.
+// `v` as a [h] vector operand: a constant of [h] / [1,..,1,h] (rank <= `rank`) or a
+// one-element constant (repeated h times), or a value typed [h] of dtype `dt`.
 bool AsHVector(Value v, int64_t h, int rank, DType dt, std::optional<Tensor>* as_const) {
-  if (!v) return false;
+  if (!v || h < 0 || rank < 0) return false;
   if (const Tensor* t = rewrite::ConstantOf(v)) {
-    if (t->dtype() != dt || t->rank() == 0) return false;
-    const int64_t n = h >= 0 ? h : t->dims().back();
-    *as_const = fusion::AsVector(*t, n, rank < 0 ? t->rank() : rank);
+    if (t->dtype() != dt) return false;
+    *as_const = fusion::AsVector(*t, h, rank, /*expand_scalar=*/true);
     return as_const->has_value();
   }
   const Type& ty = v.type();
-  return h >= 0 && ty.dtype == dt && ty.rank() == 1 && (*ty.shape)[0].is_known() &&
+  return ty.dtype == dt && ty.rank() == 1 && (*ty.shape)[0].is_known() &&
          (*ty.shape)[0].value() == h;
 }
 
@@ -209,8 +209,7 @@ void Extend(const Graph& g, NormMatch& m) {
   }
   if (m.layer && IsOp(user, "Add")) {
     const Value bv = OtherOperand(user, out);
-    const int64_t hh = h.value_or(m.gamma_const ? m.gamma_const->dims()[0] : -1);
-    if (bv != out && AsHVector(bv, hh, rank, dt, &m.beta_const)) {
+    if (bv != out && AsHVector(bv, h.value_or(-1), rank, dt, &m.beta_const)) {
       m.beta_add = user;
       m.beta = bv;
     }

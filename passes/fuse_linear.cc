@@ -14,8 +14,15 @@
 // broadcast as [N]; a MatMul followed by a [N] constant bias whose weight is not a
 // constant or not 2-D; a Gemm with transA=1, alpha != 1, non-constant B, or a C that
 // is not constant or broadcasts over rows ([M,1], [M,N]).
+// Reshapes around a Linear (GPT-2's Conv1D: Reshape(x,[-1,K]) -> Gemm -> Reshape(
+// [B,S,N])) are dropped, since kiln.Linear maps [..., K] to [..., N] row by row:
+//   Reshape(Linear(Reshape(x [L..., K] -> [M..., K])) -> [L..., N]) == Linear(x)
+// exact (same rows, same order) when the first Reshape keeps the last dim K and the second
+// restores x's leading dims L exactly (known sizes or the same symbols, from the stored
+// types); runs before the activation absorption so a following Gelu is absorbed too.
 // Limits: a batched (rank > 2) weight, MatMul(W, x) with the constant first, and
-// activations other than the four listed stay unfused.
+// activations other than the four listed stay unfused; a Reshape pair that changes the
+// leading dims (or whose types are unknown) stays.
 #include <optional>
 #include <string>
 #include <vector>
@@ -102,6 +109,13 @@ class FuseLinearPass final : public Pass {
       if (!m) continue;
       Rewrite(g, *m);
       changed = true;
+    }
+    std::vector<int> linears;
+    for (const auto& n : g.nodes())
+      if (IsLinear(n.get())) linears.push_back(n->id());
+    for (int id : linears) {
+      Node* n = g.FindNodeById(id);
+      if (n != nullptr && SinkReshapes(g, n)) changed = true;
     }
     for (int id : acts) {
       Node* n = g.FindNodeById(id);
@@ -252,12 +266,51 @@ class FuseLinearPass final : public Pass {
     fusion::RemoveIfDead(g, dead);  // `m`'s nodes may be gone after this
   }
 
+  static bool IsLinear(const Node* n) {
+    return n->op() == "Linear" && n->domain() == "kiln" && n->num_outputs() == 1;
+  }
+
+  // Reshape(Linear(Reshape(x, _), ...), _) -> Linear(x, ...) when the first Reshape keeps
+  // x's last dim and the second restores x's leading dims (see the file comment).
+  bool SinkReshapes(Graph& g, Node* lin) {
+    if (lin->num_inputs() < 1 || !lin->input(0)) return false;
+    Node* r1 = rewrite::ProducerIs(lin->input(0), "Reshape");
+    Node* r2 = fusion::SingleUser(g, lin->output(0));
+    if (r1 == nullptr || !IsOp(r2, "Reshape") || r1->num_inputs() < 1 || !r1->input(0) ||
+        r2->input(0) != lin->output(0))
+      return false;
+    const Value x = r1->input(0);
+    const Type& xt = x.type();
+    const Type& r1t = r1->output_info(0).type;
+    const Type& yt = lin->output_info(0).type;
+    const Type& r2t = r2->output_info(0).type;
+    if (!xt.has_rank() || !r1t.has_rank() || !yt.has_rank() || !r2t.has_rank() ||
+        xt.rank() < 1 || r1t.rank() < 1 || yt.rank() < 1 || r2t.rank() != xt.rank() ||
+        xt.dtype != r1t.dtype || yt.dtype != r2t.dtype)
+      return false;
+    auto same = [](const Dim& a, const Dim& b) { return !a.is_unknown() && a == b; };
+    const std::vector<Dim>& xd = *xt.shape;
+    const std::vector<Dim>& r2d = *r2t.shape;
+    if (!same(xd.back(), r1t.shape->back()) || !same(yt.shape->back(), r2d.back()))
+      return false;
+    for (size_t i = 0; i + 1 < xd.size(); ++i)
+      if (!same(xd[i], r2d[i])) return false;
+    g.SetInput(lin, 0, x);
+    rewrite::UnionProvenance(lin, r1);
+    rewrite::UnionProvenance(lin, r2);
+    lin->set_output_type(0, r2t);
+    lin->set_output_name(0, r2->output_info(0).name);
+    g.ReplaceAllUsesWith(r2->output(0), lin->output(0));
+    fusion::RemoveIfDead(g, {r2, r1});
+    Count("reshapes around Linear removed");
+    return true;
+  }
+
   // act(Linear(...)) -> Linear(...){activation=act}
   bool AbsorbActivation(Graph& g, Node* act) {
     if (act->num_inputs() != 1 || !act->input(0)) return false;
     Node* lin = act->input(0).node;
-    if (lin->op() != "Linear" || lin->domain() != "kiln" || lin->num_outputs() != 1 ||
-        !rewrite::HasSingleUse(g, act->input(0)))
+    if (!IsLinear(lin) || !rewrite::HasSingleUse(g, act->input(0)))
       return false;
     const std::string* cur = lin->attr_string("activation");
     if (cur != nullptr && *cur != "none") return false;

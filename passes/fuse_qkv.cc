@@ -164,8 +164,10 @@ class FuseQkvPass final : public Pass {
       const attention::AttentionBlock& b = m.block;
       // Already packed (by this pass, or by the exporter as in GPT-2's c_attn).
       if (IsOp(b.q.proj.node, "Split") && b.q.proj.node == b.k.proj.node &&
-          b.q.proj.node == b.v.proj.node)
+          b.q.proj.node == b.v.proj.node) {
+        Count("already packed");
         continue;
+      }
       std::vector<Projection> ps(3);
       std::string why;
       const char* names[] = {"Q", "K", "V"};

@@ -208,7 +208,7 @@ class FuseSkipLayerNormPass final : public Pass {
     Node* top = ln->input(0).node;  // its value is the residual sum
     const Value sum = top->output(0);
     const bool expose = !fusion::ValueUsedOnlyBy(g, sum, {ln});
-    const int64_t h = *fusion::StaticLastDim(sum);
+    const int64_t h = *fusion::StaticLastDim(m.sum->output(0));  // checked by Check
     std::vector<Value> in = {m.a, m.b, AsVectorValue(g, ln, ln->input(1), h)};
     const bool has_beta = ln->num_inputs() > 2 && ln->input(2);
     if (has_beta || m.bias_vec) in.push_back(has_beta ? AsVectorValue(g, ln, ln->input(2), h)

@@ -1,8 +1,8 @@
 // Shape rules of the indexing and padding family: Tile, Pad (constant pads, optional
-// axes), GatherElements, GatherND (needs indices' last dim known for the output rank),
-// ScatterND, OneHot (depth from a constant or tracked value),
-// NonZero (the count of non-zeros is never known: [rank, ?]), Size, TopK (K from a tracked
-// value). Like the other families, what the inputs do not determine stays unknown.
+// axes), GatherElements, GatherND (the output rank needs indices' last dim known),
+// ScatterND, OneHot (depth from a constant or tracked value), NonZero (the count of
+// non-zeros is never known: [rank, ?]), Size, TopK (K from a tracked value). Like the
+// other families, what the inputs do not determine stays unknown.
 #include <algorithm>
 #include <cmath>
 #include <string>

@@ -12,7 +12,10 @@ cmake --build "$BUILD" -j"${KILN_JOBS:-2}" --target kiln | grep -v "^\[" || true
 MODEL=models/fixtures/default.onnx
 echo "== kiln inspect $MODEL (summary)"
 "$BUILD/kiln" inspect "$MODEL" | sed -n '/ nodes, /,$p'
-echo "== kiln opt -O1 $MODEL (node count)"
+echo "== kiln opt $MODEL (node counts; -O2 fusion summary)"
 "$BUILD/kiln" opt "$MODEL" -O1 --shape batch=1,sequence=128 --quiet
-echo "== kiln run $MODEL"
+"$BUILD/kiln" opt "$MODEL" -O2 --shape batch=1,sequence=128 --pass-stats --quiet 2>&1 \
+  | sed -n '/^fusions:/,$p'
+echo "== kiln run $MODEL (as imported, then fused with -O2: same outputs)"
 "$BUILD/kiln" run "$MODEL" --random-inputs --shape batch=1,sequence=128 --vocab 1000 "$@"
+"$BUILD/kiln" run "$MODEL" --random-inputs --shape batch=1,sequence=128 --vocab 1000 -O2 "$@"

@@ -1,7 +1,7 @@
 // Reference kernels for data movement and shape ops: Gather, Slice, Concat, Split,
 // Reshape, Transpose, Unsqueeze, Squeeze, Expand, Flatten, Shape, ConstantOfShape, Range,
 // Identity, Dropout (inference), Trilu, CumSum, ArgMax, and Tile, Pad (every mode),
-// GatherElements, ScatterND (all reductions), OneHot, NonZero, Size, TopK.
+// GatherElements, GatherND, ScatterND (all reductions), OneHot, NonZero, Size, TopK.
 //
 // Each kernel follows its opset-21 ONNX signature (the importer canonicalizes older forms).
 // Data is moved as raw elements of DTypeSize bytes, so one code path serves every dtype;

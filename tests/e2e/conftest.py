@@ -38,8 +38,9 @@ def kiln_bin():
     return path
 
 
-def run_kiln(kiln_bin, model, feeds, workdir):
-    """Saves `feeds` as .npy files in `workdir`, runs `kiln run`, returns (process, outdir)."""
+def run_kiln(kiln_bin, model, feeds, workdir, *extra):
+    """Saves `feeds` as .npy files in `workdir`, runs `kiln run` (plus `extra` flags),
+    returns (process, outdir)."""
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     outdir = workdir / "out"
@@ -48,7 +49,7 @@ def run_kiln(kiln_bin, model, feeds, workdir):
         path = workdir / f"{name}.npy"
         np.save(path, array)
         args += ["--input", f"{name}={path}"]
-    args += ["--output-dir", str(outdir)]
+    args += ["--output-dir", str(outdir), *extra]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=KILN_TIMEOUT_S,
                           check=False)
     return proc, outdir

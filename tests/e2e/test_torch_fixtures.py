@@ -34,15 +34,10 @@ FIXTURE_DIR = pathlib.Path(export_torch.FIXTURE_DIR)
 FIXTURES = sorted(FIXTURE_DIR.glob("*.onnx"))
 MAX_FIXTURE_BYTES = 5 * 1024 * 1024
 
-# Why kiln cannot run a fixture yet, by fixture name. Every dynamo export (opset 20) indexes
-# the attention mask as attention_mask[batch_idx, kv_idx] in transformers' mask builder,
-# which the dynamo exporter writes as GatherND; the reference executor has no GatherND.
-# (The TorchScript exporter writes the same indexing with Gather/Expand.)
-GATHERND = "kiln lacks GatherND (dynamo exporter, opset 20: transformers' padding-mask index)"
-UNSUPPORTED = {
-    export_torch.fixture_name(family, "dynamo", attention): GATHERND
-    for family in export_torch.FAMILIES for attention in export_torch.ATTENTIONS
-}
+# Why kiln cannot run a fixture yet, by fixture name (reason string). Empty: every fixture
+# runs. (The dynamo exports, which index the padding mask with GatherND, were listed here
+# until kiln gained GatherND.)
+UNSUPPORTED = {}
 
 
 def fixture_params():

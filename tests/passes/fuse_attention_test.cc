@@ -112,6 +112,32 @@ std::vector<Variant> Variants() {
                "", 0, 0.5f});
   v.push_back({"NoScale", Make(Proj::kPacked, Scale::kNone, MaskStyle::kNone), false, "Linear",
                "", 0, 1.0f});
+  // The real torch.onnx exports (models/fixtures/torch/).
+  Spec gpt2 = Make(Proj::kPacked, Scale::kMul, MaskStyle::kBoolToAdditive);
+  gpt2.conv1d_qkv = true;
+  gpt2.flat_merge = true;
+  v.push_back({"Gpt2Conv1dQkvAndFlatHeadMerge", gpt2, false, "Reshape", "Where", 0, 0.5f});
+  Spec dyn = Make(Proj::kLinear, Scale::kMul, MaskStyle::kBoolToAdditive);
+  dyn.split_allowzero = true;
+  v.push_back({"DynamoEagerAllowZeroSplit", dyn, true, "Linear", "Where", 0, 0.5f});
+  Spec dsdpa = Make(Proj::kLinear, Scale::kOnQK, MaskStyle::kBoolToAdditive);
+  dsdpa.split_allowzero = true;
+  dsdpa.batched_k = true;
+  dsdpa.guard = true;
+  const float sqrt_scale = static_cast<float>(0.70710677f * static_cast<double>(0.70710677f));
+  v.push_back({"DynamoSdpaBatchedKTranspose", dsdpa, true, "Linear", "Where", 0, sqrt_scale});
+  Spec tsdpa = Make(Proj::kPacked, Scale::kOnQK, MaskStyle::kBoolToAdditive);
+  tsdpa.context_reshape = true;
+  tsdpa.guard = true;
+  v.push_back({"TorchScriptSdpaContextReshape", tsdpa, false, "Linear", "Where", 0, sqrt_scale});
+  Spec sym = dsdpa;
+  sym.dims = Dims::kSymbolicOtherInput;
+  sym.context_reshape = true;
+  v.push_back({"SymbolicDimsFromOtherInput", sym, true, "Linear", "Where", 0, sqrt_scale});
+  Spec unk = Make(Proj::kLinear, Scale::kDiv, MaskStyle::kAttentionChain);
+  unk.dims = Dims::kSymbolicUnknownSeq;
+  unk.context_reshape = true;
+  v.push_back({"SymbolicUnknownSequenceDim", unk, true, "Linear", "Mul", 0, 0.5f});
   return v;
 }
 
@@ -229,6 +255,24 @@ TEST(FuseAttentionTest, MissesCrossAttention) {
   Spec s = Make(Proj::kLinear, Scale::kDiv, MaskStyle::kNone);
   s.cross = true;
   ExpectMiss(s, "cross-attention (K/V from a different input than Q) is not fused yet");
+}
+
+// The head split target reads the dims of an input whose dims are not known to be the
+// same (other symbols, not computed from x).
+TEST(FuseAttentionTest, MissesSplitWithUnprovableDims) {
+  Spec s = Make(Proj::kPacked, Scale::kDiv, MaskStyle::kNone);
+  s.dims = Dims::kSymbolicOtherInput;
+  s.unrelated_dims = true;
+  ExpectMiss(s, "the Q head split Reshape does not provably keep the [batch, sequence] dims "
+                "of its input");
+}
+
+// A merge Reshape that copies the head dims (0 past [B, S]) cannot read [B, S, H] instead.
+TEST(FuseAttentionTest, MissesMergeCopyingHeadDims) {
+  Spec s = Make(Proj::kPacked, Scale::kDiv, MaskStyle::kNone);
+  s.merge_copies_heads = true;
+  ExpectMiss(s, "the head merge Reshape's target [2,4,2,4] may copy the head dims (a 0 past "
+                "the [B, S] entries); only targets that do not are fused");
 }
 
 // A Softmax classifier head is not attention: no change and nothing reported.

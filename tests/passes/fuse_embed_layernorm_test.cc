@@ -6,6 +6,7 @@
 // near-misses with their reported reasons.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kiln/passes/fusion_report.h"
@@ -281,6 +282,39 @@ TEST(FuseEmbedLayerNormTest, LeavesEncoderLayerNormAlone) {
   FusionReport r = RunWithReport(kEncoderLayerNorm);
   EXPECT_EQ(r.total_missed(), 0);
   EXPECT_EQ(r.total_fused(), 0);
+}
+
+// GPT-2 (pre-LN): the embedding sum feeds ln_1 and is also the residual, so every later
+// LayerNorm's input descends from the word lookup through Adds. Only ln_1 is a near-miss
+// (its sum is read elsewhere); ln_2 and ln_f normalize the residual stream, whose
+// lookups all sit below the shared sum, and are not reported. (Relu stands in for the
+// attention and MLP blocks.)
+constexpr char kGpt2Residual[] = "graph g opset=17 {\n" TABLES R"(
+  %5 = Input() : i64[2,3] "input_ids"
+  %6 = Constant() {value=tensor<i64[1,3]>[0, 1, 2]} : i64[1,3]
+  %7 = Gather(%0, %5) : f32[2,3,4] @ "wte"
+  %8 = Gather(%1, %6) : f32[1,3,4] @ "wpe"
+  %9 = Add(%7, %8) : f32[2,3,4] "embeds" @ "embed_add"
+  %10 = LayerNormalization(%9, %3, %4) {axis=-1, epsilon=1e-05} : f32[2,3,4] @ "ln_1"
+  %11 = Relu(%10) : f32[2,3,4] @ "attn"
+  %12 = Add(%11, %9) : f32[2,3,4] @ "residual_1"
+  %13 = LayerNormalization(%12, %3, %4) {axis=-1, epsilon=1e-05} : f32[2,3,4] @ "ln_2"
+  %14 = Relu(%13) : f32[2,3,4] @ "mlp"
+  %15 = Add(%14, %12) : f32[2,3,4] @ "residual_2"
+  %16 = LayerNormalization(%15, %3, %4) {axis=-1, epsilon=1e-05} : f32[2,3,4] @ "ln_f"
+  return "y": %16
+})";
+
+TEST(FuseEmbedLayerNormTest, Gpt2ResidualStreamIsNotANearMiss) {
+  ExpectNoChange(kPass, kGpt2Residual);
+  FusionReport r = RunWithReport(kGpt2Residual);
+  const auto& k = r.kinds().at("embed_layernorm");
+  EXPECT_EQ(k.fused, 0);
+  ASSERT_EQ(k.missed.size(), 1u);
+  EXPECT_EQ(k.missed[0].reason,
+            "interior value 'embeds' (Add) is also read outside the embedding sum");
+  EXPECT_NE(std::find(k.missed[0].nodes.begin(), k.missed[0].nodes.end(), "ln_1"),
+            k.missed[0].nodes.end());
 }
 
 // Near-misses: each is recognizably an embedding block, left alone with a reason.

@@ -83,6 +83,33 @@ TEST(FuseQkvTest, LeavesPackedProjectionAlone) {
   ExpectNoChange(kPass, AttentionGraph(Projections(Proj::kPacked)));
 }
 
+// GPT-2's c_attn is packed by the model itself (Linear on [B·S, H], Reshape to
+// [B, S, 3H], Split into 3): nothing to merge, nothing to report.
+TEST(FuseQkvTest, LeavesGpt2Conv1dPackedProjectionAlone) {
+  Spec s = Projections(Proj::kPacked);
+  s.conv1d_qkv = true;
+  const std::string text = AttentionGraph(s);
+  ExpectNoChange(kPass, text);
+  Result r = RunWithReport({kPass}, text);
+  EXPECT_EQ(r.report.total_missed(), 0);
+  EXPECT_EQ(r.report.total_fused(), 0);
+}
+
+// The dynamo SDPA export (Kᵀ built with heads folded into the batch, symbolic dims read
+// from another input) is recognized as one attention's Q, K, V.
+TEST(FuseQkvTest, MergesDynamoSdpaProjections) {
+  Spec s = Projections(Proj::kLinear);
+  s.dims = Dims::kSymbolicOtherInput;
+  s.batched_k = true;
+  s.scale = Scale::kOnQK;
+  s.guard = true;
+  const std::string text = AttentionGraph(s);
+  s.proj = Proj::kPacked;
+  s.packed_prov = s.split_prov = R"("q_proj", "k_proj", "v_proj")";
+  ExpectRewrite(kPass, text, AttentionGraph(s));
+  EXPECT_LE(MaxDiffAfter({kPass}, text), 1e-5);
+}
+
 // Three Linears of one input that feed no attention (e.g. GPT-2's MLP next to attention)
 // are not merged, and nothing is reported.
 TEST(FuseQkvTest, LeavesUnrelatedLinearsAlone) {

@@ -5,9 +5,14 @@
 // normalization); the near-misses with their reasons; the graphs left alone.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/ir/text.h"
+#include "kiln/onnx/importer.h"
+#include "kiln/passes/pass_manager.h"
 #include "kiln/passes/fusion_report.h"
 #include "kiln/passes/pass.h"
 #include "tests/passes/pass_test_util.h"
@@ -219,5 +224,81 @@ TEST(FuseSkipLayerNorm, LeavesEmbeddingSumsConstantsAndPlainLayerNorms) {
 })");
 }
 
+// ---------------------------------------------------------------------------------------
+// The whole chain on a real export: models/fixtures/bert_tiny_opset14_none.onnx (2 layers,
+// H=64, decomposed LayerNorm and erf GELU) after -O1 with batch=1, sequence=16, then
+// canonicalize, fuse-layernorm, fuse-gelu, fuse-linear, fuse-skip-layernorm.
+
+std::map<std::string, int> OpCounts(const Graph& g) {
+  std::map<std::string, int> counts;
+  for (const auto& n : g.nodes())
+    if (!n->is_constant() && !n->is_input())
+      counts[n->domain().empty() ? n->op() : n->domain() + "." + n->op()]++;
+  return counts;
+}
+
+TEST(FusionChain, BertTinyOpset14EveryNormGeluAndProjectionFused) {
+  auto original = ImportOnnxFile(std::string(KILN_SOURCE_DIR) +
+                                 "/models/fixtures/bert_tiny_opset14_none.onnx");
+  ASSERT_TRUE(original.ok()) << original.status();
+  std::unique_ptr<Graph> g = (*original)->Clone();
+  FusionReport report;
+  PassContext ctx;
+  ctx.verify_each = true;
+  ctx.symbol_values = {{"batch", 1}, {"sequence", 16}};
+  ctx.fusion_report = &report;
+  PassManager pm;
+  absl::StatusOr<Pipeline> o1 = StandardPipeline(1);
+  ASSERT_TRUE(o1.ok());
+  ASSERT_TRUE(pm.Run(*o1, *g, ctx).ok());
+  absl::StatusOr<Pipeline> mine = CustomPipeline(
+      {"canonicalize", "fuse-layernorm", "fuse-gelu", "fuse-linear", "fuse-skip-layernorm"});
+  ASSERT_TRUE(mine.ok());
+  absl::Status s = pm.Run(*mine, *g, ctx);
+  ASSERT_TRUE(s.ok()) << s;
+
+  std::map<std::string, int> ops = OpCounts(*g);
+  // 5 LayerNorms: the embeddings' stays a LayerNormalization (fuse-embed-layernorm's),
+  // the 4 after residual Adds become SkipLayerNorm. 2 layers x 6 projections are Linear,
+  // the 2 FFN-in ones with the GELU absorbed.
+  EXPECT_EQ(ops["LayerNormalization"], 1);
+  EXPECT_EQ(ops["kiln.SkipLayerNorm"], 4);
+  EXPECT_EQ(ops["kiln.Linear"], 12);
+  for (const char* gone : {"ReduceMean", "Pow", "Sqrt", "Erf", "Gelu", "Div"})
+    EXPECT_EQ(ops.count(gone), 0u) << gone;
+  int gelu_linears = 0;
+  for (const auto& n : g->nodes())
+    if (n->op() == "Linear" && n->attr_string("activation") &&
+        *n->attr_string("activation") == "gelu")
+      ++gelu_linears;
+  EXPECT_EQ(gelu_linears, 2);
+  // The attention MatMuls (Q·Kᵀ, P·V) are all that is left of MatMul.
+  EXPECT_EQ(ops["MatMul"], 4);
+  for (const char* kind : {"linear", "gelu", "layernorm", "skip_layernorm"})
+    EXPECT_TRUE(report.kinds().at(kind).missed.empty()) << kind;
+  EXPECT_EQ(report.kinds().at("layernorm").fused, 5);
+  EXPECT_EQ(report.kinds().at("gelu").fused, 2);
+  EXPECT_EQ(report.kinds().at("linear").fused, 12);
+  EXPECT_EQ(report.kinds().at("skip_layernorm").fused, 4);
+
+  // Numbers: ids in [0, 4), token types 0/1, the last 5 positions masked. The fused
+  // kernels compute in double where the decomposed graph rounds every op to f32; over two
+  // layers of O(1) LayerNorm outputs that moves results by ~1e-6, within 1e-5.
+  absl::flat_hash_map<std::string, Tensor> feeds;
+  std::vector<int64_t> ids(16), mask(16), types(16);
+  for (int i = 0; i < 16; ++i) {
+    ids[i] = (i * 7 + 3) % 4;
+    mask[i] = i < 11 ? 1 : 0;
+    types[i] = i < 8 ? 0 : 1;
+  }
+  feeds["input_ids"] = Tensor::FromI64({1, 16}, ids);
+  feeds["attention_mask"] = Tensor::FromI64({1, 16}, mask);
+  feeds["token_type_ids"] = Tensor::FromI64({1, 16}, types);
+  const double err = testing::MaxAbsDiff(**original, *g, feeds);
+  EXPECT_LE(err, 1e-5);
+}
+
+
 }  // namespace
 }  // namespace kiln
+
