@@ -2,10 +2,12 @@
 // optional token-type table lookups summed and layer-normalized — with one
 // kiln.EmbedLayerNorm (docs/fused-ops.md), so the [B, S, H] sums never reach memory.
 //   LN(word[ids] + pos[p] (+ type[t]) (+ C)) == EmbedLayerNorm(ids, t, p, word, pos', type)
-// Root: LayerNormalization over the last axis, or a kiln.SkipLayerNorm (without a used Sum
-// output) — fuse-skip-layernorm runs first and may already have taken the embedding sum's
-// last Add. The addends are collected through any tree of single-use Adds (any order and
-// association), and each must be one of:
+// Root: LayerNormalization over the last axis, or a kiln.SkipLayerNorm — fuse-skip-layernorm
+// runs first and may already have taken the embedding sum's last Add. The addends are
+// collected through any tree of single-use Adds (any order and association); the sum
+// itself (the LayerNorm's input, or the SkipLayerNorm's Sum output) may be read elsewhere,
+// as GPT-2's is (it is also the first residual): it becomes the fused op's Sum output.
+// Each addend must be one of:
 //   * Gather(table [rows, H], ids) on axis 0 with i32/i64 ids: an embedding lookup;
 //   * a constant broadcasting to [B, S, H] that does not vary over the batch: what constant
 //     folding leaves of a lookup with constant ids (static shapes fold BERT's sliced
@@ -132,8 +134,10 @@ std::optional<Candidate> FindCandidate(const Graph& g, Node* n, std::string* rea
     c.beta = n->num_inputs() > 2 ? n->input(2) : Value{};
     c.epsilon = n->attr_float_or("epsilon", 1e-5f);
   } else {
-    Flatten(g, n->input(0), 0, false, &c);
-    Flatten(g, n->input(1), 0, false, &c);
+    // Its inputs are the operands of the (fused) sum Add, one level down: an input read
+    // elsewhere too is shared (GPT-2's layer-0 residual onto the embedding sum).
+    Flatten(g, n->input(0), 1, false, &c);
+    Flatten(g, n->input(1), 1, false, &c);
     if (n->num_inputs() < 3 || !n->input(2)) return std::nullopt;
     c.gamma = n->input(2);
     c.beta = n->num_inputs() > 3 ? n->input(3) : Value{};
@@ -155,11 +159,11 @@ std::optional<Candidate> FindCandidate(const Graph& g, Node* n, std::string* rea
       return c;
     }
   }
-  for (int i = 1; i < n->num_outputs(); ++i) {
+  for (int i = 1; i < n->num_outputs() && is_ln; ++i) {
     if (!n->output_info(i).uses.empty() || rewrite::IsGraphOutput(g, n->output(i))) {
       *reason = absl::StrCat(n->Describe(), " output ", i,
-                             is_skip ? " (the residual sum)" : " (mean or inv std dev)",
-                             " is read elsewhere; kiln.EmbedLayerNorm does not expose it");
+                             " (mean or inv std dev) is read elsewhere; kiln.EmbedLayerNorm "
+                             "does not expose it");
       return c;
     }
   }
@@ -296,6 +300,7 @@ struct Plan {
   std::optional<Tensor> seg_table;  // replaces seg->table
   std::vector<const Node*> nodes;   // everything the fused node replaces
   std::vector<Node*> shape_users;   // Shape(lookup) nodes, answered from the ids
+  Value sum;                        // the embedding sum read elsewhere: becomes output Sum
 };
 
 Tensor FromDoubles(DType dt, std::vector<int64_t> dims, const std::vector<double>& v) {
@@ -342,8 +347,19 @@ absl::StatusOr<Plan> MatchPlan(const Graph& g, Candidate c) {
   }
   std::vector<const Node*> allowed = interior;
   allowed.insert(allowed.end(), p.shape_users.begin(), p.shape_users.end());
+  // The sum itself (what the LayerNorm reads; a SkipLayerNorm root's Sum output) may be
+  // read elsewhere: GPT-2's embedding sum is also the first residual. It becomes Sum.
+  Node* top = ProducerIs(c.root->input(0), "Add");
+  const bool is_skip = !IsOp(c.root, "LayerNormalization");
+  if (is_skip && c.root->num_outputs() > 1 &&
+      (!c.root->output_info(1).uses.empty() || rewrite::IsGraphOutput(g, c.root->output(1))))
+    p.sum = c.root->output(1);
   for (const Node* a : interior) {
     if (a == c.root) continue;
+    if (!is_skip && a == top && !rewrite::UsedOnlyBy(g, a, allowed)) {
+      p.sum = top->output(0);
+      continue;
+    }
     if (!rewrite::UsedOnlyBy(g, a, allowed))
       return absl::NotFoundError(absl::StrCat("interior value ", Label(Value{const_cast<Node*>(a), 0}),
                                               " is also read outside the embedding sum"));
@@ -485,13 +501,18 @@ void Rewrite(Graph& g, const Plan& p) {
       root, "EmbedLayerNorm",
       {p.word.ids, p.seg ? p.seg->ids : Value{}, pos_ids, p.word.table, pos_table, seg_table,
        p.c.gamma, beta},
-      1, "kiln");
+      p.sum ? 2 : 1, "kiln");
   fused->set_attr("epsilon", p.c.epsilon);
   fused->set_output_type(0, root->output_info(0).type);
   fused->set_output_name(0, base);
   fused->set_provenance({});
   rewrite::UnionProvenance(fused, p.nodes);
   g.ReplaceAllUsesWith(root->output(0), fused->output(0));
+  if (p.sum) {
+    fused->set_output_type(1, p.sum.type());
+    fused->set_output_name(1, p.sum.name());
+    g.ReplaceAllUsesWith(p.sum, fused->output(1));
+  }
 }
 
 class FuseEmbedLayerNormPass final : public Pass {
@@ -505,7 +526,7 @@ class FuseEmbedLayerNormPass final : public Pass {
   absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
     std::vector<Node*> roots;
     for (const auto& n : g.nodes()) roots.push_back(n.get());
-    bool changed = false;
+    bool changed = false, reorder = false;
     for (Node* n : roots) {
       std::string reason;
       std::optional<Candidate> c = FindCandidate(g, n, &reason);
@@ -517,6 +538,10 @@ class FuseEmbedLayerNormPass final : public Pass {
         if (plan.ok()) {
           Rewrite(g, *plan);
           Count("fused EmbedLayerNorm");
+          if (plan->sum) {
+            Count("with sum output");
+            reorder = true;  // a reader of the sum may come before the root
+          }
           if (plan->pos_implicit) Count("implicit position ids");
           if (ctx.fusion_report) ctx.fusion_report->Fused(kKind);
           changed = true;
@@ -530,6 +555,7 @@ class FuseEmbedLayerNormPass final : public Pass {
       if (ctx.fusion_report) ctx.fusion_report->Missed(kKind, involved, reason);
     }
     if (changed) g.RemoveDeadNodes();
+    if (reorder) KILN_RETURN_IF_ERROR(g.TopoSort());
     return changed;
   }
 };

@@ -19,7 +19,10 @@
 //   Reshape(Linear(Reshape(x [L..., K] -> [M..., K])) -> [L..., N]) == Linear(x)
 // exact (same rows, same order) when the first Reshape keeps the last dim K and the second
 // restores x's leading dims L exactly (known sizes or the same symbols, from the stored
-// types); runs before the activation absorption so a following Gelu is absorbed too.
+// types). When x has more dims whose trailing ones multiply to K (attention's merged heads
+// [B,S,h,d] -> [B*S,h*d] before fuse-attention), the first Reshape becomes
+// Reshape(x, [0,..,0,K]). Runs before the activation absorption so that a following Gelu
+// is absorbed too.
 // Limits: a batched (rank > 2) weight, MatMul(W, x) with the constant first, and
 // activations other than the four listed stay unfused; a Reshape pair that changes the
 // leading dims (or whose types are unknown) stays.
@@ -29,6 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kiln/passes/fusion_report.h"
+#include "kiln/support/status.h"
 #include "passes/fusion_util.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
@@ -271,7 +275,9 @@ class FuseLinearPass final : public Pass {
   }
 
   // Reshape(Linear(Reshape(x, _), ...), _) -> Linear(x, ...) when the first Reshape keeps
-  // x's last dim and the second restores x's leading dims (see the file comment).
+  // x's last dim and the second restores x's leading dims; when x has more dims whose
+  // trailing ones multiply to K (attention's merged heads [B,S,h,d] -> [B*S,h*d]), the
+  // first Reshape becomes Reshape(x, [0,..,0,K]) instead (see the file comment).
   bool SinkReshapes(Graph& g, Node* lin) {
     if (lin->num_inputs() < 1 || !lin->input(0)) return false;
     Node* r1 = rewrite::ProducerIs(lin->input(0), "Reshape");
@@ -285,17 +291,41 @@ class FuseLinearPass final : public Pass {
     const Type& yt = lin->output_info(0).type;
     const Type& r2t = r2->output_info(0).type;
     if (!xt.has_rank() || !r1t.has_rank() || !yt.has_rank() || !r2t.has_rank() ||
-        xt.rank() < 1 || r1t.rank() < 1 || yt.rank() < 1 || r2t.rank() != xt.rank() ||
+        r1t.rank() < 1 || yt.rank() < 1 || r2t.rank() < 1 || xt.rank() < r2t.rank() ||
         xt.dtype != r1t.dtype || yt.dtype != r2t.dtype)
       return false;
     auto same = [](const Dim& a, const Dim& b) { return !a.is_unknown() && a == b; };
     const std::vector<Dim>& xd = *xt.shape;
     const std::vector<Dim>& r2d = *r2t.shape;
-    if (!same(xd.back(), r1t.shape->back()) || !same(yt.shape->back(), r2d.back()))
-      return false;
-    for (size_t i = 0; i + 1 < xd.size(); ++i)
+    const Dim& k = r1t.shape->back();
+    const int lead = r2t.rank() - 1;  // x's leading dims that R2 must restore
+    if (!same(yt.shape->back(), r2d.back())) return false;
+    for (int i = 0; i < lead; ++i)
       if (!same(xd[i], r2d[i])) return false;
-    g.SetInput(lin, 0, x);
+    // x's dims from `lead` on must multiply to K.
+    if (xt.rank() == r2t.rank()) {
+      if (!same(xd.back(), k)) return false;
+    } else {
+      if (!k.is_known()) return false;
+      int64_t prod = 1;
+      for (int i = lead; i < xt.rank(); ++i)
+        if (!xd[i].is_known() || MulOverflows(prod, xd[i].value(), &prod)) return false;
+      if (prod != k.value()) return false;
+    }
+    Value in = x;
+    if (xt.rank() != r2t.rank()) {
+      std::vector<int64_t> spec(lead, 0);
+      spec.push_back(k.value());
+      Node* shape = fusion::InsertConstant(g, lin, "", Tensor::FromI64({lead + 1}, spec));
+      Node* r = g.InsertNodeBefore(lin, "Reshape", {x, shape->output(0)}, 1);
+      std::vector<Dim> rd(xd.begin(), xd.begin() + lead);
+      rd.push_back(k);
+      r->set_output_type(0, Type{xt.dtype, rd});
+      r->set_provenance(r1->provenance());
+      in = r->output(0);
+      Count("Reshape before Linear kept as [..., K]");
+    }
+    g.SetInput(lin, 0, in);
     rewrite::UnionProvenance(lin, r1);
     rewrite::UnionProvenance(lin, r2);
     lin->set_output_type(0, r2t);

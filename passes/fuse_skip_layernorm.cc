@@ -5,8 +5,9 @@
 // Root: LayerNormalization over the last axis (runs after fuse-layernorm). Cheap match
 // (no candidate, nothing reported): its input is Add(a, b) of two non-constant values,
 // where an addend Add(p, c) (or the sum itself as Add(Add(p, q), c)) with c a constant
-// [H] / [1,..,1,H] and no other reader gives the bias. Embedding sums (an addend that is
-// a Gather, or an Add of one) are left to fuse-embed-layernorm.
+// [H] / [1,..,1,H] and no other reader gives the bias. Embedding sums (both addends
+// Gathers or Adds of one) are left to fuse-embed-layernorm; a residual Add onto an
+// embedding sum (GPT-2's layer 0: attention output + (wte + wpe)) is a skip sum.
 // Near-misses (reported): neither addend has the sum's full shape (X must; skip may
 // broadcast), the LayerNormalization normalizes more than the last axis, gamma/beta are
 // not [H], its Mean/InvStdDev outputs are read, or a dtype differs.
@@ -113,7 +114,7 @@ std::optional<SkipMatch> Recognize(const Graph& g, Node* ln) {
     }
   }
   if (!m.a || !m.b || ConstantOf(m.a) || ConstantOf(m.b)) return std::nullopt;
-  if (IsEmbeddingTerm(m.a) || IsEmbeddingTerm(m.b)) return std::nullopt;
+  if (IsEmbeddingTerm(m.a) && IsEmbeddingTerm(m.b)) return std::nullopt;
   return m;
 }
 

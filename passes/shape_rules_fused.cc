@@ -119,6 +119,7 @@ Rule MultiHeadAttentionRule(const RuleContext& ctx) {
 }
 
 // kiln.EmbedLayerNorm(input_ids [B, S], ..., word_emb [V, H], ...) -> Y [B, S, H]
+// (and Sum [B, S, H] when it has a second output)
 Rule EmbedLayerNormRule(const RuleContext& ctx) {
   const Type& ids = ctx.input_type(0);
   const Type& word = ctx.input_type(3);

@@ -67,6 +67,8 @@ def models(tmp, large):
         yield path, f"variants/{path.stem}"
     for path in sorted((fixtures / "torch").glob("*.onnx")):
         yield path, f"torch/{path.stem}"
+    for path in sorted((fixtures / "decoder").glob("*.onnx")):
+        yield path, f"decoder/{path.stem}"
     for size in ["minilm"] + (["base"] if large else []):
         for style in ("opset14", "opset17"):
             path = pathlib.Path(tmp) / f"{size}_{style}.onnx"
@@ -85,9 +87,9 @@ def main():
           "other fusions |", "|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         for path, label in models(tmp, args.large):
-            static = STATIC_TORCH if label.startswith("torch/") else STATIC
+            static = STATIC_TORCH if label.startswith(("torch/", "decoder/")) else STATIC
             for shapes in (static, []):
-                if not label.startswith(("torch/", "variants/")):
+                if not label.startswith(("torch/", "variants/", "decoder/")):
                     o1.append(o1_row(args.kiln, path, label, shapes))
                 o2.append(o2_row(args.kiln, path, label, shapes))
     print("\n".join(o1))

@@ -133,7 +133,7 @@ const std::vector<OpInfo>& Table() {
       {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure},
       {"kiln", "RMSNorm", 2, 2, 1, 1, kPure},
       {"kiln", "MultiHeadAttention", 1, 2, 1, 1, kPure},
-      {"kiln", "EmbedLayerNorm", 8, 8, 1, 1, kPure},
+      {"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure},
       {"kiln", "Pool", 1, 2, 1, 1, kPure},
   };
   return *table;

@@ -354,8 +354,8 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
 
 // ---------------------------------------------------------------------------------------
 // kiln.EmbedLayerNorm(input_ids, segment_ids?, position_ids?, word_emb, pos_emb,
-// segment_emb?, gamma, beta): E = word_emb[ids] + pos_emb[pos] (+ segment_emb[seg]),
-// Y = LayerNorm(E) · gamma + beta.
+// segment_emb?, gamma, beta) -> (Y, Sum?): E = word_emb[ids] + pos_emb[pos]
+// (+ segment_emb[seg]), Y = LayerNorm(E) · gamma + beta; Sum = E (rounded once).
 
 absl::Status RequireIds(const Tensor& t, const char* what) {
   if (t.dtype() == DType::kI64 || t.dtype() == DType::kI32) return absl::OkStatus();
@@ -427,6 +427,8 @@ Result EmbedLayerNormKernel(const Node& node, Inputs in) {
   const std::vector<double> sv = seg_emb ? ToDoubles(*seg_emb) : std::vector<double>();
   const std::vector<double> gv = ToDoubles(*gamma), bv = ToDoubles(*beta);
   std::vector<double> y(static_cast<size_t>(nb * s * h));
+  const bool want_sum = node.num_outputs() > 1;
+  std::vector<double> sum(want_sum ? y.size() : 0);
   for (int64_t b = 0; b < nb; ++b) {
     for (int64_t t = 0; t < s; ++t) {
       const int64_t k = b * s + t;
@@ -443,10 +445,15 @@ Result EmbedLayerNormKernel(const Node& node, Inputs in) {
         row[j] = wv[wr * h + j] + pv[pr * h + j];
         if (seg) row[j] += sv[sr * h + j];
       }
+      if (want_sum)
+        for (int64_t j = 0; j < h; ++j) sum[k * h + j] = row[j];
       LayerNormRow(row, h, eps, gv, &bv);
     }
   }
-  return std::vector<Tensor>{FromDoubles(word->dtype(), {nb, s, h}, y)};
+  std::vector<Tensor> outs;
+  outs.push_back(FromDoubles(word->dtype(), {nb, s, h}, y));
+  if (want_sum) outs.push_back(FromDoubles(word->dtype(), {nb, s, h}, sum));
+  return outs;
 }
 
 // ---------------------------------------------------------------------------------------

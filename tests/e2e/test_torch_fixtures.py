@@ -98,3 +98,59 @@ def test_inputs_are_discriminating(model):
         for name in with_mask:
             delta = float(np.max(np.abs(with_mask[name] - without[name])))
             assert delta > 10 * TOLERANCE, f"{name} at {batch}x{seq}: mask moves it {delta}"
+
+
+# ---------------------------------------------------------------------------------------
+# GPT-2 through -O2: the fused graph (--emit-onnx, kiln domain) read back by `kiln run`
+# matches onnxruntime on the original export, at batch 2 x 16 with trailing padding, and
+# the fusions cover every block: per layer QKV / attention-out / FFN-in (+ tanh GELU) /
+# FFN-out Linears with Conv1D's Reshape pairs gone, 2 SkipLayerNorm, 1 MultiHeadAttention;
+# plus the LM head Linear. Same tolerance as above (fusion changes only the float
+# evaluation order). What is left besides the fused ops is the padding/causal mask chain
+# (its one bool Reshape in TorchScript exports).
+GPT2_FIXTURES = sorted(FIXTURE_DIR.glob("gpt2_*.onnx"))
+GPT2_LAYERS = 2
+
+
+@pytest.mark.parametrize("model", GPT2_FIXTURES, ids=[p.stem for p in GPT2_FIXTURES])
+def test_gpt2_o2_fused_matches_onnxruntime(kiln_bin, model, tmp_path):
+    import json
+    import subprocess
+    from conftest import KILN_TIMEOUT_S
+
+    batch, seq = 2, 16
+    fused, report = tmp_path / "fused.onnx", tmp_path / "report.json"
+    proc = subprocess.run(
+        [kiln_bin, "opt", str(model), "-O2", "--verify-each", "--shape",
+         f"batch={batch},sequence={seq}", "--emit-onnx", str(fused), "--fusion-report",
+         str(report), "--quiet"],
+        capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, f"kiln opt failed ({proc.returncode}):\n{proc.stderr}"
+    inspect = subprocess.run([kiln_bin, "inspect", str(fused), "--json"], capture_output=True,
+                             text=True, timeout=KILN_TIMEOUT_S, check=True)
+    ops = json.loads(inspect.stdout)["op_histogram"]
+    assert ops.get("kiln.Linear") == 4 * GPT2_LAYERS + 1, ops
+    assert ops.get("kiln.MultiHeadAttention") == GPT2_LAYERS, ops
+    # ln_2 of every layer and ln_1 of every later layer, then ln_f: 2 per layer.
+    assert ops.get("kiln.SkipLayerNorm") == 2 * GPT2_LAYERS, ops
+    for gone in ("Gelu", "Gemm", "MatMul", "Softmax", "Transpose", "ReduceMean", "Tanh"):
+        assert gone not in ops, ops
+    exporter = export_torch.parse_fixture_name(model.name)[1]
+    assert ops.get("Reshape", 0) == (1 if exporter == "torchscript" else 0), ops
+    fusions = json.loads(report.read_text())["fusions"]
+    misses = {k: [m["reason"] for m in v["missed"]] for k, v in fusions.items() if v["missed"]}
+    assert misses == {}, misses
+    # wte + wpe -> ln_1 is one EmbedLayerNorm whose Sum output (the embedding sum) is also
+    # the first residual, read by layer 0's SkipLayerNorm.
+    assert ops.get("kiln.EmbedLayerNorm") == 1, ops
+    assert "LayerNormalization" not in ops and "Add" not in ops, ops
+
+    feeds = export_torch.random_inputs("gpt2", batch, seq, seed=batch * 100 + seq)
+    assert (feeds["attention_mask"] == 0).any(), "inputs have no padding"
+    proc, outdir = run_kiln(kiln_bin, fused, feeds, tmp_path)
+    assert proc.returncode == 0, f"kiln run on the fused model failed:\n{proc.stderr}"
+    for name, want in run_onnxruntime(model, feeds).items():
+        got = np.load(outdir / f"{name}.npy")
+        assert got.shape == want.shape, name
+        err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+        assert err <= TOLERANCE, f"{name}: max abs error {err:.3g} > {TOLERANCE}"

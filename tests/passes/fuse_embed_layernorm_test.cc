@@ -249,6 +249,28 @@ TEST(FuseEmbedLayerNormTest, SkipLayerNormRootAndConstantNonRangePositions) {
   ExpectNumericallyEquivalent(kPass, kSkipRoot);
 }
 
+// The SkipLayerNorm root's Sum output is read (a pre-LN decoder's first residual): it
+// becomes the EmbedLayerNorm's Sum output.
+TEST(FuseEmbedLayerNormTest, SkipLayerNormRootSumOutputCarriesOver) {
+  std::string text = kSkipRoot;
+  auto sub = [&text](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  sub("%12 = kiln.SkipLayerNorm", "%12, %13 = kiln.SkipLayerNorm");
+  sub("f32[2,3,4] \"emb\" @", "f32[2,3,4] \"emb\", f32[2,3,4] \"sum\" @");
+  sub("return \"y\": %12", "return \"y\": %12, \"s\": %13");
+  ExpectRewrite(kPass, text, "graph g opset=17 {\n" TABLES R"(
+  %5 = Input() : i64[2,3] "input_ids"
+  %6 = Input() : i64[2,3] "token_type_ids"
+  %7 = Constant() {value=tensor<i64[1,3]>[1, 2, 3]} : i64[1,3] "pos_ids"
+  %8, %9 = kiln.EmbedLayerNorm(%5, %6, %7, %0, %1, %2, %3, %4) {epsilon=1e-12} : f32[2,3,4] "emb", f32[2,3,4] "sum" @ "sln", "a", "w", "t", "p"
+  return "y": %8, "s": %9
+})");
+  ExpectNumericallyEquivalent(kPass, text);
+}
+
 // Constant positions equal to 0..S-1 (unfolded lookup) are implicit.
 TEST(FuseEmbedLayerNormTest, ConstantRangePositionsAreImplicit) {
   std::string text = kSkipRoot;
@@ -305,16 +327,58 @@ constexpr char kGpt2Residual[] = "graph g opset=17 {\n" TABLES R"(
   return "y": %16
 })";
 
-TEST(FuseEmbedLayerNormTest, Gpt2ResidualStreamIsNotANearMiss) {
-  ExpectNoChange(kPass, kGpt2Residual);
+// GPT-2: the embedding sum is ln_1's input and the first residual. It becomes the
+// EmbedLayerNorm's Sum output (readers re-sorted after it); the later LayerNorms reach the
+// lookups only through that shared sum (a residual stream) and are not candidates.
+TEST(FuseEmbedLayerNormTest, Gpt2EmbeddingSumBecomesSumOutput) {
+  ExpectRewrite(kPass, kGpt2Residual, R"(graph g opset=17 {
+  %0 = Constant() {value=tensor<f32[6,4]>#cdcccc3dcdcc4cbe9a99993ecdcccc3e000000bf9a99193f3333333fcdcc4cbf6666663f0000803fcdcc8cbf9a99993fb81e053e295c0f3e9a9919be0ad7233e7b142ebeec51383e5c8f423ecdcc4c3e3d0a573eae4761be1f856b3e8fc2753e} : f32[6,4] "word"
+  %1 = Constant() {value=tensor<f32[5,4]>#0000003f0000803e000000be0000c03f000040bf9a99993ecdcc4c3ecdcccc3dcdcc4c3d9a9919bf3333333fcdcc4c3f666666bf3333b33e6666e63ecdcc0c3f6666263f9a9919be0000803ecdcc4c3d} : f32[5,4] "pos"
+  %2 = Constant() {value=tensor<f32[4]>[1, 0.9, 1.1, 1.2]} : f32[4] "gamma"
+  %3 = Constant() {value=tensor<f32[4]>[0.1, -0.1, 0.2, 0]} : f32[4] "beta"
+  %4 = Input() : i64[2,3] "input_ids"
+  %5, %6 = kiln.EmbedLayerNorm(%4, _, _, %0, %1, _, %2, %3) {epsilon=1e-05} : f32[2,3,4], f32[2,3,4] "embeds" @ "ln_1", "embed_add", "wte", "wpe"
+  %7 = Relu(%5) : f32[2,3,4] @ "attn"
+  %8 = Add(%7, %6) : f32[2,3,4] @ "residual_1"
+  %9 = LayerNormalization(%8, %2, %3) {axis=-1, epsilon=1e-05} : f32[2,3,4] @ "ln_2"
+  %10 = Relu(%9) : f32[2,3,4] @ "mlp"
+  %11 = Add(%10, %8) : f32[2,3,4] @ "residual_2"
+  %12 = LayerNormalization(%11, %2, %3) {axis=-1, epsilon=1e-05} : f32[2,3,4] @ "ln_f"
+  return "y": %12
+})");
+  ExpectNumericallyEquivalent(kPass, kGpt2Residual);
   FusionReport r = RunWithReport(kGpt2Residual);
   const auto& k = r.kinds().at("embed_layernorm");
-  EXPECT_EQ(k.fused, 0);
-  ASSERT_EQ(k.missed.size(), 1u);
-  EXPECT_EQ(k.missed[0].reason,
-            "interior value 'embeds' (Add) is also read outside the embedding sum");
-  EXPECT_NE(std::find(k.missed[0].nodes.begin(), k.missed[0].nodes.end(), "ln_1"),
-            k.missed[0].nodes.end());
+  EXPECT_EQ(k.fused, 1);
+  EXPECT_TRUE(k.missed.empty());
+}
+
+// After fuse-skip-layernorm took layer 0's residual Add onto the embedding sum, that
+// kiln.SkipLayerNorm (Sum output read by the next residual) reads the shared sum: it is
+// the residual stream, not a candidate; ln_1 fuses with the Sum output, which the
+// SkipLayerNorm then reads.
+TEST(FuseEmbedLayerNormTest, Gpt2AfterSkipLayerNormFusesOnlyLn1) {
+  auto g = Parse(kGpt2Residual);
+  ASSERT_TRUE(g);
+  ASSERT_TRUE(RunPass("fuse-skip-layernorm", *g));
+  FusionReport report;
+  PassContext ctx;
+  ctx.fusion_report = &report;
+  EXPECT_TRUE(RunPass(kPass, *g, ctx));
+  const auto& k = report.kinds().at("embed_layernorm");
+  EXPECT_EQ(k.fused, 1);
+  EXPECT_TRUE(k.missed.empty());
+  const Node* embed = nullptr;
+  int skips = 0;
+  for (const auto& n : g->nodes()) {
+    if (n->op() == "EmbedLayerNorm") embed = n.get();
+    skips += n->op() == "SkipLayerNorm" ? 1 : 0;
+  }
+  ASSERT_NE(embed, nullptr);
+  EXPECT_EQ(skips, 2);
+  ASSERT_EQ(embed->num_outputs(), 2);
+  ASSERT_EQ(embed->output_info(1).uses.size(), 1u);
+  EXPECT_EQ(embed->output_info(1).uses[0].user->op(), "SkipLayerNorm");
 }
 
 // Near-misses: each is recognizably an embedding block, left alone with a reason.
@@ -340,13 +404,15 @@ TEST(FuseEmbedLayerNormTest, NearMissesAreReportedWithReasons) {
 })",
        "addend 'sinusoid' (Unsqueeze) is neither an embedding Gather on axis 0 with integer "
        "ids nor a constant"},
-      {"the embedding sum is also a graph output",
+      {"a partial embedding sum is also a graph output",
        head + R"(  %7 = Gather(%1, %5) : f32[batch,seq,4]
-  %8 = Add(%6, %7) : f32[batch,seq,4] "sum"
-  %9 = LayerNormalization(%8, %3, %4) : f32[batch,seq,4]
-  return "y": %9, "s": %8
+  %8 = Add(%6, %7) : f32[batch,seq,4] "partial"
+  %9 = Gather(%2, %5) : f32[batch,seq,4]
+  %10 = Add(%8, %9) : f32[batch,seq,4]
+  %11 = LayerNormalization(%10, %3, %4) : f32[batch,seq,4]
+  return "y": %11, "s": %8
 })",
-       "interior value 'sum' (Add) is also read outside the embedding sum"},
+       "interior value 'partial' (Add) is also read outside the embedding sum"},
       {"LayerNorm over the last two axes",
        head + R"(  %7 = Gather(%1, %5) : f32[batch,seq,4]
   %8 = Add(%6, %7) : f32[batch,seq,4]

@@ -256,6 +256,108 @@ TEST(FuseLinear, NearMissGemm) {
              {"gemm"});
 }
 
+// ---------------------------------------------------------------------------------------
+// GPT-2's Conv1D: Reshape(x, [-1, K]) -> Gemm -> Reshape([B, S, N]) around every
+// projection; kiln.Linear maps [..., K] rows itself, so both Reshapes go and the Gelu
+// after the second one is absorbed.
+constexpr char kConv1D[] = R"(graph g opset=14 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Constant() {value=tensor<i64[2]>[-1, 4]} : i64[2] "flat"
+  %2 = Reshape(%0, %1) : f32[6,4] @ "c_fc/Reshape"
+  %3 = Constant() {value=tensor<f32[4,3]>[1, 0.5, -1, 2, 0.25, 0, -0.5, 1, 1.5, 0.75, -2, 0.1]} : f32[4,3] "W"
+  %4 = Constant() {value=tensor<f32[3]>[0.1, -0.2, 0.3]} : f32[3] "b"
+  %5 = Gemm(%2, %3, %4) : f32[6,3] @ "c_fc/Gemm"
+  %6 = Constant() {value=tensor<i64[3]>[2, 3, 3]} : i64[3] "unflat"
+  %7 = Reshape(%5, %6) : f32[2,3,3] "h" @ "c_fc/Reshape_1"
+  %8 = Gelu(%7) {approximate="tanh"} : f32[2,3,3] "y" @ "act"
+  return "y": %8
+})";
+
+TEST(FuseLinear, Conv1DReshapesRemovedAndGeluAbsorbed) {
+  ExpectRewrite(kPass, kConv1D, R"(graph g opset=14 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Constant() {value=tensor<f32[4,3]>[1, 0.5, -1, 2, 0.25, 0, -0.5, 1, 1.5, 0.75, -2, 0.1]} : f32[4,3] "W"
+  %2 = Constant() {value=tensor<f32[3]>[0.1, -0.2, 0.3]} : f32[3] "b"
+  %3 = kiln.Linear(%0, %1, %2) {activation="gelu_tanh"} : f32[2,3,3] "y" @ "c_fc/Gemm", "c_fc/Reshape", "c_fc/Reshape_1", "act"
+  return "y": %3
+})");
+  ExpectNumericallyEquivalent(kPass, kConv1D);
+  Result r = RunWithReport(kConv1D);
+  EXPECT_EQ(r.counters, (PassCounters{{"Linear from Gemm", 1},
+                                      {"reshapes around Linear removed", 1},
+                                      {"activation gelu_tanh", 1}}));
+}
+
+// Symbolic dims: the types say the second Reshape restores [batch, seq]; its shape input
+// is computed (here a graph input), which goes dead with it.
+TEST(FuseLinear, Conv1DReshapesRemovedWithSymbolicDims) {
+  ExpectRewrite(kPass, R"(graph g opset=14 {
+  %0 = Input() : f32[batch,seq,4] "x"
+  %1 = Input() : i64[3] "unflat"
+  %2 = Constant() {value=tensor<i64[2]>[-1, 4]} : i64[2] "flat"
+  %3 = Reshape(%0, %2) : f32["batch*seq",4] @ "r1"
+  %4 = Constant() {value=tensor<f32[4,2]>[1, 0.5, -1, 2, 0.25, 0, -0.5, 1]} : f32[4,2] "W"
+  %5 = kiln.Linear(%3, %4) : f32["batch*seq",2] @ "lin"
+  %6 = Reshape(%5, %1) : f32[batch,seq,2] "y" @ "r2"
+  return "y": %6
+})",
+                R"(graph g opset=14 {
+  %0 = Input() : f32[batch,seq,4] "x"
+  %1 = Input() : i64[3] "unflat"
+  %2 = Constant() {value=tensor<f32[4,2]>[1, 0.5, -1, 2, 0.25, 0, -0.5, 1]} : f32[4,2] "W"
+  %3 = kiln.Linear(%0, %2) : f32[batch,seq,2] "y" @ "lin", "r1", "r2"
+  return "y": %3
+})");
+}
+
+// Attention's merged heads: [B, S, heads, d] -> [B*S, heads*d] -> Linear -> [B, S, N].
+// The first Reshape becomes Reshape(x, [0, 0, K]) (fuse-attention absorbs it later).
+constexpr char kMergedHeads[] = R"(graph g opset=14 {
+  %0 = Input() : f32[2,3,2,2] "ctx"
+  %1 = Constant() {value=tensor<i64[2]>[6, 4]} : i64[2] "flat"
+  %2 = Reshape(%0, %1) : f32[6,4] @ "merge"
+  %3 = Constant() {value=tensor<f32[4,3]>[1, 0.5, -1, 2, 0.25, 0, -0.5, 1, 1.5, 0.75, -2, 0.1]} : f32[4,3] "W"
+  %4 = Constant() {value=tensor<f32[3]>[0.1, -0.2, 0.3]} : f32[3] "b"
+  %5 = Gemm(%2, %3, %4) : f32[6,3] @ "c_proj/Gemm"
+  %6 = Constant() {value=tensor<i64[3]>[2, 3, 3]} : i64[3] "unflat"
+  %7 = Reshape(%5, %6) : f32[2,3,3] "y" @ "c_proj/Reshape_1"
+  return "y": %7
+})";
+
+TEST(FuseLinear, MergedHeadsReshapeKeptAsLeadingDimsPlusK) {
+  ExpectRewrite(kPass, kMergedHeads, R"(graph g opset=14 {
+  %0 = Input() : f32[2,3,2,2] "ctx"
+  %1 = Constant() {value=tensor<f32[4,3]>[1, 0.5, -1, 2, 0.25, 0, -0.5, 1, 1.5, 0.75, -2, 0.1]} : f32[4,3] "W"
+  %2 = Constant() {value=tensor<f32[3]>[0.1, -0.2, 0.3]} : f32[3] "b"
+  %3 = Constant() {value=tensor<i64[3]>[0, 0, 4]} : i64[3]
+  %4 = Reshape(%0, %3) : f32[2,3,4] @ "merge"
+  %5 = kiln.Linear(%4, %1, %2) : f32[2,3,3] "y" @ "c_proj/Gemm", "merge", "c_proj/Reshape_1"
+  return "y": %5
+})");
+  ExpectNumericallyEquivalent(kPass, kMergedHeads);
+}
+
+TEST(FuseLinear, ReshapesStayWhenLeadingDimsChangeOrLinearIsShared) {
+  // [2,3,4] -> [6,4] -> Linear -> [3,2,3]: not x's leading dims.
+  const std::string regrouped = R"(graph g opset=14 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Constant() {value=tensor<i64[2]>[6, 4]} : i64[2] "flat"
+  %2 = Reshape(%0, %1) : f32[6,4] @ "r1"
+  %3 = Constant() {value=tensor<f32[4,2]>[1, 0.5, -1, 2, 0.25, 0, -0.5, 1]} : f32[4,2] "W"
+  %4 = kiln.Linear(%2, %3) : f32[6,2] @ "lin"
+  %5 = Constant() {value=tensor<i64[3]>[3, 2, 2]} : i64[3] "unflat"
+  %6 = Reshape(%4, %5) : f32[3,2,2] "y" @ "r2"
+  return "y": %6
+})";
+  ExpectNoChange(kPass, regrouped);
+  // The Linear's 2-D output is also a graph output.
+  std::string shared = regrouped;
+  shared.replace(shared.find("[3, 2, 2]} : i64[3]"), 9, "[2, 3, 2]");
+  shared.replace(shared.find("f32[3,2,2]"), 10, "f32[2,3,2]");
+  shared.replace(shared.find("return \"y\": %6"), 14, "return \"y\": %6, \"flat_y\": %4");
+  ExpectNoChange(kPass, shared);
+}
+
 TEST(FuseLinear, DoesNothingWithoutConstantWeights) {
   ExpectNoChange(kPass, R"(graph g opset=14 {
   %0 = Input() : f32[2,4] "x"

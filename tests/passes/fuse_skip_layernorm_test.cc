@@ -224,6 +224,47 @@ TEST(FuseSkipLayerNorm, LeavesEmbeddingSumsConstantsAndPlainLayerNorms) {
 })");
 }
 
+// GPT-2's layer 0: the attention output is added to the embedding sum (wte + wpe), which
+// ln_1 also reads. One addend is an embedding sum, the other is not: a residual Add, fused
+// with its Sum exposed (the next residual reads it). The embedding Add stays for
+// fuse-embed-layernorm.
+constexpr char kGpt2Layer0[] = R"(graph g opset=17 {
+  %0 = Input() : i64[2,3] "ids"
+  %1 = Constant() {value=tensor<f32[5,4]>[0.5, 0.25, -0.125, 1.5, -0.75, 0.3, 0.2, 0.1, 0.05, -0.6, 0.7, 0.8, -0.9, 0.35, 0.45, 0.55, 0.65, -0.15, 0.25, 0.05]} : f32[5,4] "wte"
+  %2 = Gather(%1, %0) : f32[2,3,4] @ "wte_gather"
+  %3 = Constant() {value=tensor<f32[1,3,4]>[0.1, 0.2, 0.3, 0.4, -0.1, -0.2, -0.3, -0.4, 0.5, 0.0, 0.25, 0.125]} : f32[1,3,4] "wpe"
+  %4 = Add(%2, %3) : f32[2,3,4] "embeds" @ "embed_add"
+  %5 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %6 = Constant() {value=tensor<f32[4]>[0, 0.1, 0.2, 0.3]} : f32[4] "beta"
+  %7 = LayerNormalization(%4, %5, %6) {axis=-1, epsilon=1e-05} : f32[2,3,4] @ "ln_1"
+  %8 = Relu(%7) : f32[2,3,4] @ "attn"
+  %9 = Add(%8, %4) : f32[2,3,4] "h" @ "residual"
+  %10 = LayerNormalization(%9, %5, %6) {axis=-1, epsilon=1e-05} : f32[2,3,4] @ "ln_2"
+  %11 = Relu(%10) : f32[2,3,4] @ "mlp"
+  %12 = Add(%11, %9) : f32[2,3,4] "y" @ "residual_2"
+  return "y": %12
+})";
+
+TEST(FuseSkipLayerNorm, Gpt2ResidualOntoEmbeddingSum) {
+  ExpectRewrite(kPass, kGpt2Layer0, R"(graph g opset=17 {
+  %0 = Input() : i64[2,3] "ids"
+  %1 = Constant() {value=tensor<f32[5,4]>#0000003f0000803e000000be0000c03f000040bf9a99993ecdcc4c3ecdcccc3dcdcc4c3d9a9919bf3333333fcdcc4c3f666666bf3333b33e6666e63ecdcc0c3f6666263f9a9919be0000803ecdcc4c3d} : f32[5,4] "wte"
+  %2 = Gather(%1, %0) : f32[2,3,4] @ "wte_gather"
+  %3 = Constant() {value=tensor<f32[1,3,4]>[0.1, 0.2, 0.3, 0.4, -0.1, -0.2, -0.3, -0.4, 0.5, 0, 0.25, 0.125]} : f32[1,3,4] "wpe"
+  %4 = Add(%2, %3) : f32[2,3,4] "embeds" @ "embed_add"
+  %5 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %6 = Constant() {value=tensor<f32[4]>[0, 0.1, 0.2, 0.3]} : f32[4] "beta"
+  %7 = LayerNormalization(%4, %5, %6) {axis=-1, epsilon=1e-05} : f32[2,3,4] @ "ln_1"
+  %8 = Relu(%7) : f32[2,3,4] @ "attn"
+  %9, %10 = kiln.SkipLayerNorm(%8, %4, %5, %6) {epsilon=1e-05} : f32[2,3,4], f32[2,3,4] "h" @ "residual", "ln_2"
+  %11 = Relu(%9) : f32[2,3,4] @ "mlp"
+  %12 = Add(%11, %10) : f32[2,3,4] "y" @ "residual_2"
+  return "y": %12
+})");
+  ExpectNumericallyEquivalent(kPass, kGpt2Layer0);
+  EXPECT_EQ(RunWithReport(kGpt2Layer0).total_missed(), 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // The whole chain on a real export: models/fixtures/bert_tiny_opset14_none.onnx (2 layers,
 // H=64, decomposed LayerNorm and erf GELU) after -O1 with batch=1, sequence=16, then
