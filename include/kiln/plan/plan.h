@@ -1,0 +1,161 @@
+// kiln::Plan — the compiled form of a model — and its `.kiln` file container.
+//
+// A Plan is what lowering produces and executors run: the target, a compatibility
+// manifest, the source model's SHA-256, the compile options, the graph I/O signature,
+// one memory plan + kernel-call list per shape bucket, and the weights blob. The file
+// layout (header, section table, CRC32C per section, protobuf metadata, 4 KiB-aligned
+// weights) is described in docs/plan-format.md.
+//
+// Loading validates everything (header, section bounds, CRCs, metadata references)
+// before returning a Plan: corrupt input gives InvalidArgument, a newer format version
+// FailedPrecondition; never a crash. Same Plan -> byte-identical file.
+// Limits: a Plan has no kernel semantics here; kernel ids and parameters are opaque
+// strings/numbers checked only for shape (indices in range, dtypes known).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kiln/ir/graph.h"
+#include "kiln/ir/tensor.h"
+
+namespace kiln {
+
+enum class PlanTarget : uint32_t { kCpu = 1, kCuda = 2 };
+
+// The kiln + toolkit versions the plan was compiled with.
+struct PlanManifest {
+  std::string kiln_version;
+  std::string cuda_toolkit_version;  // empty for cpu
+  std::string cublas_version;        // empty for cpu
+  bool operator==(const PlanManifest&) const = default;
+};
+
+// One graph input or output: dims are known (>= 0) or symbols; never unknown.
+struct PlanTensorSig {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  std::vector<Dim> dims;
+  bool operator==(const PlanTensorSig&) const = default;
+};
+
+enum class PlanBufferKind : uint32_t { kArena = 1, kWeight = 2, kInput = 3, kOutput = 4 };
+
+// A tensor's storage in one bucket. kArena: [offset, offset+bytes) in the bucket's
+// activation arena. kWeight: [offset, offset+bytes) in the weights blob. kInput/kOutput:
+// bound to graph input/output number `binding`; offset must be 0.
+// bytes >= product(dims) * DTypeSize(dtype) (buffers may be padded).
+struct PlanBuffer {
+  PlanBufferKind kind = PlanBufferKind::kArena;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  int32_t binding = 0;  // graph input/output index for kInput/kOutput; else 0
+  bool operator==(const PlanBuffer&) const = default;
+};
+
+// A named scalar or int-list kernel parameter.
+struct PlanParam {
+  std::string name;
+  std::variant<int64_t, double, std::vector<int64_t>> value;
+  bool operator==(const PlanParam&) const = default;
+};
+
+// One kernel call. inputs/outputs index the bucket's buffers; provenance names the
+// ONNX nodes the call covers.
+struct PlanStep {
+  std::string kernel;
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> outputs;
+  std::vector<PlanParam> params;
+  std::vector<std::string> provenance;
+  bool operator==(const PlanStep&) const = default;
+};
+
+// One static shape: symbol bindings (sorted by name) -> memory plan and kernel calls.
+struct PlanBucket {
+  std::map<std::string, int64_t> bindings;
+  int64_t arena_bytes = 0;
+  std::vector<PlanBuffer> buffers;
+  std::vector<PlanStep> steps;
+  bool operator==(const PlanBucket&) const = default;
+};
+
+// The weights blob: owned (64-byte aligned copy) or a view into a read-only file
+// mapping kept alive by a shared owner. Copies share the storage. Compares by content.
+class PlanWeights {
+ public:
+  PlanWeights() = default;
+  static PlanWeights Copy(std::string_view bytes);
+  // A view of [data, data+size) kept alive by `owner` (e.g. a file mapping).
+  static PlanWeights View(const uint8_t* data, size_t size, std::shared_ptr<const void> owner);
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::string_view bytes() const {
+    return std::string_view(reinterpret_cast<const char*>(data_), size_);
+  }
+  bool is_view() const { return view_; }
+  bool operator==(const PlanWeights& o) const { return bytes() == o.bytes(); }
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  bool view_ = false;
+};
+
+struct Plan {
+  PlanTarget target = PlanTarget::kCpu;
+  std::vector<int32_t> cuda_sms;  // e.g. {80, 90}; empty for cpu
+  PlanManifest manifest;
+  std::array<uint8_t, 32> model_sha256{};  // SHA-256 of the source model bytes
+  std::string compile_options;
+  std::vector<PlanTensorSig> inputs;
+  std::vector<PlanTensorSig> outputs;
+  std::vector<PlanBucket> buckets;
+  PlanWeights weights;
+  bool operator==(const Plan&) const = default;
+};
+
+// SHA-256 of `bytes` (FIPS 180-4), for Plan::model_sha256.
+std::array<uint8_t, 32> Sha256(std::string_view bytes);
+
+// The current (and only known) plan format version.
+inline constexpr uint32_t kPlanFormatVersion = 1;
+
+// Serializes a Plan to the `.kiln` byte layout. Validates the Plan first (the same
+// checks the loader makes), so a file that is written can always be read back.
+absl::StatusOr<std::string> SerializePlan(const Plan& plan);
+absl::Status WritePlanFile(const Plan& plan, const std::string& path);
+
+// Parses and validates a `.kiln` image; the weights are copied out of `bytes`.
+absl::StatusOr<Plan> ParsePlan(std::string_view bytes);
+// Maps `path` read-only and validates it; the returned weights view the mapping,
+// which lives as long as any copy of the Plan's weights.
+absl::StatusOr<Plan> LoadPlanFile(const std::string& path);
+
+// A plan's header and metadata, read without reading (or checksumming) the weights.
+struct PlanInfo {
+  uint32_t format_version = 0;
+  uint64_t file_bytes = 0;
+  uint64_t metadata_bytes = 0;
+  uint64_t weights_offset = 0;
+  uint64_t weights_bytes = 0;
+  Plan plan;  // everything but the weights (plan.weights is empty)
+};
+absl::StatusOr<PlanInfo> ReadPlanInfo(const std::string& path);
+
+std::string_view PlanTargetName(PlanTarget t);          // "cpu", "cuda"
+std::string_view PlanBufferKindName(PlanBufferKind k);  // "arena", "weight", ...
+
+}  // namespace kiln

@@ -1,0 +1,254 @@
+// Writing and loading `.kiln` files: SerializePlan / ParsePlan on byte images,
+// WritePlanFile / LoadPlanFile (read-only mmap, weights viewed in place) and
+// ReadPlanInfo (header + metadata only). All checks happen before a Plan is returned.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <new>
+
+#include "absl/strings/str_format.h"
+#include "kiln/plan/plan.h"
+#include "kiln/support/status.h"
+#include "plan/crc32c.h"
+#include "plan/plan_format.h"
+#include "plan/plan_metadata.h"
+
+namespace kiln {
+
+using plan_internal::Crc32c;
+using plan_internal::Header;
+using plan_internal::kHeaderBytes;
+
+PlanWeights PlanWeights::Copy(std::string_view bytes) {
+  PlanWeights w;
+  if (bytes.empty()) return w;
+  constexpr std::align_val_t kAlign{64};
+  auto* mem = static_cast<uint8_t*>(::operator new(bytes.size(), kAlign));
+  std::memcpy(mem, bytes.data(), bytes.size());
+  w.owner_ = std::shared_ptr<const void>(
+      mem, [](const void* p) { ::operator delete (const_cast<void*>(p), std::align_val_t{64}); });
+  w.data_ = mem;
+  w.size_ = bytes.size();
+  return w;
+}
+
+PlanWeights PlanWeights::View(const uint8_t* data, size_t size, std::shared_ptr<const void> owner) {
+  PlanWeights w;
+  w.owner_ = std::move(owner);
+  w.data_ = data;
+  w.size_ = size;
+  w.view_ = true;
+  return w;
+}
+
+std::string_view PlanTargetName(PlanTarget t) {
+  switch (t) {
+    case PlanTarget::kCpu:
+      return "cpu";
+    case PlanTarget::kCuda:
+      return "cuda";
+  }
+  return "unknown";
+}
+
+std::string_view PlanBufferKindName(PlanBufferKind k) {
+  switch (k) {
+    case PlanBufferKind::kArena:
+      return "arena";
+    case PlanBufferKind::kWeight:
+      return "weight";
+    case PlanBufferKind::kInput:
+      return "input";
+    case PlanBufferKind::kOutput:
+      return "output";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::string> SerializePlan(const Plan& plan) {
+  KILN_RETURN_IF_ERROR(plan_internal::ValidatePlan(plan, plan.weights.size()));
+  KILN_ASSIGN_OR_RETURN(std::string meta, plan_internal::EncodeMetadata(plan));
+  Header h;
+  h.version = kPlanFormatVersion;
+  h.target = static_cast<uint32_t>(plan.target);
+  h.metadata = {plan_internal::kSectionMetadata, kHeaderBytes, meta.size(), Crc32c(meta)};
+  const uint64_t weights_offset =
+      plan_internal::AlignUp(kHeaderBytes + meta.size(), plan_internal::kWeightsAlignment);
+  h.weights = {plan_internal::kSectionWeights, weights_offset, plan.weights.size(),
+               Crc32c(plan.weights.bytes())};
+  std::string out = plan_internal::EncodeHeader(h);
+  out.reserve(weights_offset + plan.weights.size());
+  out += meta;
+  out.resize(weights_offset, '\0');  // zero padding up to the 4 KiB boundary
+  out.append(plan.weights.bytes());
+  return out;
+}
+
+absl::Status WritePlanFile(const Plan& plan, const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, SerializePlan(plan));
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return absl::NotFoundError(absl::StrFormat("cannot open %s for writing", path));
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.close();
+  if (!f) return absl::DataLossError(absl::StrFormat("failed writing plan file %s", path));
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status CheckCrc(const plan_internal::SectionEntry& s, std::string_view bytes) {
+  const uint32_t crc = Crc32c(bytes);
+  if (crc != s.crc) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CRC32C mismatch in plan section '%s' (stored 0x%08x, computed 0x%08x): the file is "
+        "corrupt",
+        plan_internal::SectionName(s.kind), s.crc, crc));
+  }
+  return absl::OkStatus();
+}
+
+// Requires the bytes between the end of the metadata and the weights to be zero.
+absl::Status CheckPadding(std::string_view padding, uint64_t at) {
+  for (size_t i = 0; i < padding.size(); ++i) {
+    if (padding[i] != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "plan file has a non-zero byte in the padding before the weights (offset %d)", at + i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Parses the (CRC-checked) metadata into `plan` and checks it against the header.
+absl::Status DecodeCheckedMetadata(const Header& h, std::string_view meta, Plan* plan) {
+  KILN_ASSIGN_OR_RETURN(uint64_t recorded, plan_internal::DecodeMetadata(meta, plan));
+  if (recorded != h.weights.size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("plan metadata records %d weight bytes but the weights section has %d",
+                        recorded, h.weights.size));
+  }
+  if (static_cast<uint32_t>(plan->target) != h.target) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("plan header target %d disagrees with the metadata target %d", h.target,
+                        static_cast<uint32_t>(plan->target)));
+  }
+  KILN_RETURN_IF_ERROR(plan_internal::ValidatePlan(*plan, h.weights.size));
+  return absl::OkStatus();
+}
+
+// Validates header, padding, CRCs and metadata of a whole-file image; fills `plan` but
+// its weights. Returns the header.
+absl::StatusOr<Header> ParseImage(std::string_view bytes, Plan* plan) {
+  KILN_ASSIGN_OR_RETURN(Header h, plan_internal::DecodeHeader(bytes, bytes.size()));
+  const uint64_t meta_end = h.metadata.offset + h.metadata.size;
+  KILN_RETURN_IF_ERROR(CheckPadding(bytes.substr(meta_end, h.weights.offset - meta_end), meta_end));
+  const std::string_view meta = bytes.substr(h.metadata.offset, h.metadata.size);
+  KILN_RETURN_IF_ERROR(CheckCrc(h.metadata, meta));
+  KILN_RETURN_IF_ERROR(CheckCrc(h.weights, bytes.substr(h.weights.offset, h.weights.size)));
+  KILN_RETURN_IF_ERROR(DecodeCheckedMetadata(h, meta, plan));
+  return h;
+}
+
+// Closes a descriptor on scope exit.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+absl::StatusOr<int> OpenReadOnly(const std::string& path, uint64_t* size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrFormat("cannot open plan file %s: %s", path, std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrFormat("%s is not a regular file", path));
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+absl::Status ReadAt(int fd, uint64_t offset, size_t n, std::string* out, const std::string& path) {
+  out->resize(n);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, out->data() + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      return absl::DataLossError(
+          absl::StrFormat("reading plan file %s failed at offset %d", path, offset + done));
+    }
+    done += static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> ParsePlan(std::string_view bytes) {
+  Plan plan;
+  KILN_ASSIGN_OR_RETURN(Header h, ParseImage(bytes, &plan));
+  plan.weights = PlanWeights::Copy(bytes.substr(h.weights.offset, h.weights.size));
+  return plan;
+}
+
+absl::StatusOr<Plan> LoadPlanFile(const std::string& path) {
+  uint64_t size = 0;
+  KILN_ASSIGN_OR_RETURN(int fd, OpenReadOnly(path, &size));
+  FdCloser closer{fd};
+  if (size < kHeaderBytes) {
+    // Too small to map usefully; read it so the decoder names the precise problem.
+    std::string small;
+    KILN_RETURN_IF_ERROR(ReadAt(fd, 0, size, &small, path));
+    return ParsePlan(small);
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (map == MAP_FAILED) {
+    return absl::InternalError(
+        absl::StrFormat("cannot map plan file %s: %s", path, std::strerror(errno)));
+  }
+  std::shared_ptr<const void> mapping(
+      map, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
+  const std::string_view bytes(static_cast<const char*>(map), size);
+  Plan plan;
+  KILN_ASSIGN_OR_RETURN(Header h, ParseImage(bytes, &plan));
+  plan.weights =
+      PlanWeights::View(reinterpret_cast<const uint8_t*>(bytes.data()) + h.weights.offset,
+                        h.weights.size, std::move(mapping));
+  return plan;
+}
+
+absl::StatusOr<PlanInfo> ReadPlanInfo(const std::string& path) {
+  uint64_t size = 0;
+  KILN_ASSIGN_OR_RETURN(int fd, OpenReadOnly(path, &size));
+  FdCloser closer{fd};
+  std::string header;
+  KILN_RETURN_IF_ERROR(ReadAt(fd, 0, std::min<uint64_t>(size, kHeaderBytes), &header, path));
+  KILN_ASSIGN_OR_RETURN(Header h, plan_internal::DecodeHeader(header, size));
+  // Metadata plus the (< 4 KiB) zero padding after it; never the weights.
+  std::string meta_and_pad;
+  KILN_RETURN_IF_ERROR(
+      ReadAt(fd, h.metadata.offset, h.weights.offset - h.metadata.offset, &meta_and_pad, path));
+  const std::string_view meta = std::string_view(meta_and_pad).substr(0, h.metadata.size);
+  KILN_RETURN_IF_ERROR(CheckPadding(std::string_view(meta_and_pad).substr(h.metadata.size),
+                                    h.metadata.offset + h.metadata.size));
+  KILN_RETURN_IF_ERROR(CheckCrc(h.metadata, meta));
+  PlanInfo info;
+  KILN_RETURN_IF_ERROR(DecodeCheckedMetadata(h, meta, &info.plan));
+  info.format_version = h.version;
+  info.file_bytes = size;
+  info.metadata_bytes = h.metadata.size;
+  info.weights_offset = h.weights.offset;
+  info.weights_bytes = h.weights.size;
+  return info;
+}
+
+}  // namespace kiln
