@@ -1,6 +1,7 @@
 // Attention-block matcher shared by fuse-qkv and fuse-attention (see attention_match.h).
 // The walk goes backwards from the Softmax through mask layers (Add, Where) and scale
-// layers (Mul/Div by a scalar) to MatMul(Q, Kᵀ), forwards through an optional IsNaN guard
+// layers (Mul/Div by a scalar) to MatMul(Q, Kᵀ), forwards through an IsNaN guard (optional,
+// required with a bool -inf mask: an unguarded fully masked row is NaN, the kernel gives 0)
 // to MatMul(P, V) and the head merge, and from each MatMul operand back through the head
 // split (Transpose + Reshape, scalar Muls anywhere on the Q and K paths) to a projection.
 // Shape facts come from value types first and, when shapes are symbolic, from the
@@ -520,6 +521,12 @@ MatchResult MatchAttention(const Graph& g, Node* softmax) {
   std::reverse(masks.begin(), masks.end());  // in application order
   std::string mask_why = AnalyzeMasks(masks, scores4, b);
   if (!mask_why.empty()) return fail(mask_why);
+  // A bool mask with a -inf fill can mask a whole row: softmax gives NaN there, which
+  // only the IsNaN guard turns into the kernel's zeros.
+  if ((b.mask.kind == MaskKind::kBoolKeep || b.mask.kind == MaskKind::kBoolDrop) &&
+      b.guard == nullptr)
+    return fail("a fully masked row would be NaN in the model but 0 in "
+                "kiln.MultiHeadAttention: add the IsNaN guard or use a finite fill");
 
   // Head merge: Transpose [0, 2, 1, 3] then Reshape [B, S, H].
   // (The TorchScript SDPA export first reshapes P·V to [B, -1, S, D], the shape it already

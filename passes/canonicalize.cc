@@ -17,6 +17,8 @@
 //   - Cast(Cast(x, T1), T2) where T1 holds every value of x's dtype T0 exactly (f16 ->
 //     f32, f32 -> f64, i32 -> i64, ...): the outer Cast reads x; if T2 == T0 the pair
 //     disappears. Exact. Cast(Cast(x, f16), f32) rounds and is left alone.
+//     Integer -> float -> integer is left alone unless T2 holds every T0 value: the
+//     float -> integer Cast saturates where integer -> integer wraps.
 // Why: exporters differ in operand order, Div vs Mul, Pow vs Sqrt; normalizing once here
 // keeps every fusion rule to one spelling.
 // Limits: only constant operands are moved (two non-constant operands keep their
@@ -241,6 +243,14 @@ class CanonicalizePass final : public Pass {
   }
 
   // Cast(Cast(x, T1), T2) with T0 -> T1 lossless: Cast(x, T2), or x when T2 == T0.
+  // Sound only when T1 -> T2 and T0 -> T2 map every value v of T0 alike. T0 -> T1 keeps
+  // v exactly, and the reference Cast converts by value class of the source: to float it
+  // rounds v (same for any exact source), to bool it tests v != 0, float -> integer
+  // saturates, integer -> integer wraps (mod 2^bits), bool -> anything gives 0/1. The one
+  // mismatch is an integer T0 through a float T1 into an integer T2: saturate(v) vs
+  // wrap(v), which differ whenever some v of T0 lies outside T2 (u8 200 -> f32 -> i8 is
+  // 127, u8 200 -> i8 is -56). That pair is kept unless every T0 value fits in T2
+  // (T2 == T0 or T0 -> T2 lossless), where both give v.
   bool CastPair(Node* outer) {
     Node* inner = ProducerIs(outer->input(0), "Cast");
     if (inner == nullptr || inner->num_inputs() != 1 || !inner->input(0)) return false;
@@ -251,6 +261,7 @@ class CanonicalizePass final : public Pass {
     if (t0 == DType::kUndefined || t1 == DType::kUndefined || t2 == DType::kUndefined ||
         t0 == DType::kString || !Lossless(t0, t1))
       return false;
+    if (IsInteger(t0) && IsFloat(t1) && IsInteger(t2) && !Lossless(t0, t2)) return false;
     if (t2 == t0) {
       g_->ReplaceAllUsesWith(outer->output(0), x);
       touched_.push_back(outer);

@@ -136,14 +136,100 @@ int64_t BoundOutputBytes(const Node& n, const OpInfo* info, const std::vector<co
     if (!in(0) || !in(1)) return 0;
     return SatMul(SatMul(Product(in(0)->dims()), std::max<int64_t>(in(1)->NumElements(), 1)), elem);
   }
+  if (n.domain().empty() && op == "Tile") {  // out[i] = data[i] * repeats[i]
+    std::optional<std::vector<int64_t>> reps = rewrite::IntList(in(1));
+    if (!in(0) || !reps) return 0;  // the kernel rejects it before allocating
+    return SatMul(SatMul(Product(in(0)->dims()), Product(*reps)), elem);
+  }
+  if (n.domain().empty() && op == "Pad") {  // out[a] = data[a] + pads_begin[a] + pads_end[a]
+    std::optional<std::vector<int64_t>> pads = rewrite::IntList(in(1));
+    if (!in(0) || !pads) return 0;
+    std::vector<int64_t> dims = in(0)->dims();
+    const int64_t r = static_cast<int64_t>(dims.size());
+    std::vector<int64_t> axes;
+    if (std::optional<std::vector<int64_t>> a = rewrite::IntList(in(3)); in(3) && a) {
+      axes = *a;
+    } else if (in(3)) {
+      return 0;
+    } else {
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    }
+    const int64_t na = static_cast<int64_t>(axes.size());
+    if (static_cast<int64_t>(pads->size()) != 2 * na) return 0;
+    for (int64_t i = 0; i < na; ++i) {
+      const int64_t ax = axes[i] < 0 ? axes[i] + r : axes[i];
+      if (ax < 0 || ax >= r) return 0;
+      // Negative pads crop; only growth can push the output over the limit.
+      dims[ax] = SatAdd(dims[ax], SatAdd(std::max<int64_t>((*pads)[i], 0),
+                                         std::max<int64_t>((*pads)[na + i], 0)));
+    }
+    return SatMul(Product(dims), elem);
+  }
+  if (n.domain().empty() && op == "OneHot") {  // out = indices dims with depth inserted
+    if (!in(0) || !in(1) || in(1)->NumElements() != 1) return 0;
+    const double depth = std::ceil(in(1)->GetAsDouble(0));
+    if (!(depth >= 1)) return 0;  // the kernel rejects it (NaN too)
+    if (!(depth < 9e18)) return kUnbounded;
+    return SatMul(SatMul(Product(in(0)->dims()), static_cast<int64_t>(depth)), elem);
+  }
+  if (n.domain().empty() && op == "GatherND") {
+    // out = indices.dims[:-1] + data.dims[batch_dims + q:], q = indices.dims[-1].
+    if (!in(0) || !in(1) || in(1)->rank() < 1) return 0;
+    const std::vector<int64_t>& d = in(0)->dims();
+    const std::vector<int64_t>& id = in(1)->dims();
+    const int64_t b = n.attr_int_or("batch_dims", 0), q = id.back();
+    if (b < 0 || q < 0 || b > static_cast<int64_t>(d.size()) ||
+        q > static_cast<int64_t>(d.size()) - b)
+      return 0;
+    return SatMul(SatMul(Product(absl::MakeConstSpan(id).first(id.size() - 1)),
+                         Product(absl::MakeConstSpan(d).subspan(static_cast<size_t>(b + q)))),
+                  elem);
+  }
+  if (n.domain().empty() && op == "NonZero") {  // [rank, count] of i64
+    if (!in(0)) return 0;
+    return SatMul(SatMul(std::max<int64_t>(in(0)->rank(), 1), Product(in(0)->dims())), 8);
+  }
+  if (n.domain().empty() && op == "Shape") {
+    if (!in(0)) return 0;
+    return SatMul(in(0)->rank(), 8);
+  }
+  // Reductions keep every unreduced dim, and an empty reduced axis still gives one
+  // element: at most the product of the input dims with 0s counted as 1s.
+  if (n.domain().empty() && (op.rfind("Reduce", 0) == 0 || op == "ArgMax")) {
+    if (!in(0)) return 0;
+    int64_t c = 1;
+    for (int64_t d : in(0)->dims()) c = SatMul(c, std::max<int64_t>(d, 1));
+    return SatMul(c, elem);
+  }
+  if (n.domain() == "kiln" && op == "Linear") {  // X[..., K] · W -> [..., M]
+    if (!in(0) || !in(1) || in(0)->rank() < 1 || in(1)->rank() != 2) return 0;
+    const std::vector<int64_t>& x = in(0)->dims();
+    const int64_t m = n.attr_int_or("trans_w", 0) ? in(1)->dims()[0] : in(1)->dims()[1];
+    return SatMul(SatMul(Product(absl::MakeConstSpan(x).first(x.size() - 1)), m), elem);
+  }
+  if (n.domain() == "kiln" && op == "Pool") {  // [B, S, H] -> [B, H]
+    if (!in(0) || in(0)->rank() != 3) return 0;
+    return SatMul(SatMul(in(0)->dims()[0], in(0)->dims()[2]), elem);
+  }
+  if (n.domain() == "kiln" && op == "EmbedLayerNorm") {  // ids [B, S], word [V, H] -> [B, S, H]
+    if (!in(0) || !in(3) || in(3)->rank() != 2) return 0;
+    return SatMul(SatMul(Product(in(0)->dims()), in(3)->dims()[1]), elem);
+  }
   if (HasTrait(info, kBroadcasting)) {
     std::vector<int64_t> dims;
     for (const Tensor* t : ins)
       if (t) dims = BroadcastBound(dims, t->dims());
     return SatMul(Product(dims), elem);
   }
-  // Everything else produces at most as many elements as its inputs hold together
-  // (movement, unary, reductions, normalizations, Concat, Split, Shape ...).
+  // Every other op in the catalogue (src/ir/ops.cc) produces at most as many elements as
+  // its inputs hold together: unary, normalizations, Softmax, CumSum, Trilu, Concat,
+  // Split, Slice, Reshape, Transpose, Squeeze/Unsqueeze, Flatten, GatherElements (the
+  // indices' shape), ScatterND (the data's), TopK (k <= the axis, checked by the kernel),
+  // Size, and kiln SkipLayerNorm/RMSNorm/MultiHeadAttention. Ops whose output can exceed
+  // their inputs (Tile, Pad, OneHot, GatherND, NonZero, Shape, reductions of empty axes,
+  // Expand, ConstantOfShape, Range, MatMul/Gemm, Gather, broadcasting, kiln Linear, Pool,
+  // EmbedLayerNorm) are bounded explicitly above. A new op that can grow its output
+  // must be added there.
   int64_t total = 0;
   for (const Tensor* t : ins)
     if (t) total = SatAdd(total, std::max<int64_t>(t->NumElements(), 1));

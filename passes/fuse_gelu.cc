@@ -8,9 +8,11 @@
 // √(2/π)) with x³ as Pow(x, 3) or Mul(Mul(x, x), x) in either association; then
 // Add(·, 1) and the product of x, 0.5 and that sum in any of the exporters' orders:
 // (x·0.5)·s, (x·s)·0.5, x·(s·0.5). Operands of Add/Mul may come in either order;
-// constants match within 1e-6 relative (exporters write 0.70710678, 1.4142135,
-// 0.7978845608 ...). Near-miss (reported): the whole chain matches but an interior
-// value is read elsewhere or is a graph output.
+// constants match within 2^-23 relative of their f32 rounding (exporters write
+// 0.70710677, 1.4142135, 0.7978846, 0.044715 as f32). Near-miss (reported): the whole
+// chain matches but an interior value is read elsewhere or is a graph output, or a
+// one-element constant has more dims than x (it would broadcast the result to a higher
+// rank) or has rank >= 1 while x's rank is unknown.
 // Limits: x·sigmoid(1.702·x) ("quick gelu"), a 0.5 folded into a neighbouring weight and
 // the tanh form with √(2/π) distributed over the sum are not matched.
 #include <cmath>
@@ -155,6 +157,18 @@ std::optional<GeluMatch> Recognize(Node* act) {
   return std::nullopt;
 }
 
+// "" when no constant of the chain broadcasts x to a higher rank (every node is
+// elementwise, so each constant's operand has x's rank once the earlier ones fit); else
+// the near-miss reason.
+std::string RankIssue(const GeluMatch& m) {
+  for (const Node* n : m.nodes)
+    for (const Value& in : n->inputs()) {
+      std::string why = fusion::ScalarRankFits(in, m.x);
+      if (!why.empty()) return why;
+    }
+  return "";
+}
+
 class FuseGeluPass final : public Pass {
  public:
   std::string_view name() const override { return "fuse-gelu"; }
@@ -173,7 +187,8 @@ class FuseGeluPass final : public Pass {
       if (act == nullptr) continue;
       std::optional<GeluMatch> m = Recognize(act);
       if (!m || !IsFloat(m->x.type().dtype)) continue;
-      const std::string why = fusion::CheckInterior(g, m->nodes, {m->root()});
+      std::string why = RankIssue(*m);
+      if (why.empty()) why = fusion::CheckInterior(g, m->nodes, {m->root()});
       if (!why.empty()) {
         if (ctx.fusion_report)
           ctx.fusion_report->Missed("gelu", {m->nodes.begin(), m->nodes.end()}, why);

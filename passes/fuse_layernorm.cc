@@ -8,9 +8,11 @@
 // Mul(d, Reciprocal(·)) (canonicalize turns Pow(·, -0.5) into Reciprocal(Sqrt)). Then
 // d = Sub(x, ReduceMean(x)) makes it a LayerNorm, anything else an RMSNorm of d.
 // Checks, each a reported near-miss: float input; both reductions over the last axis
-// only, keepdims=1, same axes; eps a scalar constant; no interior value read elsewhere
-// or a graph output. Absorbed when present: Mul by gamma and (LayerNorm) Add of beta,
-// each a constant of [H] (or [1,..,1,H]) or a value typed [H]; without gamma the fused op
+// only, keepdims=1, same axes (R2's axis taken against the rank of the value it
+// reduces); eps a scalar constant; the one-element exponent and eps of rank <= x's known
+// rank (else they broadcast the result to a higher rank); no interior value read
+// elsewhere or a graph output. Absorbed when present: Mul by gamma and (LayerNorm) Add
+// of beta, each a constant of [H] (or [1,..,1,H]) or a value typed [H]; without gamma the fused op
 // gets a ones gamma (H must be static) and a non-[H] multiplier stays a Mul after it.
 // Limits: E[x²]−E[x]² variance forms, ReduceSum/H means, normalization over several
 // trailing axes and gamma folded into the reciprocal before the Mul are not matched;
@@ -157,9 +159,16 @@ std::string Check(const Graph& g, const NormMatch& m, double* eps) {
   const DType dt = m.x.type().dtype;
   if (!IsFloat(dt))
     return absl::StrCat("input dtype ", std::string(DTypeName(dt)), " is not a float type");
-  const int rank = m.x.type().rank();
+  const int rank = m.x.type().has_rank() ? m.x.type().rank() : -1;
+  // Pow(d, c): a one-element c with more dims than d broadcasts what R2 reduces.
+  std::string why;
+  if (IsOp(m.square, "Pow")) why = fusion::ScalarRankFits(m.square->input(1), m.x);
+  if (!why.empty()) return absl::StrCat("the exponent ", why);
+  // R2's axis is checked against the rank of what it reduces (x's once c fits).
+  const Type& sq_type = m.var->input(0).type();
+  const int var_rank = sq_type.has_rank() ? sq_type.rank() : rank;
   std::vector<int64_t> var_axes, mean_axes;
-  std::string why = CheckReduction(m.var, rank, &var_axes);
+  why = CheckReduction(m.var, var_rank, &var_axes);
   if (!why.empty()) return why;
   if (m.layer) {
     why = CheckReduction(m.mean, rank, &mean_axes);
@@ -169,9 +178,10 @@ std::string Check(const Graph& g, const NormMatch& m, double* eps) {
   if (m.add_eps != nullptr) {
     const Value e = OtherOperand(m.add_eps, m.var->output(0));
     const Tensor* t = rewrite::ConstantOf(e);
-    if (t == nullptr || t->NumElements() != 1 || !IsFloat(t->dtype()) ||
-        (rank >= 0 && t->rank() > rank))
+    if (t == nullptr || t->NumElements() != 1 || !IsFloat(t->dtype()))
       return absl::StrCat("epsilon ", fusion::ValueLabel(e), " is not a scalar constant");
+    why = fusion::ScalarRankFits(e, m.x);
+    if (!why.empty()) return absl::StrCat("epsilon ", why);
     *eps = t->GetAsDouble(0);
   }
   return fusion::CheckInterior(g, m.Core(), {m.norm});

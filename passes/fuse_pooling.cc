@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/fusion_util.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -118,7 +119,8 @@ std::optional<std::pair<Value, double>> MatchClampMin(Value v) {
     auto m = rewrite::MatchCommuted(
         mx, [](Value) { return true; },
         [](Value e) { return rewrite::ScalarConstant(e).has_value(); });
-    if (!m) return std::nullopt;
+    // A one-element eps of higher rank would broadcast the result to that rank.
+    if (!m || !fusion::ScalarRankFits(m->second, m->first).empty()) return std::nullopt;
     return std::make_pair(m->first, *rewrite::ScalarConstant(m->second));
   }
   return std::nullopt;
@@ -161,7 +163,8 @@ std::optional<Normalize> MatchNormalize(Node* d, Value x, std::string* reason) {
     if (rs == nullptr) return std::nullopt;
     Node* p = rs->input(0).node;
     const bool squares = (IsOp(p, "Pow") && p->input(0) == x &&
-                          rewrite::ScalarConstant(p->input(1)) == 2.0) ||
+                          rewrite::ScalarConstant(p->input(1)) == 2.0 &&
+                          fusion::ScalarRankFits(p->input(1), x).empty()) ||
                          (IsOp(p, "Mul") && p->input(0) == x && p->input(1) == x);
     if (!squares) return std::nullopt;
     nz.nodes.insert(nz.nodes.end(), {sq, rs, p});

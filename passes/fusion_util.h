@@ -17,13 +17,36 @@
 
 namespace kiln::fusion {
 
-// A one-element float constant within `rel` relative error of `want` (exporters write
-// 1/sqrt(2) as 0.70710678, 0.7071067811865476 or the f32 rounding 0.70710677).
-inline bool ScalarNear(Value v, double want, double rel = 1e-6) {
+// A one-element float constant equal to `want` rounded to f32, give or take 2^-23 of it
+// (one f32 ulp, two at the bottom of a binade): what the exporters write — 0.5,
+// 1.4142135 / 0.70710677, 0.044715, 0.7978846 as f32, or the exact double in an f64
+// model. Says nothing about the constant's rank: see ScalarRankFits.
+inline bool ScalarNear(Value v, double want) {
   const Tensor* t = rewrite::ConstantOf(v);
   if (t == nullptr || !IsFloat(t->dtype()) || t->NumElements() != 1) return false;
-  const double got = t->GetAsDouble(0);
-  return std::abs(got - want) <= rel * std::abs(want);
+  const double f = static_cast<float>(want);
+  return std::abs(t->GetAsDouble(0) - f) <= std::ldexp(std::abs(f), -23);
+}
+
+// "" when one-element constant `c`, combined elementwise with a value of `other`'s
+// type, cannot broadcast the result to a higher rank than `other`'s: `c` has rank 0, or
+// `other`'s rank is known and at least `c`'s. Else the near-miss reason. A fusion that
+// treats `c` as a scalar keeps `other`'s rank and would silently change the shape.
+inline std::string ScalarRankFits(Value c, Value other) {
+  const Tensor* t = rewrite::ConstantOf(c);
+  if (t == nullptr || t->rank() == 0) return "";
+  const Type& ty = other.type();
+  const std::string& name = c.node->output_info(c.index).name;
+  const std::string what =
+      absl::StrCat("constant ", name.empty() ? "(unnamed)" : absl::StrCat("'", name, "'"),
+                   " has shape [", absl::StrJoin(t->dims(), ","), "]");
+  if (!ty.has_rank())
+    return absl::StrCat(what, " and its operand has unknown rank; it may broadcast the "
+                        "result to a higher rank");
+  if (t->rank() > ty.rank())
+    return absl::StrCat(what, ", more dims than its rank-", ty.rank(),
+                        " operand: it broadcasts the result to rank ", t->rank());
+  return "";
 }
 
 // A float constant whose elements all equal `want` exactly (an all-ones gamma).

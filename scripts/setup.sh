@@ -38,6 +38,11 @@ for line in open(sys.argv[1]):
 PYEOF
 then
   echo "setup: installing PyPI packages from requirements-test.txt"
-  "$PY" -m pip install -q --disable-pip-version-check -r "$PY_REQUIREMENTS" 2>&1 \
-    | grep -v "Running pip as the 'root' user" || true
+  pip_install() {
+    "$PY" -m pip install -q --disable-pip-version-check "$@" -r "$PY_REQUIREMENTS" 2>&1 \
+      | grep -v "Running pip as the 'root' user"
+    return "${PIPESTATUS[0]}"
+  }
+  # Debian's own python3 is "externally managed" (PEP 668): pip refuses without the flag.
+  pip_install || pip_install --break-system-packages
 fi

@@ -25,7 +25,8 @@ constexpr char kHelp[] =
     "usage: kiln opt MODEL.onnx [options]\n"
     "\n"
     "Imports MODEL.onnx, runs an optimization pipeline and prints the optimized IR on\n"
-    "stdout (pass dumps and statistics go to stderr).\n"
+    "stdout, unless --emit-onnx, --dot or --quiet is given (pass dumps, statistics and\n"
+    "the final node count go to stderr).\n"
     "\n"
     "options:\n"
     "  -O0 | -O1 | -O2 | -O3     pipeline (default -O1): -O0 import only, -O1 exact\n"
@@ -48,7 +49,8 @@ constexpr char kHelp[] =
     "  --dot FILE.dot            write the graph as Graphviz: after the last pass, or after\n"
     "                            the pass named by --print-after\n"
     "  --list-passes             list the registered passes and the -O1 pipeline\n"
-    "  --quiet                   do not print the optimized IR\n";
+    "  --quiet                   do not print the optimized IR (even without --emit-onnx\n"
+    "                            or --dot)\n";
 
 std::vector<std::string> SplitList(const std::string& s) {
   return absl::StrSplit(s, ',', absl::SkipEmpty());

@@ -111,13 +111,31 @@ absl::StatusOr<Tensor> RandomTensor(const std::string& name, DType dtype,
              name.find("segment") != std::string::npos) {
     lo = 0, hi = 1;
   }
+  if (IsInteger(dtype)) {  // the drawn values must be representable in the input's dtype
+    const size_t bits = 8 * DTypeSize(dtype);
+    const bool is_unsigned = dtype == DType::kU8 || dtype == DType::kU16 || dtype == DType::kU32 ||
+                             dtype == DType::kU64;
+    const long double max = is_unsigned ? std::ldexp(1.0L, bits) - 1 : std::ldexp(1.0L, bits - 1) - 1;
+    const long double min = is_unsigned ? 0 : -std::ldexp(1.0L, bits - 1);
+    if (static_cast<long double>(lo) < min || static_cast<long double>(hi) - 1 > max)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "random values for input '", name, "' would be drawn from [", lo, ", ", hi,
+          "), which does not fit its dtype ", std::string(DTypeName(dtype)),
+          ": use --vocab or --int-range NAME=LO:HI"));
+  }
+  // hi - lo computed unsigned: the span of any int64 range [lo, hi) fits in uint64.
+  const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
   for (int64_t i = 0; i < t.NumElements(); ++i) {
     if (IsFloat(dtype)) {
       t.SetFromDouble(i, 2.0 * uniform() - 1.0);
     } else if (dtype == DType::kBool) {
       t.SetFromDouble(i, uniform() < 0.5 ? 0 : 1);
     } else if (IsInteger(dtype)) {
-      t.SetFromDouble(i, static_cast<double>(lo + static_cast<int64_t>(rng() % (hi - lo))));
+      const uint64_t offset = rng() % span;  // span >= 1: hi > lo is checked at parse time
+      const int64_t v = static_cast<int64_t>(static_cast<uint64_t>(lo) + offset);
+      if (dtype == DType::kI64) t.data<int64_t>()[i] = v;
+      else if (dtype == DType::kU64) t.data<uint64_t>()[i] = static_cast<uint64_t>(v);
+      else t.SetFromDouble(i, static_cast<double>(v));
     } else {
       return absl::UnimplementedError(absl::StrCat("cannot generate random input '", name,
                                                    "' of dtype ", std::string(DTypeName(dtype))));

@@ -21,6 +21,23 @@
 namespace kiln::reference {
 namespace {
 
+// Rejects an output (or scratch buffer) of `dims` before anything is sized from it, with
+// the errors Tensor::Create gives: InvalidArgument when the element count is negative or
+// overflows int64, ResourceExhausted over Tensor::Create's 2^40-byte limit. The kernels
+// hold values as double, so the limit is applied to 8-byte elements, which is at least as
+// strict as Create's for every output dtype. Without it a shape like [1e9, 1e9] built
+// from empty inputs would reach std::vector and abort with bad_alloc.
+absl::Status CheckBufferSize(absl::Span<const int64_t> dims, const char* what) {
+  absl::StatusOr<int64_t> n = CheckedNumElements(dims);
+  if (!n.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " of shape ", DimsStr(dims), ": ", n.status().message()));
+  if (*n > (int64_t{1} << 40) / static_cast<int64_t>(sizeof(double)))
+    return absl::ResourceExhaustedError(absl::StrCat(what, " of shape ", DimsStr(dims), " (",
+                                                     *n, " elements) is too large"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<const Tensor*> Arg(Inputs in, int i, const char* what) {
   if (i >= static_cast<int>(in.size()) || in[i] == nullptr)
     return absl::InvalidArgumentError(
@@ -171,6 +188,7 @@ Result LinearKernel(const Node& node, Inputs in) {
   KILN_RETURN_IF_ERROR(RequireVector(b, m, "B"));
   std::vector<int64_t> out_dims(x->dims().begin(), x->dims().end() - 1);
   out_dims.push_back(m);
+  KILN_RETURN_IF_ERROR(CheckBufferSize(out_dims, "output"));
   int64_t rows_out = 1;
   for (size_t i = 0; i + 1 < x->dims().size(); ++i) rows_out *= x->dims()[i];
   const std::vector<double> xv = ToDoubles(*x), wv = ToDoubles(*w);
@@ -305,6 +323,8 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
     }
   }
   const double neg_inf = -std::numeric_limits<double>::infinity();
+  KILN_RETURN_IF_ERROR(CheckBufferSize({nb, s, h}, "output"));
+  KILN_RETURN_IF_ERROR(CheckBufferSize({s}, "score row"));
   const std::vector<double> xv = ToDoubles(*qkv);
   std::vector<double> y(static_cast<size_t>(nb * s * h), 0.0);
   std::vector<double> p(static_cast<size_t>(s));
@@ -423,6 +443,7 @@ Result EmbedLayerNormKernel(const Node& node, Inputs in) {
     pos_off = BroadcastOffsets(pos->dims(), ids->dims());
   }
   const int64_t vocab = word->dims()[0], max_pos = pos_emb->dims()[0];
+  KILN_RETURN_IF_ERROR(CheckBufferSize({nb, s, h}, "output"));
   const std::vector<double> wv = ToDoubles(*word), pv = ToDoubles(*pos_emb);
   const std::vector<double> sv = seg_emb ? ToDoubles(*seg_emb) : std::vector<double>();
   const std::vector<double> gv = ToDoubles(*gamma), bv = ToDoubles(*beta);
@@ -485,6 +506,7 @@ Result PoolKernel(const Node& node, Inputs in) {
   }
   if (mode == "cls" && s == 0 && nb > 0 && h > 0)
     return absl::InvalidArgumentError("cls pooling needs a sequence length >= 1, got 0");
+  KILN_RETURN_IF_ERROR(CheckBufferSize({nb, h}, "output"));
   const std::vector<double> hv = ToDoubles(*hidden);
   std::vector<double> y(static_cast<size_t>(nb * h), 0.0);
   for (int64_t b = 0; b < nb; ++b) {

@@ -97,6 +97,8 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
   if (!dtype) return absl::UnimplementedError(absl::StrCat("'", path, "': npy dtype '", *descr,
                                                            "' is not supported"));
   std::vector<int64_t> dims;
+  if (shape_text->size() < 2 || shape_text->front() != '(' || shape_text->back() != ')')
+    return Bad(path, absl::StrCat("shape '", *shape_text, "' is not a tuple"));
   std::string inner = shape_text->substr(1, shape_text->size() - 2);
   for (absl::string_view part : absl::StrSplit(inner, ',', absl::SkipWhitespace())) {
     int64_t v;

@@ -5,6 +5,8 @@ Exit codes (the CLI contract): 2 = the model is malformed, 3 = the model is well
 something kiln does not support.
 """
 
+import subprocess
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
@@ -57,3 +59,22 @@ def test_unsupported_op_exits_3(kiln_bin, tmp_path):
     proc, _ = run_kiln(kiln_bin, path, feeds, tmp_path)
     line = assert_one_line_error(proc, 3)
     assert "Det" in line, f"the error should name the unsupported op: {line}"
+
+
+def test_random_range_wider_than_dtype_exits_2(kiln_bin, tmp_path):
+    """--int-range values that do not fit the input's dtype are refused, not wrapped."""
+    model = tmp_path / "id8.onnx"
+    x = helper.make_tensor_value_info("x", TensorProto.INT8, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.INT8, [4])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    base = [kiln_bin, "run", str(model), "--random-inputs"]
+    proc = subprocess.run(base + ["--int-range", "x=0:300"], capture_output=True, text=True)
+    line = assert_one_line_error(proc, 2)
+    assert "does not fit its dtype i8" in line
+    proc = subprocess.run(base + ["--int-range", "x=-128:128"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run([kiln_bin, "run", str(model), "--random-inputs", "--int-range",
+                           "x=-9223372036854775808:9223372036854775807"],
+                          capture_output=True, text=True)
+    assert_one_line_error(proc, 2)

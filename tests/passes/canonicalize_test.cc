@@ -263,6 +263,58 @@ TEST(Canonicalize, LeavesRoundingCastPairs) {
 })");
 }
 
+// The reference Cast saturates float -> integer but wraps integer -> integer, so an
+// integer routed through a float into a narrower integer must keep both Casts:
+// u8 200 -> f32 -> i8 is 127, u8 200 -> i8 would be -56.
+constexpr char kU8ThroughF32ToI8[] = R"(graph g opset=17 {
+  %0 = Input() : u8[2] "x"
+  %1 = Cast(%0) {to=1} : f32[2]
+  %2 = Cast(%1) {to=3} : i8[2] "y"
+  return "y": %2
+})";
+
+TEST(Canonicalize, LeavesIntegerThroughFloatToNarrowerInteger) {
+  ExpectNoChange(kPass, kU8ThroughF32ToI8);
+  // i8 -> f32 -> u8: -1 saturates to 0 but would wrap to 255.
+  ExpectNoChange(kPass, R"(graph g opset=17 {
+  %0 = Input() : i8[4] "x"
+  %1 = Cast(%0) {to=1} : f32[4]
+  %2 = Cast(%1) {to=2} : u8[4] "y"
+  return "y": %2
+})");
+  // Exact values: the graph gives 127 for both inputs before and after the pass.
+  auto g = Parse(kU8ThroughF32ToI8);
+  ASSERT_TRUE(g);
+  Tensor x(DType::kU8, {2});
+  x.SetFromDouble(0, 200);
+  x.SetFromDouble(1, 255);
+  for (int run = 0; run < 2; ++run) {
+    if (run == 1) testing::RunPass(kPass, *g);
+    auto y = RunReference(*g, {{"x", x}});
+    ASSERT_TRUE(y.ok()) << y.status();
+    ASSERT_EQ(y->size(), 1u);
+    ASSERT_EQ((*y)[0].dtype(), DType::kI8);
+    ASSERT_EQ((*y)[0].NumElements(), 2);
+    EXPECT_EQ((*y)[0].GetAsInt64(0), 127) << "run " << run;
+    EXPECT_EQ((*y)[0].GetAsInt64(1), 127) << "run " << run;
+  }
+}
+
+TEST(Canonicalize, ShortensIntegerThroughFloatIntoWiderInteger) {
+  // u8 -> f32 -> i32: every u8 value fits i32, so saturation and wrapping agree.
+  constexpr char kWiden[] = R"(graph g opset=17 {
+  %0 = Input() : u8[4] "x"
+  %1 = Cast(%0) {to=1} : f32[4] @ "c1"
+  %2 = Cast(%1) {to=6} : i32[4] "y" @ "c2"
+  return "y": %2
+})";
+  ExpectRewrite(kPass, kWiden, R"(graph g opset=17 {
+  %0 = Input() : u8[4] "x"
+  %1 = Cast(%0) {to=6} : i32[4] "y" @ "c2", "c1"
+  return "y": %1
+})");
+}
+
 TEST(Canonicalize, DoesNothingOnCanonicalGraph) {
   ExpectNoChange(kPass, R"(graph g opset=17 {
   %0 = Input() : f32[2,3] "x"

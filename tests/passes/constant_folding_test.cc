@@ -271,6 +271,86 @@ graph g opset=17 {
   }
 }
 
+// Ops whose output outgrows their inputs are bounded from the constant inputs before
+// evaluation (no stored output type here), so an output over the limit is skipped (not
+// "too large" from the kernel) and the graph is left exactly as it was.
+void ExpectSkippedOverLimit(const std::string& text) {
+  auto g = Parse(text);
+  ASSERT_TRUE(g);
+  const std::string before = PrintGraph(*g);
+  PassRun o = RunPassOnce(kPass, *g);
+  ASSERT_TRUE(o.changed.ok()) << o.changed.status();
+  EXPECT_FALSE(*o.changed);
+  EXPECT_EQ(Counter(o.counters, "skipped: over size limit"), 1);
+  EXPECT_EQ(Counter(o.counters, "folded nodes"), 0);
+  EXPECT_EQ(PrintGraph(*g), before);
+}
+
+TEST(ConstantFolding, TileOverTheLimitIsSkipped) {
+  // 4 elements tiled 2^39 times: 2^41 elements.
+  ExpectSkippedOverLimit(R"(
+graph g opset=17 {
+  %0 = Constant() {value=tensor<f32[2,2]>[1, 2, 3, 4]} : f32[2,2]
+  %1 = Constant() {value=tensor<i64[2]>[549755813888, 1]} : i64[2]
+  %2 = Tile(%0, %1)
+  return "y": %2
+})");
+}
+
+TEST(ConstantFolding, PadOverTheLimitIsSkipped) {
+  // Axis 1 grows by 2^40 at its start: [2, 2^40 + 2].
+  ExpectSkippedOverLimit(R"(
+graph g opset=17 {
+  %0 = Constant() {value=tensor<f32[2,2]>[1, 2, 3, 4]} : f32[2,2]
+  %1 = Constant() {value=tensor<i64[4]>[0, 1099511627776, 0, 0]} : i64[4]
+  %2 = Pad(%0, %1)
+  return "y": %2
+})");
+  // The same growth through the axes input, with a negative axis.
+  ExpectSkippedOverLimit(R"(
+graph g opset=18 {
+  %0 = Constant() {value=tensor<f32[2,2]>[1, 2, 3, 4]} : f32[2,2]
+  %1 = Constant() {value=tensor<i64[2]>[0, 1099511627776]} : i64[2]
+  %2 = Constant() {value=tensor<i64[1]>[-1]} : i64[1]
+  %3 = Pad(%0, %1, _, %2)
+  return "y": %3
+})");
+}
+
+TEST(ConstantFolding, OneHotOverTheLimitIsSkipped) {
+  // 4 indices x depth 2^39.
+  ExpectSkippedOverLimit(R"(
+graph g opset=17 {
+  %0 = Constant() {value=tensor<i64[4]>[0, 1, 2, 3]} : i64[4]
+  %1 = Constant() {value=tensor<i64[]>[549755813888]} : i64[]
+  %2 = Constant() {value=tensor<f32[2]>[0, 1]} : f32[2]
+  %3 = OneHot(%0, %1, %2)
+  return "y": %3
+})");
+}
+
+TEST(ConstantFolding, PadBoundIsTheExactPaddedSize) {
+  // [2,2] padded by one column at the end: 6 elements, counted at 8 bytes each when the
+  // output dtype is not stored, so 48 bytes folds and 47 does not.
+  constexpr char kPad[] = R"(
+graph g opset=17 {
+  %0 = Constant() {value=tensor<f32[2,2]>[1, 2, 3, 4]} : f32[2,2]
+  %1 = Constant() {value=tensor<i64[4]>[0, 0, 0, 1]} : i64[4]
+  %2 = Pad(%0, %1)
+  return "y": %2
+})";
+  for (int64_t limit : {48, 47}) {
+    auto g = Parse(kPad);
+    ASSERT_TRUE(g);
+    PassContext ctx;
+    ctx.fold_limit_bytes = limit;
+    PassRun r = RunPassOnce(kPass, *g, ctx);
+    ASSERT_TRUE(r.changed.ok()) << r.changed.status();
+    EXPECT_EQ(*r.changed, limit == 48) << "limit " << limit;
+    EXPECT_EQ(Counter(r.counters, "skipped: over size limit"), limit == 48 ? 0 : 1);
+  }
+}
+
 TEST(ConstantFolding, KernelErrorOnConstantsIsReturned) {
   auto g = Parse(R"(
 graph g opset=17 {

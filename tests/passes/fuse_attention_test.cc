@@ -101,8 +101,9 @@ std::vector<Variant> Variants() {
   Spec guard = Make(Proj::kPacked, Scale::kDiv, MaskStyle::kBoolKeep);
   guard.guard = true;
   v.push_back({"BoolWhereMaskWithIsNaNGuard", guard, false, "Linear", "Input", 0, 0.5f});
-  v.push_back({"BoolWhereMaskedWhenTrue", Make(Proj::kPacked, Scale::kDiv, MaskStyle::kBoolDrop),
-               false, "Linear", "Not", 0, 0.5f});
+  Spec drop = Make(Proj::kPacked, Scale::kDiv, MaskStyle::kBoolDrop);
+  drop.guard = true;
+  v.push_back({"BoolWhereMaskedWhenTrue", drop, false, "Linear", "Not", 0, 0.5f});
   v.push_back({"CausalTrilu", Make(Proj::kPacked, Scale::kDiv, MaskStyle::kCausal), false,
                "Linear", "", 1, 0.5f});
   v.push_back({"CausalPlusPaddingMask", Make(Proj::kPacked, Scale::kDiv,
@@ -218,6 +219,16 @@ void ExpectMiss(const Spec& s, const std::string& reason) {
   const std::vector<std::string>& nodes = k.missed[0].nodes;
   for (const char* n : {"qk", "softmax", "pv"})
     EXPECT_NE(std::find(nodes.begin(), nodes.end(), n), nodes.end()) << n;
+}
+
+// A bool mask with a -inf fill and no IsNaN guard: a fully masked row is NaN in the
+// original but zeros in the kernel, so it is a miss (both Where operand orders).
+TEST(FuseAttentionTest, MissesUnguardedMinusInfBoolMask) {
+  const std::string why =
+      "a fully masked row would be NaN in the model but 0 in kiln.MultiHeadAttention: add "
+      "the IsNaN guard or use a finite fill";
+  ExpectMiss(Make(Proj::kPacked, Scale::kDiv, MaskStyle::kBoolKeep), why);
+  ExpectMiss(Make(Proj::kPacked, Scale::kDiv, MaskStyle::kBoolDrop), why);
 }
 
 TEST(FuseAttentionTest, MissesSoftmaxOverNonLastAxis) {

@@ -175,6 +175,75 @@ TEST(FuseGelu, NearMissInteriorValueReadElsewhere) {
             (std::vector<std::string>{"act/Add", "act/Div", "act/Erf", "act/Mul", "act/Mul_1"}));
 }
 
+// Replaces every occurrence of `from` in `text` by `to`.
+std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+constexpr char kBertGeluFused[] = R"(graph g opset=14 {
+  %0 = Input() : f32[2,8] "x"
+  %1 = Gelu(%0) {approximate="none"} : f32[2,8] "y" @ "act/Div", "act/Erf", "act/Add", "act/Mul", "act/Mul_1"
+  return "y": %1
+})";
+
+// The one reported gelu miss of `text`, after checking the pass leaves it alone.
+void ExpectGeluMiss(const std::string& text, const std::string& reason) {
+  ExpectNoChange(kPass, text);
+  FusionReport r = RunWithReport(text);
+  ASSERT_EQ(r.kinds().count("gelu"), 1u);
+  EXPECT_EQ(r.kinds().at("gelu").fused, 0);
+  ASSERT_EQ(r.kinds().at("gelu").missed.size(), 1u);
+  EXPECT_EQ(r.kinds().at("gelu").missed[0].reason, reason);
+}
+
+// 0.5 as f32[1,1,1] on a rank-2 x: the original's result is [1,2,8], Gelu(x) would be
+// [2,8]. A miss; the graph is left alone.
+TEST(FuseGelu, NearMissOneElementConstantOfHigherRank) {
+  std::string text = ReplaceAll(kBertGelu, "tensor<f32[]>[0.5]} : f32[]",
+                                "tensor<f32[1,1,1]>[0.5]} : f32[1,1,1]");
+  text = ReplaceAll(text, ": f32[2,8] @ \"act/Mul\"", ": f32[1,2,8] @ \"act/Mul\"");
+  text = ReplaceAll(text, ": f32[2,8] \"y\"", ": f32[1,2,8] \"y\"");
+  ExpectGeluMiss(text, "constant 'half' has shape [1,1,1], more dims than its rank-2 operand: "
+                       "it broadcasts the result to rank 3");
+}
+
+// The same constant on x of unknown rank: the result's rank cannot be shown to be x's.
+TEST(FuseGelu, NearMissOneElementConstantOnUnknownRank) {
+  std::string text = ReplaceAll(kBertGelu, "f32[2,8]", "f32[*]");
+  text = ReplaceAll(text, "tensor<f32[]>[0.5]} : f32[]", "tensor<f32[1,1,1]>[0.5]} : f32[1,1,1]");
+  ExpectGeluMiss(text, "constant 'half' has shape [1,1,1] and its operand has unknown rank; "
+                       "it may broadcast the result to a higher rank");
+}
+
+// One-element constants of rank <= x's rank never grow the result: fused. Rank-0 ones
+// fuse even when x's rank is unknown.
+TEST(FuseGelu, OneElementConstantsOfRankAtMostXsFuse) {
+  std::string text = ReplaceAll(kBertGelu, "tensor<f32[]>[0.5]} : f32[]",
+                                "tensor<f32[1,1]>[0.5]} : f32[1,1]");
+  text = ReplaceAll(text, "tensor<f32[]>[1.4142135]} : f32[]",
+                    "tensor<f32[1]>[1.4142135]} : f32[1]");
+  ExpectRewrite(kPass, text, kBertGeluFused);
+  ExpectNumericallyEquivalent(kPass, text);
+  ExpectRewrite(kPass, ReplaceAll(kBertGelu, "f32[2,8]", "f32[*]"),
+                ReplaceAll(kBertGeluFused, "f32[2,8]", "f32[*]"));
+}
+
+// Constants match within 2^-23 relative of the f32 value: one ulp off (1.4142137) fuses,
+// three ulps off (1.4142139, accepted by the old 1e-6 tolerance) does not.
+TEST(FuseGelu, ConstantToleranceIsAboutOneUlp) {
+  ExpectRewrite(kPass, ReplaceAll(kBertGelu, "[1.4142135]", "[1.4142137]"), kBertGeluFused);
+  const std::string off = ReplaceAll(kBertGelu, "[1.4142135]", "[1.4142139]");
+  ExpectNoChange(kPass, off);
+  EXPECT_EQ(RunWithReport(off).total_missed(), 0);
+  // The exact double in an f64 model matches too.
+  std::string f64 = ReplaceAll(kBertGelu, "f32", "f64");
+  f64 = ReplaceAll(f64, "[1.4142135]", "[1.4142135623730951]");
+  ExpectRewrite(kPass, f64,
+                ReplaceAll(kBertGeluFused, "f32", "f64"));
+}
+
 TEST(FuseGelu, LeavesLookalikes) {
   // Wrong constants: x/2 inside erf, and 0.4 instead of 0.5: not a GELU, not reported.
   std::string wrong_scale = kBertGelu;

@@ -207,6 +207,58 @@ void ExpectMiss(const std::string& text, const std::string& kind, const std::str
             k.missed[0].nodes.end());
 }
 
+// Pow(d, 2) with the 2 as f32[1,1,1,1] and the variance over axis 2: the original's Pow
+// is [1,2,3,8], so axis 2 is S (not H) and the result is [1,2,3,8]. Fusing would
+// normalize over H with a [2,3,8] result. A miss; the graph is left alone.
+constexpr char kRank4Exponent[] = R"(graph g opset=14 {
+  %0 = Input() : f32[2,3,8] "x"
+  %1 = Constant() {value=tensor<i64[1]>[-1]} : i64[1] "axes"
+  %2 = ReduceMean(%0, %1) : f32[2,3,1] @ "ln/ReduceMean"
+  %3 = Sub(%0, %2) : f32[2,3,8] @ "ln/Sub"
+  %4 = Constant() {value=tensor<f32[1,1,1,1]>[2]} : f32[1,1,1,1] "two"
+  %5 = Pow(%3, %4) : f32[1,2,3,8] @ "ln/Pow"
+  %6 = Constant() {value=tensor<i64[1]>[2]} : i64[1] "axes2"
+  %7 = ReduceMean(%5, %6) : f32[1,2,1,8] @ "ln/ReduceMean_1"
+  %8 = Constant() {value=tensor<f32[]>[1e-05]} : f32[] "eps"
+  %9 = Add(%7, %8) : f32[1,2,1,8] @ "ln/Add"
+  %10 = Sqrt(%9) : f32[1,2,1,8] @ "ln/Sqrt"
+  %11 = Div(%3, %10) : f32[1,2,3,8] "y" @ "ln/Div"
+  return "y": %11
+})";
+
+TEST(FuseLayerNorm, NearMissExponentOfHigherRank) {
+  ExpectMiss(kRank4Exponent, "layernorm",
+             "the exponent constant 'two' has shape [1,1,1,1], more dims than its rank-3 "
+             "operand: it broadcasts the result to rank 4");
+  // With the exponent as f32[1,1,1] (rank <= x's) axis 2 is x's last: fused, over H.
+  std::string fits = Edit(kRank4Exponent, "tensor<f32[1,1,1,1]>[2]} : f32[1,1,1,1]",
+                          "tensor<f32[1,1,1]>[2]} : f32[1,1,1]");
+  fits = Edit(Edit(Edit(Edit(fits, "f32[1,2,3,8] @", "f32[2,3,8] @"), "f32[1,2,1,8] @ \"ln/Re",
+                        "f32[2,3,1] @ \"ln/Re"),
+                   "f32[1,2,1,8] @ \"ln/Add", "f32[2,3,1] @ \"ln/Add"),
+              "f32[1,2,1,8] @ \"ln/Sqrt", "f32[2,3,1] @ \"ln/Sqrt");
+  fits = Edit(fits, "f32[1,2,3,8] \"y\"", "f32[2,3,8] \"y\"");
+  ExpectRewrite(kPass, fits, R"(graph g opset=14 {
+  %0 = Input() : f32[2,3,8] "x"
+  %1 = Constant() {value=tensor<f32[8]>[1, 1, 1, 1, 1, 1, 1, 1]} : f32[8] "y_gamma"
+  %2 = LayerNormalization(%0, %1) {axis=-1, epsilon=1e-05} : f32[2,3,8] "y" @ "ln/ReduceMean", "ln/Sub", "ln/Pow", "ln/ReduceMean_1", "ln/Add", "ln/Sqrt", "ln/Div"
+  return "y": %2
+})");
+  ExpectNumericallyEquivalent(kPass, fits);
+}
+
+// A one-element epsilon of rank 1 on x of unknown rank might broadcast: a miss.
+TEST(FuseLayerNorm, NearMissEpsilonOnUnknownRank) {
+  std::string text = kBertLayerNorm;
+  for (const char* t : {"f32[2,3,8]", "f32[2,3,1]"})
+    for (size_t at = text.find(t); at != std::string::npos; at = text.find(t))
+      text.replace(at, std::string(t).size(), "f32[*]");
+  ExpectMiss(Edit(text, "tensor<f32[]>[1e-12]} : f32[]", "tensor<f32[1]>[1e-12]} : f32[1]"),
+             "layernorm",
+             "epsilon constant 'eps' has shape [1] and its operand has unknown rank; it may "
+             "broadcast the result to a higher rank");
+}
+
 TEST(FuseLayerNorm, NearMissNonLastAxis) {
   ExpectMiss(Edit(Edit(Edit(Edit(kBertLayerNorm, "tensor<i64[1]>[-1]", "tensor<i64[1]>[1]"),
                             "%2 = ReduceMean(%0, %1) : f32[2,3,1]",

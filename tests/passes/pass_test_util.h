@@ -104,13 +104,17 @@ inline double MaxAbsDiff(const Graph& a, const Graph& b,
 
 // Runs `pass` on a copy of the graph parsed from `text` and checks the outputs agree with
 // the original within 1e-5 (structural rewrites reorder at most a few float ops).
+// `expect_change` (default) also requires the pass to rewrite the graph, so that the
+// comparison cannot pass vacuously when a rule stops matching.
 inline void ExpectNumericallyEquivalent(const std::string& pass, const std::string& text,
                                         PassContext ctx = {},
-                                        const std::map<std::string, int64_t>& symbols = {}) {
+                                        const std::map<std::string, int64_t>& symbols = {},
+                                        bool expect_change = true) {
   auto original = Parse(text);
   ASSERT_TRUE(original);
   auto optimized = original->Clone();
-  RunPass(pass, *optimized, ctx);
+  const bool changed = RunPass(pass, *optimized, ctx);
+  if (expect_change) EXPECT_TRUE(changed) << "the pass did not rewrite the graph";
   for (uint64_t seed : {1u, 2u, 3u}) {
     auto feeds = RandomInputs(*original, seed, symbols);
     EXPECT_LE(MaxAbsDiff(*original, *optimized, feeds), 1e-5) << "seed " << seed;

@@ -937,5 +937,58 @@ TEST(FusedKernelsTest, ErrorsNameTheNodeAndOp) {
     EXPECT_TRUE(HasReferenceKernel("kiln", op)) << op;
 }
 
+// ---------------------------------------------------------------------------------------
+// Outputs sized from dims of empty inputs: each kernel must refuse a buffer it cannot
+// hold with the codes Tensor::Create gives (ResourceExhausted over its 2^40-byte limit,
+// InvalidArgument when the element count overflows int64), before allocating anything.
+// Every input here holds zero elements, so a kernel that sized its buffer first would
+// abort with bad_alloc instead.
+
+TEST(FusedOutputSizeTest, LinearOverTheLimitIsResourceExhausted) {
+  ExpectError(R"(graph g opset=21 {
+  %0 = Input() : f32[1000000000,0] "x"
+  %1 = Input() : f32[0,1000000000] "w"
+  %2 = kiln.Linear(%0, %1)
+  return "y": %2
+})",
+              {{"x", Tensor(DType::kF32, {1000000000, 0})},
+               {"w", Tensor(DType::kF32, {0, 1000000000})}},
+              absl::StatusCode::kResourceExhausted, "too large");
+}
+
+TEST(FusedOutputSizeTest, LinearOverflowingElementCountIsInvalidArgument) {
+  ExpectError(R"(graph g opset=21 {
+  %0 = Input() : f32[4611686018427387904,0] "x"
+  %1 = Input() : f32[0,4] "w"
+  %2 = kiln.Linear(%0, %1)
+  return "y": %2
+})",
+              {{"x", Tensor(DType::kF32, {int64_t{1} << 62, 0})},
+               {"w", Tensor(DType::kF32, {0, 4})}},
+              absl::StatusCode::kInvalidArgument, "overflows");
+}
+
+TEST(FusedOutputSizeTest, PoolOverTheLimitIsResourceExhausted) {
+  // mean pooling over S = 0 is defined (zeros); cls needs S >= 1, so its input can't be empty.
+  ExpectError(R"(graph g opset=21 {
+  %0 = Input() : f32[1000000000,0,1000000000] "h"
+  %1 = kiln.Pool(%0) {mode="mean"}
+  return "y": %1
+})",
+              {{"h", Tensor(DType::kF32, {1000000000, 0, 1000000000})}},
+              absl::StatusCode::kResourceExhausted, "too large");
+}
+
+TEST(FusedOutputSizeTest, MultiHeadAttentionHugeSequenceIsResourceExhausted) {
+  // B = 0 makes the output empty, but the per-row score buffer still has S elements.
+  ExpectError(R"(graph g opset=21 {
+  %0 = Input() : f32[0,1099511627776,3] "qkv"
+  %1 = kiln.MultiHeadAttention(%0) {num_heads=1, scale=0.5}
+  return "y": %1
+})",
+              {{"qkv", Tensor(DType::kF32, {0, int64_t{1} << 40, 3})}},
+              absl::StatusCode::kResourceExhausted, "too large");
+}
+
 }  // namespace
 }  // namespace kiln
