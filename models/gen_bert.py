@@ -84,8 +84,10 @@ class GraphBuilder:
     repeats) and outputs are "<node name>_output_<i>".
     """
 
-    def __init__(self, rng):
+    def __init__(self, rng, weights=None):
         self.rng = rng
+        # Optional real checkpoint: {HF parameter name: array}; see param().
+        self.weights = weights
         self.nodes = []
         self.initializers = []
         self._names = {}
@@ -124,6 +126,21 @@ class GraphBuilder:
         self._anon += 1
         return self.initializer(f"onnx::{prefix}_{1000 + self._anon}", array)
 
+    def param(self, name, default, transpose=False):
+        """`default` (already drawn, so the RNG sequence is the same either way), or, when
+        real weights were given, weights[name] as float32 (transposed when `transpose`: HF
+        Linear weights are [out, in], MatMul wants [in, out]); its shape must match."""
+        if self.weights is None:
+            return default
+        if name not in self.weights:
+            raise KeyError(f"checkpoint has no parameter {name!r}")
+        value = np.asarray(self.weights[name], dtype=np.float32)
+        value = np.ascontiguousarray(value.T if transpose else value)
+        if value.shape != default.shape:
+            raise ValueError(f"parameter {name!r} has shape {list(value.shape)}, "
+                             f"the graph needs {list(default.shape)}")
+        return value
+
     def weight(self, *shape, std=0.02):
         """Random weight: normal * 0.02 (BERT's initializer range) by default, float32."""
         return (self.rng.standard_normal(shape) * std).astype(np.float32)
@@ -131,9 +148,10 @@ class GraphBuilder:
 
 def layer_norm(b, x, prefix, scope, cfg, opset):
     """LayerNorm over the last axis: decomposed at opset 14, LayerNormalization at 17."""
-    gamma = b.initializer(f"{prefix}.weight",
-                          (1.0 + b.rng.standard_normal(cfg.hidden) * 0.02).astype(np.float32))
-    beta = b.initializer(f"{prefix}.bias", b.weight(cfg.hidden))
+    gamma = b.initializer(f"{prefix}.weight", b.param(
+        f"{prefix}.weight",
+        (1.0 + b.rng.standard_normal(cfg.hidden) * 0.02).astype(np.float32)))
+    beta = b.initializer(f"{prefix}.bias", b.param(f"{prefix}.bias", b.weight(cfg.hidden)))
     if opset >= 17:
         return b.node("LayerNormalization", [x, gamma, beta], scope, axis=-1,
                       epsilon=cfg.layer_norm_eps)
@@ -150,16 +168,18 @@ def layer_norm(b, x, prefix, scope, cfg, opset):
 
 def linear3d(b, x, prefix, scope, in_dim, out_dim):
     """nn.Linear on a 3-D input: MatMul with a pre-transposed weight, then bias Add."""
-    weight_t = b.anonymous_initializer("MatMul", b.weight(in_dim, out_dim))
-    bias = b.initializer(f"{prefix}.bias", b.weight(out_dim))
+    weight_t = b.anonymous_initializer(
+        "MatMul", b.param(f"{prefix}.weight", b.weight(in_dim, out_dim), transpose=True))
+    bias = b.initializer(f"{prefix}.bias", b.param(f"{prefix}.bias", b.weight(out_dim)))
     product = b.node("MatMul", [x, weight_t], scope)
     return b.node("Add", [bias, product], scope)
 
 
 def linear2d(b, x, prefix, scope, in_dim, out_dim, std=0.02):
     """nn.Linear on a 2-D input: the exporter writes Gemm with transB=1."""
-    weight = b.initializer(f"{prefix}.weight", b.weight(out_dim, in_dim, std=std))
-    bias = b.initializer(f"{prefix}.bias", b.weight(out_dim))
+    weight = b.initializer(f"{prefix}.weight",
+                           b.param(f"{prefix}.weight", b.weight(out_dim, in_dim, std=std)))
+    bias = b.initializer(f"{prefix}.bias", b.param(f"{prefix}.bias", b.weight(out_dim)))
     return b.node("Gemm", [x, weight, bias], scope, alpha=1.0, beta=1.0, transB=1)
 
 
@@ -241,12 +261,12 @@ def encoder_layer(b, h, mask, layer, cfg, opset, shared):
 def embeddings(b, cfg, opset):
     """BertEmbeddings: word + token-type + position embeddings, LayerNorm, Dropout."""
     scope = "/embeddings"
-    word_table = b.initializer("embeddings.word_embeddings.weight",
-                               b.weight(cfg.vocab, cfg.hidden))
-    pos_table = b.initializer("embeddings.position_embeddings.weight",
-                              b.weight(cfg.max_pos, cfg.hidden))
-    type_table = b.initializer("embeddings.token_type_embeddings.weight",
-                               b.weight(cfg.type_vocab, cfg.hidden))
+    word_table = b.initializer("embeddings.word_embeddings.weight", b.param(
+        "embeddings.word_embeddings.weight", b.weight(cfg.vocab, cfg.hidden)))
+    pos_table = b.initializer("embeddings.position_embeddings.weight", b.param(
+        "embeddings.position_embeddings.weight", b.weight(cfg.max_pos, cfg.hidden)))
+    type_table = b.initializer("embeddings.token_type_embeddings.weight", b.param(
+        "embeddings.token_type_embeddings.weight", b.weight(cfg.type_vocab, cfg.hidden)))
     position_ids = b.initializer("embeddings.position_ids",
                                  np.arange(cfg.max_pos, dtype=np.int64)[None, :])
     # position_ids[:, 0:seq_len], seq_len read from the Shape of input_ids.
@@ -273,13 +293,16 @@ def additive_mask(b, mask_value):
     return b.node("Mul", [m, b.const("", mask_value, np.float32)], "")
 
 
-def build_model(size="tiny", style="opset14", head="none", seed=0, mask="min"):
-    """Returns the onnx.ModelProto of one encoder; same arguments give identical bytes."""
+def build_model(size="tiny", style="opset14", head="none", seed=0, mask="min", weights=None):
+    """Returns the onnx.ModelProto of one encoder; same arguments give identical bytes.
+
+    `weights` ({HF parameter name: array}, e.g. a BertModel checkpoint) replaces the random
+    weights by real ones (models/pretrained.py); the doc string still says "random"."""
     cfg = SIZES[size]
     opset = STYLES[style]
     if head not in HEADS:
         raise ValueError(f"unknown head {head!r}")
-    b = GraphBuilder(np.random.default_rng(seed))
+    b = GraphBuilder(np.random.default_rng(seed), weights)
     hidden = embeddings(b, cfg, opset)
     mask_add = additive_mask(b, MASK_VALUES[mask])
     shared = {

