@@ -75,9 +75,10 @@ absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes) {
         return Invalid(absl::StrFormat("bucket %d binds %s to negative %d", b, sym, value));
       }
     }
-    if (bucket.arena_bytes < 0) {
-      return Invalid(
-          absl::StrFormat("bucket %d has negative arena size %d", b, bucket.arena_bytes));
+    if (bucket.arena_bytes < 0 || bucket.no_reuse_bytes < 0 || bucket.peak_live_bytes < 0) {
+      return Invalid(absl::StrFormat(
+          "bucket %d has a negative arena size %d, no-reuse size %d or peak %d", b,
+          bucket.arena_bytes, bucket.no_reuse_bytes, bucket.peak_live_bytes));
     }
     for (size_t i = 0; i < bucket.buffers.size(); ++i) {
       const PlanBuffer& buf = bucket.buffers[i];
@@ -148,6 +149,7 @@ absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes) {
       if (step.kernel.empty()) return Invalid(where + " has an empty kernel id");
       for (const auto* list : {&step.inputs, &step.outputs}) {
         for (int32_t idx : *list) {
+          if (idx == -1 && list == &step.inputs) continue;  // omitted optional input
           if (idx < 0 || static_cast<size_t>(idx) >= bucket.buffers.size()) {
             return Invalid(absl::StrFormat("%s (%s) refers to buffer %d; the bucket has %d", where,
                                            step.kernel, idx, bucket.buffers.size()));
@@ -190,6 +192,8 @@ absl::StatusOr<std::string> EncodeMetadata(const Plan& plan) {
       bd->set_value(value);
     }
     pbk->set_arena_bytes(bucket.arena_bytes);
+    pbk->set_no_reuse_bytes(bucket.no_reuse_bytes);
+    pbk->set_peak_live_bytes(bucket.peak_live_bytes);
     for (const PlanBuffer& buf : bucket.buffers) {
       pb::Buffer* pbuf = pbk->add_buffers();
       pbuf->set_kind(static_cast<uint32_t>(buf.kind));
@@ -211,6 +215,8 @@ absl::StatusOr<std::string> EncodeMetadata(const Plan& plan) {
           pp->set_i(*i);
         } else if (const auto* f = std::get_if<double>(&p.value)) {
           pp->set_f(*f);
+        } else if (const auto* str = std::get_if<std::string>(&p.value)) {
+          pp->set_s(*str);
         } else {
           pp->mutable_ints();  // present even when empty
           for (int64_t v : std::get<std::vector<int64_t>>(p.value)) {
@@ -222,6 +228,7 @@ absl::StatusOr<std::string> EncodeMetadata(const Plan& plan) {
     }
   }
   m.set_weights_bytes(plan.weights.size());
+  for (const std::string& sym : plan.paddable_symbols) m.add_paddable_symbols(sym);
 
   std::string out;
   {
@@ -306,6 +313,8 @@ absl::StatusOr<uint64_t> DecodeMetadata(std::string_view bytes, Plan* plan) {
       out.bindings[sym] = in.bindings(i).value();
     }
     out.arena_bytes = in.arena_bytes();
+    out.no_reuse_bytes = in.no_reuse_bytes();
+    out.peak_live_bytes = in.peak_live_bytes();
     out.buffers.resize(in.buffers_size());
     for (int i = 0; i < in.buffers_size(); ++i) {
       const pb::Buffer& pbuf = in.buffers(i);
@@ -341,6 +350,9 @@ absl::StatusOr<uint64_t> DecodeMetadata(std::string_view bytes, Plan* plan) {
           case pb::Param::kInts:
             p.value = std::vector<int64_t>(pp.ints().values().begin(), pp.ints().values().end());
             break;
+          case pb::Param::kS:
+            p.value = pp.s();
+            break;
           default:
             return Invalid(
                 absl::StrFormat("bucket %d step %d parameter '%s' has no value", b, s, pp.name()));
@@ -350,6 +362,7 @@ absl::StatusOr<uint64_t> DecodeMetadata(std::string_view bytes, Plan* plan) {
       step.provenance.assign(ps.provenance().begin(), ps.provenance().end());
     }
   }
+  plan->paddable_symbols.assign(m.paddable_symbols().begin(), m.paddable_symbols().end());
   return m.weights_bytes();
 }
 

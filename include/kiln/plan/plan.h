@@ -63,15 +63,16 @@ struct PlanBuffer {
   bool operator==(const PlanBuffer&) const = default;
 };
 
-// A named scalar or int-list kernel parameter.
+// A named scalar, int-list or string kernel parameter.
 struct PlanParam {
   std::string name;
-  std::variant<int64_t, double, std::vector<int64_t>> value;
+  std::variant<int64_t, double, std::vector<int64_t>, std::string> value;
   bool operator==(const PlanParam&) const = default;
 };
 
-// One kernel call. inputs/outputs index the bucket's buffers; provenance names the
-// ONNX nodes the call covers.
+// One kernel call. inputs/outputs index the bucket's buffers (-1 in inputs: an omitted
+// optional input); provenance names the ONNX nodes the call covers. Kernel ids and their
+// parameters: docs/plan-kernels.md.
 struct PlanStep {
   std::string kernel;
   std::vector<int32_t> inputs;
@@ -85,6 +86,8 @@ struct PlanStep {
 struct PlanBucket {
   std::map<std::string, int64_t> bindings;
   int64_t arena_bytes = 0;
+  int64_t no_reuse_bytes = 0;   // sum of the arena buffers' aligned sizes (no reuse)
+  int64_t peak_live_bytes = 0;  // most bytes live at once (a lower bound for arena_bytes)
   std::vector<PlanBuffer> buffers;
   std::vector<PlanStep> steps;
   bool operator==(const PlanBucket&) const = default;
@@ -123,6 +126,9 @@ struct Plan {
   std::vector<PlanTensorSig> inputs;
   std::vector<PlanTensorSig> outputs;
   std::vector<PlanBucket> buckets;
+  // Symbols whose run-time value may be smaller than a bucket's: the executor pads those
+  // dims of the inputs (zeros) and slices the outputs (docs/plan-kernels.md, Padding).
+  std::vector<std::string> paddable_symbols;
   PlanWeights weights;
   bool operator==(const Plan&) const = default;
 };

@@ -1,0 +1,126 @@
+// kiln's public C++ API: compile an ONNX model into a Plan, save/load it (kiln/plan/plan.h:
+// WritePlanFile, LoadPlanFile), and run it with an Executor.
+//
+//   kiln::CompileOptions opts;
+//   opts.profile = {{"batch", {1, 8}}, {"sequence", {32, 128}}};
+//   absl::StatusOr<kiln::Plan> plan = kiln::Compile("model.onnx", opts);
+//   KILN_RETURN_IF_ERROR(kiln::WritePlanFile(*plan, "model.kiln"));
+//   auto exec = kiln::Executor::Create(std::make_shared<kiln::Plan>(*std::move(plan)));
+//   (*exec)->Run(inputs, outputs);   // non-owning TensorViews, no copies of caller buffers
+//
+// Thread safety: an Executor is immutable after Create. Run and OutputDims may be called
+// from any number of threads at once on the same Executor; each Run takes a private
+// activation arena from a pool (one arena per concurrent call, reused afterwards).
+// Errors are absl::Status values; bad plans, bad inputs and shapes outside every bucket
+// are InvalidArgument with a message naming the input, never a crash.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kiln/ir/tensor.h"
+#include "kiln/plan/plan.h"
+
+namespace kiln {
+
+// The version string compiled into the library ("0.1.0").
+std::string_view Version();
+
+struct CompileOptions {
+  PlanTarget target = PlanTarget::kCpu;  // kCuda: Unimplemented until a CUDA backend lands
+  int opt_level = 2;                     // 0..3, as `kiln opt -O<n>`
+  // "fp32" (the only precision the CPU backend lowers); others are Unimplemented.
+  std::string precision = "fp32";
+  // One static shape: graph input name -> dims, and/or symbol -> value.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+  std::map<std::string, int64_t> symbols;
+  // Shape buckets: symbol -> the values to compile (a bucket per combination, ascending).
+  // Symbols named neither here nor in `symbols` must not remain in the graph: compiling a
+  // model whose inputs keep an unbound symbolic dim is InvalidArgument naming it.
+  std::map<std::string, std::vector<int64_t>> profile;
+  std::vector<std::string> disabled_passes;  // as `kiln opt --disable-pass`
+  // Receives one line per compile phase (pass summaries, bucket n/m, ...). Null: silent.
+  std::function<void(std::string_view)> progress;
+};
+
+// Imports `model_path`, optimizes it and lowers it for options.target into a Plan whose
+// buckets each hold a static memory plan and kernel list. Deterministic: the same model
+// bytes and options give a Plan that serializes to identical bytes.
+absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions& options = {});
+
+// A canonical one-line rendering of the options that shape the plan (stored in
+// Plan::compile_options; progress callbacks are not part of it).
+std::string CompileOptionsString(const CompileOptions& options);
+
+// Non-owning views of caller tensors (dense, row-major).
+struct TensorView {
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  const void* data = nullptr;
+};
+struct MutableTensorView {
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  void* data = nullptr;
+};
+
+struct ExecutorOptions {
+  int num_threads = 0;  // 0: one per core (kiln::cpu::DefaultNumThreads)
+};
+
+// One kernel call of a run, for --trace (Chrome trace "X" events).
+struct TraceEvent {
+  std::string kernel;
+  std::vector<std::string> provenance;  // the ONNX nodes it covers
+  int64_t start_ns = 0;                 // since the start of Run
+  int64_t duration_ns = 0;
+};
+
+struct RunStats {
+  int bucket = -1;      // index into Plan::buckets
+  bool padded = false;  // inputs were padded up to the bucket's shape
+  bool collect_trace = false;     // in: fill `trace`
+  std::vector<TraceEvent> trace;  // out, when collect_trace
+};
+
+class Executor {
+ public:
+  // Validates the plan for this process (target, kernels known, parameters in range) and
+  // prepares it (e.g. prepacks Linear weights). Plans for another target are
+  // FailedPrecondition.
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(std::shared_ptr<const Plan> plan,
+                                                          const ExecutorOptions& options = {});
+  virtual ~Executor() = default;
+
+  const Plan& plan() const { return *plan_; }
+
+  // The output dims for inputs of these dims (graph input order): what Run will write.
+  // InvalidArgument when no bucket fits, naming the input and the allowed range.
+  virtual absl::StatusOr<std::vector<std::vector<int64_t>>> OutputDims(
+      std::span<const std::vector<int64_t>> input_dims) const = 0;
+
+  // Runs the plan: inputs in graph input order, outputs in graph output order with the
+  // dims OutputDims gives. Caller buffers are read/written in place; the smallest bucket
+  // that fits is chosen (padding paddable symbols when no bucket matches exactly).
+  virtual absl::Status Run(std::span<const TensorView> inputs,
+                           std::span<const MutableTensorView> outputs,
+                           RunStats* stats = nullptr) const = 0;
+
+  // Convenience: allocates the outputs.
+  absl::StatusOr<std::vector<Tensor>> Run(std::span<const TensorView> inputs,
+                                          RunStats* stats = nullptr) const;
+
+ protected:
+  explicit Executor(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {}
+  std::shared_ptr<const Plan> plan_;
+};
+
+}  // namespace kiln
