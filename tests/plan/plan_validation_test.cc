@@ -316,7 +316,7 @@ TEST(PlanValidation, NegativeArenaAndBinding) {
   ExpectBadPlan(p, "bucket 1 binds batch to negative -8");
   p = SamplePlan();
   p.buckets[0].arena_bytes = -1;
-  ExpectBadPlan(p, "bucket 0 has negative arena size -1");
+  ExpectBadPlan(p, "bucket 0 has a negative arena size -1");
 }
 
 TEST(PlanValidation, TargetArchitectures) {
