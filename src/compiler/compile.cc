@@ -1,14 +1,371 @@
-// Compile(): import -> optimize -> per-bucket lowering -> Plan. STUB until lowering lands.
+// kiln::Compile: import -> optimize once on the symbolic graph -> per shape bucket
+// (cartesian product of the profile values) specialize, re-optimize so every dim is static
+// and shape chains fold, and lower (lower.cc) -> one Plan whose weights are shared by all
+// buckets. Deterministic: nothing depends on pointer order or time except progress lines.
+// Limits: target cpu and precision fp32 only; the model hash covers the .onnx file bytes,
+// not external data files.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "compiler/lower.h"
+#include "kiln/ir/verifier.h"
 #include "kiln/kiln.h"
+#include "kiln/onnx/importer.h"
+#include "kiln/passes/pass_manager.h"
+#include "kiln/support/status.h"
 
 namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+std::vector<int64_t> SortedUnique(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+bool IsIdentStart(char c) { return absl::ascii_isalpha(c) || c == '_'; }
+bool IsIdentChar(char c) { return absl::ascii_isalnum(c) || c == '_'; }
+
+// A symbol dim that is one identifier (not an expression such as "2*sequence").
+bool IsPlainSymbol(const Dim& d) {
+  if (!d.is_symbol() || !IsIdentStart(d.symbol()[0])) return false;
+  return std::all_of(d.symbol().begin(), d.symbol().end(), IsIdentChar);
+}
+
+// The identifiers a symbolic dim mentions ("2*batch*sequence" -> batch, sequence).
+std::set<std::string> SymbolsOf(const Dim& d) {
+  std::set<std::string> out;
+  if (!d.is_symbol()) return out;
+  const std::string& s = d.symbol();
+  for (size_t i = 0; i < s.size();) {
+    if (!IsIdentStart(s[i])) {
+      // Skip numbers whole so "2e" style tokens never start an identifier mid-number.
+      if (absl::ascii_isdigit(s[i]))
+        while (i < s.size() && IsIdentChar(s[i])) ++i;
+      else
+        ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && IsIdentChar(s[j])) ++j;
+    out.insert(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+absl::Status ValidateOptions(const CompileOptions& o) {
+  if (o.target == PlanTarget::kCuda)
+    return absl::UnimplementedError("no CUDA backend in this build (compile for target cpu)");
+  if (o.target != PlanTarget::kCpu)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown compile target %d", static_cast<uint32_t>(o.target)));
+  if (o.precision != "fp32")
+    return absl::UnimplementedError(absl::StrCat(
+        "precision '", o.precision, "' is not supported by the CPU backend (only fp32)"));
+  if (o.opt_level < 0 || o.opt_level > 3)
+    return absl::InvalidArgumentError(
+        absl::StrCat("opt level ", o.opt_level, " is out of range (0..3)"));
+  for (const auto& [sym, values] : o.profile) {
+    if (values.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--profile ", sym, ": no values given (e.g. --profile ", sym, "=1:8)"));
+    for (int64_t v : values)
+      if (v <= 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat("--profile ", sym, ": value ", v, " must be > 0"));
+    if (o.symbols.count(sym))
+      return absl::InvalidArgumentError(
+          absl::StrCat("symbol '", sym, "' is given both a fixed value (--shape ", sym, "=",
+                       o.symbols.at(sym), ") and a profile (--profile); give one"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadModel(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return absl::NotFoundError(absl::StrCat("cannot open model '", path, "': no such file"));
+  if (!std::filesystem::is_regular_file(path, ec))
+    return absl::InvalidArgumentError(absl::StrCat("model '", path, "' is not a regular file"));
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot open model '", path, "'"));
+  const std::streamoff size = f.tellg();
+  if (size < 0) return absl::InvalidArgumentError(absl::StrCat("cannot size model '", path, "'"));
+  std::string bytes(static_cast<size_t>(size), '\0');
+  f.seekg(0);
+  if (!f.read(bytes.data(), size))
+    return absl::InvalidArgumentError(absl::StrCat("read of model '", path, "' failed"));
+  return bytes;
+}
+
+std::string FolderOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+int64_t ConstantBytes(const Graph& g) {
+  int64_t total = 0;
+  for (const auto& n : g.nodes())
+    if (const Tensor* t = n->constant_value()) total += static_cast<int64_t>(t->NumBytes());
+  return total;
+}
+
+std::string FusionLine(const FusionReport& report) {
+  std::vector<std::string> parts;
+  for (const std::string& kind : FusionKinds()) {
+    auto it = report.kinds().find(kind);
+    if (it != report.kinds().end() && it->second.fused > 0)
+      parts.push_back(absl::StrCat(kind, " ", it->second.fused));
+  }
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+std::string BindingsText(const std::map<std::string, int64_t>& b) {
+  std::vector<std::string> parts;
+  for (const auto& [sym, v] : b) parts.push_back(absl::StrCat(sym, "=", v));
+  return absl::StrJoin(parts, " ");
+}
+
+absl::StatusOr<PlanTensorSig> InputSig(const Node& in) {
+  const std::string& name = in.output_info(0).name;
+  const Type& t = in.output_info(0).type;
+  PlanTensorSig sig{name, t.dtype, {}};
+  if (!t.has_rank())
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph input '", name, "' has unknown rank; give its shape with --shape ",
+                     name, "=D0xD1..."));
+  if (t.dtype == DType::kUndefined || t.dtype == DType::kString || DTypeSize(t.dtype) == 0)
+    return absl::UnimplementedError(absl::StrCat("graph input '", name, "' has dtype ",
+                                                 std::string(DTypeName(t.dtype)),
+                                                 ", which plans cannot bind"));
+  for (size_t i = 0; i < t.shape->size(); ++i) {
+    const Dim& d = (*t.shape)[i];
+    if (d.is_unknown())
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph input '", name, "' dim ", i, " is unknown (", t.ToString(),
+                       "); give its shape with --shape ", name, "=D0xD1..."));
+    sig.dims.push_back(d);
+  }
+  return sig;
+}
+
+// Output dims: known, a symbol, or (an expression / unknown) the dim's text as a symbol;
+// the executor takes an output's dims from the chosen bucket, never from this signature.
+PlanTensorSig OutputSig(const GraphOutput& out) {
+  const Type& t = out.value.type();
+  PlanTensorSig sig{out.name, t.dtype, {}};
+  if (t.shape)
+    for (const Dim& d : *t.shape)
+      sig.dims.push_back(d.is_known() || d.is_symbol() ? d : Dim::Symbol(d.ToString()));
+  return sig;
+}
+
+// docs/plan-kernels.md, Padding: the sequence case (a "mask" input has the symbol), the
+// batch case (dim 0 of every input and output), and no output dim is an expression over it.
+std::vector<std::string> PaddableSymbols(const Plan& plan, const std::set<std::string>& symbols) {
+  std::vector<std::string> out;
+  for (const std::string& sym : symbols) {
+    bool over_expression = false;
+    for (const PlanTensorSig& o : plan.outputs)
+      for (const Dim& d : o.dims)
+        if (d.is_symbol() && !IsPlainSymbol(d) && (SymbolsOf(d).count(sym) || d.symbol() == "?"))
+          over_expression = true;
+    if (over_expression) continue;
+    bool sequence_case = false;
+    for (const PlanTensorSig& in : plan.inputs) {
+      if (absl::AsciiStrToLower(in.name).find("mask") == std::string::npos) continue;
+      for (const Dim& d : in.dims) sequence_case |= d.is_symbol() && d.symbol() == sym;
+    }
+    auto dim0_is_sym = [&](const std::vector<PlanTensorSig>& sigs) {
+      for (const PlanTensorSig& s : sigs)
+        if (s.dims.empty() || !s.dims[0].is_symbol() || s.dims[0].symbol() != sym) return false;
+      return true;
+    };
+    const bool batch_case =
+        !plan.inputs.empty() && dim0_is_sym(plan.inputs) && dim0_is_sym(plan.outputs);
+    if (sequence_case || batch_case) out.push_back(sym);
+  }
+  return out;
+}
+
+// The buckets' bindings: the cartesian product of the profile values, in ascending
+// lexicographic order over the sorted symbol names (the last symbol varies fastest).
+std::vector<std::map<std::string, int64_t>> Buckets(
+    const std::map<std::string, std::vector<int64_t>>& profile) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> axes;
+  for (const auto& [sym, values] : profile) axes.emplace_back(sym, SortedUnique(values));
+  std::vector<std::map<std::string, int64_t>> out;
+  std::vector<size_t> idx(axes.size(), 0);
+  while (true) {
+    std::map<std::string, int64_t> b;
+    for (size_t i = 0; i < axes.size(); ++i) b[axes[i].first] = axes[i].second[idx[i]];
+    out.push_back(std::move(b));
+    int i = static_cast<int>(axes.size()) - 1;
+    while (i >= 0 && ++idx[i] == axes[i].second.size()) idx[i--] = 0;
+    if (i < 0) break;
+  }
+  return out;
+}
+
+// Lowering needs every value typed, whatever the pipeline ran (-O0 runs nothing, and
+// --disable-pass may drop shape inference): one more shape-inference run, which changes
+// nothing after a pipeline that already ended with it.
+absl::Status InferShapes(Graph& g, const PassContext& ctx) {
+  std::unique_ptr<Pass> pass = CreatePass("shape-inference");
+  if (!pass) return KILN_INTERNAL("the shape-inference pass is not registered");
+  return pass->Run(g, ctx).status();
+}
+
+}  // namespace
 
 std::string_view Version() { return KILN_VERSION; }
 
-std::string CompileOptionsString(const CompileOptions& options) { return ""; }
+std::string CompileOptionsString(const CompileOptions& o) {
+  std::vector<std::string> shapes, symbols, profile;
+  for (const auto& [name, dims] : o.input_shapes)
+    shapes.push_back(absl::StrCat(name, "=", absl::StrJoin(dims, "x")));
+  for (const auto& [sym, v] : o.symbols) symbols.push_back(absl::StrCat(sym, "=", v));
+  for (const auto& [sym, values] : o.profile)
+    profile.push_back(absl::StrCat(sym, "=", absl::StrJoin(SortedUnique(values), ":")));
+  std::vector<std::string> disabled = o.disabled_passes;
+  std::sort(disabled.begin(), disabled.end());
+  disabled.erase(std::unique(disabled.begin(), disabled.end()), disabled.end());
+  return absl::StrCat("target=", std::string(PlanTargetName(o.target)), " opt_level=", o.opt_level,
+                      " precision=", o.precision, " shapes={", absl::StrJoin(shapes, ","),
+                      "} symbols={", absl::StrJoin(symbols, ","), "} profile={",
+                      absl::StrJoin(profile, ","), "} disabled_passes={",
+                      absl::StrJoin(disabled, ","), "}");
+}
 
 absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions& options) {
-  return absl::UnimplementedError("kiln::Compile: lowering is not implemented yet");
+  KILN_RETURN_IF_ERROR(ValidateOptions(options));
+  auto say = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+
+  Plan plan;
+  plan.target = options.target;
+  plan.manifest.kiln_version = std::string(Version());
+  plan.compile_options = CompileOptionsString(options);
+
+  auto t0 = Clock::now();
+  std::unique_ptr<Graph> graph;
+  {
+    KILN_ASSIGN_OR_RETURN(const std::string bytes, ReadModel(model_path));
+    plan.model_sha256 = Sha256(bytes);
+    KILN_ASSIGN_OR_RETURN(graph, ImportOnnxBytes(bytes, FolderOf(model_path)));
+  }
+  const int imported_nodes = CountComputeNodes(*graph);
+  say(absl::StrFormat("import: %d nodes, %.1f MiB of weights (%.2f s)", imported_nodes,
+                      MiB(ConstantBytes(*graph)), Seconds(t0)));
+
+  // Optimize once on the symbolic graph: this fixes the signature and what buckets need.
+  t0 = Clock::now();
+  KILN_ASSIGN_OR_RETURN(const Pipeline pipeline, StandardPipeline(options.opt_level));
+  PassManagerOptions pmo;
+  pmo.disabled = options.disabled_passes;
+  FusionReport report;
+  PassContext ctx;
+  ctx.symbol_values = options.symbols;
+  ctx.input_shapes = options.input_shapes;
+  ctx.fusion_report = &report;
+  {
+    PassManager pm(pmo);
+    KILN_RETURN_IF_ERROR(pm.Run(pipeline, *graph, ctx));
+    KILN_RETURN_IF_ERROR(InferShapes(*graph, ctx));
+  }
+  if (absl::Status s = VerifyGraph(*graph); !s.ok())
+    return absl::InternalError(
+        absl::StrCat("optimized graph fails verification: ", std::string(s.message())));
+  say(absl::StrFormat("-O%d: %d -> %d nodes (%.2f s); fused: %s", options.opt_level, imported_nodes,
+                      CountComputeNodes(*graph), Seconds(t0), FusionLine(report)));
+
+  // Signature, and the symbols the profile must bind.
+  std::set<std::string> symbols;
+  std::vector<std::string> input_names;
+  for (const Node* in : graph->inputs()) {
+    KILN_ASSIGN_OR_RETURN(PlanTensorSig sig, InputSig(*in));
+    for (const Dim& d : sig.dims)
+      for (const std::string& sym : SymbolsOf(d)) {
+        if (!options.profile.count(sym))
+          return absl::InvalidArgumentError(absl::StrCat(
+              "graph input '", sig.name, "' has symbolic dim '", sym, "' (",
+              in->output_info(0).type.ToString(), ") that nothing binds: give --shape ", sym,
+              "=N or --profile ", sym, "=a:b"));
+        symbols.insert(sym);
+      }
+    input_names.push_back(sig.name);
+    plan.inputs.push_back(std::move(sig));
+  }
+  for (const auto& [sym, values] : options.profile)
+    if (!symbols.count(sym))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--profile names symbol '", sym, "', which no graph input has (",
+                       symbols.empty() ? "the inputs have no symbolic dims"
+                                       : absl::StrCat("symbols: ", absl::StrJoin(symbols, ", ")),
+                       ")"));
+  for (const GraphOutput& out : graph->outputs()) plan.outputs.push_back(OutputSig(out));
+  plan.paddable_symbols = PaddableSymbols(plan, symbols);
+
+  // One bucket per profile point: specialize, re-optimize, lower.
+  compiler::WeightTable weights;
+  const std::vector<std::map<std::string, int64_t>> buckets = Buckets(options.profile);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    t0 = Clock::now();
+    const std::string where =
+        buckets[b].empty() ? "" : absl::StrCat("bucket ", BindingsText(buckets[b]), ": ");
+    std::unique_ptr<Graph> bg = graph->Clone();
+    PassContext bctx;
+    bctx.symbol_values = options.symbols;
+    for (const auto& [sym, v] : buckets[b]) bctx.symbol_values[sym] = v;
+    bctx.input_shapes = options.input_shapes;
+    PassManager pm(pmo);
+    absl::Status s = pm.Run(pipeline, *bg, bctx);
+    if (s.ok()) s = InferShapes(*bg, bctx);
+    if (s.ok() && !VerifyGraph(*bg).ok())
+      s = absl::InternalError(absl::StrCat("the specialized graph fails verification: ",
+                                           std::string(VerifyGraph(*bg).message())));
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where, std::string(s.message())));
+    if (bg->outputs().size() != graph->outputs().size())
+      return KILN_INTERNAL("%sthe specialized graph has %d outputs, the symbolic one %d", where,
+                           bg->outputs().size(), graph->outputs().size());
+    absl::StatusOr<PlanBucket> lowered = compiler::LowerBucket(
+        *bg, input_names, /*optimized_kernels=*/options.opt_level > 0, weights);
+    if (!lowered.ok())
+      return absl::Status(lowered.status().code(),
+                          absl::StrCat(where, std::string(lowered.status().message())));
+    lowered->bindings = buckets[b];
+    const std::string label = BindingsText(buckets[b]);
+    say(absl::StrFormat("bucket %d/%d%s: %d steps, arena %.1f MiB (no reuse %.1f MiB) (%.2f s)",
+                        b + 1, buckets.size(), label.empty() ? "" : " " + label,
+                        lowered->steps.size(), MiB(lowered->arena_bytes),
+                        MiB(lowered->no_reuse_bytes), Seconds(t0)));
+    plan.buckets.push_back(*std::move(lowered));
+  }
+  plan.weights = weights.Build();
+  say(absl::StrFormat("weights: %d unique constants, %.1f MiB", weights.num_unique(),
+                      MiB(weights.size())));
+  return plan;
 }
 
 }  // namespace kiln

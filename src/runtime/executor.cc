@@ -1,16 +1,38 @@
-// Executor::Create and the convenience Run. STUB until the CPU executor lands.
+// Executor::Create (dispatch on the plan's target) and the convenience Run that allocates
+// the outputs. The CPU executor itself is runtime/cpu_executor.{h,cc}.
+// Limits: only target cpu has an executor; cuda plans are FailedPrecondition.
+#include "absl/strings/str_format.h"
 #include "kiln/kiln.h"
+#include "kiln/support/status.h"
+#include "runtime/cpu_executor.h"
 
 namespace kiln {
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Plan> plan,
                                                            const ExecutorOptions& options) {
-  return absl::UnimplementedError("kiln::Executor: the CPU executor is not implemented yet");
+  if (plan == nullptr) return absl::InvalidArgumentError("kiln::Executor: the plan is null");
+  if (plan->target != PlanTarget::kCpu)
+    return absl::FailedPreconditionError(
+        absl::StrFormat("kiln::Executor: the plan targets %s; this build runs cpu plans only",
+                        std::string(PlanTargetName(plan->target))));
+  return runtime::CpuExecutor::Create(std::move(plan), options);
 }
 
 absl::StatusOr<std::vector<Tensor>> Executor::Run(std::span<const TensorView> inputs,
                                                   RunStats* stats) const {
-  return absl::UnimplementedError("kiln::Executor::Run: not implemented yet");
+  std::vector<std::vector<int64_t>> dims;
+  dims.reserve(inputs.size());
+  for (const TensorView& v : inputs) dims.push_back(v.dims);
+  KILN_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> out_dims, OutputDims(dims));
+  std::vector<Tensor> outputs;
+  std::vector<MutableTensorView> views;
+  for (size_t o = 0; o < out_dims.size(); ++o) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(plan_->outputs[o].dtype, out_dims[o]));
+    views.push_back({t.dtype(), t.dims(), t.raw()});
+    outputs.push_back(std::move(t));
+  }
+  KILN_RETURN_IF_ERROR(Run(inputs, views, stats));
+  return outputs;
 }
 
 }  // namespace kiln

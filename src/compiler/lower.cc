@@ -1,0 +1,307 @@
+// Lowering of a static graph to one plan bucket (docs/plan-kernels.md): each compute node
+// becomes a step (an optimized kernel from lower_kernels.cc or "ref"), every value a step
+// touches a buffer (weight / input / output / arena), alias ops (Reshape, Squeeze,
+// Unsqueeze, Flatten, Identity) a second buffer over the same storage, and graph outputs
+// that no step can write directly (inputs, constants, aliases, repeats) a trailing copy
+// step. Arena buffers (an alias group is one buffer) go to the memory planner with the
+// contract's in-place hints. Limits: the graph must be topologically ordered.
+#include "compiler/lower.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/memory_planner.h"
+#include "kiln/ir/ops.h"
+#include "kiln/support/status.h"
+#include "plan/crc32c.h"
+
+namespace kiln::compiler {
+
+int64_t WeightTable::Add(const Tensor& t) {
+  const int64_t bytes = static_cast<int64_t>(t.NumBytes());
+  const std::pair<const void*, int64_t> skey{t.storage().get(), bytes};
+  if (auto it = by_storage_.find(skey); it != by_storage_.end()) return entries_[it->second].offset;
+  const std::string_view data(reinterpret_cast<const char*>(t.raw()), static_cast<size_t>(bytes));
+  const std::pair<int64_t, uint32_t> ckey{bytes, plan_internal::Crc32c(data)};
+  std::vector<int>& same = by_content_[ckey];
+  for (int e : same) {
+    const Tensor& o = entries_[e].tensor;
+    if (bytes == 0 || std::memcmp(o.raw(), t.raw(), static_cast<size_t>(bytes)) == 0) {
+      by_storage_[skey] = e;
+      return entries_[e].offset;
+    }
+  }
+  const int64_t offset = (size_ + 63) / 64 * 64;
+  entries_.push_back(Entry{t, offset});
+  size_ = offset + bytes;
+  same.push_back(static_cast<int>(entries_.size()) - 1);
+  by_storage_[skey] = static_cast<int>(entries_.size()) - 1;
+  return offset;
+}
+
+// The blob is a zero-initialised Storage (padding bytes are deterministic) handed to the
+// plan as a view it keeps alive: each constant is copied exactly once.
+PlanWeights WeightTable::Build() const {
+  if (size_ == 0) return PlanWeights();
+  std::shared_ptr<Storage> blob = Storage::Allocate(static_cast<size_t>(size_));
+  for (const Entry& e : entries_)
+    if (e.tensor.NumBytes() > 0)
+      std::memcpy(blob->data() + e.offset, e.tensor.raw(), e.tensor.NumBytes());
+  const auto* data = reinterpret_cast<const uint8_t*>(blob->data());
+  return PlanWeights::View(data, static_cast<size_t>(size_), std::move(blob));
+}
+
+namespace {
+
+// One arena allocation: a value and the aliases over it.
+struct Group {
+  int64_t bytes = 0;
+  int64_t first = 0;
+  int64_t last = 0;
+  std::vector<int> buffers;
+};
+
+struct InplaceCandidate {
+  int out_group;
+  int in_group;
+  int64_t step;
+};
+
+class BucketLowering {
+ public:
+  BucketLowering(const Graph& g, const std::vector<std::string>& input_names,
+                 bool optimized_kernels, WeightTable& weights)
+      : g_(g), optimized_kernels_(optimized_kernels), weights_(weights) {
+    for (size_t i = 0; i < input_names.size(); ++i)
+      input_binding_[input_names[i]] = static_cast<int32_t>(i);
+  }
+
+  absl::StatusOr<PlanBucket> Run() {
+    // Graph outputs a step writes directly; the rest are copies at the end.
+    std::vector<std::pair<int32_t, Value>> copies;
+    for (size_t i = 0; i < g_.outputs().size(); ++i) {
+      const Value v = g_.outputs()[i].value;
+      const Node* p = v.node;
+      if (p->is_input() || p->is_constant() || IsAliasOp(*p) || direct_output_.count(Key(v))) {
+        copies.emplace_back(static_cast<int32_t>(i), v);
+      } else {
+        direct_output_[Key(v)] = static_cast<int32_t>(i);
+      }
+    }
+    for (const auto& p : g_.nodes()) {
+      const Node& n = *p;
+      if (n.is_input() || n.is_constant() || IsAliasOp(n)) continue;  // buffers on demand
+      KILN_RETURN_IF_ERROR(LowerNode(n));
+    }
+    for (const auto& [index, v] : copies) {
+      const int64_t step = static_cast<int64_t>(bucket_.steps.size());
+      KILN_ASSIGN_OR_RETURN(const int src, Use(v, step));
+      KILN_ASSIGN_OR_RETURN(const Type t, StaticType(*v.node, v.type(), "output"));
+      const int dst = NewBuffer(PlanBufferKind::kOutput, t, index);
+      PlanStep s;
+      s.kernel = "copy";
+      s.inputs = {src};
+      s.outputs = {dst};
+      s.provenance = v.node->provenance();
+      bucket_.steps.push_back(std::move(s));
+    }
+    KILN_RETURN_IF_ERROR(PlanArena());
+    return std::move(bucket_);
+  }
+
+ private:
+  static std::pair<int, int> Key(const Value& v) { return {v.node->id(), v.index}; }
+
+  absl::StatusOr<Type> StaticType(const Node& n, const Type& t, const char* what) {
+    if (!t.is_static() || t.dtype == DType::kUndefined || DTypeSize(t.dtype) == 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          n.Describe(), ": ", what, " type ", t.ToString(),
+          " is not static and numeric after specializing the bucket's shapes, so it cannot be "
+          "lowered"));
+    return t;
+  }
+
+  int NewBuffer(PlanBufferKind kind, const Type& t, int32_t binding) {
+    PlanBuffer b;
+    b.kind = kind;
+    b.dtype = t.dtype;
+    b.dims = *t.StaticDims();
+    int64_t elems = 1;
+    for (int64_t d : b.dims) elems *= d;
+    b.bytes = elems * static_cast<int64_t>(DTypeSize(t.dtype));
+    b.binding = (kind == PlanBufferKind::kInput || kind == PlanBufferKind::kOutput) ? binding : 0;
+    bucket_.buffers.push_back(std::move(b));
+    group_of_.push_back(-1);
+    return static_cast<int>(bucket_.buffers.size()) - 1;
+  }
+
+  int NewArenaBuffer(const Type& t, int64_t step) {
+    const int b = NewBuffer(PlanBufferKind::kArena, t, 0);
+    groups_.push_back(Group{bucket_.buffers[b].bytes, step, step, {b}});
+    group_of_[b] = static_cast<int>(groups_.size()) - 1;
+    return b;
+  }
+
+  // The buffer holding `v`, created on first use for inputs, constants and aliases.
+  absl::StatusOr<int> BufferOf(const Value& v) {
+    if (auto it = buffer_of_.find(Key(v)); it != buffer_of_.end()) return it->second;
+    const Node& p = *v.node;
+    KILN_ASSIGN_OR_RETURN(const Type t, StaticType(p, v.type(), "output"));
+    int b = -1;
+    if (p.is_input()) {
+      auto it = input_binding_.find(p.output_info(0).name);
+      if (it == input_binding_.end())
+        return KILN_INTERNAL("graph input '%s' is not in the plan's inputs", p.output_info(0).name);
+      b = NewBuffer(PlanBufferKind::kInput, t, it->second);
+    } else if (p.is_constant()) {
+      const Tensor* value = p.constant_value();
+      if (!value) return KILN_INTERNAL("%s has no value", p.Describe());
+      b = NewBuffer(PlanBufferKind::kWeight, t, 0);
+      bucket_.buffers[b].offset = weights_.Add(*value);
+      bucket_.buffers[b].bytes = static_cast<int64_t>(value->NumBytes());
+    } else if (IsAliasOp(p)) {
+      KILN_ASSIGN_OR_RETURN(const int src, BufferOf(p.input(0)));
+      const PlanBuffer& s = bucket_.buffers[src];
+      if (s.dtype != t.dtype || s.bytes != NewBufferBytes(t))
+        return absl::InvalidArgumentError(
+            absl::StrCat(p.Describe(), ": output ", t.ToString(), " does not have its input's ",
+                         s.bytes, " bytes of ", std::string(DTypeName(s.dtype))));
+      PlanBuffer a = s;
+      a.dims = *t.StaticDims();
+      bucket_.buffers.push_back(std::move(a));
+      group_of_.push_back(group_of_[src]);
+      b = static_cast<int>(bucket_.buffers.size()) - 1;
+      if (group_of_[b] >= 0) groups_[group_of_[b]].buffers.push_back(b);
+    } else {
+      return KILN_INTERNAL("%s: value used before the step that writes it", p.Describe());
+    }
+    buffer_of_[Key(v)] = b;
+    return b;
+  }
+
+  static int64_t NewBufferBytes(const Type& t) {
+    const std::vector<int64_t> dims = t.StaticDims().value_or(std::vector<int64_t>{});
+    int64_t elems = 1;
+    for (int64_t d : dims) elems *= d;
+    return elems * static_cast<int64_t>(DTypeSize(t.dtype));
+  }
+
+  // BufferOf, and records that step `step` reads it.
+  absl::StatusOr<int> Use(const Value& v, int64_t step) {
+    KILN_ASSIGN_OR_RETURN(const int b, BufferOf(v));
+    if (group_of_[b] >= 0) {
+      Group& grp = groups_[group_of_[b]];
+      grp.last = std::max(grp.last, step);
+    }
+    return b;
+  }
+
+  absl::Status LowerNode(const Node& n) {
+    const int64_t step = static_cast<int64_t>(bucket_.steps.size());
+    for (const Value& v : n.inputs())
+      if (v) KILN_RETURN_IF_ERROR(StaticType(n, v.type(), "an input's").status());
+    for (int i = 0; i < n.num_outputs(); ++i)
+      KILN_RETURN_IF_ERROR(StaticType(n, n.output_info(i).type, "an output's").status());
+
+    PlanStep s;
+    s.provenance = n.provenance();
+    bool inplace_ok = false;
+    std::optional<KernelChoice> k;
+    if (optimized_kernels_) k = ChooseKernel(n);
+    size_t arity = static_cast<size_t>(n.num_inputs());
+    if (k) {
+      arity = std::max(arity, static_cast<size_t>(k->num_inputs));
+      s.kernel = std::move(k->kernel);
+      s.params = std::move(k->params);
+      inplace_ok = k->inplace_ok;
+    } else {
+      KILN_ASSIGN_OR_RETURN(std::string text, RefNodeText(n));
+      s.kernel = "ref";
+      s.params.push_back(PlanParam{"node", std::move(text)});
+      inplace_ok = HasTrait(FindOp(n.domain(), n.op()), kElementwise);
+    }
+    for (const Value& v : n.inputs()) {
+      if (!v) {
+        s.inputs.push_back(-1);
+        continue;
+      }
+      KILN_ASSIGN_OR_RETURN(const int b, Use(v, step));
+      s.inputs.push_back(b);
+    }
+    s.inputs.resize(arity, -1);
+    for (int i = 0; i < n.num_outputs(); ++i) {
+      Node* self = const_cast<Node*>(&n);
+      const Value v = self->output(i);
+      int b;
+      if (auto it = direct_output_.find(Key(v)); it != direct_output_.end()) {
+        b = NewBuffer(PlanBufferKind::kOutput, n.output_info(i).type, it->second);
+      } else {
+        b = NewArenaBuffer(n.output_info(i).type, step);
+      }
+      buffer_of_[Key(v)] = b;
+      s.outputs.push_back(b);
+    }
+    // In-place: output 0 over input 0 when the kernel allows it; input 0 must not be read
+    // again by this step through another operand, and its last use is settled at the end.
+    if (inplace_ok && !s.inputs.empty() && s.inputs[0] >= 0 && group_of_[s.outputs[0]] >= 0 &&
+        group_of_[s.inputs[0]] >= 0 &&
+        bucket_.buffers[s.inputs[0]].dtype == bucket_.buffers[s.outputs[0]].dtype &&
+        bucket_.buffers[s.inputs[0]].dims == bucket_.buffers[s.outputs[0]].dims) {
+      const int in_group = group_of_[s.inputs[0]];
+      bool reread = false;
+      for (size_t i = 1; i < s.inputs.size(); ++i)
+        reread |= s.inputs[i] >= 0 && group_of_[s.inputs[i]] == in_group;
+      if (!reread) inplace_.push_back({group_of_[s.outputs[0]], in_group, step});
+    }
+    bucket_.steps.push_back(std::move(s));
+    return absl::OkStatus();
+  }
+
+  absl::Status PlanArena() {
+    std::vector<BufferRequest> requests(groups_.size());
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      requests[i].id = static_cast<int64_t>(i);
+      requests[i].bytes = groups_[i].bytes;
+      requests[i].first_step = groups_[i].first;
+      requests[i].last_step = groups_[i].last;
+    }
+    for (const InplaceCandidate& c : inplace_) {
+      const Group& in = groups_[c.in_group];
+      if (in.last == c.step && in.bytes == groups_[c.out_group].bytes)
+        requests[c.out_group].inplace_of = c.in_group;
+    }
+    KILN_ASSIGN_OR_RETURN(const MemoryPlan mp, PlanMemory(requests));
+    for (size_t i = 0; i < groups_.size(); ++i)
+      for (int b : groups_[i].buffers) bucket_.buffers[b].offset = mp.offsets[i];
+    bucket_.arena_bytes = mp.arena_bytes;
+    bucket_.no_reuse_bytes = mp.no_reuse_bytes;
+    bucket_.peak_live_bytes = mp.peak_live_bytes;
+    return absl::OkStatus();
+  }
+
+  const Graph& g_;
+  const bool optimized_kernels_;
+  WeightTable& weights_;
+  std::map<std::string, int32_t> input_binding_;
+  std::map<std::pair<int, int>, int32_t> direct_output_;  // value -> graph output index
+  std::map<std::pair<int, int>, int> buffer_of_;          // value -> buffer
+  std::vector<int> group_of_;                             // buffer -> arena group or -1
+  std::vector<Group> groups_;
+  std::vector<InplaceCandidate> inplace_;
+  PlanBucket bucket_;
+};
+
+}  // namespace
+
+absl::StatusOr<PlanBucket> LowerBucket(const Graph& g, const std::vector<std::string>& input_names,
+                                       bool optimized_kernels, WeightTable& weights) {
+  return BucketLowering(g, input_names, optimized_kernels, weights).Run();
+}
+
+}  // namespace kiln::compiler

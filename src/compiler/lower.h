@@ -1,0 +1,75 @@
+// Lowering of one static (fully specialized) graph to a plan bucket: buffers, kernel
+// steps and the activation memory plan, per docs/plan-kernels.md. kiln::Compile
+// (compile.cc) calls LowerBucket once per shape bucket with one WeightTable shared by all
+// buckets, so identical constant bytes are stored once in the plan's weights blob.
+// Limits: the graph must be topologically ordered and every value a step touches must
+// have static dims (InvalidArgument naming the node otherwise); kernel choice is in
+// lower_kernels.cc; ops with no optimized kernel become "ref" steps.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "kiln/ir/graph.h"
+#include "kiln/plan/plan.h"
+
+namespace kiln::compiler {
+
+// The weights blob being built: constants deduplicated by content (size + CRC32C, then
+// memcmp), each at a 64-byte aligned offset, in first-use order (deterministic).
+class WeightTable {
+ public:
+  // The blob offset of `t`'s bytes, adding them when no identical bytes are stored yet.
+  int64_t Add(const Tensor& t);
+  int64_t size() const { return size_; }
+  int64_t num_unique() const { return static_cast<int64_t>(entries_.size()); }
+  // Copies each unique constant once into a 64-byte aligned blob.
+  PlanWeights Build() const;
+
+ private:
+  struct Entry {
+    Tensor tensor;  // keeps the bytes alive until Build
+    int64_t offset = 0;
+  };
+  std::vector<Entry> entries_;
+  // Lookup only (never iterated): same storage, then same content.
+  absl::flat_hash_map<std::pair<const void*, int64_t>, int> by_storage_;
+  absl::flat_hash_map<std::pair<int64_t, uint32_t>, std::vector<int>> by_content_;
+  int64_t size_ = 0;
+};
+
+// Lowers `g`, whose every graph-input dim is bound, to a bucket (bindings left empty for
+// the caller). `input_names` are the plan's graph inputs in order (input buffers bind by
+// name); outputs bind by position in g.outputs(). `optimized_kernels` false lowers every
+// compute node to "ref" (-O0: the plan runs on the reference kernels only).
+absl::StatusOr<PlanBucket> LowerBucket(const Graph& g, const std::vector<std::string>& input_names,
+                                       bool optimized_kernels, WeightTable& weights);
+
+// ---- lower_kernels.cc ----
+
+// An optimized kernel for a node: its id and parameters, and whether output 0 may take
+// over input 0's storage (docs/plan-kernels.md, in-place hints).
+struct KernelChoice {
+  std::string kernel;
+  std::vector<PlanParam> params;
+  bool inplace_ok = false;
+  int num_inputs = 0;  // the contract's operand count; omitted trailing ones become -1
+};
+
+// The optimized kernel for `n` (every operand static), or nullopt when none applies and
+// the node goes to "ref".
+std::optional<KernelChoice> ChooseKernel(const Node& n);
+
+// True for the ops that lower to no step (their output shares the input's storage).
+bool IsAliasOp(const Node& n);
+
+// The "ref" step's `node` parameter: IR text of a graph with one static Input per
+// present operand (in order), `n` itself and `return` of its outputs. Checked to parse.
+absl::StatusOr<std::string> RefNodeText(const Node& n);
+
+}  // namespace kiln::compiler

@@ -1,0 +1,86 @@
+// Create-time preparation of "ref" steps: parse the step's one-node IR text once, check
+// that it has exactly one compute node with a reference kernel whose operands and results
+// match the step's buffers (dtype and dims), and keep the parsed graph for Run, which
+// evaluates the node with kiln::EvaluateNode on copies of the input buffers.
+// Limits: the graph's Inputs are the step's non-omitted inputs, in order; no Constants.
+#include "kiln/ir/text.h"
+#include "kiln/reference/executor.h"
+#include "runtime/step_checker.h"
+
+namespace kiln::runtime {
+
+absl::Status PrepareRef(const StepChecker& c, const PlanBucket& bucket, PreparedStep& p) {
+  const PlanStep& step = c.step();
+  KILN_ASSIGN_OR_RETURN(const std::string text, c.String("node"));
+  auto parsed = ParseGraph(text);
+  if (!parsed.ok()) return c.Err("node text: %s", parsed.status().message());
+  auto ref = std::make_shared<RefNode>();
+  ref->graph = *std::move(parsed);
+  const Graph& g = *ref->graph;
+  const Node* node = nullptr;
+  for (const auto& n : g.nodes()) {
+    if (n->is_input()) continue;
+    if (node != nullptr)
+      return c.Err("node text has more than one compute node (%s and %s)", node->Describe(),
+                   n->Describe());
+    node = n.get();
+  }
+  if (node == nullptr) return c.Err("node text has no compute node");
+  if (!HasReferenceKernel(node->domain(), node->op()))
+    return c.Err("%s has no reference kernel", node->Describe());
+  ref->node = node;
+  // Operand i <-> step input i; the graph's Inputs are the non-omitted step inputs in order.
+  if (node->num_inputs() != static_cast<int>(step.inputs.size()))
+    return c.Err("%s has %d operands but the step has %d inputs", node->Describe(),
+                 node->num_inputs(), step.inputs.size());
+  int next_input = 0;
+  for (int i = 0; i < node->num_inputs(); ++i) {
+    const Value v = node->input(i);
+    if (step.inputs[i] == -1) {
+      if (v) return c.Err("operand %d is given but step input %d is omitted", i, i);
+      continue;
+    }
+    if (!v)
+      return c.Err("operand %d is omitted but step input %d is buffer %d", i, i, step.inputs[i]);
+    if (next_input >= static_cast<int>(g.inputs().size()) || v.node != g.inputs()[next_input])
+      return c.Err("operand %d is not graph input %d of the node text", i, next_input);
+    ++next_input;
+    const PlanBuffer& b = bucket.buffers[step.inputs[i]];
+    const Type& t = v.node->output_info(0).type;
+    const auto dims = t.StaticDims();
+    if (t.dtype != b.dtype || !dims || *dims != b.dims)
+      return c.Err("operand %d is %s but its buffer %d is %s%s", i, t.ToString(), step.inputs[i],
+                   std::string(DTypeName(b.dtype)), DimsStr(b.dims));
+  }
+  if (next_input != static_cast<int>(g.inputs().size()))
+    return c.Err("node text has %d inputs but the node uses %d", g.inputs().size(), next_input);
+  if (g.outputs().size() != step.outputs.size())
+    return c.Err("node text returns %d values but the step has %d outputs", g.outputs().size(),
+                 step.outputs.size());
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const Value v = g.outputs()[i].value;
+    if (v.node != node) return c.Err("return value %d is not an output of the node", i);
+    const PlanBuffer& b = bucket.buffers[step.outputs[i]];
+    const Type& t = node->output_info(v.index).type;
+    if (t.dtype != DType::kUndefined && t.dtype != b.dtype)
+      return c.Err("result %d is %s but its buffer %d is %s", i, t.ToString(), step.outputs[i],
+                   std::string(DTypeName(b.dtype)));
+    if (auto dims = t.StaticDims(); dims && *dims != b.dims)
+      return c.Err("result %d is %s but its buffer %d is %s", i, t.ToString(), step.outputs[i],
+                   DimsStr(b.dims));
+    ref->output_result.push_back(v.index);
+  }
+  for (int32_t idx : step.inputs) {
+    if (idx == -1) continue;
+    ref->in_dtype.push_back(bucket.buffers[idx].dtype);
+    ref->in_dims.push_back(bucket.buffers[idx].dims);
+  }
+  for (int32_t idx : step.outputs) {
+    ref->out_dtype.push_back(bucket.buffers[idx].dtype);
+    ref->out_dims.push_back(bucket.buffers[idx].dims);
+  }
+  p.ref = std::move(ref);
+  return c.Resolve(p, false, true);
+}
+
+}  // namespace kiln::runtime

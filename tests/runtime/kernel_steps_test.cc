@@ -1,0 +1,325 @@
+// Every cpu kernel id of docs/plan-kernels.md run through the executor from a hand-built
+// one-bucket plan, against the reference kernel of the equivalent kiln/ONNX node
+// (EvaluateNode, double accumulation). Also ref and copy steps, alias buffers, in-place
+// steps and a graph output that a later step reads.
+// Tolerance 2e-5 absolute + 1e-5 relative for every float comparison: the kernels' own
+// accuracy is established in tests/kernels (same or tighter bounds at larger sizes); here
+// dots have K <= 32 terms of O(1) values (fp32 error ~K·u·Σ|x·w| ≈ 1e-6 typical), and what
+// is tested is the wiring — a wrong offset, operand order or parameter gives O(0.1) errors.
+#include <cstring>
+
+#include "gmock/gmock.h"
+#include "runtime_test_util.h"
+
+namespace kiln::runtime_test {
+namespace {
+
+constexpr double kAtol = 2e-5, kRtol = 1e-5;
+
+std::vector<Tensor> RunPlan(std::shared_ptr<const Plan> plan, const std::vector<Tensor>& inputs,
+                            RunStats* stats = nullptr) {
+  auto exec = Executor::Create(std::move(plan), {.num_threads = 2});
+  EXPECT_TRUE(exec.ok()) << exec.status();
+  if (!exec.ok()) return {};
+  std::vector<TensorView> views;
+  for (const Tensor& t : inputs) views.push_back(View(t));
+  auto out = (*exec)->Run(views, stats);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
+TEST(KernelSteps, Linear) {
+  const int64_t b = 2, s = 3, k = 32, n = 5;
+  for (int trans = 0; trans <= 1; ++trans) {
+    for (const char* act : {"none", "gelu", "gelu_tanh", "relu", "tanh"}) {
+      for (bool with_bias : {true, false}) {
+        Tensor x = RandomF32({b, s, k}, 1);
+        Tensor w = RandomF32(trans ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, 2);
+        Tensor bias = RandomF32({n}, 3);
+        PlanBuilder pb;
+        pb.Input("x", DType::kF32, {Dim::Known(b), Dim::Known(s), Dim::Known(k)});
+        pb.Output("y", DType::kF32, {Dim::Known(b), Dim::Known(s), Dim::Known(n)});
+        const int64_t woff = pb.AddWeight(w), boff = pb.AddWeight(bias);
+        pb.Bucket({});
+        const int xi = pb.In(0, {b, s, k}), wi = pb.Weight(woff, w.dims());
+        const int bi = with_bias ? pb.Weight(boff, {n}) : -1;
+        const int yi = pb.Out(0, {b, s, n});
+        pb.Step("linear", {xi, wi, bi}, {yi},
+                {P("m", b * s), P("k", k), P("n", n), P("trans_w", int64_t{trans}),
+                 P("activation", act)});
+        auto got = RunPlan(pb.Finish(), {x});
+        ASSERT_EQ(got.size(), 1u);
+        auto want = RunRefOp("kiln", "Linear",
+                             {{"trans_w", int64_t{trans}}, {"activation", std::string(act)}},
+                             {&x, &w, with_bias ? &bias : nullptr});
+        ExpectClose(got[0], want.outputs[0], kAtol, kRtol,
+                    absl::StrCat("trans=", trans, " act=", act, " bias=", with_bias));
+      }
+    }
+  }
+}
+
+TEST(KernelSteps, LayerNormInPlaceOverArena) {
+  const int64_t rows = 6, h = 24;
+  Tensor x = RandomF32({2, 3, h}, 4), g = RandomF32({h}, 5), be = RandomF32({h}, 6);
+  for (bool with_beta : {true, false}) {
+    PlanBuilder pb;
+    pb.Input("x", DType::kF32, {Dim::Known(2), Dim::Known(3), Dim::Known(h)});
+    pb.Output("y", DType::kF32, {Dim::Known(2), Dim::Known(3), Dim::Known(h)});
+    const int64_t goff = pb.AddWeight(g), boff = pb.AddWeight(be);
+    pb.Bucket({});
+    const int xi = pb.In(0, {2, 3, h}), a = pb.Arena({rows, h});
+    const int yi = pb.Out(0, {2, 3, h});
+    pb.Step("copy", {xi}, {a}, {});
+    // In place: output 0 is input 0's arena buffer.
+    pb.Step("layer_norm", {a, pb.Weight(goff, {h}), with_beta ? pb.Weight(boff, {h}) : -1}, {a},
+            {P("rows", rows), P("h", h), P("epsilon", 1e-5)});
+    pb.Step("copy", {a}, {yi}, {});
+    auto got = RunPlan(pb.Finish(), {x});
+    ASSERT_EQ(got.size(), 1u);
+    auto want = RunRefOp("", "LayerNormalization", {{"axis", int64_t{-1}}, {"epsilon", 1e-5f}},
+                         {&x, &g, with_beta ? &be : nullptr});
+    ExpectClose(got[0], want.outputs[0], kAtol, kRtol, absl::StrCat("beta=", with_beta));
+  }
+}
+
+TEST(KernelSteps, SkipLayerNormWithSumAndBroadcastSkip) {
+  const int64_t nb = 2, s = 3, h = 16;
+  Tensor x = RandomF32({nb, s, h}, 7), skip = RandomF32({s, h}, 8), g = RandomF32({h}, 9),
+         be = RandomF32({h}, 10), bias = RandomF32({h}, 11);
+  PlanBuilder pb;
+  pb.Input("x", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(h)});
+  pb.Input("skip", DType::kF32, {Dim::Known(s), Dim::Known(h)});
+  pb.Output("y", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(h)});
+  pb.Output("sum", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(h)});
+  const int64_t goff = pb.AddWeight(g), beoff = pb.AddWeight(be), bioff = pb.AddWeight(bias);
+  pb.Bucket({});
+  pb.Step("skip_layer_norm",
+          {pb.In(0, {nb, s, h}), pb.In(1, {s, h}), pb.Weight(goff, {h}), pb.Weight(beoff, {h}),
+           pb.Weight(bioff, {h})},
+          {pb.Out(0, {nb, s, h}), pb.Out(1, {nb, s, h})},
+          {P("rows", nb * s), P("h", h), P("skip_rows", s), P("epsilon", 1e-6)});
+  auto got = RunPlan(pb.Finish(), {x, skip});
+  ASSERT_EQ(got.size(), 2u);
+  auto want =
+      RunRefOp("kiln", "SkipLayerNorm", {{"epsilon", 1e-6f}}, {&x, &skip, &g, &be, &bias}, 2);
+  ExpectClose(got[0], want.outputs[0], kAtol, kRtol, "y");
+  ExpectClose(got[1], want.outputs[1], kAtol, kRtol, "sum");
+}
+
+TEST(KernelSteps, AttentionMasks) {
+  const int64_t nb = 2, s = 5, nh = 2, d = 4;
+  Tensor qkv = RandomF32({nb, s, 3 * nh * d}, 12);
+  // f32 additive [B,1,1,S] with a large negative entry, bool [B,1,S,S], none + causal.
+  std::vector<float> madd(nb * s, 0.f);
+  madd[3] = -10000.f;
+  madd[s + 1] = -10000.f;
+  Tensor mask_f = Tensor::FromF32({nb, 1, 1, s}, madd);
+  Tensor mask_b(DType::kBool, {nb, 1, s, s});
+  for (int64_t i = 0; i < mask_b.NumElements(); ++i) mask_b.data<uint8_t>()[i] = (i * 7) % 3 != 0;
+  struct Case {
+    const Tensor* mask;
+    bool causal;
+  };
+  for (const Case& c : {Case{&mask_f, false}, Case{&mask_b, false}, Case{nullptr, true}}) {
+    PlanBuilder pb;
+    pb.Input("qkv", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(3 * nh * d)});
+    if (c.mask) {
+      std::vector<Dim> md;
+      for (int64_t v : c.mask->dims()) md.push_back(Dim::Known(v));
+      pb.Input("mask", c.mask->dtype(), md);
+    }
+    pb.Output("y", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(nh * d)});
+    pb.Bucket({});
+    const int qi = pb.In(0, {nb, s, 3 * nh * d});
+    const int mi = c.mask ? pb.In(1, c.mask->dims(), c.mask->dtype()) : -1;
+    const double scale = 0.5;
+    pb.Step("attention", {qi, mi}, {pb.Out(0, {nb, s, nh * d})},
+            {P("batch", nb), P("seq", s), P("num_heads", nh), P("head_size", d), P("scale", scale),
+             P("causal", int64_t{c.causal})});
+    std::vector<Tensor> ins = {qkv};
+    if (c.mask) ins.push_back(*c.mask);
+    auto got = RunPlan(pb.Finish(), ins);
+    ASSERT_EQ(got.size(), 1u);
+    auto want = RunRefOp("kiln", "MultiHeadAttention",
+                         {{"num_heads", nh}, {"scale", 0.5f}, {"causal", int64_t{c.causal}}},
+                         {&qkv, c.mask});
+    ExpectClose(got[0], want.outputs[0], kAtol, kRtol,
+                absl::StrCat("mask=", c.mask ? std::string(DTypeName(c.mask->dtype())) : "none"));
+  }
+}
+
+TEST(KernelSteps, EmbedLayerNorm) {
+  const int64_t nb = 2, s = 4, h = 8, vocab = 11, max_pos = 6, types = 2;
+  Tensor word = RandomF32({vocab, h}, 13), pos = RandomF32({max_pos, h}, 14),
+         seg = RandomF32({types, h}, 15), g = RandomF32({h}, 16), be = RandomF32({h}, 17);
+  std::vector<int64_t> ids(nb * s), segs(nb * s);
+  for (int64_t i = 0; i < nb * s; ++i) {
+    ids[i] = (i * 5 + 1) % vocab;
+    segs[i] = i % types;
+  }
+  Tensor ids_t = Tensor::FromI64({nb, s}, ids), seg_t = Tensor::FromI64({nb, s}, segs);
+  Tensor pos_t = Tensor::FromI64({s}, {3, 0, 5, 1});
+  for (int variant = 0; variant < 2; ++variant) {  // 0: segment + [S] positions, 1: neither
+    PlanBuilder pb;
+    pb.Input("input_ids", DType::kI64, {Dim::Known(nb), Dim::Known(s)});
+    pb.Input("token_type_ids", DType::kI64, {Dim::Known(nb), Dim::Known(s)});
+    pb.Input("position_ids", DType::kI64, {Dim::Known(s)});
+    pb.Output("y", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(h)});
+    const int64_t wo = pb.AddWeight(word), po = pb.AddWeight(pos), so = pb.AddWeight(seg),
+                  go = pb.AddWeight(g), bo = pb.AddWeight(be);
+    pb.Bucket({});
+    const int ii = pb.In(0, {nb, s}, DType::kI64), si = pb.In(1, {nb, s}, DType::kI64),
+              pi = pb.In(2, {s}, DType::kI64);
+    const bool full = variant == 0;
+    pb.Step(
+        "embed_layer_norm",
+        {ii, full ? si : -1, full ? pi : -1, pb.Weight(wo, {vocab, h}), pb.Weight(po, {max_pos, h}),
+         full ? pb.Weight(so, {types, h}) : -1, pb.Weight(go, {h}), pb.Weight(bo, {h})},
+        {pb.Out(0, {nb, s, h})},
+        {P("batch", nb), P("seq", s), P("hidden", h), P("epsilon", 1e-12)});
+    auto got = RunPlan(pb.Finish(), {ids_t, seg_t, pos_t});
+    ASSERT_EQ(got.size(), 1u);
+    auto want = RunRefOp("kiln", "EmbedLayerNorm", {{"epsilon", 1e-12f}},
+                         {&ids_t, full ? &seg_t : nullptr, full ? &pos_t : nullptr, &word, &pos,
+                          full ? &seg : nullptr, &g, &be});
+    ExpectClose(got[0], want.outputs[0], kAtol, kRtol, absl::StrCat("variant ", variant));
+  }
+}
+
+TEST(KernelSteps, PoolMeanAndCls) {
+  const int64_t nb = 2, s = 5, h = 6;
+  Tensor hid = RandomF32({nb, s, h}, 18);
+  Tensor mask_i = Tensor::FromI64({nb, s}, {1, 1, 1, 0, 0, 1, 1, 1, 1, 1});
+  Tensor mask_f = Tensor::FromF32({nb, s}, {1, 0, 1, 0, 1, 1, 1, 0, 0, 0});
+  struct Case {
+    const char* mode;
+    int64_t normalize;
+    const Tensor* mask;
+  };
+  for (const Case& c : {Case{"mean", 0, &mask_i}, Case{"mean", 1, &mask_f},
+                        Case{"mean", 0, nullptr}, Case{"cls", 1, nullptr}}) {
+    PlanBuilder pb;
+    pb.Input("hidden", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(h)});
+    if (c.mask) pb.Input("mask", c.mask->dtype(), {Dim::Known(nb), Dim::Known(s)});
+    pb.Output("y", DType::kF32, {Dim::Known(nb), Dim::Known(h)});
+    pb.Bucket({});
+    const int hi = pb.In(0, {nb, s, h});
+    const int mi = c.mask ? pb.In(1, {nb, s}, c.mask->dtype()) : -1;
+    pb.Step("pool", {hi, mi}, {pb.Out(0, {nb, h})},
+            {P("batch", nb), P("seq", s), P("hidden", h), P("mode", c.mode),
+             P("normalize", c.normalize)});
+    std::vector<Tensor> ins = {hid};
+    if (c.mask) ins.push_back(*c.mask);
+    auto got = RunPlan(pb.Finish(), ins);
+    ASSERT_EQ(got.size(), 1u);
+    auto want =
+        RunRefOp("kiln", "Pool", {{"mode", std::string(c.mode)}, {"normalize", c.normalize}},
+                 {&hid, c.mask});
+    ExpectClose(got[0], want.outputs[0], kAtol, kRtol,
+                absl::StrCat(c.mode, " normalize=", c.normalize, " mask=", c.mask != nullptr));
+  }
+}
+
+TEST(KernelSteps, GeluAndSoftmax) {
+  const int64_t rows = 3, n = 37;
+  Tensor x = RandomF32({rows, n}, 19);
+  for (int tanh = 0; tanh <= 1; ++tanh) {
+    PlanBuilder pb;
+    pb.Input("x", DType::kF32, {Dim::Known(rows), Dim::Known(n)});
+    pb.Output("g", DType::kF32, {Dim::Known(rows), Dim::Known(n)});
+    pb.Output("s", DType::kF32, {Dim::Known(rows), Dim::Known(n)});
+    pb.Bucket({});
+    const int xi = pb.In(0, {rows, n});
+    pb.Step("gelu", {xi}, {pb.Out(0, {rows, n})}, {P("n", rows * n), P("tanh", int64_t{tanh})});
+    pb.Step("softmax", {xi}, {pb.Out(1, {rows, n})}, {P("rows", rows), P("n", n)});
+    auto got = RunPlan(pb.Finish(), {x});
+    ASSERT_EQ(got.size(), 2u);
+    auto gelu = RunRefOp("", "Gelu", {{"approximate", std::string(tanh ? "tanh" : "none")}}, {&x});
+    auto soft = RunRefOp("", "Softmax", {{"axis", int64_t{-1}}}, {&x});
+    ExpectClose(got[0], gelu.outputs[0], kAtol, kRtol, absl::StrCat("gelu tanh=", tanh));
+    ExpectClose(got[1], soft.outputs[0], kAtol, kRtol, "softmax");
+  }
+}
+
+// A chain over aliases: linear -> arena [6,5], alias [2,3,5] -> gelu in place -> ref Mul
+// with a weight -> graph output 0, which softmax then reads into output 1; output 2 is a
+// copy of the input (a graph output that is a graph input).
+TEST(KernelSteps, RefCopyAliasAndOutputReadBack) {
+  const int64_t b = 2, s = 3, k = 8, n = 5;
+  Tensor x = RandomF32({b, s, k}, 20), w = RandomF32({k, n}, 21), c = RandomF32({n}, 22);
+  // Reference composition.
+  auto lin = RunRefOp("kiln", "Linear", {}, {&x, &w, nullptr});
+  auto gel = RunRefOp("", "Gelu", {}, {&lin.outputs[0]});
+  auto mul = RunRefOp("", "Mul", {}, {&gel.outputs[0], &c});
+  auto soft = RunRefOp("", "Softmax", {{"axis", int64_t{-1}}}, {&mul.outputs[0]});
+
+  PlanBuilder pb;
+  pb.Input("x", DType::kF32, {Dim::Known(b), Dim::Known(s), Dim::Known(k)});
+  pb.Output("prod", DType::kF32, {Dim::Known(b), Dim::Known(s), Dim::Known(n)});
+  pb.Output("probs", DType::kF32, {Dim::Known(b), Dim::Known(s), Dim::Known(n)});
+  pb.Output("x_copy", DType::kF32, {Dim::Known(b), Dim::Known(s), Dim::Known(k)});
+  const int64_t woff = pb.AddWeight(w), coff = pb.AddWeight(c);
+  pb.Bucket({});
+  const int xi = pb.In(0, {b, s, k});
+  const int flat = pb.Arena({b * s, n});
+  const int view = pb.Alias(flat, {b, s, n});
+  const int o0 = pb.Out(0, {b, s, n}), o1 = pb.Out(1, {b, s, n}), o2 = pb.Out(2, {b, s, k});
+  pb.Step("linear", {xi, pb.Weight(woff, {k, n}), -1}, {flat},
+          {P("m", b * s), P("k", k), P("n", n), P("trans_w", int64_t{0}), P("activation", "none")});
+  pb.Step("gelu", {view}, {view}, {P("n", b * s * n), P("tanh", int64_t{0})});
+  pb.Step("ref", {view, pb.Weight(coff, {n})}, {o0}, {P("node", mul.text)}, {"/Mul"});
+  pb.Step("softmax", {o0}, {o1}, {P("rows", b * s), P("n", n)});
+  pb.Step("copy", {xi}, {o2}, {});
+  auto got = RunPlan(pb.Finish(), {x});
+  ASSERT_EQ(got.size(), 3u);
+  ExpectClose(got[0], mul.outputs[0], kAtol, kRtol, "prod");
+  ExpectClose(got[1], soft.outputs[0], kAtol, kRtol, "probs");
+  EXPECT_TRUE(got[2].BitwiseEqual(x));
+}
+
+// A ref step on a non-float op with an omitted optional operand (Clip on i64 without min).
+TEST(KernelSteps, RefWithOmittedOperandAndIntegerData) {
+  Tensor x = Tensor::FromI64({2, 3}, {-5, 4, 9, 0, 12, -1});
+  Tensor hi = Tensor::ScalarI64(7);
+  auto want = RunRefOp("", "Clip", {}, {&x, nullptr, &hi});
+  ASSERT_EQ(want.outputs.size(), 1u);
+  PlanBuilder pb;
+  pb.Input("x", DType::kI64, {Dim::Known(2), Dim::Known(3)});
+  pb.Output("y", DType::kI64, {Dim::Known(2), Dim::Known(3)});
+  const int64_t hoff = pb.AddWeight(hi);
+  pb.Bucket({});
+  pb.Step("ref", {pb.In(0, {2, 3}, DType::kI64), -1, pb.Weight(hoff, {}, DType::kI64)},
+          {pb.Out(0, {2, 3}, DType::kI64)}, {P("node", want.text)});
+  auto got = RunPlan(pb.Finish(), {x});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].BitwiseEqual(want.outputs[0]));
+}
+
+TEST(KernelSteps, TraceHasOneEventPerStep) {
+  const int64_t n = 16;
+  PlanBuilder pb;
+  pb.Input("x", DType::kF32, {Dim::Known(n)});
+  pb.Output("y", DType::kF32, {Dim::Known(n)});
+  pb.Bucket({});
+  const int a = pb.Arena({n});
+  pb.Step("gelu", {pb.In(0, {n})}, {a}, {P("n", n), P("tanh", int64_t{0})}, {"/act/Gelu"});
+  pb.Step("softmax", {a}, {pb.Out(0, {n})}, {P("rows", int64_t{1}), P("n", n)},
+          {"/Softmax", "/Div"});
+  RunStats stats;
+  stats.collect_trace = true;
+  auto got = RunPlan(pb.Finish(), {RandomF32({n}, 23)}, &stats);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(stats.bucket, 0);
+  EXPECT_FALSE(stats.padded);
+  ASSERT_EQ(stats.trace.size(), 2u);
+  EXPECT_EQ(stats.trace[0].kernel, "gelu");
+  EXPECT_EQ(stats.trace[0].provenance, std::vector<std::string>{"/act/Gelu"});
+  EXPECT_EQ(stats.trace[1].kernel, "softmax");
+  EXPECT_EQ(stats.trace[1].provenance, (std::vector<std::string>{"/Softmax", "/Div"}));
+  EXPECT_GE(stats.trace[0].start_ns, 0);
+  EXPECT_GE(stats.trace[1].start_ns, stats.trace[0].start_ns + stats.trace[0].duration_ns);
+}
+
+}  // namespace
+}  // namespace kiln::runtime_test
