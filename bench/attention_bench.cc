@@ -1,8 +1,12 @@
-// MultiHeadAttention at encoder sizes (N = 12 heads): the hand-written fused kernel vs the
-// same computation as oneDNN matmuls (Q·Kᵀ into a [N,S,S] buffer, kiln Softmax, P·V).
+// MultiHeadAttention at encoder sizes (N = 12 heads): the kernel as the executor calls it
+// (BM_Attention, path chosen by shape), each of its internal paths forced
+// (BM_AttentionRows / GemmHeads / GemmBatch, attention_internal.h), and the same computation
+// as the bench-side oneDNN formulation (Q·Kᵀ into a [N,S,S] buffer, kiln Softmax, P·V).
+// No mask except BM_AttentionPadMask (the executor's path with a BERT padding mask).
 // FLOPs 4·B·N·S²·D (the two products); bytes = qkv in + y out. Args: B, S, D.
 #include "bench_util.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/softmax.h"
 
@@ -11,12 +15,22 @@ namespace {
 
 constexpr int64_t kHeads = 12;
 
-void BM_Attention(benchmark::State& state) {
+using internal::AttentionPath;
+
+// kPadMask: an additive [B,1,1,S] padding mask (BERT's), the last quarter of keys at -10000.
+template <AttentionPath kPath, bool kPadMask = false>
+void BM_AttentionPath(benchmark::State& state) {
   const int64_t nb = state.range(0), s = state.range(1), d = state.range(2), h = kHeads * d;
   const CpuContext ctx = BenchContext();
   const auto qkv = Random(nb * s * 3 * h, 4);
-  std::vector<float> y(nb * s * h);
+  std::vector<float> y(nb * s * h), mask(nb * s, 0.0f);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t j = s - s / 4; j < s; ++j) mask[b * s + j] = -10000.0f;
   MultiHeadAttentionArgs a;
+  if (kPadMask) {
+    a.mask.additive = mask.data();
+    a.mask.dims = {nb, 1, 1, s};
+  }
   a.qkv = qkv.data();
   a.batch = nb;
   a.seq = s;
@@ -25,7 +39,7 @@ void BM_Attention(benchmark::State& state) {
   a.scale = 0.125f;
   a.y = y.data();
   for (auto _ : state) {
-    if (!MultiHeadAttention(ctx, a).ok()) state.SkipWithError("failed");
+    if (!internal::MultiHeadAttentionWithPath(ctx, a, kPath).ok()) state.SkipWithError("failed");
     benchmark::DoNotOptimize(y.data());
   }
   SetFlops(state, 4.0 * nb * kHeads * s * s * d, 4.0 * (nb * s * 4 * h));
@@ -76,8 +90,39 @@ void AttnArgs(benchmark::internal::Benchmark* b) {
     for (int64_t nb : {1, 8, 32})
       for (int64_t s : {32, 128, 256}) b->Args({nb, s, d});
 }
+// Where the path choice changes: tiny problems (oneDNN's per-call cost outweighs the work)
+// and the row kernel / GEMM crossover between S = 32 and S = 128.
+void AttnChoiceArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t s : {1, 4, 8, 16}) b->Args({1, s, 64});
+  for (int64_t d : {32, 64})
+    for (int64_t s : {48, 64, 96}) b->Args({8, s, d});
+}
+
+void BM_Attention(benchmark::State& state) { BM_AttentionPath<AttentionPath::kAuto>(state); }
+void BM_AttentionPadMask(benchmark::State& state) {
+  BM_AttentionPath<AttentionPath::kAuto, true>(state);
+}
+void BM_AttentionRows(benchmark::State& state) { BM_AttentionPath<AttentionPath::kRows>(state); }
+void BM_AttentionGemmHeads(benchmark::State& state) {
+  BM_AttentionPath<AttentionPath::kGemmHeads>(state);
+}
+void BM_AttentionGemmBatch(benchmark::State& state) {
+  BM_AttentionPath<AttentionPath::kGemmBatch>(state);
+}
+
 BENCHMARK(BM_Attention)->Apply(AttnArgs)->ArgNames({"B", "S", "D"})->UseRealTime();
+BENCHMARK(BM_AttentionRows)->Apply(AttnArgs)->ArgNames({"B", "S", "D"})->UseRealTime();
+BENCHMARK(BM_AttentionGemmHeads)->Apply(AttnArgs)->ArgNames({"B", "S", "D"})->UseRealTime();
+BENCHMARK(BM_AttentionGemmBatch)->Apply(AttnArgs)->ArgNames({"B", "S", "D"})->UseRealTime();
+BENCHMARK(BM_Attention)->Apply(AttnChoiceArgs)->ArgNames({"B", "S", "D"})->UseRealTime();
+BENCHMARK(BM_AttentionRows)->Apply(AttnChoiceArgs)->ArgNames({"B", "S", "D"})->UseRealTime();
+BENCHMARK(BM_AttentionGemmHeads)->Apply(AttnChoiceArgs)->ArgNames({"B", "S", "D"})->UseRealTime();
+BENCHMARK(BM_AttentionOneDnn)->Apply(AttnChoiceArgs)->ArgNames({"B", "S", "D"})->UseRealTime();
 BENCHMARK(BM_AttentionOneDnn)->Apply(AttnArgs)->ArgNames({"B", "S", "D"})->UseRealTime();
+BENCHMARK(BM_AttentionPadMask)
+    ->ArgsProduct({{8}, {32, 128, 256}, {64}})
+    ->ArgNames({"B", "S", "D"})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace kiln::cpu::bench

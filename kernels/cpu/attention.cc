@@ -1,42 +1,80 @@
-// MultiHeadAttention driver: mask broadcast strides, work partitioning over (batch, head,
-// query-row block), per-worker Kᵀ panels; the inner loops are in isa_impl.inc.
+// MultiHeadAttention driver: argument and mask-broadcast checks, then one of three strategies
+// (attention_internal.h), chosen by shape:
+// - kRows: the hand-written row kernel (isa_impl.inc, register-blocked over query rows);
+//   work items (batch, head, query-row block), per-worker Kᵀ panel. No oneDNN call
+//   overhead, so it wins on short sequences.
+// - kGemmHeads / kGemmBatch: scores = scale·Q·Kᵀ by BatchedMatMul on strided views straight
+//   into the packed qkv, mask + causal + softmax in place on the score block with the ISA
+//   row kernels, then Y = P·V by BatchedMatMul writing the merged heads (ldc = N·D).
+//   kGemmHeads parallelizes over (batch, head group) with single-threaded oneDNN inside;
+//   kGemmBatch lets oneDNN parallelize one call over all heads of a batch item.
+// Semantics shared by all paths: a row whose every key is masked (bool false, -inf, or
+// causal-excluded) yields zeros.
+// Limits: kGemmHeads holds about kScoreBudget score floats per worker (whole heads while
+// S² fits, else blocks of query rows); kGemmBatch holds N·S² floats (it defers to
+// kGemmHeads past 64 MiB). Causal attention on the GEMM paths still computes the masked
+// upper triangle (the row kernel skips whole key vectors past the block's last row).
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
+#include <limits>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/isa_kernels.h"
+#include "kernels/cpu/matmul.h"
+#include "kiln/support/status.h"
 
 namespace kiln::cpu {
+namespace {
 
-absl::Status MultiHeadAttention(const CpuContext& ctx, const MultiHeadAttentionArgs& a) {
+using internal::AttentionPath;
+
+// Score floats per worker the GEMM paths aim for: 64 Ki floats = 256 KiB, a quarter of L2.
+// In bench/attention_bench.cc it beat 256 Ki floats by 1–3 % at S = 128 (1 thread, loaded
+// machine) and 1 Mi floats by 2–7 % at S = 128–256 (2 threads, idle machine).
+constexpr int64_t kScoreBudget = int64_t{1} << 16;
+
+// Mask broadcast strides against [B, N, S, S] (0 where the mask broadcasts).
+struct MaskLayout {
+  bool present = false;
+  int64_t stride[4] = {0, 0, 0, 0};
+};
+
+absl::StatusOr<MaskLayout> CheckArgs(const MultiHeadAttentionArgs& a) {
   const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
   if (nb < 0 || s < 0 || nh <= 0 || d <= 0)
     return absl::InvalidArgumentError(absl::StrCat("MultiHeadAttention got B=", nb, " S=", s,
                                                    " N=", nh, " D=", d));
-  if (nb == 0 || s == 0) return absl::OkStatus();
+  MaskLayout m;
+  if (nb == 0 || s == 0) return m;
   if (!a.qkv || !a.y) return absl::InvalidArgumentError("MultiHeadAttention: null pointer");
   if (a.mask.additive && a.mask.boolean)
-    return absl::InvalidArgumentError("MultiHeadAttention: give an additive or a bool mask, not both");
-  const bool has_mask = a.mask.additive || a.mask.boolean;
-  // Broadcast strides of the mask against [B, N, S, S] (0 where it broadcasts).
-  int64_t mstride[4] = {0, 0, 0, 0};
-  if (has_mask) {
-    const auto& md = a.mask.dims;
-    const int64_t target[4] = {nb, nh, s, s};
-    if (md.size() > 4)
-      return absl::InvalidArgumentError(absl::StrCat("attention mask has rank ", md.size(), " > 4"));
-    int64_t stride = 1;
-    for (int i = static_cast<int>(md.size()) - 1, t = 3; i >= 0; --i, --t) {
-      if (md[i] != 1 && md[i] != target[t])
-        return absl::InvalidArgumentError(absl::StrCat(
-            "attention mask [", absl::StrJoin(md, ","), "] does not broadcast to [B, N, S, S] = [",
-            nb, ",", nh, ",", s, ",", s, "]"));
-      mstride[t] = md[i] == 1 ? 0 : stride;
-      stride *= md[i];
-    }
+    return absl::InvalidArgumentError(
+        "MultiHeadAttention: give an additive or a bool mask, not both");
+  m.present = a.mask.additive || a.mask.boolean;
+  if (!m.present) return m;
+  const auto& md = a.mask.dims;
+  const int64_t target[4] = {nb, nh, s, s};
+  if (md.size() > 4)
+    return absl::InvalidArgumentError(absl::StrCat("attention mask has rank ", md.size(), " > 4"));
+  int64_t stride = 1;
+  for (int i = static_cast<int>(md.size()) - 1, t = 3; i >= 0; --i, --t) {
+    if (md[i] != 1 && md[i] != target[t])
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attention mask [", absl::StrJoin(md, ","), "] does not broadcast to [B, N, S, S] = [",
+          nb, ",", nh, ",", s, ",", s, "]"));
+    m.stride[t] = md[i] == 1 ? 0 : stride;
+    stride *= md[i];
   }
+  return m;
+}
+
+absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
+                     const MaskLayout& m) {
+  const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
   const internal::IsaKernels& k = internal::KernelsFor(ctx);
   const int64_t vw = k.vector_width;
   const int64_t sp = (s + vw - 1) / vw * vw;
@@ -44,10 +82,11 @@ absl::Status MultiHeadAttention(const CpuContext& ctx, const MultiHeadAttentionA
   // Row blocks: whole heads when there are enough of them, else split the query rows.
   const int64_t threads = ctx.threads();
   int64_t rb = s;
-  if (nb * nh < 4 * threads) rb = std::max<int64_t>(8, (s * nb * nh + 4 * threads - 1) / (4 * threads));
+  if (nb * nh < 4 * threads)
+    rb = std::max<int64_t>(8, (s * nb * nh + 4 * threads - 1) / (4 * threads));
   rb = std::min(rb, s);
   const int64_t blocks = (s + rb - 1) / rb;
-  const int64_t per_worker = d * sp + sp;
+  const int64_t per_worker = d * sp + internal::kAttentionRowBlock * sp;
   std::vector<float> scratch(static_cast<size_t>(threads * per_worker));
   ParallelForWorkers(ctx, nb * nh * blocks, 1, [&](int64_t begin, int64_t end, int worker) {
     float* kt = scratch.data() + worker * per_worker;
@@ -75,12 +114,12 @@ absl::Status MultiHeadAttention(const CpuContext& ctx, const MultiHeadAttentionA
       r.s = s;
       r.d = d;
       r.scale = a.scale;
-      if (has_mask) {
-        const int64_t off = b * mstride[0] + n * mstride[1];
+      if (m.present) {
+        const int64_t off = b * m.stride[0] + n * m.stride[1];
         if (a.mask.additive) r.mask_add = a.mask.additive + off;
         if (a.mask.boolean) r.mask_bool = a.mask.boolean + off;
-        r.mask_si = mstride[2];
-        r.mask_sj = mstride[3];
+        r.mask_si = m.stride[2];
+        r.mask_sj = m.stride[3];
       }
       r.causal = a.causal;
       r.row_begin = blk * rb;
@@ -92,6 +131,214 @@ absl::Status MultiHeadAttention(const CpuContext& ctx, const MultiHeadAttentionA
     }
   });
   return absl::OkStatus();
+}
+
+// Score rows [row_begin, row_end) of head n of batch item b, row i at
+// scores + (i - row_begin)·S, already scaled: add or apply the mask, exclude causal keys, and
+// exponentiate in place (ExpShiftRow) without normalizing; inv[i - row_begin] = 1 / row sum
+// (0 for a fully masked row) is applied to the P·V output instead, D floats per row rather
+// than S. Excluded keys end as exact zeros so that P·V can run over all S keys.
+void MaskExpRows(const internal::IsaKernels& k, const MultiHeadAttentionArgs& a,
+                 const MaskLayout& m, int64_t b, int64_t n, int64_t row_begin, int64_t row_end,
+                 float* scores, float* inv) {
+  const int64_t s = a.seq;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t moff = b * m.stride[0] + n * m.stride[1];
+  const int64_t msj = m.stride[3];
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    float* row = scores + (i - row_begin) * s;
+    const int64_t keys = a.causal ? std::min(i + 1, s) : s;
+    const float* add = nullptr;
+    if (a.mask.additive) {
+      const float* mr = a.mask.additive + moff + i * m.stride[2];
+      if (msj == 1) {
+        add = mr;
+      } else {
+        for (int64_t j = 0; j < keys; ++j) row[j] += mr[0];
+      }
+    } else if (a.mask.boolean) {
+      const uint8_t* mr = a.mask.boolean + moff + i * m.stride[2];
+      for (int64_t j = 0; j < keys; ++j)
+        if (mr[j * msj] == 0) row[j] = ninf;
+    }
+    const float sum = k.exp_shift_row(row, add, keys);
+    inv[i - row_begin] = sum > 0.0f ? 1.0f / sum : 0.0f;
+    std::fill(row + keys, row + s, 0.0f);
+  }
+}
+
+// out row i (D floats at out + i·ldo) *= inv[i] for i < rows.
+void ScaleRows(const internal::IsaKernels& k, const float* inv, int64_t rows, int64_t d,
+               float* out, int64_t ldo) {
+  for (int64_t i = 0; i < rows; ++i) k.scale(inv[i], out + i * ldo, d);
+}
+
+// scale·Q·Kᵀ for `heads` consecutive heads and `rows` query rows into scores
+// [heads, rows, S]; Q and K are strided views into qkv (row stride 3·N·D, head stride D).
+BatchedMatMulDesc ScoresDesc(const MultiHeadAttentionArgs& a, int64_t heads, int64_t rows) {
+  const int64_t s = a.seq, d = a.head_size, ld = 3 * a.num_heads * d;
+  BatchedMatMulDesc qk;
+  qk.batch = heads;
+  qk.m = rows;
+  qk.n = s;
+  qk.k = d;
+  qk.trans_b = true;
+  qk.alpha = a.scale;
+  qk.lda = qk.ldb = ld;
+  qk.sa = qk.sb = d;
+  qk.ldc = s;
+  qk.sc = rows * s;
+  return qk;
+}
+
+// P·V for the same heads and rows, written into their columns of y (merged heads,
+// ldc = N·D).
+BatchedMatMulDesc OutputDesc(const MultiHeadAttentionArgs& a, int64_t heads, int64_t rows) {
+  const int64_t s = a.seq, d = a.head_size, h = a.num_heads * d;
+  BatchedMatMulDesc pv;
+  pv.batch = heads;
+  pv.m = rows;
+  pv.n = d;
+  pv.k = s;
+  pv.lda = s;
+  pv.sa = rows * s;
+  pv.ldb = 3 * h;
+  pv.sb = d;
+  pv.ldc = h;
+  pv.sc = d;
+  return pv;
+}
+
+// Work items of kGemmHeads: (batch item, group of `heads` heads, block of `rows` query rows).
+struct ItemShape {
+  int64_t heads = 1, rows = 1;
+};
+
+// Whole heads (rows = S) while one head's S² scores fit kScoreBudget; then the largest head
+// count whose block fits, among those with the shortest makespan counted in heads per thread
+// under the static split: B=1, N=12, S=128 (4 heads fit) on 2 threads takes 3 heads
+// (4 items), not 4 (3 items, one thread doing two). Past the budget: one head, budget / S
+// rows.
+ItemShape ChooseItemShape(const CpuContext& ctx, const MultiHeadAttentionArgs& a) {
+  const int64_t nh = a.num_heads, s = a.seq, threads = ctx.threads();
+  ItemShape shape;
+  if (s > kScoreBudget / s) {
+    shape.rows = std::max<int64_t>(1, kScoreBudget / s);
+    return shape;
+  }
+  shape.rows = s;
+  const int64_t cap = std::max<int64_t>(1, std::min(nh, kScoreBudget / (s * s)));
+  int64_t best_span = -1;
+  for (int64_t hpi = 1; hpi <= cap; ++hpi) {
+    const int64_t items = a.batch * ((nh + hpi - 1) / hpi);
+    const int64_t span = (items + threads - 1) / threads * hpi;
+    if (best_span < 0 || span <= best_span) shape.heads = hpi, best_span = span;
+  }
+  return shape;
+}
+
+absl::Status RunGemmHeads(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
+                          const MaskLayout& m) {
+  const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
+  const int64_t h = nh * d, ld = 3 * h;
+  const ItemShape shape = ChooseItemShape(ctx, a);
+  const int64_t groups = (nh + shape.heads - 1) / shape.heads;
+  const int64_t blocks = (s + shape.rows - 1) / shape.rows;
+  const int64_t items = nb * groups * blocks;
+  const internal::IsaKernels& k = internal::KernelsFor(ctx);
+  const int64_t threads = std::min<int64_t>(ctx.threads(), items);
+  const int64_t block = shape.heads * shape.rows;  // score rows per item
+  const int64_t per_worker = block * s + block;     // scores, then 1/row sums
+  std::vector<float> scratch(static_cast<size_t>(threads * per_worker));
+  std::vector<absl::Status> status(static_cast<size_t>(threads));
+  CpuContext inner = ctx;
+  inner.num_threads = 1;
+  ParallelForWorkers(ctx, items, 1, [&](int64_t begin, int64_t end, int worker) {
+    float* scores = scratch.data() + worker * per_worker;
+    float* inv = scores + block * s;
+    absl::Status& st = status[worker];
+    for (int64_t item = begin; item < end && st.ok(); ++item) {
+      const int64_t b = item / (groups * blocks), rest = item % (groups * blocks);
+      const int64_t n0 = rest / blocks * shape.heads, i0 = rest % blocks * shape.rows;
+      const int64_t heads = std::min(shape.heads, nh - n0), rows = std::min(shape.rows, s - i0);
+      const float* base = a.qkv + b * s * ld + n0 * d;
+      st = BatchedMatMul(inner, ScoresDesc(a, heads, rows), base + i0 * ld, base + h, scores);
+      if (!st.ok()) break;
+      for (int64_t n = 0; n < heads; ++n)
+        MaskExpRows(k, a, m, b, n0 + n, i0, i0 + rows, scores + n * rows * s, inv + n * rows);
+      float* out = a.y + (b * s + i0) * h + n0 * d;
+      st = BatchedMatMul(inner, OutputDesc(a, heads, rows), scores, base + 2 * h, out);
+      if (!st.ok()) break;
+      for (int64_t n = 0; n < heads; ++n) ScaleRows(k, inv + n * rows, rows, d, out + n * d, h);
+    }
+  });
+  for (const absl::Status& st : status) KILN_RETURN_IF_ERROR(st);
+  return absl::OkStatus();
+}
+
+absl::Status RunGemmBatch(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
+                          const MaskLayout& m) {
+  const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
+  const int64_t h = nh * d, ld = 3 * h;
+  const internal::IsaKernels& k = internal::KernelsFor(ctx);
+  // One [N, S, S] score block per call: past 16 Mi floats (64 MiB), take the bounded path.
+  if (s > (int64_t{1} << 24) / (nh * s)) return RunGemmHeads(ctx, a, m);
+  std::vector<float> scores(static_cast<size_t>(nh * s * s)), inv(static_cast<size_t>(nh * s));
+  const BatchedMatMulDesc qk = ScoresDesc(a, nh, s), pv = OutputDesc(a, nh, s);
+  // Rows per softmax chunk: at least ~16K score floats, so short rows are not one task each.
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 14) / s);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* base = a.qkv + b * s * ld;
+    KILN_RETURN_IF_ERROR(BatchedMatMul(ctx, qk, base, base + h, scores.data()));
+    ParallelFor(ctx, nh * s, min_rows, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end;) {
+        const int64_t n = r / s, i0 = r % s, i1 = std::min(s, i0 + (end - r));
+        MaskExpRows(k, a, m, b, n, i0, i1, scores.data() + r * s, inv.data() + r);
+        r += i1 - i0;
+      }
+    });
+    float* out = a.y + b * s * h;
+    KILN_RETURN_IF_ERROR(BatchedMatMul(ctx, pv, scores.data(), base + 2 * h, out));
+    ParallelFor(ctx, nh * s, min_rows, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        k.scale(inv[r], out + r % s * h + r / s * d, d);
+    });
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace internal {
+
+// Measured with bench/attention_bench.cc (docs/benchmarks.md; N = 12, D = 32 and 64): the
+// register-blocked row kernel is faster up to S = 64 (1.4–2.5× at S ≤ 16, 0–16 % at
+// S = 48–64: no oneDNN per-call cost), even at S = 96 (±6 % either way across runs), up to
+// 13 % slower at S = 128 and up to 40 % slower at S = 256, so kGemmHeads from S = 65 on.
+// kGemmBatch is never picked: no faster than kGemmHeads on one thread, and with two it opens
+// three parallel regions per batch item where kGemmHeads opens one per call.
+AttentionPath ChooseAttentionPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a) {
+  return a.seq <= 64 ? AttentionPath::kRows : AttentionPath::kGemmHeads;
+}
+
+absl::Status MultiHeadAttentionWithPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
+                                        AttentionPath path) {
+  KILN_ASSIGN_OR_RETURN(const MaskLayout m, CheckArgs(a));
+  if (a.batch == 0 || a.seq == 0) return absl::OkStatus();
+  if (path == AttentionPath::kAuto) path = ChooseAttentionPath(ctx, a);
+  switch (path) {
+    case AttentionPath::kAuto:
+    case AttentionPath::kRows: return RunRows(ctx, a, m);
+    case AttentionPath::kGemmHeads: return RunGemmHeads(ctx, a, m);
+    case AttentionPath::kGemmBatch: return RunGemmBatch(ctx, a, m);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
+absl::Status MultiHeadAttention(const CpuContext& ctx, const MultiHeadAttentionArgs& a) {
+  return internal::MultiHeadAttentionWithPath(ctx, a, internal::AttentionPath::kAuto);
 }
 
 }  // namespace kiln::cpu

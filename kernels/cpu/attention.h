@@ -1,14 +1,16 @@
 // Fused multi-head attention for kiln.MultiHeadAttention (docs/fused-ops.md), fp32:
 // qkv [B, S, 3H] packed (Q, K, V each [B, S, N·D]); per batch and head
 // P = softmax(scale · Q·Kᵀ + mask, causal), Y = P·V, heads merged into y [B, S, H].
-// How: work items are (batch, head, block of query rows); each worker packs Kᵀ of its head
-// once into a [D, S'] panel (S' = S rounded up to the vector width) so scores are computed
-// with full-width FMAs over keys, then softmax in place and P·V with D-wide accumulators.
-// Hand-written rather than two oneDNN matmuls: no [B,N,S,S] score tensor in memory and no
-// per-call primitive setup (docs/benchmarks.md has the numbers).
+// How (attention.cc, chosen by shape): for S ≤ 64 a hand-written kernel, register-blocked
+// over query rows, on a per-worker Kᵀ panel (no oneDNN per-call cost); for longer S,
+// per (batch, head group) two single-threaded oneDNN batched matmuls on strided views of
+// qkv around an in-place mask + softmax, in parallel over the groups. Never a [B,N,S,S]
+// score tensor (docs/benchmarks.md has the numbers).
 // Masks: additive f32 or bool (0 = masked out), any shape broadcastable to [B, N, S, S];
 // a row with every key masked yields zeros.
-// Limits: fp32; one score row of S floats per worker (no online softmax), fine to S ≈ 16K.
+// Limits: fp32; per worker a score block of about 64K floats (256 KiB; query rows are
+// blocked past S = 256) and no online softmax; for S > 64, causal attention still computes
+// the masked upper triangle of the scores.
 #pragma once
 
 #include <cstdint>

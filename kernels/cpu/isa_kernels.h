@@ -11,6 +11,9 @@
 
 namespace kiln::cpu::internal {
 
+// The most query rows the attention row kernel computes at once (register blocking).
+constexpr int kAttentionRowBlock = 8;
+
 // One block of query rows of one (batch, head) of multi-head attention.
 struct AttentionRows {
   const float* q = nullptr;   // query row i at q + i * ldq
@@ -26,7 +29,7 @@ struct AttentionRows {
   int64_t mask_si = 0, mask_sj = 0;
   bool causal = false;
   int64_t row_begin = 0, row_end = 0;
-  float* scores = nullptr;    // scratch, sp floats
+  float* scores = nullptr;    // scratch, kAttentionRowBlock · sp floats
   float* out = nullptr;       // output row i at out + i * ldo
   int64_t ldo = 0;
 };
@@ -49,6 +52,10 @@ struct IsaKernels {
   // Σ x².
   float (*sum_squares)(const float* x, int64_t n);
   void (*attention_rows)(const AttentionRows& a);
+  // Unnormalized softmax for attention's GEMM paths: x[j] = exp(x[j] + add[j] - m) for
+  // j < n (add may be null), m the row max after the add; returns Σ x[j]. A row whose every
+  // entry is -inf becomes zeros and returns 0. The caller divides by the sum later.
+  float (*exp_shift_row)(float* x, const float* add, int64_t n);
 };
 
 const IsaKernels& ScalarKernels();

@@ -1,22 +1,41 @@
-// MultiHeadAttention on every ISA path against the reference kiln.MultiHeadAttention:
-// odd sequence lengths and head sizes (not multiples of 16), additive masks [B,1,1,S],
-// [B,1,S,S], [1,N,S,S] and [S,S], bool masks, causal, fully masked rows, 1 and 3 threads.
+// MultiHeadAttention on every ISA path and every execution strategy (attention_internal.h:
+// the row kernel, the two oneDNN-GEMM paths, and the automatic choice) against the reference
+// kiln.MultiHeadAttention: odd sequence lengths and head sizes (not multiples of 16),
+// additive masks [B,1,1,S], [B,1,S,S], [1,N,S,S], [S,S] and [B,1,S,1], bool masks, causal,
+// fully masked rows, 1, 2 and 3 threads; BERT-sized head counts (N = 12) split into uneven
+// head groups and score blocks over the per-worker budget.
 // Tolerance 2e-5 absolute + 1e-5 relative: scores are D-term fp32 dots of O(1) values
 // (|err| ≲ D·u·Σ|q·k|·scale ≈ 1e-6), softmax adds ~2e-7 relative and the output is an
 // S-term convex combination of values in [-1, 1] (≤ S/(4W)·u sequential adds).
+#include <initializer_list>
 #include <limits>
 #include <tuple>
 
 #include "kernel_test_util.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_internal.h"
 
 namespace kiln::cpu {
 namespace {
 
+using internal::AttentionPath;
 using testing::F32;
 using testing::RandomVec;
 
-enum class MaskKind { kNone, kPad, kFull, kHeads, kSquare, kBoolPad, kBoolFull };
+enum class MaskKind { kNone, kPad, kFull, kHeads, kSquare, kBoolPad, kBoolFull, kQueryCol };
+
+constexpr AttentionPath kAllPaths[] = {AttentionPath::kAuto, AttentionPath::kRows,
+                                       AttentionPath::kGemmHeads, AttentionPath::kGemmBatch};
+
+const char* PathName(AttentionPath p) {
+  switch (p) {
+    case AttentionPath::kAuto: return "auto";
+    case AttentionPath::kRows: return "rows";
+    case AttentionPath::kGemmHeads: return "gemm-heads";
+    case AttentionPath::kGemmBatch: return "gemm-batch";
+  }
+  return "?";
+}
 
 std::vector<int64_t> MaskDims(MaskKind k, int64_t b, int64_t n, int64_t s) {
   switch (k) {
@@ -24,6 +43,7 @@ std::vector<int64_t> MaskDims(MaskKind k, int64_t b, int64_t n, int64_t s) {
     case MaskKind::kFull: case MaskKind::kBoolFull: return {b, 1, s, s};
     case MaskKind::kHeads: return {1, n, s, s};
     case MaskKind::kSquare: return {s, s};
+    case MaskKind::kQueryCol: return {b, 1, s, 1};
     default: return {};
   }
 }
@@ -31,11 +51,9 @@ std::vector<int64_t> MaskDims(MaskKind k, int64_t b, int64_t n, int64_t s) {
 using AttnCase = std::tuple<Isa, int64_t /*B*/, int64_t /*S*/, int64_t /*N*/, int64_t /*D*/,
                             MaskKind, bool /*causal*/>;
 
-class AttentionTest : public ::testing::TestWithParam<AttnCase> {};
-
-TEST_P(AttentionTest, MatchesReference) {
-  const auto [isa, nb, s, nh, d, mk, causal] = GetParam();
-  KILN_SKIP_UNSUPPORTED_ISA(isa);
+// Runs every path at each thread count in `threads` and compares with the reference.
+void CheckAgainstReference(Isa isa, int64_t nb, int64_t s, int64_t nh, int64_t d, MaskKind mk,
+                           bool causal, std::initializer_list<int> threads) {
   const int64_t h = nh * d;
   const auto qkv = RandomVec(nb * s * 3 * h, 60 + s + d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -55,6 +73,12 @@ TEST_P(AttentionTest, MatchesReference) {
   }
   if (mk == MaskKind::kFull || mk == MaskKind::kSquare)
     for (int64_t j = 0; j < s; ++j) madd[j] = -std::numeric_limits<float>::infinity();
+  // One value per query row shifts the whole row: no -10000 there, whose fp32 sum with a
+  // score rounds by ~5e-4 (ulp(10000)), an error of fp32 itself, not of the kernel.
+  if (mk == MaskKind::kQueryCol) {
+    for (int64_t i = 0; i < mcount; ++i) madd[i] = 0.5f * r[i];
+    madd[0] = -std::numeric_limits<float>::infinity();
+  }
   if (mk == MaskKind::kBoolFull)
     for (int64_t j = 0; j < s; ++j) mbool[j] = 0;
 
@@ -85,15 +109,27 @@ TEST_P(AttentionTest, MatchesReference) {
       {{"num_heads", nh}, {"scale", scale}, {"causal", int64_t{causal}}},
       {&qt, mk == MaskKind::kNone ? nullptr : &mt});
   ASSERT_EQ(ref.size(), 1u);
-  for (int threads : {1, 3}) {
-    CpuContext ctx;
-    ctx.isa = isa;
-    ctx.num_threads = threads;
-    std::vector<float> y(nb * s * h, std::nanf(""));
-    a.y = y.data();
-    ASSERT_TRUE(MultiHeadAttention(ctx, a).ok());
-    testing::ExpectClose(y.data(), ref[0], 2e-5, 1e-5, absl::StrCat("threads=", threads));
+  for (AttentionPath path : kAllPaths) {
+    for (int t : threads) {
+      CpuContext ctx;
+      ctx.isa = isa;
+      ctx.num_threads = t;
+      std::vector<float> y(nb * s * h, std::nanf(""));
+      a.y = y.data();
+      const absl::Status st = internal::MultiHeadAttentionWithPath(ctx, a, path);
+      ASSERT_TRUE(st.ok()) << PathName(path) << ": " << st;
+      testing::ExpectClose(y.data(), ref[0], 2e-5, 1e-5,
+                           absl::StrCat(PathName(path), " threads=", t));
+    }
   }
+}
+
+class AttentionTest : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(AttentionTest, MatchesReference) {
+  const auto [isa, nb, s, nh, d, mk, causal] = GetParam();
+  KILN_SKIP_UNSUPPORTED_ISA(isa);
+  CheckAgainstReference(isa, nb, s, nh, d, mk, causal, {1, 3});
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -105,8 +141,29 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(int64_t{8}, int64_t{24}, int64_t{64}),
                        ::testing::Values(MaskKind::kNone, MaskKind::kPad, MaskKind::kFull,
                                          MaskKind::kHeads, MaskKind::kSquare, MaskKind::kBoolPad,
-                                         MaskKind::kBoolFull),
+                                         MaskKind::kBoolFull, MaskKind::kQueryCol),
                        ::testing::Bool()));
+
+// Encoder-sized heads (N = 12) on the default ISA: head groups that do not divide the heads
+// evenly per thread (B = 1 on 2 and 3 threads); S = 129, where the score budget (64K floats)
+// caps a work item at 3 heads; S = 300 and 600, past the budget for one head, so kGemmHeads
+// splits query rows into blocks (218 + 82 rows; 5 × 109 + 55 rows).
+using BigCase = std::tuple<int64_t /*B*/, int64_t /*S*/, int64_t /*D*/, MaskKind, bool>;
+class AttentionBigTest : public ::testing::TestWithParam<BigCase> {};
+
+TEST_P(AttentionBigTest, MatchesReference) {
+  const auto [nb, s, d, mk, causal] = GetParam();
+  CheckAgainstReference(Isa::kAuto, nb, s, 12, d, mk, causal, {1, 2, 3});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Encoder, AttentionBigTest,
+    ::testing::Values(BigCase{1, 33, 40, MaskKind::kPad, false},
+                      BigCase{1, 129, 32, MaskKind::kBoolPad, false},
+                      BigCase{3, 64, 64, MaskKind::kPad, true},
+                      BigCase{1, 300, 8, MaskKind::kPad, false},
+                      BigCase{2, 300, 24, MaskKind::kBoolFull, true},
+                      BigCase{1, 600, 8, MaskKind::kFull, true}));
 
 TEST(AttentionArgs, RejectsBadMaskAndSizes) {
   const std::vector<float> qkv(2 * 4 * 3 * 8, 0.5f), mask(5, 0.f);

@@ -1,0 +1,28 @@
+// Internal: the execution strategies behind MultiHeadAttention (attention.h), so that tests
+// can check every one of them on any shape and benches can compare them in one run.
+// Production code calls MultiHeadAttention, which picks a strategy from the shape.
+#pragma once
+
+#include "absl/status/status.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_context.h"
+
+namespace kiln::cpu::internal {
+
+enum class AttentionPath {
+  kAuto,        // what MultiHeadAttention does: chosen from the shape and thread count
+  kRows,        // hand-written row kernel (isa_impl.inc): one query row at a time
+  kGemmHeads,   // work items = (batch, group of heads); per item two single-threaded
+                // oneDNN batched matmuls around an in-place mask + softmax
+  kGemmBatch,   // per batch item, oneDNN parallelizes each batched matmul over all heads;
+                // kiln parallelizes the mask + softmax rows in between (kept to compare;
+                // kAuto never picks it, attention.cc says why)
+};
+
+absl::Status MultiHeadAttentionWithPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
+                                        AttentionPath path);
+
+// The path kAuto takes for this shape on ctx.threads() threads (never kAuto).
+AttentionPath ChooseAttentionPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a);
+
+}  // namespace kiln::cpu::internal
