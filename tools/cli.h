@@ -51,9 +51,22 @@ absl::Status ParseDims(const std::string& text, std::vector<int64_t>* dims);
 absl::Status ParseShapeSpec(const std::string& spec, const Graph& g,
                             std::map<std::string, std::vector<int64_t>>* inputs,
                             std::map<std::string, int64_t>* symbols);
+// The same against a list of input names (a plan's signature, or a model not yet imported).
+absl::Status ParseShapeSpec(const std::string& spec, const std::vector<std::string>& input_names,
+                            std::map<std::string, std::vector<int64_t>>* inputs,
+                            std::map<std::string, int64_t>* symbols);
+// One --profile value: comma-separated SYMBOL=VALUES, VALUES either `a:b:c` (these points)
+// or `lo..hi` (lo, hi and the powers of two between them); merged into `profile`, sorted
+// and deduplicated.
+absl::Status ParseProfileSpec(const std::string& spec,
+                              std::map<std::string, std::vector<int64_t>>* profile);
+
+int RunBench(int argc, char** argv);
+int RunCompile(int argc, char** argv);
 
 int RunInspect(int argc, char** argv);
 int RunOpt(int argc, char** argv);
+int RunPlanInfo(int argc, char** argv);
 int RunRun(int argc, char** argv);
 
 }  // namespace kiln::cli

@@ -26,6 +26,7 @@ class JsonWriter {
   }
   JsonWriter& String(const std::string& s) { Sep(); Quote(s); return *this; }
   JsonWriter& Int(int64_t v) { Sep(); absl::StrAppend(&out_, v); return *this; }
+  JsonWriter& Bool(bool v) { Sep(); out_ += v ? "true" : "false"; return *this; }
   JsonWriter& Double(double v) {
     Sep();
     if (std::isfinite(v)) absl::StrAppend(&out_, absl::StrFormat("%.9g", v));

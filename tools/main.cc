@@ -82,8 +82,13 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  inspect MODEL.onnx   import a model and print its IR and an op histogram\n"
+    "  inspect PLAN.kiln    print a plan's buckets: memory plan and kernel calls\n"
     "  opt MODEL.onnx       run an optimization pipeline; print the IR or write ONNX/dot\n"
     "  run MODEL.onnx       run a model on the reference executor and summarize outputs\n"
+    "  compile MODEL.onnx   compile a model ahead of time into a plan file (-o OUT.kiln)\n"
+    "  run PLAN.kiln        run a compiled plan and summarize outputs (--trace for a profile)\n"
+    "  bench PLAN.kiln      measure a plan: load, first run, p50/p90 latency, throughput\n"
+    "  plan-info PLAN.kiln  describe a plan (no weights read) and check it runs here\n"
     "\n"
     "`kiln <command> --help` describes a command's options.\n"
     "exit codes: 0 ok, 1 internal error, 2 invalid model or arguments, 3 unsupported\n";
@@ -108,6 +113,9 @@ int main(int argc, char** argv) {
   if (cmd == "inspect") return RunInspect(argc, argv);
   if (cmd == "run") return RunRun(argc, argv);
   if (cmd == "opt") return RunOpt(argc, argv);
+  if (cmd == "compile") return RunCompile(argc, argv);
+  if (cmd == "bench") return RunBench(argc, argv);
+  if (cmd == "plan-info") return RunPlanInfo(argc, argv);
   std::fprintf(stderr, "kiln: error: unknown command '%s' (see kiln --help)\n", cmd.c_str());
   return kExitInvalid;
 }

@@ -1,0 +1,208 @@
+// `kiln bench PLAN.kiln ...`: load time (LoadPlanFile + Executor::Create), one cold run,
+// warm-up runs, then timed runs of the plan executor on fixed inputs; prints percentiles,
+// throughput and peak RSS, or exactly one JSON object on stdout with --json.
+// Limits: one caller thread (kernels use --threads); outputs are preallocated once so the
+// timed loop measures Run only; percentile p is the sorted sample at round(p * (n-1)).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/cpu/cpu_context.h"
+#include "kiln/kiln.h"
+#include "kiln/support/status.h"
+#include "tools/cli.h"
+#include "tools/json.h"
+#include "tools/plan_util.h"
+#include "tools/run_inputs.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: kiln bench PLAN.kiln [options]\n"
+    "\n"
+    "Measures a compiled plan on the plan executor: load time (LoadPlanFile +\n"
+    "Executor::Create), the first (cold) run, then --warmup untimed and --runs timed runs\n"
+    "on the same inputs. Prints p50/p90/min/mean/max run time in ms, throughput and peak RSS.\n"
+    "\n"
+    "options:\n"
+    "  --shape SPEC             input dims: NAME=D0xD1... or SYMBOL=N, comma-separated\n"
+    "                           (repeatable), e.g. --shape batch=8,sequence=128; symbols\n"
+    "                           not given take their value in the plan's first bucket\n"
+    "  --input NAME=FILE.npy    bind an input to a NumPy file (repeatable); every other\n"
+    "                           input is random (--random-inputs is implied)\n"
+    "  --seed N, --vocab N, --int-range NAME=LO:HI   random inputs, as for `kiln run`\n"
+    "  --warmup N               untimed runs after the cold run (default 10)\n"
+    "  --runs N                 timed runs (default 50, at least 1)\n"
+    "  --threads N              kernel threads (default: one per core)\n"
+    "  --json                   print exactly one JSON object on stdout and nothing else:\n"
+    "                           p50_ms, p90_ms, min_ms, mean_ms, max_ms, throughput_per_s,\n"
+    "                           peak_rss_mb, load_ms, first_run_ms, warmup, runs, threads,\n"
+    "                           bucket, bucket_bindings, padded, batch, inputs (name -> dims)\n"
+    "\n"
+    "throughput_per_s is batch rows per second: batch / mean run time in seconds, where\n"
+    "batch is dim 0 of the first graph input (1 for a scalar input). Percentile p is the\n"
+    "sorted run time at index round(p * (runs-1)). peak_rss_mb is the\n"
+    "process's peak resident set (getrusage ru_maxrss) in MiB.\n";
+
+using Clock = std::chrono::steady_clock;
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// The sorted sample at index round(p/100 * (n-1)) (nearest rank on the sorted samples;
+// the same definition as bench/benchlib.py's stats(), so the two are comparable).
+double Percentile(const std::vector<double>& sorted, double p) {
+  const size_t n = sorted.size();
+  const size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(n - 1) + 0.5);
+  return sorted[std::min(n - 1, i)];
+}
+
+}  // namespace
+
+int RunBench(int argc, char** argv) {
+  Args args(argc, argv, 2);
+  std::string plan_path, v;
+  InputOptions in;
+  in.random_inputs = true;
+  int warmup = 10, runs = 50, threads = 0;
+  bool json = false;
+  absl::Status flag_error;
+  while (!args.Done()) {
+    if (args.Flag("--help") || args.Flag("-h")) {
+      std::fputs(kHelp, stdout);
+      return kExitOk;
+    }
+    if (ParseInputFlag(args, &in, &flag_error)) {
+      if (!flag_error.ok()) return Fail(flag_error);
+      continue;
+    }
+    if (args.Flag("--json")) { json = true; continue; }
+    if (args.Option("--warmup", &v)) {
+      if (!absl::SimpleAtoi(v, &warmup) || warmup < 0)
+        return Fail(absl::InvalidArgumentError(absl::StrCat("--warmup: bad value '", v, "'")));
+      continue;
+    }
+    if (args.Option("--runs", &v)) {
+      if (!absl::SimpleAtoi(v, &runs) || runs < 1)
+        return Fail(absl::InvalidArgumentError(absl::StrCat("--runs: bad value '", v, "'")));
+      continue;
+    }
+    if (args.Option("--threads", &v)) {
+      if (!absl::SimpleAtoi(v, &threads) || threads < 1)
+        return Fail(absl::InvalidArgumentError(absl::StrCat("--threads: bad value '", v, "'")));
+      continue;
+    }
+    if (!args.status().ok()) return Fail(args.status());
+    if (plan_path.empty() && args.Positional(&plan_path)) continue;
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("bench: unexpected argument '", args.Next(), "' (see kiln bench --help)")));
+  }
+  if (!args.status().ok()) return Fail(args.status());
+  if (plan_path.empty())
+    return Fail(absl::InvalidArgumentError("bench: no plan given (see kiln bench --help)"));
+
+  const auto t0 = Clock::now();
+  auto loaded = LoadPlanAndExecutor(plan_path, threads);
+  if (!loaded.ok()) return Fail(loaded.status());
+  const double load_ms = Ms(Clock::now() - t0);
+  const Executor& exec = *loaded->executor;
+  const Plan& plan = exec.plan();
+
+  if (!plan.buckets.empty()) in.default_symbols = plan.buckets[0].bindings;
+  auto inputs = BindInputs(PlanInputDecls(plan), &in);
+  if (!inputs.ok()) return Fail(inputs.status());
+  std::vector<TensorView> views = ViewsOf(*inputs);
+  std::vector<std::vector<int64_t>> input_dims;
+  for (const Tensor& t : *inputs) input_dims.push_back(t.dims());
+  auto out_dims = exec.OutputDims(input_dims);
+  if (!out_dims.ok()) return Fail(out_dims.status());
+  std::vector<Tensor> outputs;
+  std::vector<MutableTensorView> out_views;
+  for (size_t i = 0; i < out_dims->size(); ++i) {
+    auto t = Tensor::Create(plan.outputs[i].dtype, (*out_dims)[i]);
+    if (!t.ok()) return Fail(t.status());
+    outputs.push_back(*std::move(t));
+  }
+  for (Tensor& t : outputs) out_views.push_back({t.dtype(), t.dims(), t.raw()});
+
+  RunStats stats;
+  const auto c0 = Clock::now();
+  if (absl::Status s = exec.Run(views, out_views, &stats); !s.ok()) return Fail(s);
+  const double first_run_ms = Ms(Clock::now() - c0);
+  for (int i = 0; i < warmup; ++i)
+    if (absl::Status s = exec.Run(views, out_views); !s.ok()) return Fail(s);
+  std::vector<double> times;
+  times.reserve(runs);
+  for (int i = 0; i < runs; ++i) {
+    const auto r0 = Clock::now();
+    if (absl::Status s = exec.Run(views, out_views); !s.ok()) return Fail(s);
+    times.push_back(Ms(Clock::now() - r0));
+  }
+  std::sort(times.begin(), times.end());
+  const double mean = std::accumulate(times.begin(), times.end(), 0.0) / times.size();
+  const double p50 = Percentile(times, 50), p90 = Percentile(times, 90);
+  const int64_t batch = (*inputs).empty() || (*inputs)[0].rank() == 0 ? 1 : (*inputs)[0].dims()[0];
+  const double throughput = mean > 0 ? static_cast<double>(batch) / (mean / 1e3) : 0;
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  const double peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
+  const int used_threads = threads > 0 ? threads : cpu::DefaultNumThreads();
+  const std::string bindings = BucketLabel(plan, stats.bucket);
+
+  if (json) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("plan").String(plan_path);
+    w.Key("p50_ms").Double(p50);
+    w.Key("p90_ms").Double(p90);
+    w.Key("min_ms").Double(times.front());
+    w.Key("mean_ms").Double(mean);
+    w.Key("max_ms").Double(times.back());
+    w.Key("throughput_per_s").Double(throughput);
+    w.Key("peak_rss_mb").Double(peak_rss_mb);
+    w.Key("load_ms").Double(load_ms);
+    w.Key("first_run_ms").Double(first_run_ms);
+    w.Key("warmup").Int(warmup);
+    w.Key("runs").Int(runs);
+    w.Key("threads").Int(used_threads);
+    w.Key("bucket").Int(stats.bucket);
+    w.Key("bucket_bindings").String(bindings);
+    w.Key("padded").Bool(stats.padded);
+    w.Key("batch").Int(batch);
+    w.Key("inputs").BeginObject();
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      w.Key(plan.inputs[i].name).BeginArray();
+      for (int64_t d : input_dims[i]) w.Int(d);
+      w.EndArray();
+    }
+    w.EndObject();
+    w.EndObject();
+    std::printf("%s\n", w.str().c_str());
+    return kExitOk;
+  }
+  std::vector<std::string> shapes;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    shapes.push_back(
+        absl::StrCat(plan.inputs[i].name, "[", absl::StrJoin(input_dims[i], ","), "]"));
+  std::printf("plan %s, inputs %s\n", plan_path.c_str(), absl::StrJoin(shapes, " ").c_str());
+  std::printf("bucket %d [%s]%s, %d threads\n", stats.bucket,
+              bindings.empty() ? "static" : bindings.c_str(),
+              stats.padded ? " (padded)" : "", used_threads);
+  std::printf("load %.2f ms, first run %.3f ms\n", load_ms, first_run_ms);
+  std::printf("%d runs (after %d warm-up): p50 %.3f ms  p90 %.3f ms  min %.3f ms  mean %.3f ms  "
+              "max %.3f ms\n",
+              runs, warmup, p50, p90, times.front(), mean, times.back());
+  std::printf("throughput %.1f rows/s (batch %lld), peak RSS %.1f MiB\n", throughput,
+              static_cast<long long>(batch), peak_rss_mb);
+  return kExitOk;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,205 @@
+// `kiln compile MODEL.onnx -o OUT.kiln ...`: kiln::Compile (import, optimize, lower per
+// shape bucket) and WritePlanFile. Progress lines from the compiler go to stderr, but only
+// once the compile has taken more than a second (lines from the first second are held and
+// flushed at the one-second mark), so fast compiles print nothing but the final summary.
+// Limits: --shape entries with one value are resolved against the model's input names by
+// importing the model once more (cheap next to the compile itself).
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "kiln/kiln.h"
+#include "kiln/onnx/importer.h"
+#include "tools/cli.h"
+#include "tools/json.h"
+#include "tools/plan_util.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: kiln compile MODEL.onnx -o OUT.kiln [options]\n"
+    "\n"
+    "Compiles MODEL.onnx ahead of time into a plan file: imports it, optimizes it, and for\n"
+    "every shape bucket re-optimizes it with static shapes, plans activation memory and\n"
+    "lowers it to kernel calls; writes the plan (docs/plan-format.md) to OUT.kiln. Run it\n"
+    "with `kiln run OUT.kiln`, measure it with `kiln bench`, describe it with `kiln plan-info`\n"
+    "or `kiln inspect`. Same model and options -> byte-identical plan.\n"
+    "\n"
+    "options:\n"
+    "  -o OUT.kiln              the plan file to write (required)\n"
+    "  -O0 | -O1 | -O2 | -O3    optimization pipeline, as `kiln opt` (default -O2)\n"
+    "  --target cpu|cuda        the executor the plan is for (default cpu; cuda is not\n"
+    "                           implemented yet: exit 3)\n"
+    "  --shape SPEC             one static shape: comma-separated NAME=D0xD1... for a graph\n"
+    "                           input or SYMBOL=N for a symbolic dim (repeatable), e.g.\n"
+    "                           --shape batch=1,sequence=128\n"
+    "  --profile SPEC           shape buckets: comma-separated SYMBOL=VALUES, VALUES either\n"
+    "                           a:b:c (these values) or lo..hi (lo, hi and the powers of two\n"
+    "                           between), e.g. --profile batch=1:8,sequence=16..128 gives\n"
+    "                           2 x 4 buckets (sequence 16, 32, 64, 128); repeatable. A bucket\n"
+    "                           is compiled for every combination of the values\n"
+    "  --precision fp32         arithmetic precision (only fp32 is implemented)\n"
+    "  --disable-pass NAME      skip an optimization pass wherever the pipeline has it\n"
+    "                           (repeatable; `kiln opt --list-passes` lists them)\n"
+    "  --quiet                  print nothing but errors\n"
+    "\n"
+    "Every symbolic input dim must be bound by --shape or --profile. Progress goes to\n"
+    "stderr once the compile runs longer than a second; at the end (unless --quiet) a\n"
+    "summary on stderr: time, buckets, steps per kernel, arena per bucket, weights, file.\n";
+
+// Holds progress lines for the first second, then streams them: a watcher thread flushes
+// the held lines when the second is up even if the compiler is silent at that moment.
+class ProgressSink {
+ public:
+  explicit ProgressSink(bool quiet) : quiet_(quiet) {
+    if (quiet_) return;
+    watcher_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return done_; })) FlushLocked();
+    });
+  }
+  ~ProgressSink() { Finish(); }
+  // Stops the watcher; lines still held (a compile under a second) are dropped.
+  void Finish() {
+    if (!watcher_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    watcher_.join();
+  }
+  void Line(std::string_view line) {
+    if (quiet_) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (streaming_) {
+      std::fprintf(stderr, "%s\n", std::string(line).c_str());
+    } else {
+      held_.emplace_back(line);
+    }
+  }
+
+ private:
+  void FlushLocked() {
+    streaming_ = true;
+    for (const std::string& l : held_) std::fprintf(stderr, "%s\n", l.c_str());
+    held_.clear();
+  }
+  const bool quiet_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  bool streaming_ = false;
+  std::vector<std::string> held_;
+  std::thread watcher_;
+};
+
+void PrintSummary(const Plan& plan, const std::string& out, double seconds, int64_t file_bytes) {
+  std::map<std::string, int> by_kernel;
+  int64_t steps = 0;
+  for (const PlanBucket& b : plan.buckets)
+    for (const PlanStep& s : b.steps) by_kernel[s.kernel]++, ++steps;
+  std::vector<std::string> kernels;
+  for (const auto& [k, n] : by_kernel) kernels.push_back(absl::StrCat(k, " ", n));
+  std::fprintf(stderr, "kiln compile: %s in %.2f s: %zu bucket%s, %lld steps, weights %.2f MiB\n",
+               out.c_str(), seconds, plan.buckets.size(), plan.buckets.size() == 1 ? "" : "s",
+               static_cast<long long>(steps),
+               static_cast<double>(plan.weights.size()) / (1024.0 * 1024.0));
+  std::fprintf(stderr, "  steps by kernel (all buckets): %s\n",
+               kernels.empty() ? "none" : absl::StrJoin(kernels, ", ").c_str());
+  for (size_t i = 0; i < plan.buckets.size(); ++i) {
+    const PlanBucket& b = plan.buckets[i];
+    const std::string label = BucketLabel(plan, static_cast<int>(i));
+    std::fprintf(stderr, "  bucket %zu [%s]: %zu steps, arena %s\n", i,
+                 label.empty() ? "static" : label.c_str(), b.steps.size(),
+                 HumanBytes(b.arena_bytes).c_str());
+  }
+  std::fprintf(stderr, "  file %s (%s)\n", out.c_str(), HumanBytes(file_bytes).c_str());
+}
+
+}  // namespace
+
+int RunCompile(int argc, char** argv) {
+  Args args(argc, argv, 2);
+  std::string model, out, v;
+  std::vector<std::string> shape_specs;
+  bool quiet = false;
+  CompileOptions co;
+  while (!args.Done()) {
+    if (args.Flag("--help") || args.Flag("-h")) {
+      std::fputs(kHelp, stdout);
+      return kExitOk;
+    }
+    bool matched_level = false;
+    for (int l = 0; l <= 3; ++l)
+      if (args.Flag(absl::StrCat("-O", l))) co.opt_level = l, matched_level = true;
+    if (matched_level) continue;
+    if (args.Flag("--quiet")) { quiet = true; continue; }
+    if (args.Option("-o", &v) || args.Option("--output", &v)) { out = v; continue; }
+    if (args.Option("--target", &v)) {
+      if (v == "cpu") co.target = PlanTarget::kCpu;
+      else if (v == "cuda") co.target = PlanTarget::kCuda;
+      else
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("--target: unknown target '", v, "' (want cpu or cuda)")));
+      continue;
+    }
+    if (args.Option("--shape", &v)) { shape_specs.push_back(v); continue; }
+    if (args.Option("--profile", &v)) {
+      if (absl::Status s = ParseProfileSpec(v, &co.profile); !s.ok()) return Fail(s);
+      continue;
+    }
+    if (args.Option("--precision", &v)) { co.precision = v; continue; }
+    if (args.Option("--disable-pass", &v)) { co.disabled_passes.push_back(v); continue; }
+    if (!args.status().ok()) return Fail(args.status());
+    if (model.empty() && args.Positional(&model)) continue;
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "compile: unexpected argument '", args.Next(), "' (see kiln compile --help)")));
+  }
+  if (!args.status().ok()) return Fail(args.status());
+  if (model.empty())
+    return Fail(absl::InvalidArgumentError("compile: no model given (see kiln compile --help)"));
+  if (out.empty())
+    return Fail(absl::InvalidArgumentError("compile: no output given: -o OUT.kiln"));
+
+  if (!shape_specs.empty()) {
+    // Tell graph inputs from symbols by the model's input names.
+    auto graph = ImportOnnxFile(model);
+    if (!graph.ok()) return Fail(graph.status());
+    for (const std::string& spec : shape_specs)
+      if (absl::Status s = ParseShapeSpec(spec, **graph, &co.input_shapes, &co.symbols); !s.ok())
+        return Fail(s);
+  }
+  for (const auto& [sym, values] : co.profile)
+    if (co.symbols.count(sym))
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "compile: symbol '", sym, "' is given by both --shape and --profile")));
+
+  ProgressSink sink(quiet);
+  co.progress = [&sink](std::string_view line) { sink.Line(line); };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto plan = Compile(model, co);
+  sink.Finish();
+  if (!plan.ok()) return Fail(plan.status());
+  if (absl::Status s = WritePlanFile(*plan, out); !s.ok()) return Fail(s);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!quiet) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(out, ec);
+    PrintSummary(*plan, out, seconds, ec ? -1 : static_cast<int64_t>(size));
+  }
+  return kExitOk;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,190 @@
+// `kiln plan-info PLAN.kiln [--json]`: what a plan file holds and whether this machine can
+// run it, from ReadPlanInfo — the header and metadata only; the weights section is neither
+// read nor checksummed (a plan whose weights are damaged still describes itself here;
+// `kiln run` / `kiln bench` then refuse it).
+// Compatibility: the target must be cpu (the only executor), and the plan's kiln version
+// must equal this kiln's (the kernel contract is not versioned separately yet). The CPU
+// instruction set is reported, not required: the kernels choose a path at run time.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "kernels/cpu/cpu_context.h"
+#include "kiln/kiln.h"
+#include "tools/cli.h"
+#include "tools/json.h"
+#include "tools/plan_util.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: kiln plan-info PLAN.kiln [--json]\n"
+    "\n"
+    "Describes a plan written by `kiln compile` from its header and metadata, without\n"
+    "reading the weights: format version, target, manifest (kiln version), source model\n"
+    "SHA-256, compile options, input/output signature, paddable symbols, per bucket the\n"
+    "symbol bindings, step count, arena / no-reuse / peak-live bytes, the weights size, and\n"
+    "a line `compatible: yes|no (reasons)` for this machine: target cpu (the only executor\n"
+    "here), plan kiln version equal to this kiln's; the CPU instruction set the kernels\n"
+    "will use is listed for information.\n"
+    "  --json   print one JSON object instead\n";
+
+struct Compat {
+  bool ok = true;
+  std::vector<std::string> reasons;
+};
+
+Compat CheckCompat(const Plan& plan) {
+  Compat c;
+  if (plan.target == PlanTarget::kCpu) {
+    c.reasons.push_back("target cpu runs here");
+  } else {
+    c.ok = false;
+    c.reasons.push_back(absl::StrCat("target ", std::string(PlanTargetName(plan.target)),
+                                     ": this kiln has no executor for it"));
+  }
+  const std::string here(Version());
+  if (plan.manifest.kiln_version == here) {
+    c.reasons.push_back(absl::StrCat("kiln ", here, " = this kiln"));
+  } else {
+    c.ok = false;
+    c.reasons.push_back(absl::StrCat("compiled by kiln ", plan.manifest.kiln_version,
+                                     ", this is kiln ", here));
+  }
+  c.reasons.push_back(
+      absl::StrCat("cpu isa ", std::string(cpu::IsaName(cpu::DetectIsa())),
+                   ", chosen at run time"));
+  return c;
+}
+
+}  // namespace
+
+int RunPlanInfo(int argc, char** argv) {
+  Args args(argc, argv, 2);
+  std::string path;
+  bool json = false;
+  while (!args.Done()) {
+    if (args.Flag("--help") || args.Flag("-h")) {
+      std::fputs(kHelp, stdout);
+      return kExitOk;
+    }
+    if (args.Flag("--json")) { json = true; continue; }
+    if (path.empty() && args.Positional(&path)) continue;
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "plan-info: unexpected argument '", args.Next(), "' (see kiln plan-info --help)")));
+  }
+  if (path.empty())
+    return Fail(absl::InvalidArgumentError("plan-info: no plan given (see kiln plan-info --help)"));
+  auto info = ReadPlanInfoNamed(path);
+  if (!info.ok()) return Fail(info.status());
+  const Plan& plan = info->plan;
+  const Compat compat = CheckCompat(plan);
+
+  if (json) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("plan").String(path);
+    w.Key("format_version").Int(info->format_version);
+    w.Key("file_bytes").Int(static_cast<int64_t>(info->file_bytes));
+    w.Key("metadata_bytes").Int(static_cast<int64_t>(info->metadata_bytes));
+    w.Key("weights_offset").Int(static_cast<int64_t>(info->weights_offset));
+    w.Key("weights_bytes").Int(static_cast<int64_t>(info->weights_bytes));
+    w.Key("target").String(std::string(PlanTargetName(plan.target)));
+    w.Key("cuda_sms").BeginArray();
+    for (int32_t sm : plan.cuda_sms) w.Int(sm);
+    w.EndArray();
+    w.Key("manifest").BeginObject();
+    w.Key("kiln_version").String(plan.manifest.kiln_version);
+    w.Key("cuda_toolkit_version").String(plan.manifest.cuda_toolkit_version);
+    w.Key("cublas_version").String(plan.manifest.cublas_version);
+    w.EndObject();
+    w.Key("model_sha256").String(HexSha256(plan.model_sha256));
+    w.Key("compile_options").String(plan.compile_options);
+    for (const char* key : {"inputs", "outputs"}) {
+      const auto& sigs = std::string(key) == "inputs" ? plan.inputs : plan.outputs;
+      w.Key(key).BeginArray();
+      for (const PlanTensorSig& s : sigs) {
+        w.BeginObject();
+        w.Key("name").String(s.name);
+        w.Key("dtype").String(std::string(DTypeName(s.dtype)));
+        w.Key("dims").BeginArray();
+        for (const Dim& d : s.dims) d.is_symbol() ? w.String(d.symbol()) : w.Int(d.value());
+        w.EndArray();
+        w.EndObject();
+      }
+      w.EndArray();
+    }
+    w.Key("paddable_symbols").BeginArray();
+    for (const std::string& s : plan.paddable_symbols) w.String(s);
+    w.EndArray();
+    w.Key("buckets").BeginArray();
+    for (const PlanBucket& b : plan.buckets) {
+      w.BeginObject();
+      w.Key("bindings").BeginObject();
+      for (const auto& [sym, val] : b.bindings) w.Key(sym).Int(val);
+      w.EndObject();
+      w.Key("steps").Int(static_cast<int64_t>(b.steps.size()));
+      w.Key("buffers").Int(static_cast<int64_t>(b.buffers.size()));
+      w.Key("arena_bytes").Int(b.arena_bytes);
+      w.Key("no_reuse_bytes").Int(b.no_reuse_bytes);
+      w.Key("peak_live_bytes").Int(b.peak_live_bytes);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("compatible").Bool(compat.ok);
+    w.Key("compatibility").BeginArray();
+    for (const std::string& r : compat.reasons) w.String(r);
+    w.EndArray();
+    w.EndObject();
+    std::printf("%s\n", w.str().c_str());
+    return kExitOk;
+  }
+
+  std::printf("plan          %s (%s)\n", path.c_str(),
+              HumanBytes(static_cast<int64_t>(info->file_bytes)).c_str());
+  std::printf("format        version %u (this kiln reads %u)\n", info->format_version,
+              kPlanFormatVersion);
+  std::printf("target        %s%s\n", std::string(PlanTargetName(plan.target)).c_str(),
+              plan.cuda_sms.empty()
+                  ? ""
+                  : absl::StrCat(" (sm ", absl::StrJoin(plan.cuda_sms, ", "), ")").c_str());
+  std::string manifest = absl::StrCat("kiln ", plan.manifest.kiln_version);
+  if (!plan.manifest.cuda_toolkit_version.empty())
+    absl::StrAppend(&manifest, ", cuda ", plan.manifest.cuda_toolkit_version);
+  if (!plan.manifest.cublas_version.empty())
+    absl::StrAppend(&manifest, ", cublas ", plan.manifest.cublas_version);
+  std::printf("manifest      %s\n", manifest.c_str());
+  std::printf("model sha256  %s\n", HexSha256(plan.model_sha256).c_str());
+  std::printf("options       %s\n", plan.compile_options.empty() ? "(none recorded)"
+                                                                  : plan.compile_options.c_str());
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    std::printf("%-13s %s\n", i == 0 ? "inputs" : "", SigString(plan.inputs[i]).c_str());
+  for (size_t i = 0; i < plan.outputs.size(); ++i)
+    std::printf("%-13s %s\n", i == 0 ? "outputs" : "", SigString(plan.outputs[i]).c_str());
+  std::printf("paddable      %s\n", plan.paddable_symbols.empty()
+                                        ? "(none)"
+                                        : absl::StrJoin(plan.paddable_symbols, ", ").c_str());
+  std::printf("weights       %s (%llu bytes at offset %llu, not read)\n",
+              HumanBytes(static_cast<int64_t>(info->weights_bytes)).c_str(),
+              static_cast<unsigned long long>(info->weights_bytes),
+              static_cast<unsigned long long>(info->weights_offset));
+  std::printf("metadata      %s\n", HumanBytes(static_cast<int64_t>(info->metadata_bytes)).c_str());
+  std::printf("buckets       %zu\n", plan.buckets.size());
+  for (size_t i = 0; i < plan.buckets.size(); ++i) {
+    const PlanBucket& b = plan.buckets[i];
+    const std::string label = BucketLabel(plan, static_cast<int>(i));
+    std::printf("  %zu [%s]: %zu steps, arena %s, no-reuse %s, peak live %s\n", i,
+                label.empty() ? "static" : label.c_str(), b.steps.size(),
+                HumanBytes(b.arena_bytes).c_str(), HumanBytes(b.no_reuse_bytes).c_str(),
+                HumanBytes(b.peak_live_bytes).c_str());
+  }
+  std::printf("compatible: %s (%s)\n", compat.ok ? "yes" : "no",
+              absl::StrJoin(compat.reasons, "; ").c_str());
+  return kExitOk;
+}
+
+}  // namespace kiln::cli
