@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the bundled default model: installs what is missing, builds kiln, then
-# imports models/fixtures/default.onnx (a small BERT-shaped encoder with a pooler, exported
-# opset-14 style), runs it on seeded random token ids and prints an output summary and the
-# time. Extra arguments are passed to `kiln run` (e.g. --shape batch=4,sequence=64).
+# compiles models/fixtures/default.onnx (a small BERT-shaped encoder with a pooler, exported
+# opset-14 style) into a plan with shape buckets, prints the pass summary, fusion counts and
+# memory plan, runs the plan, and benchmarks it beside onnxruntime on the same shape and
+# thread count. Extra arguments go to `kiln bench` and `kiln run` (e.g. --threads 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -10,12 +11,15 @@ BUILD=${KILN_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j"${KILN_JOBS:-2}" --target kiln | grep -v "^\[" || true
 MODEL=models/fixtures/default.onnx
-echo "== kiln inspect $MODEL (summary)"
-"$BUILD/kiln" inspect "$MODEL" | sed -n '/ nodes, /,$p'
-echo "== kiln opt $MODEL (node counts; -O2 fusion summary)"
-"$BUILD/kiln" opt "$MODEL" -O1 --shape batch=1,sequence=128 --quiet
-"$BUILD/kiln" opt "$MODEL" -O2 --shape batch=1,sequence=128 --pass-stats --quiet 2>&1 \
-  | sed -n '/^fusions:/,$p'
-echo "== kiln run $MODEL (as imported, then fused with -O2: same outputs)"
-"$BUILD/kiln" run "$MODEL" --random-inputs --shape batch=1,sequence=128 --vocab 1000 "$@"
-"$BUILD/kiln" run "$MODEL" --random-inputs --shape batch=1,sequence=128 --vocab 1000 -O2 "$@"
+PLAN="$BUILD/default.kiln"
+SHAPE=batch=1,sequence=128
+THREADS=$(nproc)
+echo "== kiln compile $MODEL (passes, fusions, buckets)"
+"$BUILD/kiln" compile "$MODEL" -o "$PLAN" --profile batch=1:8,sequence=32:128 --verbose
+echo "== kiln inspect $PLAN (memory plan of the $SHAPE bucket)"
+"$BUILD/kiln" inspect "$PLAN" | sed -n '/sequence=128\]/,/^$/p' | head -4
+echo "== kiln run $PLAN --shape $SHAPE (random token ids)"
+"$BUILD/kiln" run "$PLAN" --random-inputs --shape "$SHAPE" --vocab 1000 "$@"
+echo "== latency at $SHAPE, $THREADS threads: kiln, then onnxruntime on the same model"
+"$BUILD/kiln" bench "$PLAN" --shape "$SHAPE" --threads "$THREADS" "$@" | grep -v "^plan "
+python3 bench/ort_bench.py "$MODEL" --batch 1 --seq 128 --threads "$THREADS"

@@ -51,6 +51,7 @@ constexpr char kHelp[] =
     "  --precision fp32         arithmetic precision (only fp32 is implemented)\n"
     "  --disable-pass NAME      skip an optimization pass wherever the pipeline has it\n"
     "                           (repeatable; `kiln opt --list-passes` lists them)\n"
+    "  --verbose, -v            print progress (passes, fusions, buckets) from the start\n"
     "  --quiet                  print nothing but errors\n"
     "\n"
     "Every symbolic input dim must be bound by --shape or --profile. Progress goes to\n"
@@ -61,8 +62,9 @@ constexpr char kHelp[] =
 // the held lines when the second is up even if the compiler is silent at that moment.
 class ProgressSink {
  public:
-  explicit ProgressSink(bool quiet) : quiet_(quiet) {
-    if (quiet_) return;
+  // verbose: stream from the first line instead of holding the first second.
+  ProgressSink(bool quiet, bool verbose) : quiet_(quiet), streaming_(verbose) {
+    if (quiet_ || verbose) return;
     watcher_ = std::thread([this] {
       std::unique_lock<std::mutex> lock(mu_);
       if (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return done_; })) FlushLocked();
@@ -99,7 +101,7 @@ class ProgressSink {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
-  bool streaming_ = false;
+  bool streaming_;
   std::vector<std::string> held_;
   std::thread watcher_;
 };
@@ -133,7 +135,7 @@ int RunCompile(int argc, char** argv) {
   Args args(argc, argv, 2);
   std::string model, out, v;
   std::vector<std::string> shape_specs;
-  bool quiet = false;
+  bool quiet = false, verbose = false;
   CompileOptions co;
   while (!args.Done()) {
     if (args.Flag("--help") || args.Flag("-h")) {
@@ -145,6 +147,7 @@ int RunCompile(int argc, char** argv) {
       if (args.Flag(absl::StrCat("-O", l))) co.opt_level = l, matched_level = true;
     if (matched_level) continue;
     if (args.Flag("--quiet")) { quiet = true; continue; }
+    if (args.Flag("--verbose") || args.Flag("-v")) { verbose = true; continue; }
     if (args.Option("-o", &v) || args.Option("--output", &v)) { out = v; continue; }
     if (args.Option("--target", &v)) {
       if (v == "cpu") co.target = PlanTarget::kCpu;
@@ -185,7 +188,7 @@ int RunCompile(int argc, char** argv) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(
           "compile: symbol '", sym, "' is given by both --shape and --profile")));
 
-  ProgressSink sink(quiet);
+  ProgressSink sink(quiet, verbose);
   co.progress = [&sink](std::string_view line) { sink.Line(line); };
   const auto t0 = std::chrono::steady_clock::now();
   auto plan = Compile(model, co);

@@ -356,8 +356,9 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
                           absl::StrCat(where, std::string(lowered.status().message())));
     lowered->bindings = buckets[b];
     const std::string label = BindingsText(buckets[b]);
-    say(absl::StrFormat("bucket %d/%d%s: %d steps, arena %.1f MiB (no reuse %.1f MiB) (%.2f s)",
-                        b + 1, buckets.size(), label.empty() ? "" : " " + label,
+    say(absl::StrFormat("bucket %d (%d of %d)%s: %d steps, arena %.2f MiB (no reuse %.2f MiB) "
+                        "(%.2f s)",
+                        b, b + 1, buckets.size(), label.empty() ? "" : " " + label,
                         lowered->steps.size(), MiB(lowered->arena_bytes),
                         MiB(lowered->no_reuse_bytes), Seconds(t0)));
     plan.buckets.push_back(*std::move(lowered));

@@ -160,8 +160,8 @@ TEST(Compile, DefaultTwoByTwoProfile) {
   EXPECT_EQ(lines[0].rfind("import: ", 0), 0u) << lines[0];
   EXPECT_EQ(lines[1].rfind("-O2: ", 0), 0u) << lines[1];
   EXPECT_NE(lines[1].find("attention 2"), std::string::npos) << lines[1];
-  EXPECT_EQ(lines[2].rfind("bucket 1/4 batch=1 sequence=8: ", 0), 0u) << lines[2];
-  EXPECT_EQ(lines[5].rfind("bucket 4/4 batch=2 sequence=16: ", 0), 0u) << lines[5];
+  EXPECT_EQ(lines[2].rfind("bucket 0 (1 of 4) batch=1 sequence=8: ", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[5].rfind("bucket 3 (4 of 4) batch=2 sequence=16: ", 0), 0u) << lines[5];
 }
 
 TEST(Compile, O2UsesOptimizedKernels) {
