@@ -52,7 +52,8 @@ dnnl::post_ops PostOps(Activation act) {
 
 struct PackedLinear::State {
   memory::desc plain_w_md;   // the caller's layout, kept only for re-packing
-  std::vector<float> plain_w;
+  std::vector<float> plain_w;       // owned copy, unless the caller lends its buffer
+  const float* plain = nullptr;     // plain_w.data() or the caller's (borrowed) weights
   memory bias;               // [1, N] or empty
   struct Packed {
     memory::desc md;
@@ -99,7 +100,7 @@ absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(
     for (size_t i = 0; i < packed.size(); ++i)
       if (packed[i].md == want) index = i;
     if (index == packed.size()) {
-      memory src(plain_w_md, Engine(), const_cast<float*>(plain_w.data()));
+      memory src(plain_w_md, Engine(), const_cast<float*>(plain));
       memory dst(want, Engine());
       dnnl::stream s(Engine());
       dnnl::reorder(src, dst).execute(s, src, dst);
@@ -117,7 +118,8 @@ absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(const LinearD
                                                                    const float* w,
                                                                    const float* bias,
                                                                    const CpuContext& ctx,
-                                                                   int64_t typical_m) {
+                                                                   int64_t typical_m,
+                                                                   bool borrow_weights) {
   if (desc.k <= 0 || desc.n <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("Linear needs K > 0 and N > 0, got K=", desc.k, " N=", desc.n));
@@ -126,7 +128,12 @@ absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(const LinearD
   State& st = *pl->state_;
   try {
     st.plain_w_md = memory::desc({desc.k, desc.n}, dt::f32, desc.trans_w ? tag::ba : tag::ab);
-    st.plain_w.assign(w, w + desc.k * desc.n);
+    if (borrow_weights) {
+      st.plain = w;
+    } else {
+      st.plain_w.assign(w, w + desc.k * desc.n);
+      st.plain = st.plain_w.data();
+    }
     if (bias != nullptr) {
       st.bias = memory(memory::desc({1, desc.n}, dt::f32, tag::ab), Engine());
       std::copy(bias, bias + desc.n, static_cast<float*>(st.bias.get_data_handle()));

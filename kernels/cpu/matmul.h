@@ -32,12 +32,16 @@ struct LinearDesc {
 class PackedLinear {
  public:
   // Copies `w` (and `bias`, [N], may be null) into oneDNN's preferred layout for a typical
-  // batch of `typical_m` rows. The caller's buffers are not referenced afterwards.
+  // batch of `typical_m` rows. The caller's buffers are not referenced afterwards, unless
+  // `borrow_weights`: then `w` must outlive the PackedLinear and is read again only when a
+  // new M needs a weight layout not packed yet (saves a plain copy of every weight; the
+  // executor lends the plan's read-only weights).
   static absl::StatusOr<std::unique_ptr<PackedLinear>> Create(const LinearDesc& desc,
                                                               const float* w,
                                                               const float* bias,
                                                               const CpuContext& ctx,
-                                                              int64_t typical_m = 128);
+                                                              int64_t typical_m = 128,
+                                                              bool borrow_weights = false);
   ~PackedLinear();
 
   // y[m, N] = act(x[m, K] · W' + bias). Safe to call from several threads at once.

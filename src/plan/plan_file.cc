@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -37,8 +38,10 @@ PlanWeights PlanWeights::Copy(std::string_view bytes) {
   return w;
 }
 
-PlanWeights PlanWeights::View(const uint8_t* data, size_t size, std::shared_ptr<const void> owner) {
+PlanWeights PlanWeights::View(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
+                              bool file_mapped) {
   PlanWeights w;
+  w.file_mapped_ = file_mapped;
   w.owner_ = std::move(owner);
   w.data_ = data;
   w.size_ = size;
@@ -89,13 +92,30 @@ absl::StatusOr<std::string> SerializePlan(const Plan& plan) {
   return out;
 }
 
+// Written to a temporary file beside `path` and renamed over it, so a process that has the
+// old plan mapped (LoadPlanFile) keeps reading the old inode instead of seeing a truncated
+// or half-written file, and a failed write never leaves a partial plan at `path`.
 absl::Status WritePlanFile(const Plan& plan, const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, SerializePlan(plan));
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return absl::NotFoundError(absl::StrFormat("cannot open %s for writing", path));
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  f.close();
-  if (!f) return absl::DataLossError(absl::StrFormat("failed writing plan file %s", path));
+  const std::string tmp = absl::StrFormat("%s.tmp%d", path, static_cast<int>(::getpid()));
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f)
+      return absl::NotFoundError(absl::StrFormat("cannot write plan file %s: cannot create %s",
+                                                 path, tmp));
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    f.close();
+    if (!f) {
+      std::remove(tmp.c_str());
+      return absl::DataLossError(absl::StrFormat("failed writing plan file %s", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return absl::NotFoundError(
+        absl::StrFormat("cannot replace %s: %s", path, std::strerror(err)));
+  }
   return absl::OkStatus();
 }
 
@@ -222,7 +242,7 @@ absl::StatusOr<Plan> LoadPlanFile(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(Header h, ParseImage(bytes, &plan));
   plan.weights =
       PlanWeights::View(reinterpret_cast<const uint8_t*>(bytes.data()) + h.weights.offset,
-                        h.weights.size, std::move(mapping));
+                        h.weights.size, std::move(mapping), /*file_mapped=*/true);
   return plan;
 }
 

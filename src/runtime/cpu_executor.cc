@@ -10,6 +10,9 @@
 #include <set>
 #include <tuple>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -242,6 +245,7 @@ absl::Status CpuExecutor::Prepare(const ExecutorOptions& options) {
   }
   const bool may_pad = std::count(paddable_.begin(), paddable_.end(), true) > 0;
 
+  FindReleasableWeightPages();
   buckets_.resize(plan.buckets.size());
   int64_t pool_bytes = 0;
   for (size_t b = 0; b < plan.buckets.size(); ++b) {
@@ -253,6 +257,10 @@ absl::Status CpuExecutor::Prepare(const ExecutorOptions& options) {
       KILN_ASSIGN_OR_RETURN(
           PreparedStep step,
           PrepareStep(plan, static_cast<int>(b), static_cast<int>(s), pb, ctx_, linears_));
+      if (step.kernel == KernelId::kLinear) {  // packed now: drop its plain pages
+        const PlanBuffer& w = bucket.buffers[bucket.steps[s].inputs[1]];
+        ReleaseWeightPages(w.offset, w.bytes);
+      }
       pb.steps.push_back(std::move(step));
     }
     // Every graph output with bytes must be written by some step.
@@ -288,7 +296,59 @@ absl::Status CpuExecutor::Prepare(const ExecutorOptions& options) {
   }
   pool_.set_bytes(pool_bytes);
   WarmUpAttention();
+  // Pages a later bucket's new layout faulted back in.
+  ReleaseWeightPages(0, static_cast<int64_t>(plan.weights.size()));
   return absl::OkStatus();
+}
+
+// Linear weights live twice after Create: in the plan (the file mapping) and packed in
+// oneDNN's layout. Steps only read the packed copy (the plain one is read again only if a
+// new M needs another layout), so the resident pages of weights that nothing else reads are
+// returned to the kernel as soon as each is packed: MADV_DONTNEED on a private read-only
+// file mapping drops them and a later read faults them back in from the file. Without
+// this, BERT-base's peak RSS holds its Linear weights twice. Owned (non-file) weights are
+// never touched: there DONTNEED would zero them.
+void CpuExecutor::FindReleasableWeightPages() {
+  const Plan& plan = *plan_;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(plan.weights.data());
+  if (!plan.weights.file_mapped() || page <= 0 || base % page != 0) return;
+  page_bytes_ = page;
+  // 0 unused, 1 Linear weight only, 2 read by another step (2 wins in either order).
+  releasable_.assign((plan.weights.size() + page - 1) / page, 0);
+  for (const PlanBucket& bucket : plan.buckets) {
+    for (const PlanStep& step : bucket.steps) {
+      for (size_t i = 0; i < step.inputs.size(); ++i) {
+        if (step.inputs[i] < 0 || step.inputs[i] >= static_cast<int>(bucket.buffers.size()))
+          continue;
+        const PlanBuffer& buf = bucket.buffers[step.inputs[i]];
+        if (buf.kind != PlanBufferKind::kWeight || buf.bytes <= 0) continue;
+        if (step.kernel == "linear" && i == 1) {
+          // Only pages wholly inside the weight: the edges may hold a neighbour.
+          for (int64_t p = (buf.offset + page - 1) / page; p < (buf.offset + buf.bytes) / page; ++p)
+            if (releasable_[p] == 0) releasable_[p] = 1;
+        } else {
+          for (int64_t p = buf.offset / page; p <= (buf.offset + buf.bytes - 1) / page; ++p)
+            releasable_[p] = 2;
+        }
+      }
+    }
+  }
+}
+
+void CpuExecutor::ReleaseWeightPages(int64_t offset, int64_t bytes) const {
+  if (releasable_.empty() || bytes <= 0) return;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(plan_->weights.data());
+  const size_t end = std::min<size_t>(releasable_.size(), (offset + bytes) / page_bytes_ + 1);
+  for (size_t p = offset / page_bytes_; p < end;) {
+    if (releasable_[p] != 1) { ++p; continue; }
+    size_t q = p;
+    while (q < end && releasable_[q] == 1) ++q;
+    // Advisory: a failure only means the pages stay resident.
+    ::madvise(reinterpret_cast<void*>(base + p * page_bytes_), (q - p) * page_bytes_,
+              MADV_DONTNEED);
+    p = q;
+  }
 }
 
 void CpuExecutor::WarmUpAttention() const {

@@ -69,6 +69,10 @@ class CpuExecutor final : public Executor {
   explicit CpuExecutor(std::shared_ptr<const Plan> plan) : Executor(std::move(plan)), pool_(0) {}
   absl::Status Prepare(const ExecutorOptions& options);
   absl::Status PrepareBucketIo(int b, PreparedBucket& pb) const;
+  // Page bookkeeping for dropping Linear weights' plain pages once packed (file-mapped
+  // plans only; see cpu_executor.cc).
+  void FindReleasableWeightPages();
+  void ReleaseWeightPages(int64_t offset, int64_t bytes) const;
   void WarmUpAttention() const;
 
   // Checks rank and dims of input `i` against the signature and binds its symbols into
@@ -89,6 +93,8 @@ class CpuExecutor final : public Executor {
   std::vector<PreparedBucket> buckets_;
   LinearCache linears_;
   mutable ArenaPool pool_;
+  std::vector<uint8_t> releasable_;  // per weights page: 0 unused, 1 releasable, 2 kept
+  int64_t page_bytes_ = 4096;
 };
 
 }  // namespace kiln::runtime

@@ -97,8 +97,10 @@ absl::Status PrepareLinear(const StepChecker& c, const Plan& plan, const cpu::Cp
     const float* wp = reinterpret_cast<const float*>(plan.weights.data() + w->offset);
     const float* bp =
         bias ? reinterpret_cast<const float*>(plan.weights.data() + bias->offset) : nullptr;
+    // Borrowed: the plan's weights outlive the executor's PackedLinears (plan_ is held by
+    // the Executor base, destroyed after them), so no plain copy of every weight is kept.
     auto packed = cpu::PackedLinear::Create({k, n, trans_w, activation}, wp, bp, ctx,
-                                            std::max<int64_t>(p.m, 1));
+                                            std::max<int64_t>(p.m, 1), /*borrow_weights=*/true);
     if (!packed.ok()) return c.Err("prepacking the weights: %s", packed.status().message());
     it = linears.emplace(key, *std::move(packed)).first;
   }

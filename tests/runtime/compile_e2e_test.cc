@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "gmock/gmock.h"
 #include "kiln/onnx/importer.h"
+#include "kiln/plan/plan.h"
 #include "runtime_test_util.h"
 
 namespace kiln::runtime_test {
@@ -129,6 +130,45 @@ TEST(CompileE2E, O0PlanRunsEveryStepOnReferenceKernels) {
   opts.opt_level = 0;
   opts.symbols = {{"batch", 1}, {"sequence", 5}};
   CheckModel(std::string(KILN_SOURCE_DIR) + "/models/fixtures/default.onnx", opts, 1, 5);
+}
+
+// A plan loaded from its file runs from the read-only mapping, and the executor drops the
+// resident pages of Linear weights once they are packed (MADV_DONTNEED, cpu_executor.cc).
+// Results must be bitwise those of the same plan held in memory, in every bucket, and a
+// second executor on the same mapping (after the first released pages) must agree too.
+TEST(CompileE2E, FileMappedPlanMatchesInMemoryPlanBitwise) {
+  CompileOptions opts;
+  opts.profile = {{"batch", {1, 3}}, {"sequence", {8, 16}}};
+  absl::StatusOr<Plan> plan =
+      Compile(std::string(KILN_SOURCE_DIR) + "/models/fixtures/default.onnx", opts);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::filesystem::create_directories(KILN_TEST_TMPDIR);
+  const std::string file = std::string(KILN_TEST_TMPDIR) + "/file_mapped.kiln";
+  ASSERT_TRUE(WritePlanFile(*plan, file).ok());
+  absl::StatusOr<Plan> loaded = LoadPlanFile(file);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(loaded->weights.file_mapped());
+  EXPECT_FALSE(plan->weights.file_mapped());
+  auto in_memory = Executor::Create(std::make_shared<const Plan>(*std::move(plan)));
+  ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+  auto mapped_plan = std::make_shared<const Plan>(*std::move(loaded));
+  auto mapped = Executor::Create(mapped_plan);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  auto mapped2 = Executor::Create(mapped_plan, {.num_threads = 1});
+  ASSERT_TRUE(mapped2.ok()) << mapped2.status();
+  for (auto [batch, seq] : {std::pair{1, 8}, {3, 16}, {2, 11}}) {
+    const std::vector<Tensor> inputs = MakeInputs(*mapped_plan, batch, seq, 11);
+    std::vector<TensorView> views;
+    for (const Tensor& t : inputs) views.push_back(View(t));
+    auto want = (*in_memory)->Run(views);
+    auto got = (*mapped)->Run(views);
+    auto got2 = (*mapped2)->Run(views);
+    ASSERT_TRUE(want.ok() && got.ok() && got2.ok());
+    for (size_t o = 0; o < want->size(); ++o) {
+      EXPECT_TRUE((*got)[o].BitwiseEqual((*want)[o])) << batch << "x" << seq << " output " << o;
+      ExpectClose((*got2)[o], (*want)[o], 1e-5, 1e-5, "single-threaded executor");
+    }
+  }
 }
 
 }  // namespace

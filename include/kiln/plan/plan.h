@@ -100,7 +100,10 @@ class PlanWeights {
   PlanWeights() = default;
   static PlanWeights Copy(std::string_view bytes);
   // A view of [data, data+size) kept alive by `owner` (e.g. a file mapping).
-  static PlanWeights View(const uint8_t* data, size_t size, std::shared_ptr<const void> owner);
+  // `file_mapped`: the bytes are a read-only private mapping of a file (LoadPlanFile), so
+  // an executor may drop resident pages it no longer reads (they fault back from the file).
+  static PlanWeights View(const uint8_t* data, size_t size, std::shared_ptr<const void> owner,
+                          bool file_mapped = false);
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
@@ -108,6 +111,7 @@ class PlanWeights {
     return std::string_view(reinterpret_cast<const char*>(data_), size_);
   }
   bool is_view() const { return view_; }
+  bool file_mapped() const { return file_mapped_; }
   bool operator==(const PlanWeights& o) const { return bytes() == o.bytes(); }
 
  private:
@@ -115,6 +119,7 @@ class PlanWeights {
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   bool view_ = false;
+  bool file_mapped_ = false;
 };
 
 struct Plan {
