@@ -96,8 +96,9 @@ int RunBench(int argc, char** argv) {
       continue;
     }
     if (args.Option("--threads", &v)) {
-      if (!absl::SimpleAtoi(v, &threads) || threads < 1)
-        return Fail(absl::InvalidArgumentError(absl::StrCat("--threads: bad value '", v, "'")));
+      if (!absl::SimpleAtoi(v, &threads) || threads < 1 || threads > cpu::kMaxThreads)
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("--threads: bad value '", v, "' (1..", cpu::kMaxThreads, ")")));
       continue;
     }
     if (!args.status().ok()) return Fail(args.status());

@@ -15,6 +15,7 @@
 #include "kiln/onnx/importer.h"
 #include "kiln/passes/pass_manager.h"
 #include "kiln/reference/executor.h"
+#include "kernels/cpu/cpu_context.h"
 #include "tools/cli.h"
 #include "tools/plan_util.h"
 #include "tools/run_inputs.h"
@@ -40,8 +41,9 @@ constexpr char kHelp[] =
     "  --seed N                 seed for --random-inputs (default 0)\n"
     "  --vocab N                integer inputs are drawn from [0, N) (default 100)\n"
     "  --int-range NAME=LO:HI   integer input NAME is drawn from [LO, HI) instead (repeatable).\n"
-    "                           Defaults: inputs whose name contains 'mask' are all 1,\n"
-    "                           'token_type' or 'segment' inputs are all 0\n"
+    "                           Defaults: inputs whose name contains 'mask' (any case) are\n"
+    "                           all 1 (1.0, true) whatever their dtype, 'token_type' or\n"
+    "                           'segment' inputs are all 0\n"
     "  --output-dir DIR         write each output to DIR/<output name>.npy\n"
     "  -O0 | -O1 | -O2          ONNX models only: optimize the graph before running it\n"
     "                           (default -O0): the pipeline of `kiln opt`, specialized to the\n"
@@ -176,8 +178,9 @@ int RunRun(int argc, char** argv) {
     if (args.Option("--output-dir", &v)) { o.output_dir = v; continue; }
     if (args.Option("--trace", &v)) { o.trace_file = v; continue; }
     if (args.Option("--threads", &v)) {
-      if (!absl::SimpleAtoi(v, &o.threads) || o.threads < 1)
-        return Fail(absl::InvalidArgumentError(absl::StrCat("--threads: bad value '", v, "'")));
+      if (!absl::SimpleAtoi(v, &o.threads) || o.threads < 1 || o.threads > cpu::kMaxThreads)
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("--threads: bad value '", v, "' (1..", cpu::kMaxThreads, ")")));
       continue;
     }
     if (!args.status().ok()) return Fail(args.status());

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -62,12 +63,16 @@ absl::StatusOr<Tensor> RandomTensor(const std::string& name, DType dtype,
   KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(dtype, dims));
   auto uniform = [&rng] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
   int64_t lo = 0, hi = o.vocab;
-  if (auto it = o.int_ranges.find(name); it != o.int_ranges.end()) {
+  const std::string lname = absl::AsciiStrToLower(name);
+  auto it = o.int_ranges.find(name);
+  if (it != o.int_ranges.end()) {
     std::tie(lo, hi) = it->second;
-  } else if (name.find("mask") != std::string::npos) {
-    lo = 1, hi = 2;
-  } else if (name.find("token_type") != std::string::npos ||
-             name.find("segment") != std::string::npos) {
+  } else if (lname.find("mask") != std::string::npos) {
+    // Masks keep every position, whatever their dtype: 1, 1.0 or true.
+    for (int64_t i = 0; i < t.NumElements(); ++i) t.SetFromDouble(i, 1.0);
+    return t;
+  } else if (lname.find("token_type") != std::string::npos ||
+             lname.find("segment") != std::string::npos) {
     lo = 0, hi = 1;
   }
   if (IsInteger(dtype)) {  // the drawn values must be representable in the input's dtype

@@ -73,7 +73,7 @@ struct MutableTensorView {
 };
 
 struct ExecutorOptions {
-  int num_threads = 0;  // 0: one per core (kiln::cpu::DefaultNumThreads)
+  int num_threads = 0;  // 0: one per core (kiln::cpu::DefaultNumThreads); at most 1024
 };
 
 // One kernel call of a run, for --trace (Chrome trace "X" events).

@@ -87,7 +87,9 @@ absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
   rb = std::min(rb, s);
   const int64_t blocks = (s + rb - 1) / rb;
   const int64_t per_worker = d * sp + internal::kAttentionRowBlock * sp;
-  std::vector<float> scratch(static_cast<size_t>(threads * per_worker));
+  // ParallelForWorkers numbers workers below min(threads, work items): size for those only.
+  const int64_t workers = std::min<int64_t>(threads, nb * nh * blocks);
+  std::vector<float> scratch(static_cast<size_t>(std::max<int64_t>(workers, 1) * per_worker));
   ParallelForWorkers(ctx, nb * nh * blocks, 1, [&](int64_t begin, int64_t end, int worker) {
     float* kt = scratch.data() + worker * per_worker;
     float* scores = kt + d * sp;

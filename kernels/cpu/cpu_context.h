@@ -26,6 +26,11 @@ bool IsaSupported(Isa isa);
 // Number of hardware threads available to this process (at least 1).
 int DefaultNumThreads();
 
+// The most threads an executor accepts: far above any core count kiln targets, and low
+// enough that per-worker scratch and OpenMP team sizes stay sane (libgomp crashes creating
+// teams of ~1e5 threads).
+inline constexpr int kMaxThreads = 1024;
+
 struct CpuContext {
   int num_threads = DefaultNumThreads();  // the executor's --threads N
   Isa isa = Isa::kAuto;                   // tests force a path; kAuto resolves at call time

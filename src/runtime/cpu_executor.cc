@@ -210,9 +210,10 @@ absl::Status CpuExecutor::PrepareBucketIo(int b, PreparedBucket& pb) const {
 
 absl::Status CpuExecutor::Prepare(const ExecutorOptions& options) {
   const Plan& plan = *plan_;
-  if (options.num_threads < 0)
+  if (options.num_threads < 0 || options.num_threads > cpu::kMaxThreads)
     return absl::InvalidArgumentError(absl::StrFormat(
-        "ExecutorOptions::num_threads is %d; use 0 for one per core", options.num_threads));
+        "ExecutorOptions::num_threads is %d; use 1..%d, or 0 for one per core",
+        options.num_threads, cpu::kMaxThreads));
   ctx_.num_threads = options.num_threads > 0 ? options.num_threads : cpu::DefaultNumThreads();
   KILN_RETURN_IF_ERROR(plan_internal::ValidatePlan(plan, plan.weights.size()));
   if (plan.buckets.empty()) return absl::InvalidArgumentError("the plan has no buckets");

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "gmock/gmock.h"
+#include "kernels/cpu/cpu_context.h"
 #include "runtime_test_util.h"
 
 namespace kiln::runtime_test {
@@ -54,6 +55,18 @@ struct Base {
 void ExpectInvalid(const absl::Status& st, const std::string& msg) {
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr(msg));
+}
+
+// Thread counts outside 0..kMaxThreads are refused before any OpenMP team is created
+// (libgomp crashed creating a team of 100000 threads).
+TEST(CreateErrors, ThreadCountOutOfRange) {
+  for (int n : {-1, cpu::kMaxThreads + 1, 100000}) {
+    Base b;
+    ExpectInvalid(Executor::Create(b.pb.Finish(), {.num_threads = n}).status(),
+                  "num_threads is " + std::to_string(n));
+  }
+  Base ok;
+  EXPECT_TRUE(Executor::Create(ok.pb.Finish(), {.num_threads = 8}).ok());
 }
 
 TEST(CreateErrors, ValidBaseIsAccepted) {
