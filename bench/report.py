@@ -40,8 +40,11 @@ def render(res, results_path, img_rel):
     if c.get("quick"):
         warn.append("**--quick smoke configuration**: a reduced matrix and run counts; it checks "
                     "that the pipeline works end to end, its timings are not the benchmark.")
-    busy = max(res["loadavg_start"][0], res.get("loadavg_end", [0])[0])
-    if busy > 0.5 * nproc:
+    # The run itself keeps ~threads cores busy, so the end load is judged net of that.
+    own = max(c.get("threads") or [1])
+    busy = (res["loadavg_start"][0] > 0.5 * nproc
+            or res.get("loadavg_end", [0])[0] > own + 0.5 * nproc)
+    if busy:
         warn.append(f"**Busy machine**: load average {res['loadavg_start'][0]:.2f} at the start, "
                     f"{res.get('loadavg_end', [0])[0]:.2f} at the end on {nproc} cores; "
                     "multi-thread timings are unreliable (OpenMP barriers wait for descheduled "
