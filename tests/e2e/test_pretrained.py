@@ -123,3 +123,26 @@ def test_checkpoint_is_verified():
     path = pretrained.model_dir() / "model.safetensors"
     with pytest.raises(ValueError, match="sha256"):
         pretrained.read_safetensors(path, expected_sha256="0" * 64)
+
+
+def test_compiled_plan_matches_onnxruntime(kiln_bin, model, feeds, reference, tmp_path):
+    """`kiln compile` + `kiln run PLAN` on the real weights: a two-bucket plan run at
+    3 x 16, which pads to the 4 x 32 bucket (batch and sequence both padded, the padded
+    sentences' own mask zeros included), must give onnxruntime's embeddings."""
+    plan = tmp_path / "minilm.kiln"
+    proc = subprocess.run(
+        [kiln_bin, "compile", str(model), "-o", str(plan), "--profile",
+         "batch=1:4,sequence=8:32", "--quiet"],
+        capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, f"kiln compile failed ({proc.returncode}):\n{proc.stderr}"
+    proc, outdir = run_kiln(kiln_bin, plan, feeds, tmp_path / "run")
+    assert proc.returncode == 0, f"kiln run PLAN failed:\n{proc.stderr}"
+    assert "bucket 3 [batch=4,sequence=32], padded" in proc.stdout, proc.stdout
+    got = np.load(outdir / f"{pretrained.OUTPUT_NAME}.npy").astype(np.float64)
+    err = max_abs(got, reference)
+    want = reference.astype(np.float64)
+    cosine = np.sum(got * want, axis=1) / (np.linalg.norm(got, axis=1) *
+                                           np.linalg.norm(want, axis=1))
+    print(f"kiln run PLAN (padded): max abs {err:.3g}, cosine {cosine.tolist()}")
+    assert err <= MAX_ABS, f"max abs error {err:.3g} > {MAX_ABS}"
+    assert np.all(cosine >= MIN_COSINE), f"per-row cosine {cosine.tolist()}"
