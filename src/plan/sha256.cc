@@ -1,9 +1,20 @@
-// SHA-256 (FIPS 180-4), a straightforward portable implementation used for the source
-// model's content hash in a plan. Not constant-time (no secrets are hashed).
+// SHA-256 (FIPS 180-4) for the source model's content hash in a plan: the x86 SHA
+// extensions (SHA-NI) when the CPU has them, else a straightforward portable loop. Why the
+// fast path: hashing BERT-base's 436 MB took 1.3 s of a 3.8 s compile at ~330 MB/s.
+// Both paths share the padding code and are tested against each other and FIPS vectors.
+// Not constant-time (no secrets are hashed).
+#include "plan/sha256.h"
+
 #include <array>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define KILN_SHA_NI 1
+#endif
 
 #include "kiln/plan/plan.h"
 
@@ -60,26 +71,73 @@ void Compress(uint32_t h[8], const uint8_t block[64]) {
   h[7] += hh;
 }
 
-}  // namespace
+#if KILN_SHA_NI
+// The 4-round SHA-NI step: state registers hold (A,B,E,F) and (C,D,G,H) in the order the
+// instructions expect; message words are kept in groups of four (w[4g .. 4g+3]).
+__attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(uint32_t h[8],
+                                                                 const uint8_t* p,
+                                                                 size_t blocks) {
+  const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+  __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)), 0xB1);
+  __m128i st1 = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 4)), 0x1B);
+  __m128i st0 = _mm_alignr_epi8(tmp, st1, 8);  // A B E F
+  st1 = _mm_blend_epi16(st1, tmp, 0xF0);       // C D G H
+  for (; blocks > 0; --blocks, p += 64) {
+    const __m128i save0 = st0, save1 = st1;
+    __m128i w[4];
+    for (int g = 0; g < 4; ++g)
+      w[g] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * g)),
+                              bswap);
+    for (int g = 0; g < 16; ++g) {
+      if (g >= 4) {  // w[g] from w[g-4] .. w[g-1], kept in a ring of four
+        __m128i next = _mm_sha256msg1_epu32(w[g % 4], w[(g - 3) % 4]);
+        next = _mm_add_epi32(next, _mm_alignr_epi8(w[(g - 1) % 4], w[(g - 2) % 4], 4));
+        w[g % 4] = _mm_sha256msg2_epu32(next, w[(g - 1) % 4]);
+      }
+      __m128i msg = _mm_add_epi32(
+          w[g % 4], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kK + 4 * g)));
+      st1 = _mm_sha256rnds2_epu32(st1, st0, msg);
+      st0 = _mm_sha256rnds2_epu32(st0, st1, _mm_shuffle_epi32(msg, 0x0E));
+    }
+    st0 = _mm_add_epi32(st0, save0);
+    st1 = _mm_add_epi32(st1, save1);
+  }
+  tmp = _mm_shuffle_epi32(st0, 0x1B);
+  st1 = _mm_shuffle_epi32(st1, 0xB1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h), _mm_blend_epi16(tmp, st1, 0xF0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h + 4), _mm_alignr_epi8(st1, tmp, 8));
+}
 
-std::array<uint8_t, 32> Sha256(std::string_view bytes) {
+bool CpuHasShaNi() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9))) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (b & (1u << 29)) != 0;  // SHA; SSE4.1 and SSSE3 checked above
+}
+#endif
+
+void CompressBlocks(uint32_t h[8], const uint8_t* p, size_t blocks, bool sha_ni) {
+#if KILN_SHA_NI
+  if (sha_ni) return CompressShaNi(h, p, blocks);
+#endif
+  for (; blocks > 0; --blocks, p += 64) Compress(h, p);
+}
+
+std::array<uint8_t, 32> Sha256With(std::string_view bytes, bool sha_ni) {
   uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
   size_t n = bytes.size();
   const uint64_t bit_len = static_cast<uint64_t>(n) * 8;
-  while (n >= 64) {
-    Compress(h, p);
-    p += 64;
-    n -= 64;
-  }
+  CompressBlocks(h, p, n / 64, sha_ni);
+  p += n / 64 * 64;
+  n %= 64;
   uint8_t tail[128] = {};
   std::memcpy(tail, p, n);
   tail[n] = 0x80;
   const size_t tail_len = (n + 1 + 8 <= 64) ? 64 : 128;
   for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<uint8_t>(bit_len >> (8 * i));
-  Compress(h, tail);
-  if (tail_len == 128) Compress(h, tail + 64);
+  CompressBlocks(h, tail, tail_len / 64, sha_ni);
   std::array<uint8_t, 32> out;
   for (int i = 0; i < 8; ++i) {
     out[4 * i] = static_cast<uint8_t>(h[i] >> 24);
@@ -88,6 +146,27 @@ std::array<uint8_t, 32> Sha256(std::string_view bytes) {
     out[4 * i + 3] = static_cast<uint8_t>(h[i]);
   }
   return out;
+}
+
+}  // namespace
+
+namespace plan_internal {
+
+bool Sha256HasShaNi() {
+#if KILN_SHA_NI
+  static const bool has = CpuHasShaNi();
+  return has;
+#else
+  return false;
+#endif
+}
+
+std::array<uint8_t, 32> Sha256Portable(std::string_view bytes) { return Sha256With(bytes, false); }
+
+}  // namespace plan_internal
+
+std::array<uint8_t, 32> Sha256(std::string_view bytes) {
+  return Sha256With(bytes, plan_internal::Sha256HasShaNi());
 }
 
 }  // namespace kiln

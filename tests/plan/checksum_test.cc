@@ -1,12 +1,14 @@
 // Known-answer tests for the plan file's checksums: CRC32C (RFC 3720 / iSCSI vectors)
 // and SHA-256 (FIPS 180-4 examples), plus agreement of the two CRC32C implementations.
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "kiln/plan/plan.h"
 #include "plan/crc32c.h"
+#include "plan/sha256.h"
 
 namespace kiln {
 namespace {
@@ -87,6 +89,21 @@ TEST(Sha256, PaddingBoundaries) {
             "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
   EXPECT_EQ(Hex(Sha256(std::string(64, 'a'))),
             "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+}
+
+// kiln::Sha256 takes the SHA-NI path where the CPU has it (this test machine does: it
+// prints which path ran); it must agree with the portable path on every length around the
+// block and padding boundaries and on a large odd-sized buffer.
+TEST(Sha256, ShaNiMatchesPortable) {
+  std::printf("SHA-NI path %s\n", plan_internal::Sha256HasShaNi() ? "in use" : "not available");
+  std::mt19937 gen(7);
+  std::string data(3 * 1024 * 1024 + 17, '\0');
+  for (char& c : data) c = static_cast<char>(gen());
+  for (size_t n = 0; n <= 300; ++n) {
+    const std::string_view v(data.data(), n);
+    EXPECT_EQ(Hex(Sha256(v)), Hex(plan_internal::Sha256Portable(v))) << "length " << n;
+  }
+  EXPECT_EQ(Hex(Sha256(data)), Hex(plan_internal::Sha256Portable(data)));
 }
 
 }  // namespace
