@@ -170,7 +170,10 @@ absl::Status PrepareAttention(const StepChecker& c, PreparedStep& p) {
   KILN_ASSIGN_OR_RETURN(const PlanBuffer* mask, c.In(1, "mask", true));
   KILN_ASSIGN_OR_RETURN(const PlanBuffer* y, c.Out(0, "y"));
   KILN_RETURN_IF_ERROR(c.F32N(qkv, qkv_elems, "qkv"));
-  KILN_RETURN_IF_ERROR(c.LastDim(qkv, 3 * p.heads * p.head_size, "qkv", "3*num_heads*head_size"));
+  // Not implied by B*S*3*N*D when B or S is 0.
+  KILN_ASSIGN_OR_RETURN(const int64_t qkv_row,
+                        c.Product({3, p.heads, p.head_size}, "3*num_heads*head_size"));
+  KILN_RETURN_IF_ERROR(c.LastDim(qkv, qkv_row, "qkv", "3*num_heads*head_size"));
   KILN_RETURN_IF_ERROR(c.F32N(y, y_elems, "y"));
   if (mask != nullptr) {
     if (mask->dtype != DType::kF32 && mask->dtype != DType::kBool)

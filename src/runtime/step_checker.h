@@ -76,6 +76,9 @@ class StepChecker {
     const double* v = std::get_if<double>(&p->value);
     if (v == nullptr) return Err("parameter '%s' must be a float", name);
     if (!std::isfinite(*v)) return Err("parameter '%s' is not finite (%g)", name, *v);
+    // Kernels take it as a float: a double outside the float range does not convert (UB).
+    if (std::fabs(*v) > std::numeric_limits<float>::max())
+      return Err("parameter '%s' (%g) is outside the f32 range", name, *v);
     return *v;
   }
   absl::StatusOr<std::string> String(const char* name) const {

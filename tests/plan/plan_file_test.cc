@@ -42,6 +42,23 @@ TEST(PlanFile, RoundTripIsIdenticalPlanAndBytes) {
   EXPECT_EQ(*again, *bytes);
 }
 
+// Names, provenance and string parameters come from ONNX files, which do not guarantee
+// UTF-8; a plan that serializes must parse back (the metadata's text fields are `bytes`).
+TEST(PlanFile, NonUtf8TextRoundTrips) {
+  Plan plan = SamplePlan();
+  const std::string odd = std::string("node\xff\xfe", 6) + std::string(1, '\0') + "x";
+  plan.buckets[0].steps[0].provenance.push_back(odd);
+  plan.buckets[0].steps[0].params.push_back({"text", odd});
+  plan.outputs[0].name = std::string("out\xc3", 4);
+  plan.compile_options += "\x80";
+  absl::StatusOr<std::string> bytes = SerializePlan(plan);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<Plan> back = ParsePlan(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == plan);
+  EXPECT_EQ(std::get<std::string>(back->buckets[0].steps[0].params.back().value), odd);
+}
+
 TEST(PlanFile, DifferentPlansDifferAndEqualityIsNotTrivial) {
   Plan a = SamplePlan();
   Plan b = SamplePlan();
