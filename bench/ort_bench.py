@@ -3,7 +3,7 @@
 scripts/demo.sh prints beside kiln's.
 
 Same session settings (bench/benchlib.ort_session: all graph optimizations, N intra-op
-threads, sequential), same statistics (benchlib.stats) and the same input policy as the
+threads, sequential), timing loop (benchlib.time_ort) and statistics (benchlib.stats) and the same input policy as the
 end-to-end benchmark, so the two lines are comparable.
 Limits: BERT-style inputs (input_ids / attention_mask / token_type_ids, int64 [batch, seq]),
 ids drawn below --vocab.
@@ -43,14 +43,7 @@ def main():
     t0 = time.perf_counter()
     sess.run(None, feeds)
     first_ms = (time.perf_counter() - t0) * 1e3
-    for _ in range(a.warmup):
-        sess.run(None, feeds)
-    times = []
-    for _ in range(a.runs):
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append((time.perf_counter() - t0) * 1e3)
-    s = benchlib.stats(times, a.batch)
+    s = benchlib.stats(benchlib.time_ort(sess, feeds, a.warmup, a.runs), a.batch)
     s.update(session_create_ms=create_ms, first_run_ms=first_ms, threads=a.threads)
     if a.json:
         print(json.dumps(s))
