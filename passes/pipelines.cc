@@ -5,7 +5,7 @@
 
 namespace kiln {
 
-absl::StatusOr<Pipeline> StandardPipeline(int level) {
+absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precision precision) {
   if (level < 0 || level > 3)
     return absl::InvalidArgumentError(absl::StrCat("no optimization level -O", level));
   Pipeline p;

@@ -67,6 +67,7 @@ int RunCompile(int argc, char** argv);
 int RunInspect(int argc, char** argv);
 int RunOpt(int argc, char** argv);
 int RunPlanInfo(int argc, char** argv);
+int RunKernels(int argc, char** argv);
 int RunRun(int argc, char** argv);
 
 }  // namespace kiln::cli

@@ -89,6 +89,7 @@ constexpr char kUsage[] =
     "  run PLAN.kiln        run a compiled plan and summarize outputs (--trace for a profile)\n"
     "  bench PLAN.kiln      measure a plan: load, first run, p50/p90 latency, throughput\n"
     "  plan-info PLAN.kiln  describe a plan (no weights read) and check it runs here\n"
+    "  kernels              list a target's plan kernels and their contracts\n"
     "\n"
     "`kiln <command> --help` describes a command's options.\n"
     "exit codes: 0 ok, 1 internal error, 2 invalid model or arguments, 3 unsupported\n";
@@ -116,6 +117,7 @@ int main(int argc, char** argv) {
   if (cmd == "compile") return RunCompile(argc, argv);
   if (cmd == "bench") return RunBench(argc, argv);
   if (cmd == "plan-info") return RunPlanInfo(argc, argv);
+  if (cmd == "kernels") return RunKernels(argc, argv);
   std::fprintf(stderr, "kiln: error: unknown command '%s' (see kiln --help)\n", cmd.c_str());
   return kExitInvalid;
 }

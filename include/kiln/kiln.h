@@ -60,20 +60,40 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
 // Plan::compile_options; progress callbacks are not part of it).
 std::string CompileOptionsString(const CompileOptions& options);
 
+// Where a tensor's bytes live: host memory, or device memory of the executor's CUDA
+// device (e.g. a torch.Tensor's data_ptr() on that GPU).
+enum class MemoryKind : uint8_t { kHost = 0, kCuda = 1 };
+
 // Non-owning views of caller tensors (dense, row-major).
 struct TensorView {
   DType dtype = DType::kUndefined;
   std::vector<int64_t> dims;
   const void* data = nullptr;
+  MemoryKind memory = MemoryKind::kHost;
 };
 struct MutableTensorView {
   DType dtype = DType::kUndefined;
   std::vector<int64_t> dims;
   void* data = nullptr;
+  MemoryKind memory = MemoryKind::kHost;
 };
 
 struct ExecutorOptions {
-  int num_threads = 0;  // 0: one per core (kiln::cpu::DefaultNumThreads); at most 1024
+  int num_threads = 0;  // cpu: 0 = one per core (kiln::cpu::DefaultNumThreads); at most 1024
+  int cuda_device = 0;  // cuda: the device ordinal the plan runs on
+  // cuda: capture each bucket's steps as a CUDA graph at first use and replay it after
+  // (inputs and outputs go through fixed staging slots so that replays stay valid).
+  bool cuda_graphs = true;
+};
+
+// The CUDA runtime's stream type, declared so that this header needs no CUDA headers
+// (it is cudaStream_t).
+using CudaStream = struct CUstream_st*;
+
+struct RunOptions {
+  // cuda: the stream the run's work is ordered on (after work already queued there); null:
+  // the executor's own stream. Run returns once the outputs are written either way.
+  CudaStream cuda_stream = nullptr;
 };
 
 // One kernel call of a run, for --trace (Chrome trace "X" events).
@@ -109,10 +129,12 @@ class Executor {
 
   // Runs the plan: inputs in graph input order, outputs in graph output order with the
   // dims OutputDims gives. Caller buffers are read/written in place; the smallest bucket
-  // that fits is chosen (padding paddable symbols when no bucket matches exactly).
+  // that fits is chosen (padding paddable symbols when no bucket matches exactly). Each
+  // view's `memory` says where its bytes are; an executor refuses memory it cannot address
+  // (the CPU executor takes host memory only; the CUDA one host and device memory).
   virtual absl::Status Run(std::span<const TensorView> inputs,
-                           std::span<const MutableTensorView> outputs,
-                           RunStats* stats = nullptr) const = 0;
+                           std::span<const MutableTensorView> outputs, RunStats* stats = nullptr,
+                           const RunOptions& options = {}) const = 0;
 
   // Convenience: allocates the outputs.
   absl::StatusOr<std::vector<Tensor>> Run(std::span<const TensorView> inputs,

@@ -364,11 +364,15 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
 
   // Optimize once on the symbolic graph: this fixes the signature and what buckets need.
   t0 = Clock::now();
-  KILN_ASSIGN_OR_RETURN(const Pipeline pipeline, StandardPipeline(options.opt_level));
+  const Precision precision = *PrecisionFromName(options.precision);  // ValidateOptions checked
+  KILN_ASSIGN_OR_RETURN(const Pipeline pipeline,
+                        StandardPipeline(options.opt_level, options.target, precision));
   PassManagerOptions pmo;
   pmo.disabled = options.disabled_passes;
   FusionReport report;
   PassContext ctx;
+  ctx.target = options.target;
+  ctx.precision = precision;
   ctx.symbol_values = options.symbols;
   ctx.input_shapes = options.input_shapes;
   ctx.fusion_report = &report;
@@ -419,6 +423,8 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
         buckets[b].empty() ? "" : absl::StrCat("bucket ", BindingsText(buckets[b]), ": ");
     std::unique_ptr<Graph> bg = graph->Clone();
     PassContext bctx;
+    bctx.target = options.target;
+    bctx.precision = precision;
     bctx.symbol_values = options.symbols;
     for (const auto& [sym, v] : buckets[b]) bctx.symbol_values[sym] = v;
     bctx.input_shapes = options.input_shapes;
@@ -433,7 +439,7 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
       return KILN_INTERNAL("%sthe specialized graph has %d outputs, the symbolic one %d", where,
                            bg->outputs().size(), graph->outputs().size());
     absl::StatusOr<PlanBucket> lowered = compiler::LowerBucket(
-        *bg, input_names, /*optimized_kernels=*/options.opt_level > 0, weights);
+        *bg, input_names, {options.target, /*optimized_kernels=*/options.opt_level > 0}, weights);
     if (!lowered.ok())
       return absl::Status(lowered.status().code(),
                           absl::StrCat(where, std::string(lowered.status().message())));

@@ -20,6 +20,7 @@
 #include "kiln/ir/ops.h"
 #include "kiln/support/status.h"
 #include "plan/crc32c.h"
+#include "plan/kernel_contract.h"
 
 namespace kiln::compiler {
 
@@ -59,6 +60,14 @@ PlanWeights WeightTable::Build() const {
 
 namespace {
 
+// "f32[2,16] x i64[] -> f32[2,16]" for messages.
+std::string NodeTypesText(const Node& n) {
+  std::vector<std::string> in, out;
+  for (const Value& v : n.inputs()) in.push_back(v ? v.type().ToString() : "-");
+  for (int i = 0; i < n.num_outputs(); ++i) out.push_back(n.output_info(i).type.ToString());
+  return absl::StrCat(absl::StrJoin(in, ", "), " -> ", absl::StrJoin(out, ", "));
+}
+
 // One arena allocation: a value and the aliases over it.
 struct Group {
   int64_t bytes = 0;
@@ -76,8 +85,8 @@ struct InplaceCandidate {
 class BucketLowering {
  public:
   BucketLowering(const Graph& g, const std::vector<std::string>& input_names,
-                 bool optimized_kernels, WeightTable& weights)
-      : g_(g), optimized_kernels_(optimized_kernels), weights_(weights) {
+                 const LowerOptions& options, WeightTable& weights)
+      : g_(g), options_(options), weights_(weights) {
     for (size_t i = 0; i < input_names.size(); ++i)
       input_binding_[input_names[i]] = static_cast<int32_t>(i);
   }
@@ -112,6 +121,7 @@ class BucketLowering {
       bucket_.steps.push_back(std::move(s));
     }
     KILN_RETURN_IF_ERROR(PlanArena());
+    KILN_RETURN_IF_ERROR(CheckContracts());
     return std::move(bucket_);
   }
 
@@ -213,7 +223,14 @@ class BucketLowering {
     s.provenance = n.provenance();
     bool inplace_ok = false;
     std::optional<KernelChoice> k;
-    if (optimized_kernels_) k = ChooseKernel(n);
+    const bool device = options_.target != PlanTarget::kCpu;
+    if (options_.optimized_kernels || device) k = ChooseKernel(n, options_.target);
+    if (!k && device)
+      return absl::UnimplementedError(absl::StrCat(
+          n.Describe(), ": no ", std::string(PlanTargetName(options_.target)),
+          " kernel takes this node (", NodeTypesText(n),
+          "); a ", std::string(PlanTargetName(options_.target)),
+          " plan has no host steps (docs/plan-kernels.md lists the kernels and their rules)"));
     size_t arity = static_cast<size_t>(n.num_inputs());
     if (k) {
       arity = std::max(arity, static_cast<size_t>(k->num_inputs));
@@ -285,8 +302,25 @@ class BucketLowering {
     return absl::OkStatus();
   }
 
+  // Every step meets its contract: lowering and the executors read the same table, and
+  // this catches a kernel choice that drifted from it before a plan is written.
+  absl::Status CheckContracts() const {
+    for (size_t s = 0; s < bucket_.steps.size(); ++s) {
+      const PlanStep& step = bucket_.steps[s];
+      const KernelContract* c = FindKernelContract(options_.target, step.kernel);
+      if (c == nullptr)
+        return KILN_INTERNAL("lowering emitted kernel '%s', which target %s does not have",
+                             step.kernel, std::string(PlanTargetName(options_.target)));
+      if (absl::Status st = CheckStepContract(*c, bucket_, step); !st.ok())
+        return KILN_INTERNAL("lowering emitted step %d (%s, %s) against its contract: %s", s,
+                             step.kernel, step.provenance.empty() ? "" : step.provenance[0],
+                             std::string(st.message()));
+    }
+    return absl::OkStatus();
+  }
+
   const Graph& g_;
-  const bool optimized_kernels_;
+  const LowerOptions options_;
   WeightTable& weights_;
   std::map<std::string, int32_t> input_binding_;
   std::map<std::pair<int, int>, int32_t> direct_output_;  // value -> graph output index
@@ -300,8 +334,8 @@ class BucketLowering {
 }  // namespace
 
 absl::StatusOr<PlanBucket> LowerBucket(const Graph& g, const std::vector<std::string>& input_names,
-                                       bool optimized_kernels, WeightTable& weights) {
-  return BucketLowering(g, input_names, optimized_kernels, weights).Run();
+                                       const LowerOptions& options, WeightTable& weights) {
+  return BucketLowering(g, input_names, options, weights).Run();
 }
 
 }  // namespace kiln::compiler

@@ -43,12 +43,20 @@ class WeightTable {
   int64_t size_ = 0;
 };
 
+struct LowerOptions {
+  PlanTarget target = PlanTarget::kCpu;
+  // cpu: false lowers every compute node to "ref" (-O0: the plan runs on the reference
+  // kernels only). cuda has no host steps and ignores it.
+  bool optimized_kernels = true;
+};
+
 // Lowers `g`, whose every graph-input dim is bound, to a bucket (bindings left empty for
 // the caller). `input_names` are the plan's graph inputs in order (input buffers bind by
-// name); outputs bind by position in g.outputs(). `optimized_kernels` false lowers every
-// compute node to "ref" (-O0: the plan runs on the reference kernels only).
+// name); outputs bind by position in g.outputs(). Every step it emits satisfies its kernel
+// contract (checked; a violation is an Internal error). On cuda a node no device kernel
+// takes is Unimplemented naming the node.
 absl::StatusOr<PlanBucket> LowerBucket(const Graph& g, const std::vector<std::string>& input_names,
-                                       bool optimized_kernels, WeightTable& weights);
+                                       const LowerOptions& options, WeightTable& weights);
 
 // ---- lower_kernels.cc ----
 
@@ -61,9 +69,9 @@ struct KernelChoice {
   int num_inputs = 0;  // the contract's operand count; omitted trailing ones become -1
 };
 
-// The optimized kernel for `n` (every operand static), or nullopt when none applies and
-// the node goes to "ref".
-std::optional<KernelChoice> ChooseKernel(const Node& n);
+// The target's kernel for `n` (every operand static), or nullopt when none applies (on
+// cpu the node then goes to "ref").
+std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target = PlanTarget::kCpu);
 
 // True for the ops that lower to no step (their output shares the input's storage).
 bool IsAliasOp(const Node& n);

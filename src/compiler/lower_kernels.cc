@@ -1,9 +1,11 @@
-// Kernel choice for the CPU target: maps a node with static operands to one of the
-// optimized kernel ids of docs/plan-kernels.md with its parameters, when the node meets
-// that kernel's dtype and shape rules exactly; everything else becomes a "ref" step whose
-// node travels as IR text. The rules here mirror the executor's checks at Create, so a
-// node that does not fit is sent to ref rather than rejected later.
-// Limits: f32 only; LayerNormalization/EmbedLayerNorm with extra outputs go to ref.
+// Kernel choice: maps a node with static operands to one of the target's kernel ids
+// (docs/plan-kernels.md) with its parameters, when the node meets that kernel's contract
+// (plan/kernel_contract.h: operand dtypes per target) and shape rule exactly. On cpu
+// everything else becomes a "ref" step whose node travels as IR text; cuda has no host
+// steps, so there a node no kernel takes is a compile error (lower.cc). The shape rules
+// here mirror the executors' checks at Create (runtime/kernel_rules.cc), so a node that
+// does not fit is sent elsewhere rather than rejected later.
+// Limits: LayerNormalization/EmbedLayerNorm with extra outputs have no kernel.
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "kiln/ir/text.h"
 #include "kiln/reference/executor.h"
 #include "kiln/support/status.h"
+#include "plan/kernel_contract.h"
 
 namespace kiln::compiler {
 namespace {
@@ -36,12 +39,42 @@ PlanParam Int(const char* name, int64_t v) { return PlanParam{name, v}; }
 PlanParam Real(const char* name, double v) { return PlanParam{name, v}; }
 PlanParam Str(const char* name, std::string v) { return PlanParam{name, std::move(v)}; }
 
-bool AllF32(const Node& n, std::initializer_list<int> inputs) {
-  for (int i : inputs)
-    if (Present(n, i) && InType(n, i) != DType::kF32) return false;
-  for (int i = 0; i < n.num_outputs(); ++i)
-    if (n.output_info(i).type.dtype != DType::kF32) return false;
+// The node's operand and result dtypes meet `c`'s operand specs (present operands only).
+bool DTypesFit(const Node& n, const KernelContract& c) {
+  auto fits = [&](const OperandSpec& spec, DType t, auto dtype_of_input) {
+    if (spec.same_dtype_as >= 0) {
+      const std::optional<DType> other = dtype_of_input(spec.same_dtype_as);
+      return !other || *other == t;
+    }
+    return (spec.dtypes & DTypeBit(t)) != 0;
+  };
+  auto input_dtype = [&](int i) -> std::optional<DType> {
+    if (!Present(n, i)) return std::nullopt;
+    return InType(n, i);
+  };
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    if (!Present(n, i)) continue;
+    if (!c.variadic_inputs && i >= static_cast<int>(c.inputs.size())) return false;
+    const OperandSpec& spec = c.variadic_inputs ? c.inputs[0] : c.inputs[i];
+    if (!fits(spec, InType(n, i), input_dtype)) return false;
+  }
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    if (!c.variadic_outputs && i >= static_cast<int>(c.outputs.size())) return false;
+    const OperandSpec& spec = c.variadic_outputs ? c.outputs[0] : c.outputs[i];
+    if (!fits(spec, n.output_info(i).type.dtype, input_dtype)) return false;
+  }
   return true;
+}
+
+// The kernel `id` of `target` for `n` with `params`, when the target has it and the node's
+// dtypes meet its contract. The contract also fixes the operand count and the in-place
+// hint, so lowering and the executors read one description.
+std::optional<KernelChoice> Emit(PlanTarget target, std::string_view id, const Node& n,
+                                 std::vector<PlanParam> params) {
+  const KernelContract* c = FindKernelContract(target, id);
+  if (c == nullptr || !DTypesFit(n, *c)) return std::nullopt;
+  return KernelChoice{std::string(id), std::move(params), c->inplace_ok,
+                      static_cast<int>(c->inputs.size())};
 }
 
 // A vector operand: absent (when allowed) or exactly [h].
@@ -56,9 +89,8 @@ bool IsWeight(Value v) {
   return v && v.node->is_constant();
 }
 
-std::optional<KernelChoice> Linear(const Node& n) {
-  if (!Present(n, 0) || !Present(n, 1) || !AllF32(n, {0, 1, 2}) || n.num_outputs() != 1)
-    return std::nullopt;
+std::optional<KernelChoice> Linear(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
   // The executor prepacks w (and bias) at Create: they must be weights.
   if (!IsWeight(n.input(1)) || (Present(n, 2) && !IsWeight(n.input(2)))) return std::nullopt;
   const Dims x = InDims(n, 0), w = InDims(n, 1);
@@ -76,16 +108,13 @@ std::optional<KernelChoice> Linear(const Node& n) {
   Dims y(x.begin(), x.end() - 1);
   y.push_back(nn);
   if (OutDims(n, 0) != y) return std::nullopt;
-  return KernelChoice{"linear",
-                      {Int("m", Product(x, 0, x.size() - 1)), Int("k", k), Int("n", nn),
-                       Int("trans_w", trans), Str("activation", activation)},
-                      false,
-                      3};
+  return Emit(t, "linear", n,
+              {Int("m", Product(x, 0, x.size() - 1)), Int("k", k), Int("n", nn),
+               Int("trans_w", trans), Str("activation", activation)});
 }
 
-std::optional<KernelChoice> LayerNorm(const Node& n) {
-  if (!Present(n, 0) || !Present(n, 1) || !AllF32(n, {0, 1, 2}) || n.num_outputs() != 1)
-    return std::nullopt;
+std::optional<KernelChoice> LayerNorm(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
   const Dims x = InDims(n, 0);
   if (x.empty()) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(x.size());
@@ -95,16 +124,13 @@ std::optional<KernelChoice> LayerNorm(const Node& n) {
   const int64_t h = x.back();
   if (!VectorOk(n, 1, h, false) || !VectorOk(n, 2, h, true) || OutDims(n, 0) != x)
     return std::nullopt;
-  return KernelChoice{"layer_norm",
-                      {Int("rows", Product(x, 0, x.size() - 1)), Int("h", h),
-                       Real("epsilon", n.attr_float_or("epsilon", 1e-5f))},
-                      true,
-                      3};
+  return Emit(t, "layer_norm", n,
+              {Int("rows", Product(x, 0, x.size() - 1)), Int("h", h),
+               Real("epsilon", n.attr_float_or("epsilon", 1e-5f))});
 }
 
-std::optional<KernelChoice> SkipLayerNorm(const Node& n) {
-  if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || !AllF32(n, {0, 1, 2, 3, 4}) ||
-      n.num_outputs() > 2)
+std::optional<KernelChoice> SkipLayerNorm(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() > 2)
     return std::nullopt;
   const Dims x = InDims(n, 0);
   Dims skip = InDims(n, 1);
@@ -123,15 +149,13 @@ std::optional<KernelChoice> SkipLayerNorm(const Node& n) {
     return std::nullopt;
   for (int i = 0; i < n.num_outputs(); ++i)
     if (OutDims(n, i) != x) return std::nullopt;
-  return KernelChoice{"skip_layer_norm",
-                      {Int("rows", rows), Int("h", h), Int("skip_rows", skip_rows),
-                       Real("epsilon", n.attr_float_or("epsilon", 1e-5f))},
-                      true,
-                      5};
+  return Emit(t, "skip_layer_norm", n,
+              {Int("rows", rows), Int("h", h), Int("skip_rows", skip_rows),
+               Real("epsilon", n.attr_float_or("epsilon", 1e-5f))});
 }
 
-std::optional<KernelChoice> Attention(const Node& n) {
-  if (!Present(n, 0) || n.num_outputs() != 1 || !AllF32(n, {0})) return std::nullopt;
+std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims qkv = InDims(n, 0);
   const auto heads = n.attr_int("num_heads");
   const auto scale = n.attr_float("scale");
@@ -142,8 +166,6 @@ std::optional<KernelChoice> Attention(const Node& n) {
   if (qkv[2] % (3 * *heads) != 0) return std::nullopt;
   const int64_t d = qkv[2] / (3 * *heads);
   if (Present(n, 1)) {
-    const DType mt = InType(n, 1);
-    if (mt != DType::kF32 && mt != DType::kBool) return std::nullopt;
     const Dims m = InDims(n, 1);
     if (m.size() > 4) return std::nullopt;
     const Dims full = {b, *heads, s, s};
@@ -153,22 +175,18 @@ std::optional<KernelChoice> Attention(const Node& n) {
     }
   }
   if (OutDims(n, 0) != Dims{b, s, *heads * d}) return std::nullopt;
-  return KernelChoice{"attention",
-                      {Int("batch", b), Int("seq", s), Int("num_heads", *heads),
-                       Int("head_size", d), Real("scale", *scale), Int("causal", causal)},
-                      false,
-                      2};
+  return Emit(t, "attention", n,
+              {Int("batch", b), Int("seq", s), Int("num_heads", *heads), Int("head_size", d),
+               Real("scale", *scale), Int("causal", causal)});
 }
 
-std::optional<KernelChoice> EmbedLayerNorm(const Node& n) {
+std::optional<KernelChoice> EmbedLayerNorm(const Node& n, PlanTarget t) {
   // input_ids, segment_ids?, position_ids?, word, pos, segment?, gamma, beta
   if (n.num_outputs() != 1 || n.num_inputs() != 8) return std::nullopt;
   for (int i : {0, 3, 4, 6, 7})
     if (!Present(n, i)) return std::nullopt;
   if (Present(n, 1) != Present(n, 5)) return std::nullopt;
-  if (!AllF32(n, {3, 4, 5, 6, 7})) return std::nullopt;
   const DType id = InType(n, 0);
-  if (id != DType::kI64 && id != DType::kI32) return std::nullopt;
   const Dims ids = InDims(n, 0);
   if (ids.size() != 2) return std::nullopt;
   const int64_t b = ids[0], s = ids[1];
@@ -189,56 +207,48 @@ std::optional<KernelChoice> EmbedLayerNorm(const Node& n) {
   }
   if (!VectorOk(n, 6, h, false) || !VectorOk(n, 7, h, false)) return std::nullopt;
   if (OutDims(n, 0) != Dims{b, s, h}) return std::nullopt;
-  return KernelChoice{"embed_layer_norm",
-                      {Int("batch", b), Int("seq", s), Int("hidden", h),
-                       Real("epsilon", n.attr_float_or("epsilon", 1e-12f))},
-                      false,
-                      8};
+  return Emit(t, "embed_layer_norm", n,
+              {Int("batch", b), Int("seq", s), Int("hidden", h),
+               Real("epsilon", n.attr_float_or("epsilon", 1e-12f))});
 }
 
-std::optional<KernelChoice> Pool(const Node& n) {
-  if (!Present(n, 0) || n.num_outputs() != 1 || !AllF32(n, {0})) return std::nullopt;
+std::optional<KernelChoice> Pool(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims hid = InDims(n, 0);
   if (hid.size() != 3) return std::nullopt;
   const int64_t b = hid[0], s = hid[1], h = hid[2];
-  if (Present(n, 1)) {
-    const DType mt = InType(n, 1);
-    if ((mt != DType::kF32 && mt != DType::kI64) || InDims(n, 1) != Dims{b, s}) return std::nullopt;
-  }
+  if (Present(n, 1) && InDims(n, 1) != Dims{b, s}) return std::nullopt;
   const std::string* mode = n.attr_string("mode");
   const int64_t normalize = n.attr_int_or("normalize", 0);
   if (!mode || (*mode != "mean" && *mode != "cls") || (normalize != 0 && normalize != 1))
     return std::nullopt;
   if (*mode == "cls" && s < 1) return std::nullopt;
   if (OutDims(n, 0) != Dims{b, h}) return std::nullopt;
-  return KernelChoice{"pool",
-                      {Int("batch", b), Int("seq", s), Int("hidden", h), Str("mode", *mode),
-                       Int("normalize", normalize)},
-                      false,
-                      2};
+  return Emit(t, "pool", n,
+              {Int("batch", b), Int("seq", s), Int("hidden", h), Str("mode", *mode),
+               Int("normalize", normalize)});
 }
 
-std::optional<KernelChoice> Gelu(const Node& n) {
-  if (!Present(n, 0) || n.num_outputs() != 1 || !AllF32(n, {0})) return std::nullopt;
+std::optional<KernelChoice> Gelu(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const std::string* a = n.attr_string("approximate");
   const std::string approx = a ? *a : "none";
   if (approx != "none" && approx != "tanh") return std::nullopt;
   const Dims x = InDims(n, 0);
   if (OutDims(n, 0) != x) return std::nullopt;
-  return KernelChoice{
-      "gelu", {Int("n", Product(x, 0, x.size())), Int("tanh", approx == "tanh" ? 1 : 0)}, true, 1};
+  return Emit(t, "gelu", n,
+              {Int("n", Product(x, 0, x.size())), Int("tanh", approx == "tanh" ? 1 : 0)});
 }
 
-std::optional<KernelChoice> Softmax(const Node& n) {
-  if (!Present(n, 0) || n.num_outputs() != 1 || !AllF32(n, {0})) return std::nullopt;
+std::optional<KernelChoice> Softmax(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims x = InDims(n, 0);
   if (x.empty()) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(x.size());
   int64_t axis = n.attr_int_or("axis", -1);
   if (axis < 0) axis += rank;
   if (axis != rank - 1 || OutDims(n, 0) != x) return std::nullopt;
-  return KernelChoice{
-      "softmax", {Int("rows", Product(x, 0, x.size() - 1)), Int("n", x.back())}, true, 1};
+  return Emit(t, "softmax", n, {Int("rows", Product(x, 0, x.size() - 1)), Int("n", x.back())});
 }
 
 }  // namespace
@@ -250,19 +260,19 @@ bool IsAliasOp(const Node& n) {
          op == "Identity";
 }
 
-std::optional<KernelChoice> ChooseKernel(const Node& n) {
+std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target) {
   if (n.domain() == "kiln") {
-    if (n.op() == "Linear") return Linear(n);
-    if (n.op() == "SkipLayerNorm") return SkipLayerNorm(n);
-    if (n.op() == "MultiHeadAttention") return Attention(n);
-    if (n.op() == "EmbedLayerNorm") return EmbedLayerNorm(n);
-    if (n.op() == "Pool") return Pool(n);
+    if (n.op() == "Linear") return Linear(n, target);
+    if (n.op() == "SkipLayerNorm") return SkipLayerNorm(n, target);
+    if (n.op() == "MultiHeadAttention") return Attention(n, target);
+    if (n.op() == "EmbedLayerNorm") return EmbedLayerNorm(n, target);
+    if (n.op() == "Pool") return Pool(n, target);
     return std::nullopt;
   }
   if (!n.domain().empty()) return std::nullopt;
-  if (n.op() == "LayerNormalization") return LayerNorm(n);
-  if (n.op() == "Gelu") return Gelu(n);
-  if (n.op() == "Softmax") return Softmax(n);
+  if (n.op() == "LayerNormalization") return LayerNorm(n, target);
+  if (n.op() == "Gelu") return Gelu(n, target);
+  if (n.op() == "Softmax") return Softmax(n, target);
   return std::nullopt;
 }
 

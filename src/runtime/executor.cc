@@ -1,10 +1,10 @@
 // Executor::Create (dispatch on the plan's target) and the convenience Run that allocates
-// the outputs. The CPU executor itself is runtime/cpu_executor.{h,cc}.
+// the outputs. The CPU executor itself is runtime/cpu/cpu_executor.{h,cc}.
 // Limits: only target cpu has an executor; cuda plans are FailedPrecondition.
 #include "absl/strings/str_format.h"
 #include "kiln/kiln.h"
 #include "kiln/support/status.h"
-#include "runtime/cpu_executor.h"
+#include "runtime/cpu/cpu_executor.h"
 
 namespace kiln {
 

@@ -1,10 +1,96 @@
-// StepChecker::Resolve: operand slots and the memory rules shared by every kernel
-// (see step_checker.h).
+// StepChecker: the contract check, operand slots and the memory rules shared by every
+// kernel of every executor (see step_checker.h).
 #include "runtime/step_checker.h"
+
+#include "absl/strings/str_cat.h"
 
 namespace kiln::runtime {
 
-absl::Status StepChecker::Resolve(PreparedStep& p, bool in_place, bool any_overlap) const {
+std::string StepWhere(int b, int s, const PlanStep& step) {
+  return absl::StrFormat("bucket %d step %d (%s%s%s)", b, s, step.kernel,
+                         step.provenance.empty() ? "" : ", ",
+                         step.provenance.empty() ? "" : step.provenance.front());
+}
+
+absl::Status StepChecker::Wrap(const absl::Status& s) const {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(where_, ": ", s.message()));
+}
+
+absl::Status StepChecker::CheckContract() const {
+  return Wrap(CheckStepContract(contract_, bucket_, step_));
+}
+
+const PlanParam* StepChecker::Find(std::string_view name) const {
+  for (const PlanParam& p : step_.params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+int64_t StepChecker::Int(std::string_view name, int64_t fallback) const {
+  const PlanParam* p = Find(name);
+  const int64_t* v = p ? std::get_if<int64_t>(&p->value) : nullptr;
+  return v ? *v : fallback;
+}
+
+double StepChecker::Float(std::string_view name) const {
+  const PlanParam* p = Find(name);
+  const double* v = p ? std::get_if<double>(&p->value) : nullptr;
+  return v ? *v : 0.0;
+}
+
+const std::string& StepChecker::String(std::string_view name) const {
+  static const std::string* empty = new std::string;
+  const PlanParam* p = Find(name);
+  const std::string* v = p ? std::get_if<std::string>(&p->value) : nullptr;
+  return v ? *v : *empty;
+}
+
+const std::vector<int64_t>& StepChecker::Ints(std::string_view name) const {
+  static const std::vector<int64_t>* empty = new std::vector<int64_t>;
+  const PlanParam* p = Find(name);
+  const auto* v = p ? std::get_if<std::vector<int64_t>>(&p->value) : nullptr;
+  return v ? *v : *empty;
+}
+
+absl::StatusOr<int64_t> StepChecker::Product(std::initializer_list<int64_t> v,
+                                             const char* what) const {
+  int64_t p = 1;
+  for (int64_t x : v)
+    if (MulOverflows(p, x, &p)) return Err("%s overflows int64", what);
+  return p;
+}
+
+const PlanBuffer* StepChecker::In(size_t i) const {
+  if (i >= step_.inputs.size() || step_.inputs[i] < 0) return nullptr;
+  return &bucket_.buffers[step_.inputs[i]];
+}
+
+const PlanBuffer* StepChecker::Out(size_t i) const {
+  if (i >= step_.outputs.size() || step_.outputs[i] < 0) return nullptr;
+  return &bucket_.buffers[step_.outputs[i]];
+}
+
+int64_t StepChecker::Elems(const PlanBuffer& b) {
+  int64_t n = 1;
+  for (int64_t d : b.dims) n *= d;  // ValidatePlan ruled out overflow
+  return n;
+}
+
+absl::Status StepChecker::N(const PlanBuffer* b, int64_t n, const char* what) const {
+  if (b != nullptr && Elems(*b) != n)
+    return Err("%s %s has %d elements; the parameters need %d", what, DimsStr(b->dims), Elems(*b),
+               n);
+  return absl::OkStatus();
+}
+
+absl::Status StepChecker::LastDim(const PlanBuffer* b, int64_t n, const char* what,
+                                  const char* param) const {
+  if (b == nullptr || b->dims.empty() || b->dims.back() == n) return absl::OkStatus();
+  return Err("%s %s: last dim is not %s = %d", what, DimsStr(b->dims), param, n);
+}
+
+absl::StatusOr<StepOperands> StepChecker::Resolve() const {
   struct Region {
     uint32_t slot;
     int64_t begin, end;
@@ -54,28 +140,29 @@ absl::Status StepChecker::Resolve(PreparedStep& p, bool in_place, bool any_overl
     (is_out ? outs : ins).push_back({op->slot, b.offset, b.offset + used});
     return absl::OkStatus();
   };
-  p.in.resize(step_.inputs.size());
-  p.out.resize(step_.outputs.size());
+  StepOperands ops;
+  ops.in.resize(step_.inputs.size());
+  ops.out.resize(step_.outputs.size());
   for (size_t i = 0; i < step_.inputs.size(); ++i)
-    KILN_RETURN_IF_ERROR(resolve(step_.inputs[i], false, i, &p.in[i]));
+    KILN_RETURN_IF_ERROR(resolve(step_.inputs[i], false, i, &ops.in[i]));
   for (size_t i = 0; i < step_.outputs.size(); ++i)
-    KILN_RETURN_IF_ERROR(resolve(step_.outputs[i], true, i, &p.out[i]));
+    KILN_RETURN_IF_ERROR(resolve(step_.outputs[i], true, i, &ops.out[i]));
   auto overlap = [](const Region& a, const Region& b) {
     return a.slot == b.slot && a.slot != kNullSlot && a.begin < b.end && b.begin < a.end;
   };
   for (size_t i = 0; i < outs.size(); ++i) {
     for (size_t j = i + 1; j < outs.size(); ++j)
       if (overlap(outs[i], outs[j])) return Err("outputs %d and %d overlap", i, j);
-    if (any_overlap) continue;
+    if (contract_.any_overlap) continue;
     for (size_t j = 0; j < ins.size(); ++j) {
       if (!overlap(outs[i], ins[j])) continue;
       const bool exact = outs[i].begin == ins[j].begin && outs[i].end == ins[j].end;
-      if (in_place && i == 0 && j == 0 && exact) continue;
+      if (contract_.inplace_ok && i == 0 && j == 0 && exact) continue;
       return Err("output %d overlaps input %d, which %s cannot compute in place", i, j,
                  step_.kernel);
     }
   }
-  return absl::OkStatus();
+  return ops;
 }
 
 }  // namespace kiln::runtime

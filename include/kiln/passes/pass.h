@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "kiln/ir/graph.h"
 #include "kiln/passes/fusion_report.h"
+#include "kiln/target.h"
 
 namespace kiln {
 
@@ -33,6 +34,10 @@ struct PassContext {
   // Where fusion passes record what they fused and missed; may be null (then they only
   // fuse). Owned by the caller.
   FusionReport* fusion_report = nullptr;
+  // What the graph is being compiled for. Only the passes whose job depends on it read
+  // these (lower-precision); fusions and exact passes never do.
+  PlanTarget target = PlanTarget::kCpu;
+  Precision precision = Precision::kFp32;
 };
 
 // Counters a pass reports ("folded" -> 212, "removed Dropout" -> 24), per run.

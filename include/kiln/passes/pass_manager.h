@@ -30,9 +30,11 @@ struct Pipeline {
   std::vector<PipelineStage> stages;
 };
 
-// -O0 (import only), -O1 (exact simplifications). Higher levels fall back to -O1 until
-// their passes exist (see docs/passes.md). `level` outside 0..3 -> InvalidArgument.
-absl::StatusOr<Pipeline> StandardPipeline(int level);
+// -O0 (import only), -O1 (exact simplifications), -O2 (-O1 + the Transformer fusions),
+// -O3 (= -O2 for now), for `target` at `precision` (see docs/passes.md). `level` outside
+// 0..3 -> InvalidArgument.
+absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target = PlanTarget::kCpu,
+                                          Precision precision = Precision::kFp32);
 // A pipeline running exactly `names` once each, in order (`--passes a,b,c`).
 absl::StatusOr<Pipeline> CustomPipeline(const std::vector<std::string>& names);
 

@@ -26,10 +26,9 @@
 #include "absl/status/statusor.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/tensor.h"
+#include "kiln/target.h"
 
 namespace kiln {
-
-enum class PlanTarget : uint32_t { kCpu = 1, kCuda = 2 };
 
 // The kiln + toolkit versions the plan was compiled with.
 struct PlanManifest {

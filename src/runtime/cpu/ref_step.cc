@@ -1,20 +1,72 @@
-// Create-time preparation of "ref" steps: parse the step's one-node IR text once, check
-// that it has exactly one compute node with a reference kernel whose operands and results
-// match the step's buffers (dtype and dims), and keep the parsed graph for Run, which
-// evaluates the node with kiln::EvaluateNode on copies of the input buffers.
+// The CPU "ref" step: at Create, parse the step's one-node IR text once, check that it has
+// exactly one compute node with a reference kernel whose operands and results match the
+// step's buffers (dtype and dims), and keep the parsed graph; Run evaluates the node with
+// kiln::EvaluateNode on copies of the input buffers and copies the results back.
 // Limits: the graph's Inputs are the step's non-omitted inputs, in order; no Constants.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kiln/ir/text.h"
 #include "kiln/reference/executor.h"
-#include "runtime/step_checker.h"
+#include "runtime/cpu/cpu_steps.h"
 
 namespace kiln::runtime {
+namespace {
 
-absl::Status PrepareRef(const StepChecker& c, const PlanBucket& bucket, PreparedStep& p) {
+// The parsed one-node graph and the mapping of its I/O onto the step's operands.
+class RefStep final : public CpuStep {
+ public:
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override;
+
+  std::unique_ptr<Graph> graph;
+  const Node* node = nullptr;
+  // Per step output: which node output fills it.
+  std::vector<int> output_result;
+  // Dtype and dims of each present step input / each output buffer.
+  std::vector<DType> in_dtype, out_dtype;
+  std::vector<std::vector<int64_t>> in_dims, out_dims;
+};
+
+absl::Status RefStep::Run(const cpu::CpuContext&, const StepIo& io) const {
+  std::vector<Tensor> held;
+  held.reserve(io.ops->in.size());
+  std::vector<const Tensor*> args(io.ops->in.size(), nullptr);
+  size_t k = 0;
+  for (size_t i = 0; i < io.ops->in.size(); ++i) {
+    if (io.ops->in[i].slot == kNullSlot) continue;
+    held.emplace_back(in_dtype[k], in_dims[k]);
+    ++k;
+    Tensor& t = held.back();
+    if (t.NumBytes() > 0) std::memcpy(t.raw(), io.In(i), t.NumBytes());
+    args[i] = &t;
+  }
+  auto results = EvaluateNode(*node, args);
+  if (!results.ok()) return results.status();
+  for (size_t i = 0; i < io.ops->out.size(); ++i) {
+    const int idx = output_result[i];
+    if (idx >= static_cast<int>(results->size()))
+      return absl::InternalError(absl::StrCat(node->Describe(), " returned ", results->size(),
+                                              " results; output ", i, " needs result ", idx));
+    const Tensor& t = (*results)[idx];
+    if (t.dtype() != out_dtype[i] || t.dims() != out_dims[i])
+      return absl::InvalidArgumentError(absl::StrCat(
+          node->Describe(), " result ", idx, " is ", std::string(DTypeName(t.dtype())), "[",
+          absl::StrJoin(t.dims(), ","), "] but its buffer is ",
+          std::string(DTypeName(out_dtype[i])), "[", absl::StrJoin(out_dims[i], ","), "]"));
+    if (t.NumBytes() > 0) std::memcpy(io.Out(i), t.raw(), t.NumBytes());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuStep>> PrepareRef(const StepChecker& c, CpuPrepareEnv&) {
   const PlanStep& step = c.step();
-  KILN_ASSIGN_OR_RETURN(const std::string text, c.String("node"));
-  auto parsed = ParseGraph(text);
+  const PlanBucket& bucket = c.bucket();
+  auto parsed = ParseGraph(c.String("node"));
   if (!parsed.ok()) return c.Err("node text: %s", parsed.status().message());
-  auto ref = std::make_shared<RefNode>();
+  auto ref = std::make_unique<RefStep>();
   ref->graph = *std::move(parsed);
   const Graph& g = *ref->graph;
   const Node* node = nullptr;
@@ -79,8 +131,7 @@ absl::Status PrepareRef(const StepChecker& c, const PlanBucket& bucket, Prepared
     ref->out_dtype.push_back(bucket.buffers[idx].dtype);
     ref->out_dims.push_back(bucket.buffers[idx].dims);
   }
-  p.ref = std::move(ref);
-  return c.Resolve(p, false, true);
+  return std::unique_ptr<CpuStep>(std::move(ref));
 }
 
 }  // namespace kiln::runtime

@@ -1,0 +1,87 @@
+// Target cpu's kernel contracts (kernel_contract.h): fp32 float kernels on kernels/cpu, and
+// `ref` for every op without one (the node as IR text, run by the reference executor).
+#include "plan/kernel_contracts_table.h"
+
+namespace kiln::contracts_internal {
+
+std::vector<KernelContract> CpuContracts() {
+  const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu",
+                                                     "tanh"};
+  std::vector<KernelContract> t;
+  t.push_back({.name = "copy",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Req("y", kAnyDType)},
+               .any_overlap = true,
+               .doc = "`y` has `x`'s byte size"});
+  t.push_back({.name = "ref",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Req("y", kAnyDType)},
+               .variadic_inputs = true,
+               .variadic_outputs = true,
+               .params = {StringParam("node", {},
+                                      "IR text of one node: an `Input` per present step "
+                                      "input (static types, in order), the node, `return` of "
+                                      "its outputs in order")},
+               .any_overlap = true,
+               .doc = "operands and results match the node text's types"});
+  t.push_back({.name = "linear",
+               .inputs = {Req("x", kF32Only), Weight("w", kF32Only),
+                          Weight("bias", kF32Only, /*optional=*/true)},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
+                          FlagParam("trans_w", "w is [n,k]"),
+                          StringParam("activation", activations)},
+               .doc = "`y[m,n] = act(x[m,k] · w' + bias)`, w' = w [k,n] or wᵀ"});
+  t.push_back({.name = "layer_norm",
+               .inputs = {Req("x", kF32Only), Req("gamma", kF32Only), Opt("beta", kF32Only)},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("rows"), SizeParam("h"), FloatParam("epsilon")},
+               .inplace_ok = true,
+               .doc = "x, y [rows,h]; gamma, beta [h]; over the last axis"});
+  t.push_back({.name = "skip_layer_norm",
+               .inputs = {Req("x", kF32Only), Req("skip", kF32Only), Req("gamma", kF32Only),
+                          Opt("beta", kF32Only), Opt("bias", kF32Only)},
+               .outputs = {Req("y", kF32Only), Opt("sum", kF32Only)},
+               .params = {SizeParam("rows"), SizeParam("h"),
+                          PositiveParam("skip_rows", "divides rows"), FloatParam("epsilon")},
+               .inplace_ok = true,
+               .doc = "sum = x + skip (+ bias), skip [skip_rows,h] repeats over rows"});
+  t.push_back({.name = "attention",
+               .inputs = {Req("qkv", kF32Only),
+                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
+                          PositiveParam("head_size"), FloatParam("scale"), FlagParam("causal")},
+               .doc = "qkv [B,S,3·N·D] → y [B,S,N·D]; mask additive (f32) or bool, rank ≤ 4, "
+                      "broadcastable to [B,N,S,S]"});
+  t.push_back({.name = "embed_layer_norm",
+               .inputs = {Req("input_ids", kIndexTypes), Same("segment_ids", 0, true),
+                          Same("position_ids", 0, true), Req("word", kF32Only),
+                          Req("pos", kF32Only), Opt("segment", kF32Only), Req("gamma", kF32Only),
+                          Req("beta", kF32Only)},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("hidden"),
+                          FloatParam("epsilon")},
+               .doc = "ids [B,S]; position ids [B,S], [1,S] or [S]; y [B,S,hidden]"});
+  t.push_back({.name = "pool",
+               .inputs = {Req("hidden", kF32Only),
+                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kI64))},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("hidden"),
+                          StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
+               .doc = "hidden [B,S,H], mask [B,S] → y [B,H]"});
+  t.push_back({.name = "gelu",
+               .inputs = {Req("x", kF32Only)},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("n", "elements"), FlagParam("tanh", "ONNX `approximate`")},
+               .inplace_ok = true});
+  t.push_back({.name = "softmax",
+               .inputs = {Req("x", kF32Only)},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("rows"), SizeParam("n")},
+               .inplace_ok = true,
+               .doc = "x [rows,n], over the last axis"});
+  return t;
+}
+
+}  // namespace kiln::contracts_internal

@@ -1,0 +1,45 @@
+// Internal to kernel_contract.cc: the per-target contract tables, one file each
+// (kernel_contracts_cpu.cc, kernel_contracts_cuda.cc), built once.
+#pragma once
+
+#include <vector>
+
+#include "plan/kernel_contract.h"
+
+namespace kiln::contracts_internal {
+
+std::vector<KernelContract> CpuContracts();
+std::vector<KernelContract> CudaContracts();
+
+// Parameter helpers shared by the tables.
+inline ParamSpec SizeParam(std::string_view name, std::string_view doc = {}) {
+  return {name, ParamKind::kInt, 0, kMaxInt, {}, false, doc};
+}
+inline ParamSpec PositiveParam(std::string_view name, std::string_view doc = {}) {
+  return {name, ParamKind::kInt, 1, kMaxInt, {}, false, doc};
+}
+inline ParamSpec FlagParam(std::string_view name, std::string_view doc = {}) {
+  return {name, ParamKind::kInt, 0, 1, {}, false, doc};
+}
+inline ParamSpec FloatParam(std::string_view name, std::string_view doc = {}) {
+  return {name, ParamKind::kFloat, 0, 0, {}, false, doc};
+}
+inline ParamSpec StringParam(std::string_view name, std::vector<std::string_view> choices,
+                             std::string_view doc = {}) {
+  return {name, ParamKind::kString, 0, 0, std::move(choices), false, doc};
+}
+inline ParamSpec IntsParam(std::string_view name, int64_t lo, int64_t hi,
+                           std::string_view doc = {}) {
+  return {name, ParamKind::kInts, lo, hi, {}, false, doc};
+}
+
+inline OperandSpec Req(std::string_view name, DTypeSet dtypes) { return {name, dtypes}; }
+inline OperandSpec Opt(std::string_view name, DTypeSet dtypes) { return {name, dtypes, true}; }
+inline OperandSpec Same(std::string_view name, int as, bool optional = false) {
+  return {name, kAnyDType, optional, as};
+}
+inline OperandSpec Weight(std::string_view name, DTypeSet dtypes, bool optional = false) {
+  return {name, dtypes, optional, -1, true};
+}
+
+}  // namespace kiln::contracts_internal

@@ -1,0 +1,350 @@
+// The CPU kernel table (cpu_steps.h): one prepared-step class per kernel id of target cpu.
+// Each Prepare applies the kernel's device-neutral rule (kernel_rules.h) to a step whose
+// contract StepChecker already checked, and fills the kernel's Args; Run sets the operand
+// pointers and calls kernels/cpu.
+// ref steps: ref_step.cc.
+#include "runtime/cpu/cpu_steps.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/embed_layer_norm.h"
+#include "kernels/cpu/layer_norm.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/cpu/softmax.h"
+#include "runtime/kernel_rules.h"
+
+namespace kiln::runtime {
+namespace {
+
+using StepPtr = std::unique_ptr<CpuStep>;
+
+class CopyStep final : public CpuStep {
+ public:
+  explicit CopyStep(int64_t bytes) : bytes_(bytes) {}
+  absl::Status Run(const cpu::CpuContext&, const StepIo& io) const override {
+    if (bytes_ > 0 && io.In(0) != io.Out(0)) std::memmove(io.Out(0), io.In(0), bytes_);
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t bytes_;
+};
+
+absl::StatusOr<StepPtr> PrepareCopy(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const CopyRule r, CheckCopy(c));
+  return StepPtr(new CopyStep(r.bytes));
+}
+
+class LinearStep final : public CpuStep {
+ public:
+  LinearStep(const cpu::PackedLinear* linear, int64_t m) : linear_(linear), m_(m) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    return linear_->Run(ctx, io.In<float>(0), m_, io.Out<float>(0));
+  }
+
+ private:
+  const cpu::PackedLinear* linear_;
+  int64_t m_;
+};
+
+cpu::Activation ActivationOf(ActivationKind k) {
+  switch (k) {
+    case ActivationKind::kNone: return cpu::Activation::kNone;
+    case ActivationKind::kGeluErf: return cpu::Activation::kGeluErf;
+    case ActivationKind::kGeluTanh: return cpu::Activation::kGeluTanh;
+    case ActivationKind::kRelu: return cpu::Activation::kRelu;
+    case ActivationKind::kTanh: return cpu::Activation::kTanh;
+  }
+  return cpu::Activation::kNone;
+}
+
+absl::StatusOr<StepPtr> PrepareLinear(const StepChecker& c, CpuPrepareEnv& env) {
+  KILN_ASSIGN_OR_RETURN(const LinearRule r, CheckLinear(c));
+  const int64_t m = r.m, k = r.k, n = r.n;
+  const bool trans_w = r.trans_w;
+  const cpu::Activation activation = ActivationOf(r.activation);
+  const PlanBuffer *w = c.In(1), *bias = c.In(2);
+  const LinearKey key{w->offset, bias ? bias->offset : -1, k, n, trans_w,
+                      static_cast<int>(activation)};
+  auto it = env.linears.find(key);
+  if (it == env.linears.end()) {
+    const uint8_t* blob = c.plan().weights.data();
+    const float* wp = reinterpret_cast<const float*>(blob + w->offset);
+    const float* bp = bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr;
+    // Borrowed: the plan's weights outlive the executor's PackedLinears (plan_ is held by
+    // the Executor base, destroyed after them), so no plain copy of every weight is kept.
+    auto packed = cpu::PackedLinear::Create({k, n, trans_w, activation}, wp, bp, env.ctx,
+                                            std::max<int64_t>(m, 1), /*borrow_weights=*/true);
+    if (!packed.ok()) return c.Err("prepacking the weights: %s", packed.status().message());
+    it = env.linears.emplace(key, *std::move(packed)).first;
+  }
+  // Create the oneDNN primitive for this bucket's m now, not on the first run.
+  if (m > 0) {
+    auto impl = it->second->ImplName(env.ctx, m);
+    if (!impl.ok()) return c.Err("preparing m=%d: %s", m, impl.status().message());
+  }
+  return StepPtr(new LinearStep(it->second.get(), m));
+}
+
+struct LayerNormParams {
+  int64_t rows = 0, h = 0;
+  float eps = 0;
+};
+
+class LayerNormStep final : public CpuStep {
+ public:
+  explicit LayerNormStep(LayerNormParams p) : p_(p) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    return cpu::LayerNorm(ctx, io.In<float>(0), io.In<float>(1), io.In<float>(2), p_.rows, p_.h,
+                          p_.eps, io.Out<float>(0));
+  }
+
+ private:
+  LayerNormParams p_;
+};
+
+class SkipLayerNormStep final : public CpuStep {
+ public:
+  explicit SkipLayerNormStep(cpu::SkipLayerNormArgs a) : a_(a) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::SkipLayerNormArgs a = a_;
+    a.x = io.In<float>(0);
+    a.skip = io.In<float>(1);
+    a.gamma = io.In<float>(2);
+    a.beta = io.In<float>(3);
+    a.bias = io.In<float>(4);
+    a.y = io.Out<float>(0);
+    a.sum = has_sum_ ? io.Out<float>(1) : nullptr;
+    return cpu::SkipLayerNorm(ctx, a);
+  }
+  bool has_sum_ = false;
+
+ private:
+  cpu::SkipLayerNormArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareLayerNorm(const StepChecker& c, bool skip) {
+  KILN_ASSIGN_OR_RETURN(const NormRule r, CheckLayerNorm(c, skip));
+  if (!skip) return StepPtr(new LayerNormStep({r.rows, r.h, r.eps}));
+  cpu::SkipLayerNormArgs a;
+  a.skip_rows = r.skip_rows;
+  a.rows = r.rows;
+  a.h = r.h;
+  a.eps = r.eps;
+  auto step = std::make_unique<SkipLayerNormStep>(a);
+  step->has_sum_ = r.has_sum;
+  return StepPtr(std::move(step));
+}
+
+absl::StatusOr<StepPtr> PrepareLayerNorm(const StepChecker& c, CpuPrepareEnv&) {
+  return PrepareLayerNorm(c, false);
+}
+absl::StatusOr<StepPtr> PrepareSkipLayerNorm(const StepChecker& c, CpuPrepareEnv&) {
+  return PrepareLayerNorm(c, true);
+}
+
+class AttentionStep final : public CpuStep {
+ public:
+  AttentionStep(cpu::MultiHeadAttentionArgs a, bool mask_bool)
+      : a_(std::move(a)), mask_bool_(mask_bool) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    // Per thread, so the mask dims vector keeps its capacity: no allocation per run.
+    thread_local cpu::MultiHeadAttentionArgs a;
+    a.batch = a_.batch;
+    a.seq = a_.seq;
+    a.num_heads = a_.num_heads;
+    a.head_size = a_.head_size;
+    a.scale = a_.scale;
+    a.causal = a_.causal;
+    a.mask.dims.assign(a_.mask.dims.begin(), a_.mask.dims.end());
+    a.mask.additive = nullptr;
+    a.mask.boolean = nullptr;
+    if (const void* m = io.In(1)) {
+      if (mask_bool_)
+        a.mask.boolean = static_cast<const uint8_t*>(m);
+      else
+        a.mask.additive = static_cast<const float*>(m);
+    }
+    a.qkv = io.In<float>(0);
+    a.y = io.Out<float>(0);
+    return cpu::MultiHeadAttention(ctx, a);
+  }
+  // MultiHeadAttention creates (and caches process-wide) oneDNN primitives for its shape on
+  // first use, ~20 ms for S = 128: pay that at Create, once per shape, not in the first Run.
+  // Zero qkv without a mask; results are discarded. Shapes over 64 MiB of qkv are skipped.
+  void WarmUp(const cpu::CpuContext& ctx, WarmUpSet& done) const override {
+    if (!done.insert({a_.batch, a_.seq, a_.num_heads, a_.head_size}).second) return;
+    const int64_t y_elems = a_.batch * a_.seq * a_.num_heads * a_.head_size;
+    if (y_elems == 0 || y_elems > (int64_t{16} << 20) / 3) return;
+    std::vector<float> qkv(static_cast<size_t>(3 * y_elems)), y(static_cast<size_t>(y_elems));
+    cpu::MultiHeadAttentionArgs a;
+    a.qkv = qkv.data();
+    a.batch = a_.batch;
+    a.seq = a_.seq;
+    a.num_heads = a_.num_heads;
+    a.head_size = a_.head_size;
+    a.scale = a_.scale;
+    a.causal = a_.causal;
+    a.y = y.data();
+    (void)cpu::MultiHeadAttention(ctx, a);  // a failure here shows again in Run
+  }
+
+ private:
+  cpu::MultiHeadAttentionArgs a_;
+  bool mask_bool_;
+};
+
+absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(AttentionRule r, CheckAttention(c));
+  cpu::MultiHeadAttentionArgs a;
+  a.batch = r.batch;
+  a.seq = r.seq;
+  a.num_heads = r.heads;
+  a.head_size = r.head_size;
+  a.scale = r.scale;
+  a.causal = r.causal;
+  a.mask.dims = std::move(r.mask_dims);
+  return StepPtr(new AttentionStep(std::move(a), r.mask_dtype == DType::kBool));
+}
+
+class EmbedStep final : public CpuStep {
+ public:
+  EmbedStep(cpu::EmbedLayerNormArgs a, bool ids_i32) : a_(a), ids_i32_(ids_i32) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::EmbedLayerNormArgs a = a_;
+    if (ids_i32_) {
+      a.input_ids32 = io.In<int32_t>(0);
+      a.segment_ids32 = io.In<int32_t>(1);
+      a.position_ids32 = io.In<int32_t>(2);
+    } else {
+      a.input_ids = io.In<int64_t>(0);
+      a.segment_ids = io.In<int64_t>(1);
+      a.position_ids = io.In<int64_t>(2);
+    }
+    a.word = io.In<float>(3);
+    a.pos = io.In<float>(4);
+    a.segment = io.In<float>(5);
+    a.gamma = io.In<float>(6);
+    a.beta = io.In<float>(7);
+    a.y = io.Out<float>(0);
+    return cpu::EmbedLayerNorm(ctx, a);
+  }
+
+ private:
+  cpu::EmbedLayerNormArgs a_;
+  bool ids_i32_;
+};
+
+absl::StatusOr<StepPtr> PrepareEmbed(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const EmbedRule r, CheckEmbedLayerNorm(c));
+  cpu::EmbedLayerNormArgs a;
+  a.position_rows = r.position_rows;
+  a.word_rows = r.word_rows;
+  a.pos_rows = r.pos_rows;
+  a.segment_rows = r.segment_rows;
+  a.batch = r.batch;
+  a.seq = r.seq;
+  a.hidden = r.hidden;
+  a.eps = r.eps;
+  return StepPtr(new EmbedStep(a, r.ids_i32));
+}
+
+class PoolStep final : public CpuStep {
+ public:
+  PoolStep(cpu::PoolArgs a, bool mask_i64) : a_(a), mask_i64_(mask_i64) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::PoolArgs a = a_;
+    a.hidden = io.In<float>(0);
+    if (mask_i64_)
+      a.mask_i64 = io.In<int64_t>(1);
+    else
+      a.mask = io.In<float>(1);
+    a.y = io.Out<float>(0);
+    return cpu::Pool(ctx, a);
+  }
+
+ private:
+  cpu::PoolArgs a_;
+  bool mask_i64_;
+};
+
+absl::StatusOr<StepPtr> PreparePool(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const PoolRule r, CheckPool(c));
+  cpu::PoolArgs a;
+  a.batch = r.batch;
+  a.seq = r.seq;
+  a.hidden_size = r.hidden;
+  a.mode = r.cls ? cpu::PoolMode::kCls : cpu::PoolMode::kMean;
+  a.normalize = r.normalize;
+  return StepPtr(new PoolStep(a, r.mask_dtype == DType::kI64));
+}
+
+class GeluStep final : public CpuStep {
+ public:
+  GeluStep(int64_t n, bool tanh) : n_(n), tanh_(tanh) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    return cpu::Gelu(ctx, io.In<float>(0), n_, tanh_, io.Out<float>(0));
+  }
+
+ private:
+  int64_t n_;
+  bool tanh_;
+};
+
+absl::StatusOr<StepPtr> PrepareGelu(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const GeluRule r, CheckGelu(c));
+  return StepPtr(new GeluStep(r.n, r.tanh));
+}
+
+class SoftmaxStep final : public CpuStep {
+ public:
+  SoftmaxStep(int64_t rows, int64_t n) : rows_(rows), n_(n) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    return cpu::Softmax(ctx, io.In<float>(0), rows_, n_, io.Out<float>(0));
+  }
+
+ private:
+  int64_t rows_, n_;
+};
+
+absl::StatusOr<StepPtr> PrepareSoftmax(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const SoftmaxRule r, CheckSoftmax(c));
+  return StepPtr(new SoftmaxStep(r.rows, r.n));
+}
+
+struct Entry {
+  std::string_view id;
+  CpuPrepareFn prepare;
+};
+constexpr Entry kTable[] = {
+    {"copy", PrepareCopy},
+    {"ref", PrepareRef},
+    {"linear", PrepareLinear},
+    {"layer_norm", PrepareLayerNorm},
+    {"skip_layer_norm", PrepareSkipLayerNorm},
+    {"attention", PrepareAttention},
+    {"embed_layer_norm", PrepareEmbed},
+    {"pool", PreparePool},
+    {"gelu", PrepareGelu},
+    {"softmax", PrepareSoftmax},
+};
+
+}  // namespace
+
+CpuPrepareFn FindCpuKernel(std::string_view kernel) {
+  for (const Entry& e : kTable)
+    if (e.id == kernel) return e.prepare;
+  return nullptr;
+}
+
+std::vector<std::string_view> CpuKernelIds() {
+  std::vector<std::string_view> ids;
+  for (const Entry& e : kTable) ids.push_back(e.id);
+  return ids;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,215 @@
+// The device-neutral kernel rules (kernel_rules.h).
+#include "runtime/kernel_rules.h"
+
+namespace kiln::runtime {
+
+absl::StatusOr<CopyRule> CheckCopy(const StepChecker& c) {
+  const PlanBuffer *x = c.In(0), *y = c.Out(0);
+  const int64_t bx = StepChecker::Elems(*x) * DTypeSize(x->dtype);
+  const int64_t by = StepChecker::Elems(*y) * DTypeSize(y->dtype);
+  if (bx != by) return c.Err("copies %d bytes into %d", bx, by);
+  return CopyRule{bx};
+}
+
+absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c) {
+  LinearRule r;
+  r.m = c.Int("m");
+  r.k = c.Int("k");
+  r.n = c.Int("n");
+  r.trans_w = c.Flag("trans_w");
+  const std::string& act = c.String("activation");
+  if (act == "none")
+    r.activation = ActivationKind::kNone;
+  else if (act == "gelu")
+    r.activation = ActivationKind::kGeluErf;
+  else if (act == "gelu_tanh")
+    r.activation = ActivationKind::kGeluTanh;
+  else if (act == "relu")
+    r.activation = ActivationKind::kRelu;
+  else if (act == "tanh")
+    r.activation = ActivationKind::kTanh;
+  else
+    return c.Err("unknown activation '%s'", act);
+  const PlanBuffer *x = c.In(0), *w = c.In(1), *bias = c.In(2), *res = c.In(3), *y = c.Out(0);
+  KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));
+  KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({r.m, r.n}, "m*n"));
+  KILN_ASSIGN_OR_RETURN(const int64_t kn, c.Product({r.k, r.n}, "k*n"));
+  KILN_RETURN_IF_ERROR(c.N(x, mk, "x"));
+  KILN_RETURN_IF_ERROR(c.LastDim(x, r.k, "x", "k"));
+  KILN_RETURN_IF_ERROR(c.N(w, kn, "w"));
+  KILN_RETURN_IF_ERROR(c.N(bias, r.n, "bias"));
+  KILN_RETURN_IF_ERROR(c.N(y, mn, "y"));
+  KILN_RETURN_IF_ERROR(c.LastDim(y, r.n, "y", "n"));
+  if (res != nullptr) {
+    KILN_RETURN_IF_ERROR(c.N(res, mn, "residual"));
+    KILN_RETURN_IF_ERROR(c.LastDim(res, r.n, "residual", "n"));
+    if (r.activation != ActivationKind::kNone)
+      return c.Err("a residual input needs activation 'none' (it is added before the epilogue)");
+  }
+  r.has_bias = bias != nullptr;
+  r.has_residual = res != nullptr;
+  return r;
+}
+
+absl::StatusOr<NormRule> CheckLayerNorm(const StepChecker& c, bool skip) {
+  NormRule r;
+  r.rows = c.Int("rows");
+  r.h = c.Int("h");
+  r.eps = static_cast<float>(c.Float("epsilon"));
+  KILN_ASSIGN_OR_RETURN(const int64_t total, c.Product({r.rows, r.h}, "rows*h"));
+  int i = 0;
+  const PlanBuffer* x = c.In(i++);
+  KILN_RETURN_IF_ERROR(c.N(x, total, "x"));
+  KILN_RETURN_IF_ERROR(c.LastDim(x, r.h, "x", "h"));
+  if (skip) {
+    r.skip_rows = c.Int("skip_rows");
+    if (r.rows % r.skip_rows != 0)
+      return c.Err("skip_rows %d does not divide rows %d", r.skip_rows, r.rows);
+    KILN_ASSIGN_OR_RETURN(const int64_t skip_elems, c.Product({r.skip_rows, r.h}, "skip_rows*h"));
+    const PlanBuffer* sk = c.In(i++);
+    KILN_RETURN_IF_ERROR(c.N(sk, skip_elems, "skip"));
+    KILN_RETURN_IF_ERROR(c.LastDim(sk, r.h, "skip", "h"));
+  }
+  KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "gamma"));
+  r.has_beta = c.In(i) != nullptr;
+  KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "beta"));
+  if (skip) {
+    r.has_bias = c.In(i) != nullptr;
+    KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "bias"));
+  }
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), total, "y"));
+  r.has_sum = c.Out(1) != nullptr;
+  KILN_RETURN_IF_ERROR(c.N(c.Out(1), total, "sum"));
+  return r;
+}
+
+absl::StatusOr<NormRule> CheckRmsNorm(const StepChecker& c) {
+  NormRule r;
+  r.rows = c.Int("rows");
+  r.h = c.Int("h");
+  r.eps = static_cast<float>(c.Float("epsilon"));
+  KILN_ASSIGN_OR_RETURN(const int64_t total, c.Product({r.rows, r.h}, "rows*h"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), total, "x"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), r.h, "x", "h"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), r.h, "gamma"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), total, "y"));
+  return r;
+}
+
+absl::StatusOr<AttentionRule> CheckAttention(const StepChecker& c) {
+  AttentionRule r;
+  r.batch = c.Int("batch");
+  r.seq = c.Int("seq");
+  r.heads = c.Int("num_heads");
+  r.head_size = c.Int("head_size");
+  r.scale = static_cast<float>(c.Float("scale"));
+  r.causal = c.Flag("causal");
+  KILN_ASSIGN_OR_RETURN(const int64_t y_elems,
+                        c.Product({r.batch, r.seq, r.heads, r.head_size}, "B*S*N*D"));
+  KILN_ASSIGN_OR_RETURN(const int64_t qkv_elems, c.Product({y_elems, 3}, "B*S*3*N*D"));
+  const PlanBuffer *qkv = c.In(0), *mask = c.In(1);
+  KILN_RETURN_IF_ERROR(c.N(qkv, qkv_elems, "qkv"));
+  // Not implied by B*S*3*N*D when B or S is 0.
+  KILN_ASSIGN_OR_RETURN(const int64_t qkv_row,
+                        c.Product({3, r.heads, r.head_size}, "3*num_heads*head_size"));
+  KILN_RETURN_IF_ERROR(c.LastDim(qkv, qkv_row, "qkv", "3*num_heads*head_size"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  if (mask != nullptr) {
+    r.mask_dtype = mask->dtype;
+    r.mask_dims = mask->dims;
+    if (mask->dims.size() > 4) return c.Err("mask %s has rank > 4", DimsStr(mask->dims));
+    const int64_t target[4] = {r.batch, r.heads, r.seq, r.seq};
+    for (size_t i = 0; i < mask->dims.size(); ++i) {
+      const int64_t d = mask->dims[mask->dims.size() - 1 - i], t = target[3 - i];
+      if (d != 1 && d != t)
+        return c.Err("mask %s does not broadcast to [B,N,S,S] = [%d,%d,%d,%d]", DimsStr(mask->dims),
+                     r.batch, r.heads, r.seq, r.seq);
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<EmbedRule> CheckEmbedLayerNorm(const StepChecker& c) {
+  EmbedRule r;
+  r.batch = c.Int("batch");
+  r.seq = c.Int("seq");
+  r.hidden = c.Int("hidden");
+  r.eps = static_cast<float>(c.Float("epsilon"));
+  KILN_ASSIGN_OR_RETURN(const int64_t tokens, c.Product({r.batch, r.seq}, "B*S"));
+  KILN_ASSIGN_OR_RETURN(const int64_t y_elems, c.Product({tokens, r.hidden}, "B*S*hidden"));
+  const PlanBuffer *ids = c.In(0), *seg_ids = c.In(1), *pos_ids = c.In(2), *word = c.In(3),
+                   *pos = c.In(4), *seg = c.In(5);
+  r.ids_i32 = ids->dtype == DType::kI32;
+  if (StepChecker::Elems(*ids) != tokens)
+    return c.Err("input_ids %s does not have B*S = %d elements", DimsStr(ids->dims), tokens);
+  if (seg_ids != nullptr && StepChecker::Elems(*seg_ids) != tokens)
+    return c.Err("segment_ids %s does not have B*S = %d elements", DimsStr(seg_ids->dims), tokens);
+  if ((seg_ids == nullptr) != (seg == nullptr))
+    return c.Err("segment_ids and the segment table must be given together");
+  if (pos_ids != nullptr) {
+    const auto& d = pos_ids->dims;
+    if (d.size() == 2 && d[0] == r.batch && d[1] == r.seq)
+      r.position_rows = r.batch;
+    else if ((d.size() == 2 && d[0] == 1 && d[1] == r.seq) || (d.size() == 1 && d[0] == r.seq))
+      r.position_rows = 1;
+    else
+      return c.Err("position_ids %s must be [B,S], [1,S] or [S] with B=%d S=%d", DimsStr(d),
+                   r.batch, r.seq);
+  }
+  auto table = [&](const PlanBuffer* t, const char* what, int64_t* rows) -> absl::Status {
+    if (t == nullptr) return absl::OkStatus();
+    if (t->dims.size() != 2 || t->dims[1] != r.hidden)
+      return c.Err("%s %s must be [rows, hidden=%d]", what, DimsStr(t->dims), r.hidden);
+    *rows = t->dims[0];
+    return absl::OkStatus();
+  };
+  KILN_RETURN_IF_ERROR(table(word, "word", &r.word_rows));
+  KILN_RETURN_IF_ERROR(table(pos, "pos", &r.pos_rows));
+  KILN_RETURN_IF_ERROR(table(seg, "segment", &r.segment_rows));
+  if (pos_ids == nullptr && r.seq > r.pos_rows)
+    return c.Err("seq %d exceeds the %d rows of the position table", r.seq, r.pos_rows);
+  KILN_RETURN_IF_ERROR(c.N(c.In(6), r.hidden, "gamma"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(7), r.hidden, "beta"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  return r;
+}
+
+absl::StatusOr<PoolRule> CheckPool(const StepChecker& c) {
+  PoolRule r;
+  r.batch = c.Int("batch");
+  r.seq = c.Int("seq");
+  r.hidden = c.Int("hidden");
+  r.cls = c.String("mode") == "cls";
+  r.normalize = c.Flag("normalize");
+  KILN_ASSIGN_OR_RETURN(const int64_t tokens, c.Product({r.batch, r.seq}, "B*S"));
+  KILN_ASSIGN_OR_RETURN(const int64_t h_elems, c.Product({tokens, r.hidden}, "B*S*hidden"));
+  KILN_ASSIGN_OR_RETURN(const int64_t y_elems, c.Product({r.batch, r.hidden}, "B*hidden"));
+  if (r.cls && r.seq == 0 && y_elems > 0) return c.Err("cls pooling needs seq >= 1");
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), h_elems, "hidden"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), r.hidden, "hidden", "hidden"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  if (const PlanBuffer* mask = c.In(1); mask != nullptr) {
+    r.mask_dtype = mask->dtype;
+    if (StepChecker::Elems(*mask) != tokens)
+      return c.Err("mask %s does not have B*S = %d elements", DimsStr(mask->dims), tokens);
+  }
+  return r;
+}
+
+absl::StatusOr<GeluRule> CheckGelu(const StepChecker& c) {
+  GeluRule r{c.Int("n"), c.Flag("tanh")};
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), r.n, "x"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), r.n, "y"));
+  return r;
+}
+
+absl::StatusOr<SoftmaxRule> CheckSoftmax(const StepChecker& c) {
+  SoftmaxRule r{c.Int("rows"), c.Int("n")};
+  KILN_ASSIGN_OR_RETURN(const int64_t total, c.Product({r.rows, r.n}, "rows*n"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), total, "x"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), r.n, "x", "n"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), total, "y"));
+  return r;
+}
+
+}  // namespace kiln::runtime

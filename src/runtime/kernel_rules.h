@@ -1,0 +1,80 @@
+// Device-neutral kernel rules: for each kernel id shared by the targets, how a step's
+// (contract-checked) parameters relate to its buffers' dims, returned as a small
+// description that each backend turns into its kernel's Args. The CPU and CUDA tables
+// (runtime/cpu/cpu_steps.cc, runtime/cuda/cuda_steps.cc) both call these, so a step that
+// one executor accepts the other reads the same way.
+// Errors: InvalidArgument "bucket B step S (kernel, provenance): ..." (StepChecker::Err).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/step_checker.h"
+
+namespace kiln::runtime {
+
+struct CopyRule {
+  int64_t bytes = 0;
+};
+absl::StatusOr<CopyRule> CheckCopy(const StepChecker& c);
+
+enum class ActivationKind { kNone, kGeluErf, kGeluTanh, kRelu, kTanh };
+
+struct LinearRule {
+  int64_t m = 0, k = 0, n = 0;
+  bool trans_w = false;
+  ActivationKind activation = ActivationKind::kNone;
+  bool has_bias = false;
+  bool has_residual = false;  // cuda: input 3, y = x·w' + bias + residual (activation none)
+};
+absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c);
+
+struct NormRule {
+  int64_t rows = 0, h = 0, skip_rows = 0;
+  float eps = 0;
+  bool has_beta = false, has_bias = false, has_sum = false;
+};
+// layer_norm (skip = false) and skip_layer_norm (skip = true).
+absl::StatusOr<NormRule> CheckLayerNorm(const StepChecker& c, bool skip);
+// rms_norm: x, gamma -> y.
+absl::StatusOr<NormRule> CheckRmsNorm(const StepChecker& c);
+
+struct AttentionRule {
+  int64_t batch = 0, seq = 0, heads = 0, head_size = 0;
+  float scale = 1.0f;
+  bool causal = false;
+  DType mask_dtype = DType::kUndefined;  // kUndefined: no mask
+  std::vector<int64_t> mask_dims;        // rank <= 4, broadcastable to [B, N, S, S]
+};
+absl::StatusOr<AttentionRule> CheckAttention(const StepChecker& c);
+
+struct EmbedRule {
+  int64_t batch = 0, seq = 0, hidden = 0;
+  float eps = 0;
+  bool ids_i32 = false;
+  int64_t position_rows = 0;  // B, or 1 ([1,S] / [S] position ids); 0: no position ids
+  int64_t word_rows = 0, pos_rows = 0, segment_rows = 0;
+};
+absl::StatusOr<EmbedRule> CheckEmbedLayerNorm(const StepChecker& c);
+
+struct PoolRule {
+  int64_t batch = 0, seq = 0, hidden = 0;
+  bool cls = false, normalize = false;
+  DType mask_dtype = DType::kUndefined;  // kUndefined: no mask
+};
+absl::StatusOr<PoolRule> CheckPool(const StepChecker& c);
+
+struct GeluRule {
+  int64_t n = 0;
+  bool tanh = false;
+};
+absl::StatusOr<GeluRule> CheckGelu(const StepChecker& c);
+
+struct SoftmaxRule {
+  int64_t rows = 0, n = 0;
+};
+absl::StatusOr<SoftmaxRule> CheckSoftmax(const StepChecker& c);
+
+}  // namespace kiln::runtime

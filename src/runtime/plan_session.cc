@@ -1,0 +1,422 @@
+// PlanSession: signature and symbol binding, per-bucket I/O, bucket choice and staging
+// layout (plan_session.h).
+#include "runtime/plan_session.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "kiln/support/status.h"
+
+namespace kiln::runtime {
+namespace {
+
+using SmallInts = absl::InlinedVector<int64_t, 8>;
+
+std::string SigStr(const PlanTensorSig& s) {
+  std::vector<std::string> d;
+  for (const Dim& x : s.dims) d.push_back(x.ToString());
+  return absl::StrCat(std::string(DTypeName(s.dtype)), "[", absl::StrJoin(d, ","), "]");
+}
+
+absl::Status InputCountError(const Plan& plan, size_t got) {
+  std::vector<std::string> names;
+  for (const auto& s : plan.inputs) names.push_back(s.name);
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "expected %d inputs (%s), got %d", plan.inputs.size(), absl::StrJoin(names, ", "), got));
+}
+
+std::string_view MemoryName(MemoryKind m) { return m == MemoryKind::kCuda ? "cuda" : "host"; }
+
+bool Allowed(std::span<const MemoryKind> memory, MemoryKind m) {
+  return std::find(memory.begin(), memory.end(), m) != memory.end();
+}
+
+absl::Status MemoryError(const std::string& what, MemoryKind m,
+                         std::span<const MemoryKind> memory) {
+  std::vector<std::string> names;
+  for (MemoryKind k : memory) names.emplace_back(MemoryName(k));
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s is in %s memory; this executor takes %s memory", what,
+                      std::string(MemoryName(m)), absl::StrJoin(names, " or ")));
+}
+
+}  // namespace
+
+std::string DimsStr(std::span<const int64_t> d) {
+  return absl::StrCat("[", absl::StrJoin(d.begin(), d.end(), ","), "]");
+}
+
+bool AlignUp(int64_t v, int64_t align, int64_t* out) {
+  if (AddOverflows(v, align - 1, out)) return false;
+  *out &= ~(align - 1);
+  return true;
+}
+
+void CopyBlock(const std::byte* src, std::byte* dst, std::span<const int64_t> small,
+               std::span<const int64_t> big, size_t elem, bool to_big) {
+  const size_t rank = small.size();
+  if (rank == 0) {
+    std::memcpy(dst, src, elem);
+    return;
+  }
+  int64_t rows = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    if (small[d] == 0) return;
+    if (d + 1 < rank) rows *= small[d];
+  }
+  const size_t row_bytes = static_cast<size_t>(small[rank - 1]) * elem;
+  SmallInts big_stride(rank), idx(rank, 0);
+  big_stride[rank - 1] = 1;
+  for (size_t d = rank - 1; d-- > 0;) big_stride[d] = big_stride[d + 1] * big[d + 1];
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off_big = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) off_big += idx[d] * big_stride[d];
+    const size_t b = static_cast<size_t>(off_big) * elem, s = static_cast<size_t>(r) * row_bytes;
+    if (to_big)
+      std::memcpy(dst + b, src + s, row_bytes);
+    else
+      std::memcpy(dst + s, src + b, row_bytes);
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < small[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+absl::StatusOr<PlanSession> PlanSession::Create(const Plan& plan, const SessionOptions& options) {
+  if (plan.buckets.empty()) return absl::InvalidArgumentError("the plan has no buckets");
+  PlanSession s(plan);
+  KILN_RETURN_IF_ERROR(s.ReadSignature());
+  s.buckets_.resize(plan.buckets.size());
+  for (size_t b = 0; b < plan.buckets.size(); ++b)
+    KILN_RETURN_IF_ERROR(s.ReadBucketIo(static_cast<int>(b), s.buckets_[b]));
+  KILN_RETURN_IF_ERROR(s.LayoutStaging(options));
+  return s;
+}
+
+absl::Status PlanSession::ReadSignature() {
+  const Plan& plan = *plan_;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    input_dim_symbol_.emplace_back();
+    for (size_t d = 0; d < plan.inputs[i].dims.size(); ++d) {
+      const Dim& dim = plan.inputs[i].dims[d];
+      int s = -1;
+      if (dim.is_symbol()) {
+        auto it = std::find(symbols_.begin(), symbols_.end(), dim.symbol());
+        s = static_cast<int>(it - symbols_.begin());
+        if (it == symbols_.end()) {
+          symbols_.push_back(dim.symbol());
+          first_use_.push_back({static_cast<int>(i), static_cast<int>(d)});
+          paddable_.push_back(std::count(plan.paddable_symbols.begin(), plan.paddable_symbols.end(),
+                                         dim.symbol()) > 0);
+        }
+      }
+      input_dim_symbol_.back().push_back(s);
+    }
+  }
+  for (const PlanTensorSig& sig : plan.outputs) {
+    output_dim_symbol_.emplace_back();
+    for (const Dim& dim : sig.dims) {
+      auto it = std::find(symbols_.begin(), symbols_.end(), dim.symbol());
+      output_dim_symbol_.back().push_back(
+          dim.is_symbol() && it != symbols_.end() ? static_cast<int>(it - symbols_.begin()) : -1);
+    }
+  }
+  may_pad_ = std::count(paddable_.begin(), paddable_.end(), true) > 0;
+  return absl::OkStatus();
+}
+
+absl::Status PlanSession::ReadBucketIo(int b, BucketIo& io) const {
+  const Plan& plan = *plan_;
+  const PlanBucket& bucket = plan.buckets[b];
+  auto bound = [&](const std::string& sym, int64_t* v) {
+    auto it = bucket.bindings.find(sym);
+    if (it == bucket.bindings.end()) return false;
+    *v = it->second;
+    return true;
+  };
+  for (const std::string& sym : symbols_) {
+    int64_t v;
+    if (!bound(sym, &v))
+      return absl::InvalidArgumentError(
+          absl::StrFormat("bucket %d does not bind symbol '%s' of the graph inputs", b, sym));
+    io.symbol_values.push_back(v);
+  }
+  auto bytes_of = [&](const std::vector<int64_t>& dims, DType dt, const std::string& what,
+                      int64_t* out) -> absl::Status {
+    absl::StatusOr<int64_t> n = CheckedNumElements(dims);
+    if (!n.ok() || MulOverflows(*n, static_cast<int64_t>(DTypeSize(dt)), out))
+      return absl::InvalidArgumentError(
+          absl::StrFormat("bucket %d: %s %s is too large", b, what, DimsStr(dims)));
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    std::vector<int64_t> dims;
+    for (size_t d = 0; d < plan.inputs[i].dims.size(); ++d) {
+      const int s = input_dim_symbol_[i][d];
+      dims.push_back(s < 0 ? plan.inputs[i].dims[d].value() : io.symbol_values[s]);
+    }
+    int64_t bytes = 0;
+    KILN_RETURN_IF_ERROR(
+        bytes_of(dims, plan.inputs[i].dtype, "input '" + plan.inputs[i].name + "'", &bytes));
+    io.input_dims.push_back(std::move(dims));
+    io.input_bytes.push_back(bytes);
+  }
+  for (size_t o = 0; o < plan.outputs.size(); ++o) {
+    const PlanTensorSig& sig = plan.outputs[o];
+    std::vector<int64_t> dims(sig.dims.size(), -1);
+    bool all = true;
+    for (size_t d = 0; d < sig.dims.size(); ++d) {
+      if (sig.dims[d].is_known())
+        dims[d] = sig.dims[d].value();
+      else if (!bound(sig.dims[d].symbol(), &dims[d]))
+        all = false;
+    }
+    if (!all) {
+      // A dim the bindings do not give (an expression over symbols): take it from the
+      // output's buffer in this bucket, which agrees with every dim that is known.
+      bool found = false;
+      for (const PlanBuffer& buf : bucket.buffers) {
+        if (buf.kind != PlanBufferKind::kOutput || buf.binding != static_cast<int32_t>(o) ||
+            buf.dims.size() != dims.size())
+          continue;
+        bool agree = true;
+        for (size_t d = 0; d < dims.size(); ++d) agree &= dims[d] < 0 || dims[d] == buf.dims[d];
+        if (agree) {
+          dims = buf.dims;
+          found = true;
+          break;
+        }
+      }
+      if (!found)
+        return absl::InvalidArgumentError(
+            absl::StrFormat("bucket %d: the dims of output '%s' %s are not bound by the bucket", b,
+                            sig.name, SigStr(sig)));
+    }
+    int64_t bytes = 0;
+    KILN_RETURN_IF_ERROR(bytes_of(dims, sig.dtype, "output '" + sig.name + "'", &bytes));
+    io.output_dims.push_back(std::move(dims));
+    io.output_bytes.push_back(bytes);
+  }
+  io.arena_bytes = bucket.arena_bytes;
+  return absl::OkStatus();
+}
+
+absl::Status PlanSession::LayoutStaging(const SessionOptions& options) {
+  stage_always_ = options.stage_always;
+  const bool stage = options.stage_always || may_pad_;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    BucketIo& io = buckets_[b];
+    int64_t off;
+    bool ok = AlignUp(io.arena_bytes, options.align, &off);
+    if (stage) {
+      for (int64_t bytes : io.input_bytes) {
+        io.staging_in.push_back(off);
+        int64_t a;
+        ok = ok && AlignUp(bytes, options.align, &a) && !AddOverflows(off, a, &off);
+      }
+      for (int64_t bytes : io.output_bytes) {
+        io.staging_out.push_back(off);
+        int64_t a;
+        ok = ok && AlignUp(bytes, options.align, &a) && !AddOverflows(off, a, &off);
+      }
+    }
+    if (!ok)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("bucket %d: arena and staging sizes overflow", b));
+    io.total_bytes = off;
+    max_total_bytes_ = std::max(max_total_bytes_, off);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlanSession::BindInput(int i, std::span<const int64_t> dims, int64_t* values) const {
+  const PlanTensorSig& sig = plan_->inputs[i];
+  if (dims.size() != sig.dims.size())
+    return absl::InvalidArgumentError(
+        absl::StrFormat("input '%s' has rank %d %s; the plan expects rank %d %s", sig.name,
+                        dims.size(), DimsStr(dims), sig.dims.size(), SigStr(sig)));
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const int64_t v = dims[d];
+    if (v < 0)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("input '%s' dim %d is negative (%d)", sig.name, d, v));
+    const int s = input_dim_symbol_[i][d];
+    if (s < 0) {
+      if (v != sig.dims[d].value())
+        return absl::InvalidArgumentError(
+            absl::StrFormat("input '%s' dim %d is %d; the plan requires %d (%s)", sig.name, d, v,
+                            sig.dims[d].value(), SigStr(sig)));
+    } else if (values[s] < 0) {
+      values[s] = v;
+    } else if (values[s] != v) {
+      const SymbolUse& u = first_use_[s];
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "input '%s' dim %d (%s) is %d but input '%s' dim %d sets %s = %d", sig.name, d,
+          symbols_[s], v, plan_->inputs[u.input].name, u.dim, symbols_[s], values[s]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunBinding> PlanSession::Select(const int64_t* values, const int64_t* elems) const {
+  const size_t ns = symbols_.size();
+  RunBinding r;
+  r.values.assign(values, values + ns);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (std::equal(values, values + ns, buckets_[b].symbol_values.begin())) {
+      r.bucket = static_cast<int>(b);
+      return r;
+    }
+  int best = -1;
+  int64_t best_cost = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const BucketIo& io = buckets_[b];
+    bool fits = true;
+    for (size_t s = 0; s < ns && fits; ++s)
+      fits = paddable_[s] ? values[s] <= io.symbol_values[s] : values[s] == io.symbol_values[s];
+    if (!fits) continue;
+    int64_t cost = 0;
+    for (size_t i = 0; i < io.input_bytes.size(); ++i)
+      cost +=
+          io.input_bytes[i] / std::max<int64_t>(1, DTypeSize(plan_->inputs[i].dtype)) - elems[i];
+    if (best < 0 || cost < best_cost) {
+      best = static_cast<int>(b);
+      best_cost = cost;
+    }
+  }
+  if (best < 0) return NoBucketError(values);
+  r.bucket = best;
+  r.padded = true;
+  return r;
+}
+
+absl::Status PlanSession::NoBucketError(const int64_t* values) const {
+  for (size_t s = 0; s < symbols_.size(); ++s) {
+    std::set<int64_t> allowed;
+    for (const BucketIo& io : buckets_) allowed.insert(io.symbol_values[s]);
+    const SymbolUse& u = first_use_[s];
+    const std::string where = absl::StrFormat(
+        "input '%s' dim %d (%s) is %d", plan_->inputs[u.input].name, u.dim, symbols_[s], values[s]);
+    if (paddable_[s] && values[s] > *allowed.rbegin())
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s; the plan allows %s <= %d (buckets %s; smaller values are padded)",
+                          where, symbols_[s], *allowed.rbegin(), absl::StrJoin(allowed, ", ")));
+    if (!paddable_[s] && allowed.count(values[s]) == 0)
+      return absl::InvalidArgumentError(absl::StrFormat("%s; the plan allows %s in {%s}", where,
+                                                        symbols_[s], absl::StrJoin(allowed, ", ")));
+  }
+  auto render = [&](const int64_t* v) {
+    std::vector<std::string> parts;
+    for (size_t s = 0; s < symbols_.size(); ++s)
+      parts.push_back(absl::StrCat(symbols_[s], "=", v[s]));
+    return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
+  };
+  std::vector<std::string> buckets;
+  for (const BucketIo& io : buckets_) buckets.push_back(render(io.symbol_values.data()));
+  return absl::InvalidArgumentError(absl::StrFormat("no bucket fits the inputs %s; buckets: %s",
+                                                    render(values), absl::StrJoin(buckets, " ")));
+}
+
+int64_t PlanSession::OutputDim(const RunBinding& r, int o, int d) const {
+  const int s = output_dim_symbol_[o][d];
+  if (r.padded && s >= 0 && paddable_[s]) return r.values[s];
+  return buckets_[r.bucket].output_dims[o][d];
+}
+
+absl::StatusOr<std::vector<std::vector<int64_t>>> PlanSession::OutputDims(
+    std::span<const std::vector<int64_t>> input_dims) const {
+  const Plan& plan = *plan_;
+  if (input_dims.size() != plan.inputs.size()) return InputCountError(plan, input_dims.size());
+  SmallInts values(symbols_.size(), -1), elems(plan.inputs.size());
+  for (size_t i = 0; i < input_dims.size(); ++i) {
+    KILN_RETURN_IF_ERROR(BindInput(static_cast<int>(i), input_dims[i], values.data()));
+    absl::StatusOr<int64_t> n = CheckedNumElements(input_dims[i]);
+    if (!n.ok())
+      return absl::InvalidArgumentError(
+          absl::StrFormat("input '%s': %s", plan.inputs[i].name, n.status().message()));
+    elems[i] = *n;
+  }
+  KILN_ASSIGN_OR_RETURN(const RunBinding r, Select(values.data(), elems.data()));
+  std::vector<std::vector<int64_t>> out(plan.outputs.size());
+  for (size_t o = 0; o < out.size(); ++o)
+    for (size_t d = 0; d < buckets_[r.bucket].output_dims[o].size(); ++d)
+      out[o].push_back(OutputDim(r, static_cast<int>(o), static_cast<int>(d)));
+  return out;
+}
+
+absl::StatusOr<RunBinding> PlanSession::Bind(std::span<const TensorView> inputs,
+                                             std::span<const MutableTensorView> outputs,
+                                             std::span<const MemoryKind> memory) const {
+  const Plan& plan = *plan_;
+  const size_t nin = plan.inputs.size(), nout = plan.outputs.size();
+  if (inputs.size() != nin) return InputCountError(plan, inputs.size());
+  SmallInts values(symbols_.size(), -1), elems(nin);
+  for (size_t i = 0; i < nin; ++i) {
+    const PlanTensorSig& sig = plan.inputs[i];
+    if (inputs[i].dtype != sig.dtype)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("input '%s' has dtype %s; the plan expects %s", sig.name,
+                          std::string(DTypeName(inputs[i].dtype)), SigStr(sig)));
+    KILN_RETURN_IF_ERROR(BindInput(static_cast<int>(i), inputs[i].dims, values.data()));
+    absl::StatusOr<int64_t> n = CheckedNumElements(inputs[i].dims);
+    if (!n.ok())
+      return absl::InvalidArgumentError(
+          absl::StrFormat("input '%s': %s", sig.name, n.status().message()));
+    elems[i] = *n;
+    if (*n > 0 && inputs[i].data == nullptr)
+      return absl::InvalidArgumentError(absl::StrFormat("input '%s' has no data", sig.name));
+    if (!Allowed(memory, inputs[i].memory))
+      return MemoryError(absl::StrCat("input '", sig.name, "'"), inputs[i].memory, memory);
+  }
+  KILN_ASSIGN_OR_RETURN(RunBinding r, Select(values.data(), elems.data()));
+  const BucketIo& io = buckets_[r.bucket];
+  if (outputs.size() != nout)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("expected %d outputs, got %d", nout, outputs.size()));
+  for (size_t o = 0; o < nout; ++o) {
+    const PlanTensorSig& sig = plan.outputs[o];
+    const MutableTensorView& v = outputs[o];
+    if (v.dtype != sig.dtype)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("output '%s' has dtype %s; the plan writes %s", sig.name,
+                          std::string(DTypeName(v.dtype)), std::string(DTypeName(sig.dtype))));
+    bool same = v.dims.size() == io.output_dims[o].size();
+    int64_t n = 1;
+    for (size_t d = 0; same && d < v.dims.size(); ++d) {
+      same = v.dims[d] == OutputDim(r, static_cast<int>(o), static_cast<int>(d));
+      n *= v.dims[d];
+    }
+    if (!same) {
+      std::vector<int64_t> want;
+      for (size_t d = 0; d < io.output_dims[o].size(); ++d)
+        want.push_back(OutputDim(r, static_cast<int>(o), static_cast<int>(d)));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("output '%s' has dims %s; these inputs produce %s", sig.name,
+                          DimsStr(v.dims), DimsStr(want)));
+    }
+    if (n > 0 && v.data == nullptr)
+      return absl::InvalidArgumentError(absl::StrFormat("output '%s' has no data", sig.name));
+    if (!Allowed(memory, v.memory))
+      return MemoryError(absl::StrCat("output '", sig.name, "'"), v.memory, memory);
+  }
+  // Padded runs stage the I/O whose dims differ from the bucket's; stage_always sessions
+  // stage everything.
+  r.stage_in.resize(nin);
+  r.stage_out.resize(nout);
+  for (size_t i = 0; i < nin; ++i)
+    r.stage_in[i] = stage_always_ ||
+                    (r.padded && !std::equal(inputs[i].dims.begin(), inputs[i].dims.end(),
+                                             io.input_dims[i].begin(), io.input_dims[i].end()));
+  for (size_t o = 0; o < nout; ++o)
+    r.stage_out[o] = stage_always_ ||
+                     (r.padded && !std::equal(outputs[o].dims.begin(), outputs[o].dims.end(),
+                                              io.output_dims[o].begin(), io.output_dims[o].end()));
+  return r;
+}
+
+}  // namespace kiln::runtime
