@@ -24,5 +24,7 @@ std::unique_ptr<Pass> CreateFuseQkvPass();                // fuse_qkv.cc
 std::unique_ptr<Pass> CreateFuseAttentionPass();          // fuse_attention.cc
 std::unique_ptr<Pass> CreateFuseEmbedLayerNormPass();     // fuse_embed_layernorm.cc
 std::unique_ptr<Pass> CreateFusePoolingPass();            // fuse_pooling.cc
+// Target lowering.
+std::unique_ptr<Pass> CreateLowerPrecisionPass();         // lower_precision.cc
 
 }  // namespace kiln

@@ -1,5 +1,7 @@
 // The standard pipelines, as data. Each stage says why it is there and what it must come
-// after. -O2 adds canonicalization and the fusions; -O3 (target lowering) is -O2 for now.
+// after. -O2 adds canonicalization and the fusions; -O3 is -O2 for now. A 16-bit precision
+// appends lower-precision and its clean-up at any level above -O0; the target changes
+// nothing else (fusions are target-neutral; kernel choice happens in lowering).
 #include "absl/strings/str_cat.h"
 #include "kiln/passes/pass_manager.h"
 
@@ -10,6 +12,17 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
     return absl::InvalidArgumentError(absl::StrCat("no optimization level -O", level));
   Pipeline p;
   p.name = absl::StrCat("O", level);
+  auto add_precision = [&] {
+    if (precision == Precision::kFp32) return;
+    p.stages.push_back({{"lower-precision"}, 1,
+                        "fp16/bf16: the compute path in 16 bits, weights converted once, "
+                        "casts only at the boundaries (docs/precision.md)",
+                        "last: after the fusions, whose ops (and their kernels' fp32 "
+                        "statistics) are what it lowers"});
+    p.stages.push_back({{"shape-inference", "cse", "dce"}, 4,
+                        "type the casts and drop the f32 constants the conversion replaced",
+                        "after lower-precision"});
+  };
   if (level == 0) return p;  // import only
   p.stages = {
       {{"shape-inference"}, 1,
@@ -21,7 +34,10 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
        "folding exposes constant shapes, shapes expose more folding and simplification",
        "after shape-inference; repeated until nothing changes (at most 8 rounds)"},
   };
-  if (level == 1) return p;
+  if (level == 1) {
+    add_precision();
+    return p;
+  }
   p.stages.push_back({{"canonicalize"}, 1,
                       "one form per pattern (Div by constant -> Mul, commuted operands, "
                       "no-op Casts) so each fusion rule covers every exporter",
@@ -36,6 +52,7 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
   p.stages.push_back({{"shape-inference", "constant-folding", "cse", "dce"}, 4,
                       "type the fused ops and remove what the fusions left dead",
                       "after the fusions"});
+  add_precision();
   return p;
 }
 

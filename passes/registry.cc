@@ -31,6 +31,7 @@ constexpr Entry kPasses[] = {
     {"fuse-attention", CreateFuseAttentionPass},
     {"fuse-embed-layernorm", CreateFuseEmbedLayerNormPass},
     {"fuse-pooling", CreateFusePoolingPass},
+    {"lower-precision", CreateLowerPrecisionPass},
 };
 
 std::vector<std::pair<std::string, std::unique_ptr<Pass> (*)()>>& ExtraPasses() {

@@ -16,7 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "kiln/kiln.h"
 #include "kiln/onnx/importer.h"
 #include "tools/cli.h"
@@ -38,8 +42,12 @@ constexpr char kHelp[] =
     "options:\n"
     "  -o OUT.kiln              the plan file to write (required)\n"
     "  -O0 | -O1 | -O2 | -O3    optimization pipeline, as `kiln opt` (default -O2)\n"
-    "  --target cpu|cuda        the executor the plan is for (default cpu; cuda is not\n"
-    "                           implemented yet: exit 3)\n"
+    "  --target cpu|cuda        the executor the plan is for (default cpu). A cuda plan has\n"
+    "                           no host steps: an op no device kernel takes fails the\n"
+    "                           compile naming the node (exit 3); it compiles on machines\n"
+    "                           without a GPU (`kiln plan-info` says where it can run)\n"
+    "  --cuda-arch LIST         cuda: the GPU architectures the plan is for, e.g.\n"
+    "                           sm_90,sm_80 (default sm_80,sm_90)\n"
     "  --shape SPEC             one static shape: comma-separated NAME=D0xD1... for a graph\n"
     "                           input or SYMBOL=N for a symbolic dim (repeatable), e.g.\n"
     "                           --shape batch=1,sequence=128\n"
@@ -48,7 +56,10 @@ constexpr char kHelp[] =
     "                           between), e.g. --profile batch=1:8,sequence=16..128 gives\n"
     "                           2 x 4 buckets (sequence 16, 32, 64, 128); repeatable. A bucket\n"
     "                           is compiled for every combination of the values\n"
-    "  --precision fp32         arithmetic precision (only fp32 is implemented)\n"
+    "  --precision P            fp32 (default), fp16 or bf16 (cuda only): the compute path\n"
+    "                           in 16 bits, statistics, softmax and GEMM accumulation in\n"
+    "                           fp32 inside the kernels, graph I/O in the model's dtypes\n"
+    "                           (docs/precision.md)\n"
     "  --disable-pass NAME      skip an optimization pass wherever the pipeline has it\n"
     "                           (repeatable; `kiln opt --list-passes` lists them)\n"
     "  --verbose, -v            print progress (passes, fusions, buckets) from the start\n"
@@ -129,6 +140,22 @@ void PrintSummary(const Plan& plan, const std::string& out, double seconds, int6
   std::fprintf(stderr, "  file %s (%s)\n", out.c_str(), HumanBytes(file_bytes).c_str());
 }
 
+// "sm_90,sm_80" (or "90,80") -> {90, 80}.
+absl::Status ParseCudaArchs(const std::string& text, std::vector<int>* out) {
+  out->clear();
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::string p(absl::StripAsciiWhitespace(part));
+    if (absl::StartsWith(p, "sm_")) p = p.substr(3);
+    int sm = 0;
+    if (p.empty() || !absl::SimpleAtoi(p, &sm))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--cuda-arch: '", std::string(part), "' is not an architecture like sm_90"));
+    out->push_back(sm);
+  }
+  if (out->empty()) return absl::InvalidArgumentError("--cuda-arch: no architecture given");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunCompile(int argc, char** argv) {
@@ -163,6 +190,10 @@ int RunCompile(int argc, char** argv) {
       continue;
     }
     if (args.Option("--precision", &v)) { co.precision = v; continue; }
+    if (args.Option("--cuda-arch", &v)) {
+      if (absl::Status s = ParseCudaArchs(v, &co.cuda_sms); !s.ok()) return Fail(s);
+      continue;
+    }
     if (args.Option("--disable-pass", &v)) { co.disabled_passes.push_back(v); continue; }
     if (!args.status().ok()) return Fail(args.status());
     if (model.empty() && args.Positional(&model)) continue;

@@ -41,6 +41,8 @@ constexpr char kHelp[] =
     "                            SYMBOL=N, comma-separated (repeatable)\n"
     "  --outputs a,b             keep only these graph outputs (and what feeds them)\n"
     "  --fold-limit BYTES        largest constant that folding may create (default 1 GiB)\n"
+    "  --precision fp32|fp16|bf16  append lower-precision to the pipeline, as a 16-bit\n"
+    "                            `kiln compile --target cuda` does (docs/precision.md)\n"
     "  --verify-each             run the IR verifier after every pass\n"
     "  --emit-onnx OUT.onnx      write the optimized graph as an ONNX model (opset 21)\n"
     "  --fusion-report FILE.json write what each fusion kind fused and every near-miss with\n"
@@ -114,6 +116,14 @@ int RunOpt(int argc, char** argv) {
     if (args.Option("--emit-onnx", &v)) { emit_onnx = v; continue; }
     if (args.Option("--dot", &v)) { dot_file = v; continue; }
     if (args.Option("--fusion-report", &v)) { report_file = v; continue; }
+    if (args.Option("--precision", &v)) {
+      const std::optional<Precision> p = PrecisionFromName(v);
+      if (!p)
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("--precision: unknown precision '", v, "' (fp32, fp16 or bf16)")));
+      ctx.precision = *p;
+      continue;
+    }
     if (args.Option("--fold-limit", &v)) {
       if (!absl::SimpleAtoi(v, &ctx.fold_limit_bytes) || ctx.fold_limit_bytes < 0)
         return Fail(absl::InvalidArgumentError(absl::StrCat("--fold-limit: bad value '", v, "'")));
@@ -135,7 +145,8 @@ int RunOpt(int argc, char** argv) {
     if (absl::Status s = ParseShapeSpec(spec, g, &ctx.input_shapes, &ctx.symbol_values); !s.ok())
       return Fail(s);
 
-  auto pipeline = custom ? CustomPipeline(pass_list) : StandardPipeline(level);
+  auto pipeline =
+      custom ? CustomPipeline(pass_list) : StandardPipeline(level, ctx.target, ctx.precision);
   if (!pipeline.ok()) return Fail(pipeline.status());
 
   // --dot after a specific --print-after pass: capture that pass's last dump.

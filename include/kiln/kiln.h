@@ -35,10 +35,13 @@ namespace kiln {
 std::string_view Version();
 
 struct CompileOptions {
-  PlanTarget target = PlanTarget::kCpu;  // kCuda: Unimplemented until a CUDA backend lands
-  int opt_level = 2;                     // 0..3, as `kiln opt -O<n>`
-  // "fp32" (the only precision the CPU backend lowers); others are Unimplemented.
+  PlanTarget target = PlanTarget::kCpu;
+  int opt_level = 2;  // 0..3, as `kiln opt -O<n>`
+  // "fp32", "fp16" or "bf16" (docs/precision.md). The CPU backend lowers fp32 only.
   std::string precision = "fp32";
+  // cuda: the SM architectures the plan is for (e.g. {90, 80}); empty: 80 and 90. The
+  // executor refuses a GPU whose architecture is not among them.
+  std::vector<int> cuda_sms;
   // One static shape: graph input name -> dims, and/or symbol -> value.
   std::map<std::string, std::vector<int64_t>> input_shapes;
   std::map<std::string, int64_t> symbols;

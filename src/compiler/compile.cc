@@ -2,7 +2,7 @@
 // (cartesian product of the profile values) specialize, re-optimize so every dim is static
 // and shape chains fold, and lower (lower.cc) -> one Plan whose weights are shared by all
 // buckets. Deterministic: nothing depends on pointer order or time except progress lines.
-// Limits: target cpu and precision fp32 only; the model hash covers the .onnx file bytes,
+// Limits: the CPU backend lowers fp32 only; the model hash covers the .onnx file bytes,
 // not external data files.
 #include <algorithm>
 #include <chrono>
@@ -73,14 +73,30 @@ std::set<std::string> SymbolsOf(const Dim& d) {
 }
 
 absl::Status ValidateOptions(const CompileOptions& o) {
-  if (o.target == PlanTarget::kCuda)
-    return absl::UnimplementedError("no CUDA backend in this build (compile for target cpu)");
-  if (o.target != PlanTarget::kCpu)
+  if (o.target != PlanTarget::kCpu && o.target != PlanTarget::kCuda)
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown compile target %d", static_cast<uint32_t>(o.target)));
-  if (o.precision != "fp32")
+  const std::optional<Precision> p = PrecisionFromName(o.precision);
+  if (!p)
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown precision '", o.precision, "' (fp32, fp16 or bf16)"));
+  if (*p != Precision::kFp32 && o.target == PlanTarget::kCpu)
     return absl::UnimplementedError(absl::StrCat(
         "precision '", o.precision, "' is not supported by the CPU backend (only fp32)"));
+  if (*p != Precision::kFp32 && !CreatePass("lower-precision"))
+    return absl::UnimplementedError(absl::StrCat("precision '", o.precision,
+                                                 "' needs the lower-precision pass"));
+  if (o.target == PlanTarget::kCuda && o.opt_level == 0)
+    return absl::InvalidArgumentError(
+        "a cuda plan needs -O1 or higher: -O0 keeps the graph's shape arithmetic (Shape, "
+        "ConstantOfShape, ...), which only the host can evaluate, and a cuda plan has no host "
+        "steps");
+  if (o.target == PlanTarget::kCpu && !o.cuda_sms.empty())
+    return absl::InvalidArgumentError("CUDA architectures given for a cpu plan");
+  for (int sm : o.cuda_sms)
+    if (sm < 50 || sm > 200)
+      return absl::InvalidArgumentError(
+          absl::StrCat("CUDA architecture sm_", sm, " is not one kiln knows (sm_80, sm_90, ...)"));
   if (o.opt_level < 0 || o.opt_level > 3)
     return absl::InvalidArgumentError(
         absl::StrCat("opt level ", o.opt_level, " is out of range (0..3)"));
@@ -333,10 +349,17 @@ std::string CompileOptionsString(const CompileOptions& o) {
   std::vector<std::string> disabled = o.disabled_passes;
   std::sort(disabled.begin(), disabled.end());
   disabled.erase(std::unique(disabled.begin(), disabled.end()), disabled.end());
-  return absl::StrCat("target=", std::string(PlanTargetName(o.target)), " opt_level=", o.opt_level,
-                      " precision=", o.precision, " shapes={", absl::StrJoin(shapes, ","),
-                      "} symbols={", absl::StrJoin(symbols, ","), "} profile={",
-                      absl::StrJoin(profile, ","), "} disabled_passes={",
+  std::string sms;
+  if (o.target == PlanTarget::kCuda) {
+    std::vector<int> v = o.cuda_sms.empty() ? std::vector<int>{80, 90} : o.cuda_sms;
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    sms = absl::StrCat(" cuda_sms={", absl::StrJoin(v, ","), "}");
+  }
+  return absl::StrCat("target=", std::string(PlanTargetName(o.target)), sms,
+                      " opt_level=", o.opt_level, " precision=", o.precision, " shapes={",
+                      absl::StrJoin(shapes, ","), "} symbols={", absl::StrJoin(symbols, ","),
+                      "} profile={", absl::StrJoin(profile, ","), "} disabled_passes={",
                       absl::StrJoin(disabled, ","), "}");
 }
 
@@ -349,6 +372,18 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
   Plan plan;
   plan.target = options.target;
   plan.manifest.kiln_version = std::string(Version());
+  if (options.target == PlanTarget::kCuda) {
+    plan.cuda_sms = options.cuda_sms.empty() ? std::vector<int32_t>{80, 90}
+                                             : std::vector<int32_t>(options.cuda_sms.begin(),
+                                                                    options.cuda_sms.end());
+    std::sort(plan.cuda_sms.begin(), plan.cuda_sms.end());
+    plan.cuda_sms.erase(std::unique(plan.cuda_sms.begin(), plan.cuda_sms.end()),
+                        plan.cuda_sms.end());
+    // The toolkit this kiln was built with ("" when built without CUDA: the plan is a
+    // cross-compile the manifest cannot vouch for).
+    plan.manifest.cuda_toolkit_version = KILN_CUDA_TOOLKIT_VERSION;
+    plan.manifest.cublas_version = KILN_CUBLAS_VERSION;
+  }
   plan.compile_options = CompileOptionsString(options);
 
   auto t0 = Clock::now();

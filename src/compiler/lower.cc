@@ -224,14 +224,23 @@ class BucketLowering {
     bool inplace_ok = false;
     std::optional<KernelChoice> k;
     const bool device = options_.target != PlanTarget::kCpu;
-    if (options_.optimized_kernels || device) k = ChooseKernel(n, options_.target);
+    std::string why_not;
+    if (options_.optimized_kernels || device) k = ChooseKernel(n, options_.target, &why_not);
     if (!k && device)
       return absl::UnimplementedError(absl::StrCat(
           n.Describe(), ": no ", std::string(PlanTargetName(options_.target)),
-          " kernel takes this node (", NodeTypesText(n),
-          "); a ", std::string(PlanTargetName(options_.target)),
-          " plan has no host steps (docs/plan-kernels.md lists the kernels and their rules)"));
+          " kernel takes this node (", NodeTypesText(n), "): ", why_not, "; a ",
+          std::string(PlanTargetName(options_.target)),
+          " plan has no host steps (`kiln kernels --target ",
+          std::string(PlanTargetName(options_.target)), "` lists the kernels and their rules)"));
     size_t arity = static_cast<size_t>(n.num_inputs());
+    std::vector<int> operands;
+    if (k && !k->operands.empty()) {
+      operands = k->operands;
+      arity = operands.size();
+    } else {
+      for (int i = 0; i < n.num_inputs(); ++i) operands.push_back(i);
+    }
     if (k) {
       arity = std::max(arity, static_cast<size_t>(k->num_inputs));
       s.kernel = std::move(k->kernel);
@@ -243,7 +252,8 @@ class BucketLowering {
       s.params.push_back(PlanParam{"node", std::move(text)});
       inplace_ok = HasTrait(FindOp(n.domain(), n.op()), kElementwise);
     }
-    for (const Value& v : n.inputs()) {
+    for (int i : operands) {
+      const Value v = n.input(i);
       if (!v) {
         s.inputs.push_back(-1);
         continue;

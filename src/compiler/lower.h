@@ -67,11 +67,19 @@ struct KernelChoice {
   std::vector<PlanParam> params;
   bool inplace_ok = false;
   int num_inputs = 0;  // the contract's operand count; omitted trailing ones become -1
+  // The node inputs that become the step's inputs, in order (empty: all of them). E.g.
+  // Slice keeps its data and drops the constant starts/ends the params now carry.
+  std::vector<int> operands;
 };
 
 // The target's kernel for `n` (every operand static), or nullopt when none applies (on
-// cpu the node then goes to "ref").
-std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target = PlanTarget::kCpu);
+// cpu the node then goes to "ref"); `why_not` (optional) receives the reason.
+std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target = PlanTarget::kCpu,
+                                         std::string* why_not = nullptr);
+
+// lower_kernels_cuda.cc: the standard ONNX ops on cuda (eltwise, movement, gathers,
+// cumsum, reduce, matmul).
+std::optional<KernelChoice> ChooseCudaStandardKernel(const Node& n, std::string* why_not);
 
 // True for the ops that lower to no step (their output shares the input's storage).
 bool IsAliasOp(const Node& n);

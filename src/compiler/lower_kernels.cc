@@ -154,6 +154,15 @@ std::optional<KernelChoice> SkipLayerNorm(const Node& n, PlanTarget t) {
                Real("epsilon", n.attr_float_or("epsilon", 1e-5f))});
 }
 
+std::optional<KernelChoice> RmsNorm(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
+  const Dims x = InDims(n, 0);
+  if (x.empty() || OutDims(n, 0) != x || !VectorOk(n, 1, x.back(), false)) return std::nullopt;
+  return Emit(t, "rms_norm", n,
+              {Int("rows", Product(x, 0, x.size() - 1)), Int("h", x.back()),
+               Real("epsilon", n.attr_float_or("epsilon", 1e-6f))});
+}
+
 std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims qkv = InDims(n, 0);
@@ -181,8 +190,9 @@ std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
 }
 
 std::optional<KernelChoice> EmbedLayerNorm(const Node& n, PlanTarget t) {
-  // input_ids, segment_ids?, position_ids?, word, pos, segment?, gamma, beta
-  if (n.num_outputs() != 1 || n.num_inputs() != 8) return std::nullopt;
+  // input_ids, segment_ids?, position_ids?, word, pos, segment?, gamma, beta -> y, sum?
+  // (the contract decides whether the target takes the sum output: cpu does not)
+  if (n.num_outputs() > 2 || n.num_inputs() != 8) return std::nullopt;
   for (int i : {0, 3, 4, 6, 7})
     if (!Present(n, i)) return std::nullopt;
   if (Present(n, 1) != Present(n, 5)) return std::nullopt;
@@ -207,6 +217,7 @@ std::optional<KernelChoice> EmbedLayerNorm(const Node& n, PlanTarget t) {
   }
   if (!VectorOk(n, 6, h, false) || !VectorOk(n, 7, h, false)) return std::nullopt;
   if (OutDims(n, 0) != Dims{b, s, h}) return std::nullopt;
+  if (n.num_outputs() == 2 && OutDims(n, 1) != Dims{b, s, h}) return std::nullopt;
   return Emit(t, "embed_layer_norm", n,
               {Int("batch", b), Int("seq", s), Int("hidden", h),
                Real("epsilon", n.attr_float_or("epsilon", 1e-12f))});
@@ -260,20 +271,32 @@ bool IsAliasOp(const Node& n) {
          op == "Identity";
 }
 
-std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target) {
+std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target,
+                                         std::string* why_not) {
+  std::optional<KernelChoice> k;
+  bool known = true;
   if (n.domain() == "kiln") {
-    if (n.op() == "Linear") return Linear(n, target);
-    if (n.op() == "SkipLayerNorm") return SkipLayerNorm(n, target);
-    if (n.op() == "MultiHeadAttention") return Attention(n, target);
-    if (n.op() == "EmbedLayerNorm") return EmbedLayerNorm(n, target);
-    if (n.op() == "Pool") return Pool(n, target);
-    return std::nullopt;
+    if (n.op() == "Linear") k = Linear(n, target);
+    else if (n.op() == "SkipLayerNorm") k = SkipLayerNorm(n, target);
+    else if (n.op() == "RMSNorm") k = RmsNorm(n, target);
+    else if (n.op() == "MultiHeadAttention") k = Attention(n, target);
+    else if (n.op() == "EmbedLayerNorm") k = EmbedLayerNorm(n, target);
+    else if (n.op() == "Pool") k = Pool(n, target);
+    else known = false;
+  } else if (n.domain().empty() && n.op() == "LayerNormalization") {
+    k = LayerNorm(n, target);
+  } else if (n.domain().empty() && n.op() == "Gelu") {
+    k = Gelu(n, target);
+  } else if (n.domain().empty() && n.op() == "Softmax") {
+    k = Softmax(n, target);
+  } else {
+    known = false;
   }
-  if (!n.domain().empty()) return std::nullopt;
-  if (n.op() == "LayerNormalization") return LayerNorm(n, target);
-  if (n.op() == "Gelu") return Gelu(n, target);
-  if (n.op() == "Softmax") return Softmax(n, target);
-  return std::nullopt;
+  if (!k && !known && target == PlanTarget::kCuda) return ChooseCudaStandardKernel(n, why_not);
+  if (!k && why_not)
+    *why_not = known ? "its dtypes or shapes are outside the kernel's rule"
+                     : "no kernel for this op";
+  return k;
 }
 
 absl::StatusOr<std::string> RefNodeText(const Node& n) {

@@ -1,8 +1,155 @@
-// Target cuda's kernel contracts (kernel_contract.h). Filled in with the CUDA backend.
+// Target cuda's kernel contracts (kernel_contract.h). A cuda plan has no host steps: every
+// op of a model lowers to one of these device kernels (kernels/cuda) or the compile fails
+// naming the node. Float kernels take f32, f16 or bf16 (one dtype per step: weights are
+// stored in the step's dtype) and keep statistics, softmax and GEMM accumulation in fp32;
+// masks stay f32 or bool. The data-movement kernels are dtype-agnostic.
+#include "plan/eltwise_ops.h"
 #include "plan/kernel_contracts_table.h"
 
 namespace kiln::contracts_internal {
 
-std::vector<KernelContract> CudaContracts() { return {}; }
+std::vector<KernelContract> CudaContracts() {
+  const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu",
+                                                     "tanh"};
+  const DTypeSet scan_types = kFloatTypes | DTypeBit(DType::kI32) | DTypeBit(DType::kI64) |
+                              DTypeBit(DType::kU32) | DTypeBit(DType::kU64);
+  std::vector<KernelContract> t;
+  t.push_back({.name = "copy",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Req("y", kAnyDType)},
+               .inplace_ok = true,
+               .doc = "`y` has `x`'s byte size (a device-to-device copy)"});
+  t.push_back({.name = "linear",
+               .inputs = {Req("x", kFloatTypes), {"w", kAnyDType, false, 0, true},
+                          {"bias", kAnyDType, true, 0, true}, Same("residual", 0, true)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
+                          FlagParam("trans_w", "w is [n,k]"),
+                          StringParam("activation", activations)},
+               .doc = "cuBLASLt: `y[m,n] = act(x[m,k] · w' + bias) (+ residual)`; residual only "
+                      "with activation none"});
+  t.push_back({.name = "matmul",
+               .inputs = {Req("a", kFloatTypes), Same("b", 0)},
+               .outputs = {Same("y", 0)},
+               .params = {PositiveParam("batch"), SizeParam("m"), PositiveParam("k"),
+                          SizeParam("n"), FlagParam("broadcast_a", "a is one [m,k] matrix"),
+                          FlagParam("broadcast_b", "b is one [k,n] matrix")},
+               .doc = "cuBLASLt strided batches: `y[i] = a[i] · b[i]`, y [batch,m,n]"});
+  t.push_back({.name = "layer_norm",
+               .inputs = {Req("x", kFloatTypes), Same("gamma", 0), Same("beta", 0, true)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("rows"), SizeParam("h"), FloatParam("epsilon")},
+               .inplace_ok = true,
+               .doc = "x, y [rows,h] over the last axis, h ≤ 16384; fp32 statistics"});
+  t.push_back({.name = "skip_layer_norm",
+               .inputs = {Req("x", kFloatTypes), Same("skip", 0), Same("gamma", 0),
+                          Same("beta", 0, true), Same("bias", 0, true)},
+               .outputs = {Same("y", 0), Same("sum", 0, true)},
+               .params = {SizeParam("rows"), SizeParam("h"),
+                          PositiveParam("skip_rows", "divides rows"), FloatParam("epsilon")},
+               .inplace_ok = true,
+               .doc = "sum = x + skip (+ bias), skip [skip_rows,h] repeats over rows"});
+  t.push_back({.name = "rms_norm",
+               .inputs = {Req("x", kFloatTypes), Same("gamma", 0)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("rows"), SizeParam("h"), FloatParam("epsilon")},
+               .inplace_ok = true,
+               .doc = "y = x / sqrt(mean(x²) + epsilon) · gamma over the last axis"});
+  t.push_back({.name = "attention",
+               .inputs = {Req("qkv", kFloatTypes),
+                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
+                          PositiveParam("head_size", "≤ 256"), FloatParam("scale"),
+                          FlagParam("causal")},
+               .doc = "qkv [B,S,3·N·D] read in place → y [B,S,N·D]; mask additive (f32) or "
+                      "bool, rank ≤ 4, broadcastable to [B,N,S,S]"});
+  t.push_back({.name = "embed_layer_norm",
+               .inputs = {Req("input_ids", kIndexTypes), Same("segment_ids", 0, true),
+                          Same("position_ids", 0, true), Req("word", kFloatTypes), Same("pos", 3),
+                          Same("segment", 3, true), Same("gamma", 3), Same("beta", 3)},
+               .outputs = {Same("y", 3), Same("sum", 3, true)},
+               .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("hidden"),
+                          FloatParam("epsilon")},
+               .doc = "ids [B,S]; position ids [B,S], [1,S] or [S]; y and sum (the embedding "
+                      "sum) [B,S,hidden]; an id out of range fails the run"});
+  t.push_back({.name = "pool",
+               .inputs = {Req("hidden", kFloatTypes),
+                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kI64) |
+                                          DTypeBit(DType::kI32))},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("hidden"),
+                          StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
+               .doc = "hidden [B,S,H], mask [B,S] → y [B,H]; normalize needs H ≤ 12288"});
+  t.push_back({.name = "gelu",
+               .inputs = {Req("x", kFloatTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("n", "elements"), FlagParam("tanh", "ONNX `approximate`")},
+               .inplace_ok = true});
+  t.push_back({.name = "softmax",
+               .inputs = {Req("x", kFloatTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("rows"), SizeParam("n")},
+               .inplace_ok = true,
+               .doc = "x [rows,n], over the last axis"});
+  t.push_back({.name = "eltwise",
+               .inputs = {Req("a", kAnyDType), Opt("b", kAnyDType), Opt("c", kAnyDType)},
+               .outputs = {Req("y", kAnyDType)},
+               .params = {StringParam("op", EltOpNames(),
+                                      "the ONNX op (Identity: Cast and Expand too)")},
+               .inplace_ok = true,
+               .doc = "numpy broadcasting of the inputs to y's dims; typing and semantics: "
+                      "src/plan/eltwise_ops.h"});
+  t.push_back({.name = "transpose",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Same("y", 0)},
+               .params = {IntsParam("perm", 0, 7, "y dim d is x dim perm[d]")},
+               .doc = "rank ≤ 8"});
+  t.push_back({.name = "slice",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Same("y", 0)},
+               .params = {IntsParam("starts", 0, kMaxInt, "per dim, normalized"),
+                          IntsParam("steps", -kMaxInt, kMaxInt, "per dim, non-zero")},
+               .doc = "y[i] = x[starts + i·steps] per dim, y's dims given by its buffer"});
+  t.push_back({.name = "expand",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Same("y", 0)},
+               .doc = "x broadcast (numpy) to y's dims"});
+  t.push_back({.name = "concat",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Req("y", kAnyDType)},
+               .variadic_inputs = true,
+               .params = {SizeParam("axis")},
+               .doc = "inputs of y's dtype, equal but on `axis`, whose sizes sum to y's"});
+  t.push_back({.name = "gather",
+               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("axis")},
+               .doc = "ONNX Gather; an index out of range fails the run"});
+  t.push_back({.name = "gather_nd",
+               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("batch_dims")},
+               .doc = "ONNX GatherND; an index out of range fails the run"});
+  t.push_back({.name = "gather_elements",
+               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("axis")},
+               .doc = "ONNX GatherElements; an index out of range fails the run"});
+  t.push_back({.name = "cumsum",
+               .inputs = {Req("x", scan_types)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("axis"), FlagParam("exclusive"), FlagParam("reverse")},
+               .doc = "ONNX CumSum along `axis` (floats accumulate in f64)"});
+  t.push_back({.name = "reduce",
+               .inputs = {Req("x", kFloatTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {StringParam("op", {"sum", "mean", "max", "min", "prod", "l1", "l2",
+                                             "sum_square"}),
+                          IntsParam("axes", 0, 7, "the reduced dims of x, ascending")},
+               .doc = "y holds x's kept dims (with or without size-1 reduced ones); f64 "
+                      "accumulation"});
+  return t;
+}
 
 }  // namespace kiln::contracts_internal

@@ -3,10 +3,12 @@
 // overflow-checked arithmetic and Tensor::Create. See movement.cc for the safety rules.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/reference/slice.h"
 #include "kiln/support/status.h"
 #include "reference/movement_internal.h"
 
@@ -19,55 +21,23 @@ Outputs Slice(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* en, Required(in, 2, "ends"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> starts, ReadInts(*st, "starts"));
   KILN_ASSIGN_OR_RETURN(std::vector<int64_t> ends, ReadInts(*en, "ends"));
-  const size_t n = starts.size();
-  if (ends.size() != n)
-    return Invalid(absl::StrCat("starts has ", n, " values but ends has ", ends.size()));
-  std::vector<int64_t> axes(n), steps(n, 1);
-  std::iota(axes.begin(), axes.end(), 0);
+  std::vector<int64_t> axes, steps;
   if (const Tensor* t = Optional(in, 3)) {
     KILN_ASSIGN_OR_RETURN(axes, ReadInts(*t, "axes"));
-    if (axes.size() != n)
-      return Invalid(absl::StrCat("axes has ", axes.size(), " values, want ", n));
   }
   if (const Tensor* t = Optional(in, 4)) {
     KILN_ASSIGN_OR_RETURN(steps, ReadInts(*t, "steps"));
-    if (steps.size() != n)
-      return Invalid(absl::StrCat("steps has ", steps.size(), " values, want ", n));
   }
+  KILN_ASSIGN_OR_RETURN(const SliceBounds b,
+                        NormalizeSlice(data->dims(), starts, ends, axes, steps));
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(data->dtype(), b.dims));
+  const std::vector<int64_t> strides = Strides(data->dims());
   const int r = data->rank();
-  KILN_ASSIGN_OR_RETURN(std::vector<int> ax, NormalizeAxes(axes, r));
-  const std::vector<int64_t>& dd = data->dims();
-  std::vector<int64_t> first(r, 0), step(r, 1), od = dd;
-  for (size_t i = 0; i < n; ++i) {
-    const int a = ax[i];
-    const int64_t d = dd[a];
-    int64_t s = starts[i], e = ends[i], k = steps[i];
-    if (k == 0) return Invalid(absl::StrCat("step for axis ", axes[i], " is 0"));
-    if (s < 0) s += d;
-    if (e < 0) e += d;
-    int64_t len = 0;
-    if (k > 0) {
-      s = std::clamp<int64_t>(s, 0, d);
-      e = std::clamp<int64_t>(e, 0, d);
-      if (e > s) len = (e - s - 1) / k + 1;
-    } else if (d > 0) {
-      s = std::clamp<int64_t>(s, 0, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
-      // -k may overflow for INT64_MIN; any |k| > d yields at most one element.
-      const int64_t mag = k < -d ? d + 1 : -k;
-      if (s > e) len = (s - e - 1) / mag + 1;
-    }
-    od[a] = len;
-    first[a] = len > 0 ? s : 0;
-    step[a] = len > 1 ? k : 1;  // |k| <= d here, so step * stride cannot overflow
-  }
-  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(data->dtype(), od));
-  const std::vector<int64_t> strides = Strides(dd);
   int64_t base = 0;
   std::vector<int64_t> in_strides(r);
   for (int a = 0; a < r; ++a) {
-    base += first[a] * strides[a];
-    in_strides[a] = step[a] * strides[a];
+    base += b.first[a] * strides[a];
+    in_strides[a] = b.step[a] * strides[a];  // |step| <= dim here: no overflow
   }
   StridedCopy(*data, base, in_strides, out);
   return One(std::move(out));
@@ -324,3 +294,56 @@ void RegisterSliceKernels(KernelTable& table) {
 }
 
 }  // namespace kiln::reference::movement
+
+namespace kiln {
+
+absl::StatusOr<SliceBounds> NormalizeSlice(const std::vector<int64_t>& data_dims,
+                                           const std::vector<int64_t>& starts,
+                                           const std::vector<int64_t>& ends,
+                                           std::vector<int64_t> axes,
+                                           std::vector<int64_t> steps) {
+  using reference::movement::Invalid;
+  const size_t n = starts.size();
+  if (ends.size() != n)
+    return Invalid(absl::StrCat("starts has ", n, " values but ends has ", ends.size()));
+  if (axes.empty()) {
+    axes.resize(n);
+    std::iota(axes.begin(), axes.end(), 0);
+  } else if (axes.size() != n) {
+    return Invalid(absl::StrCat("axes has ", axes.size(), " values, want ", n));
+  }
+  if (steps.empty()) {
+    steps.assign(n, 1);
+  } else if (steps.size() != n) {
+    return Invalid(absl::StrCat("steps has ", steps.size(), " values, want ", n));
+  }
+  const int r = static_cast<int>(data_dims.size());
+  KILN_ASSIGN_OR_RETURN(std::vector<int> ax, reference::movement::NormalizeAxes(axes, r));
+  SliceBounds b{std::vector<int64_t>(r, 0), std::vector<int64_t>(r, 1), data_dims};
+  for (size_t i = 0; i < n; ++i) {
+    const int a = ax[i];
+    const int64_t d = data_dims[a];
+    int64_t s = starts[i], e = ends[i], k = steps[i];
+    if (k == 0) return Invalid(absl::StrCat("step for axis ", axes[i], " is 0"));
+    if (s < 0) s += d;
+    if (e < 0) e += d;
+    int64_t len = 0;
+    if (k > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      if (e > s) len = (e - s - 1) / k + 1;
+    } else if (d > 0) {
+      s = std::clamp<int64_t>(s, 0, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      // -k may overflow for INT64_MIN; any |k| > d yields at most one element.
+      const int64_t mag = k < -d ? d + 1 : -k;
+      if (s > e) len = (s - e - 1) / mag + 1;
+    }
+    b.dims[a] = len;
+    b.first[a] = len > 0 ? s : 0;
+    b.step[a] = len > 1 ? k : 1;  // |k| <= d here, so step * stride cannot overflow
+  }
+  return b;
+}
+
+}  // namespace kiln

@@ -171,6 +171,8 @@ absl::StatusOr<EmbedRule> CheckEmbedLayerNorm(const StepChecker& c) {
   KILN_RETURN_IF_ERROR(c.N(c.In(6), r.hidden, "gamma"));
   KILN_RETURN_IF_ERROR(c.N(c.In(7), r.hidden, "beta"));
   KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  r.has_sum = c.Out(1) != nullptr;
+  KILN_RETURN_IF_ERROR(c.N(c.Out(1), y_elems, "sum"));
   return r;
 }
 

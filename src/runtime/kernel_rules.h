@@ -56,6 +56,7 @@ struct EmbedRule {
   bool ids_i32 = false;
   int64_t position_rows = 0;  // B, or 1 ([1,S] / [S] position ids); 0: no position ids
   int64_t word_rows = 0, pos_rows = 0, segment_rows = 0;
+  bool has_sum = false;  // output 1 (cuda)
 };
 absl::StatusOr<EmbedRule> CheckEmbedLayerNorm(const StepChecker& c);
 

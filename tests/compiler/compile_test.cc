@@ -427,12 +427,24 @@ TEST(CompileErrors, UnknownProfileSymbol) {
 }
 
 TEST(CompileErrors, BadOptions) {
-  CompileOptions cuda = Profile2x2();
-  cuda.target = PlanTarget::kCuda;
-  ExpectError(cuda, absl::StatusCode::kUnimplemented, {"no CUDA backend in this build"});
+  CompileOptions cuda_o0 = Profile2x2();
+  cuda_o0.target = PlanTarget::kCuda;
+  cuda_o0.opt_level = 0;
+  ExpectError(cuda_o0, absl::StatusCode::kInvalidArgument, {"a cuda plan needs -O1 or higher"});
   CompileOptions fp16 = Profile2x2();
   fp16.precision = "fp16";
-  ExpectError(fp16, absl::StatusCode::kUnimplemented, {"precision 'fp16'"});
+  ExpectError(fp16, absl::StatusCode::kUnimplemented,
+              {"precision 'fp16' is not supported by the CPU backend"});
+  CompileOptions fp8 = Profile2x2();
+  fp8.precision = "fp8";
+  ExpectError(fp8, absl::StatusCode::kInvalidArgument, {"unknown precision 'fp8'"});
+  CompileOptions sms = Profile2x2();
+  sms.cuda_sms = {90};
+  ExpectError(sms, absl::StatusCode::kInvalidArgument, {"CUDA architectures given for a cpu plan"});
+  CompileOptions sm7 = Profile2x2();
+  sm7.target = PlanTarget::kCuda;
+  sm7.cuda_sms = {7};
+  ExpectError(sm7, absl::StatusCode::kInvalidArgument, {"sm_7 is not one kiln knows"});
   CompileOptions o7 = Profile2x2();
   o7.opt_level = 7;
   ExpectError(o7, absl::StatusCode::kInvalidArgument, {"opt level 7"});

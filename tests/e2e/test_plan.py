@@ -357,8 +357,12 @@ def test_compile_errors(kiln_bin, tmp_path):
         kiln(kiln_bin, "compile", model, "-o", out, "--profile", "sequence=8..4"), 2)
     assert_one_line_error(kiln(kiln_bin, "compile", model, "-o", out, "--target", "tpu"), 2)
     assert_one_line_error(kiln(kiln_bin, "compile", model, "--shape", "batch=1,sequence=8"), 2)
-    assert_one_line_error(kiln(kiln_bin, "compile", model, "-o", out, "--target", "cuda",
+    assert_one_line_error(kiln(kiln_bin, "compile", model, "-o", out, "--target", "cuda", "-O0",
+                               "--shape", "batch=1,sequence=8"), 2)
+    assert_one_line_error(kiln(kiln_bin, "compile", model, "-o", out, "--precision", "fp16",
                                "--shape", "batch=1,sequence=8"), 3)
+    assert_one_line_error(kiln(kiln_bin, "compile", model, "-o", out, "--target", "cuda",
+                               "--cuda-arch", "sm_x", "--shape", "batch=1,sequence=8"), 2)
     assert not out.exists()
 
 

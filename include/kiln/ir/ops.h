@@ -18,6 +18,17 @@ enum OpTrait : unsigned {
   kBroadcasting = 1u << 4,      // multidirectional (numpy) broadcasting of inputs
 };
 
+// What the lower-precision pass (passes/lower_precision.cc) does with an op's f32 values
+// when a plan is compiled for fp16 or bf16.
+enum class PrecisionPolicy : uint8_t {
+  kFollow,   // computes in its float inputs' dtype: runs in 16 bits when one of them does
+             // (elementwise, data movement, shapes) — the default
+  kLower,    // a compute op whose kernels keep fp32 statistics / accumulation inside (GEMMs,
+             // norms, softmax, attention, embeddings, pooling): runs in 16 bits
+  kKeepF32,  // range or accumulation would suffer in 16 bits (Exp, Log, Pow, Reciprocal,
+             // reductions, CumSum): stays f32, 16-bit inputs are cast up
+};
+
 struct OpInfo {
   std::string_view domain;  // "" for the ONNX default domain
   std::string_view name;
@@ -28,6 +39,10 @@ struct OpInfo {
   unsigned traits;
   // Earliest default-domain opset for which kiln accepts the op (0 = any in 13..21).
   int since_opset = 0;
+  PrecisionPolicy precision = PrecisionPolicy::kFollow;
+  // kLower ops: inputs (bit i = input i) that stay f32 (attention's additive mask: its
+  // large negative values do not fit fp16).
+  unsigned f32_inputs = 0;
 };
 
 // nullptr if the op is not in the catalogue.

@@ -64,8 +64,9 @@ struct PlanBuffer {
 
 // A named scalar, int-list or string kernel parameter.
 struct PlanParam {
+  using Value = std::variant<int64_t, double, std::vector<int64_t>, std::string>;
   std::string name;
-  std::variant<int64_t, double, std::vector<int64_t>, std::string> value;
+  Value value;
   bool operator==(const PlanParam&) const = default;
 };
 

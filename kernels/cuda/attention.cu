@@ -1,0 +1,125 @@
+// The simple attention kernel (attention.h).
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/device_util.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+
+template <typename T, int MAX_D>
+__global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a) {
+  constexpr int KT = MAX_D > 128 ? 16 : 32;  // keys per tile
+  constexpr int PER_LANE = MAX_D / 32;       // output elements per lane
+  __shared__ float q_s[kWarps][MAX_D];
+  __shared__ float k_s[KT][MAX_D + 1];
+  __shared__ float v_s[KT][MAX_D + 1];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t S = a.seq, D = a.head_size, N = a.heads;
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kWarps;
+  const int64_t i = q0 + warp;  // this warp's query row
+  const bool active = i < S;
+  const int64_t row_stride = 3 * N * D;
+  const T* base = static_cast<const T*>(a.qkv) + b * S * row_stride + h * D;
+  if (active)
+    for (int64_t d = lane; d < D; d += 32) q_s[warp][d] = ToFloat(base[i * row_stride + d]);
+  float o[PER_LANE];
+#pragma unroll
+  for (int t = 0; t < PER_LANE; ++t) o[t] = 0.f;
+  float m = -INFINITY, l = 0.f;
+  // Keys a query of this block can see: all, or (causal) up to the block's last row.
+  int64_t last_key = S - 1;
+  if (a.causal) last_key = min(S - 1, q0 + kWarps - 1);
+  const uint8_t* bmask = static_cast<const uint8_t*>(a.mask);
+  const float* fmask = static_cast<const float*>(a.mask);
+  const int64_t mrow = b * a.mask_stride[0] + h * a.mask_stride[1] + i * a.mask_stride[2];
+  for (int64_t j0 = 0; j0 <= last_key; j0 += KT) {
+    __syncthreads();  // the previous tile is no longer read
+    for (int64_t e = threadIdx.x; e < KT * D; e += blockDim.x) {
+      const int64_t kk = e / D, d = e % D, j = j0 + kk;
+      float kv = 0.f, vv = 0.f;
+      if (j < S) {
+        const T* r = base + j * row_stride;
+        kv = ToFloat(r[N * D + d]);
+        vv = ToFloat(r[2 * N * D + d]);
+      }
+      k_s[kk][d] = kv;
+      v_s[kk][d] = vv;
+    }
+    __syncthreads();
+    if (!active) continue;
+    const int64_t j = j0 + lane;
+    float s = -INFINITY;
+    if (lane < KT && j < S && !(a.causal && j > i)) {
+      float dot = 0.f;
+      for (int64_t d = 0; d < D; ++d) dot += q_s[warp][d] * k_s[lane][d];
+      s = dot * a.scale;
+      if (a.mask) {
+        const int64_t mi = mrow + j * a.mask_stride[3];
+        if (a.mask_type == ElemType::kBool)
+          s = bmask[mi] ? s : -INFINITY;
+        else
+          s += fmask[mi];
+      }
+    }
+    const float m_new = fmaxf(m, WarpMax(s));
+    if (m_new == -INFINITY) continue;  // nothing visible yet
+    const float p = s == -INFINITY ? 0.f : __expf(s - m_new);
+    const float corr = m == -INFINITY ? 0.f : __expf(m - m_new);
+    l = l * corr + WarpSum(p);
+    m = m_new;
+#pragma unroll
+    for (int t = 0; t < PER_LANE; ++t) o[t] *= corr;
+#pragma unroll 4
+    for (int kk = 0; kk < KT; ++kk) {
+      const float pk = __shfl_sync(0xffffffffu, p, kk);
+#pragma unroll
+      for (int t = 0; t < PER_LANE; ++t) {
+        const int d = lane + 32 * t;
+        if (d < MAX_D) o[t] += pk * v_s[kk][d];
+      }
+    }
+  }
+  if (!active) return;
+  const float inv = l > 0.f ? 1.f / l : 0.f;  // every key masked: zeros
+  T* y = static_cast<T*>(a.y) + (b * S + i) * N * D + h * D;
+#pragma unroll
+  for (int t = 0; t < PER_LANE; ++t) {
+    const int64_t d = lane + 32 * t;
+    if (d < D) y[d] = FromFloat<T>(o[t] * inv);
+  }
+}
+
+template <typename T>
+cudaError_t LaunchT(const AttentionArgs& a, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((a.seq + kWarps - 1) / kWarps),
+                  static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
+  const dim3 block(kWarps * 32);
+  if (a.head_size <= 64)
+    AttentionKernel<T, 64><<<grid, block, 0, stream>>>(a);
+  else if (a.head_size <= 128)
+    AttentionKernel<T, 128><<<grid, block, 0, stream>>>(a);
+  else
+    AttentionKernel<T, 256><<<grid, block, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t Attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.batch == 0 || a.seq == 0) return cudaSuccess;
+  if (a.head_size <= 0 || a.head_size > kAttentionMaxHeadSize || a.heads > 65535 ||
+      a.batch > 65535 || (a.seq + kWarps - 1) / kWarps > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  if (a.mask && a.mask_type != ElemType::kF32 && a.mask_type != ElemType::kBool)
+    return cudaErrorInvalidValue;
+  switch (a.dtype) {
+    case ElemType::kF32: return LaunchT<float>(a, stream);
+    case ElemType::kF16: return LaunchT<__half>(a, stream);
+    case ElemType::kBF16: return LaunchT<__nv_bfloat16>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace kiln::cuda

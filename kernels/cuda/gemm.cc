@@ -1,0 +1,137 @@
+// cuBLASLt GEMMs (gemm.h).
+#include "kernels/cuda/gemm.h"
+
+#include <cstdint>
+#include <utility>
+
+namespace kiln::cuda {
+namespace {
+
+cudaDataType_t DataType(ElemType t) {
+  switch (t) {
+    case ElemType::kF16: return CUDA_R_16F;
+    case ElemType::kBF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+// The largest power of two (at most 64) dividing `bytes` (0: 64).
+int32_t AlignmentOf(int64_t bytes) {
+  int32_t a = 64;
+  while (a > 1 && bytes % a != 0) a /= 2;
+  return a;
+}
+
+#define LT_TRY(expr)                                    \
+  do {                                                  \
+    const cublasStatus_t _s = (expr);                   \
+    if (_s != CUBLAS_STATUS_SUCCESS) return _s;         \
+  } while (0)
+
+}  // namespace
+
+const char* CublasStatusName(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "CUBLAS_STATUS_(unknown)";
+  }
+}
+
+LtGemm::~LtGemm() {
+  if (d_) cublasLtMatrixLayoutDestroy(d_);
+  if (c_) cublasLtMatrixLayoutDestroy(c_);
+  if (b_) cublasLtMatrixLayoutDestroy(b_);
+  if (a_) cublasLtMatrixLayoutDestroy(a_);
+  if (op_) cublasLtMatmulDescDestroy(op_);
+}
+
+cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t workspace_bytes) {
+  desc_ = d;
+  const cudaDataType_t dt = DataType(d.dtype);
+  const cublasComputeType_t compute =
+      d.dtype == ElemType::kF32 && d.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  LT_TRY(cublasLtMatmulDescCreate(&op_, compute, CUDA_R_32F));
+  const cublasOperation_t ta = d.trans_w ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  LT_TRY(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  LT_TRY(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  if (d.bias) {
+    epi = d.epilogue == GemmEpilogue::kRelu       ? CUBLASLT_EPILOGUE_RELU_BIAS
+          : d.epilogue == GemmEpilogue::kGeluTanh ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                  : CUBLASLT_EPILOGUE_BIAS;
+    LT_TRY(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d.bias,
+                                          sizeof(d.bias)));
+  } else if (d.epilogue == GemmEpilogue::kRelu) {
+    epi = CUBLASLT_EPILOGUE_RELU;
+  } else if (d.epilogue == GemmEpilogue::kGeluTanh) {
+    epi = CUBLASLT_EPILOGUE_GELU;
+  }
+  LT_TRY(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  // Column-major: A = weight (n x k after op), B = x (k x m), C = D = y (n x m).
+  const uint64_t m = d.m, n = d.n, k = d.k;
+  if (d.trans_w)
+    LT_TRY(cublasLtMatrixLayoutCreate(&a_, dt, k, n, k));
+  else
+    LT_TRY(cublasLtMatrixLayoutCreate(&a_, dt, n, k, n));
+  LT_TRY(cublasLtMatrixLayoutCreate(&b_, dt, k, m, k));
+  LT_TRY(cublasLtMatrixLayoutCreate(&c_, dt, n, m, n));
+  LT_TRY(cublasLtMatrixLayoutCreate(&d_, dt, n, m, n));
+  if (d.batch > 1) {
+    const int32_t count = static_cast<int32_t>(d.batch);
+    const int64_t sa = d.stride_w, sb = d.stride_x, sc = d.stride_y;
+    for (auto [layout, stride] : {std::pair{a_, sa}, std::pair{b_, sb}, std::pair{c_, sc},
+                                  std::pair{d_, sc}}) {
+      LT_TRY(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                              sizeof(count)));
+      LT_TRY(cublasLtMatrixLayoutSetAttribute(
+          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+    }
+  }
+  cublasLtMatmulPreference_t pref = nullptr;
+  LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t elem = static_cast<size_t>(ElemSize(d.dtype));
+  const uint32_t align_a = AlignmentOf(d.batch > 1 ? d.stride_w * elem : 0);
+  const uint32_t align_b = AlignmentOf(d.batch > 1 ? d.stride_x * elem : 0);
+  const uint32_t align_d = AlignmentOf(d.batch > 1 ? d.stride_y * elem : 0);
+  cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
+  for (auto [attr, v] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
+                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}}) {
+    if (s == CUBLAS_STATUS_SUCCESS)
+      s = cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulAlgoGetHeuristic(handle, op_, a_, b_, c_, d_, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  if (found == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+  algo_ = result.algo;
+  ready_ = true;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t LtGemm::Run(cublasLtHandle_t handle, const void* x, const void* w,
+                           const void* residual, void* y, void* workspace,
+                           size_t workspace_bytes, cudaStream_t stream) const {
+  if (!ready_) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (desc_.m == 0 || desc_.n == 0) return CUBLAS_STATUS_SUCCESS;
+  const float alpha = 1.f, beta = desc_.residual ? 1.f : 0.f;
+  const void* c = desc_.residual ? residual : y;
+  return cublasLtMatmul(handle, op_, &alpha, w, a_, x, b_, &beta, c, c_, y, d_, &algo_, workspace,
+                        workspace_bytes, stream);
+}
+
+}  // namespace kiln::cuda

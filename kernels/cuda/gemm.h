@@ -1,0 +1,67 @@
+// GEMMs through cuBLASLt: Linear (y[m,n] = act(x[m,k] · w' + bias) (+ residual through the
+// C operand, β = 1), w' = w [k,n] or wᵀ with w [n,k]) and batched MatMul of activations
+// (strided batches, stride 0 for a broadcast operand). fp32 (CUBLAS_COMPUTE_32F; TF32 only
+// when allowed), fp16 and bf16 with fp32 accumulation and fp32 scale.
+// Row-major on a column-major library: y row-major [m,n] is D column-major [n,m], so the
+// call is D = W'ᵀ·X with A = the weight (n×k: w as stored, or transposed) and B = x (k×m).
+// Epilogues: bias, bias+ReLU, bias+GELU — cuBLASLt's GELU epilogue is the tanh
+// approximation (PyTorch's addmm_activation falls back to gelu(approximate="tanh") where it
+// cannot use it), so only `gelu_tanh` Linear steps use it; an erf GELU runs as a separate
+// kernel after a bias epilogue (the executor does that). Algorithm: the heuristic's first
+// choice for the workspace given, picked once at Init (needs the device) and reused.
+// Limits: pointers must be 64-byte aligned (batch strides: what their byte size allows);
+// the bias pointer is fixed at Init (weights do not move).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cublasLt.h>
+
+#include "kernels/cuda/common.h"
+
+namespace kiln::cuda {
+
+// cuBLASLt's recommended workspace on Hopper; each run slot owns one.
+inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+
+enum class GemmEpilogue : uint8_t { kNone, kRelu, kGeluTanh };
+
+struct GemmDesc {
+  ElemType dtype = ElemType::kF32;  // x, w, bias, residual, y
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_w = false;
+  int64_t batch = 1;  // > 1: strided batches (MatMul)
+  int64_t stride_x = 0, stride_w = 0, stride_y = 0;  // elements between batches
+  const void* bias = nullptr;  // [n], fixed for the GEMM's life, or null
+  GemmEpilogue epilogue = GemmEpilogue::kNone;
+  bool residual = false;  // y = ... + residual[m,n] (epilogue kNone only)
+  bool allow_tf32 = false;
+};
+
+class LtGemm {
+ public:
+  LtGemm() = default;
+  ~LtGemm();
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+
+  // Builds the descriptors and picks the algorithm (needs the device).
+  cublasStatus_t Init(cublasLtHandle_t handle, const GemmDesc& desc, size_t workspace_bytes);
+  // Enqueues y = ... on `stream`. Safe from several threads with different workspaces.
+  cublasStatus_t Run(cublasLtHandle_t handle, const void* x, const void* w, const void* residual,
+                     void* y, void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
+  const GemmDesc& desc() const { return desc_; }
+
+ private:
+  GemmDesc desc_;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr, d_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  bool ready_ = false;
+};
+
+// "CUBLAS_STATUS_NOT_SUPPORTED" etc.
+const char* CublasStatusName(cublasStatus_t s);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,30 @@
+// Pool (kiln.Pool): masked mean over the sequence, or the CLS row, optionally L2-normalized
+// (sentence-transformers' Normalize); fp32 / fp16 / bf16 hidden states, fp32 sums.
+// How: one block per batch row, threads over the hidden columns, each summing its columns
+// down the sequence (coalesced rows); the mask sum and the squared norm are block
+// reductions. Semantics as docs/fused-ops.md: mean = Σ h·m / max(Σ m, 1e-9); normalize
+// divides by max(‖y‖, 1e-12), the fp32 row held in shared memory so it rounds once.
+// Limits: normalize needs H ≤ kPoolMaxNormalizedHidden (48 KiB of fp32 shared memory).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/common.h"
+
+namespace kiln::cuda {
+
+inline constexpr int64_t kPoolMaxNormalizedHidden = 12288;
+
+struct PoolArgs {
+  ElemType dtype = ElemType::kF32;  // of hidden and y
+  const void* hidden = nullptr;     // [B, S, H]
+  const void* mask = nullptr;       // [B, S] of mask_type, or null (every position counts)
+  ElemType mask_type = ElemType::kF32;
+  int64_t batch = 0, seq = 0, hidden_size = 0;
+  bool cls = false, normalize = false;
+  void* y = nullptr;  // [B, H]
+};
+
+cudaError_t Pool(const PoolArgs& a, cudaStream_t stream);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,193 @@
+// lower-precision: for a compile at fp16 or bf16 (PassContext::precision), moves the
+// graph's f32 compute path to 16 bits while callers keep the model's own dtypes.
+// Rules, one forward sweep in node order, per the op catalogue's PrecisionPolicy:
+//   - kLower ops (GEMMs, norms, softmax, attention, embeddings, pooling: kernels that keep
+//     fp32 statistics and accumulation inside) run in 16 bits: their f32 inputs become
+//     16-bit (constants converted at compile time, round to nearest even; other values
+//     through a Cast), their f32 outputs 16-bit. Inputs listed in the op's f32_inputs stay
+//     f32 (attention's additive mask: its -3.4e38 "minus infinity" has no fp16 value).
+//   - kFollow ops (elementwise, data movement) run in 16 bits when one of their float
+//     inputs already is; their other f32 inputs are converted as above. So the mask chain
+//     Cast(mask) -> Sub -> Mul, which starts from an integer input, stays f32.
+//   - kKeepF32 ops (Exp, Log, Pow, Reciprocal, reductions, CumSum) stay f32: 16-bit inputs
+//     are cast up.
+//   - An op whose f32 constant operand does not fit the 16-bit type (fp16: a finite
+//     |value| > 65504) stays f32, so no constant turns into infinity.
+//   - Cast nodes keep their `to`; graph outputs that became 16-bit are cast back to f32.
+// Why: a plan's weights are stored in the target precision (half the bytes), Casts sit only
+// at the region boundaries, and the numerically delicate parts stay where they are safe.
+// Limits: only f32 values move (f64 and existing 16-bit values are left as they are); the
+// range check covers constants, not values computed at run time (an activation above 65504
+// still overflows fp16 — bf16 has f32's range).
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/ir/ops.h"
+#include "passes/passes.h"
+
+namespace kiln {
+namespace {
+
+class LowerPrecisionPass final : public Pass {
+ public:
+  std::string_view name() const override { return "lower-precision"; }
+  std::string_view description() const override {
+    return "fp16/bf16 plans: the compute path in 16 bits, weights converted, casts at the "
+           "boundaries (docs/precision.md)";
+  }
+
+ protected:
+  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override;
+};
+
+bool IsF32(Value v) { return v && v.type().dtype == DType::kF32; }
+
+// Does every element of the f32 tensor `t` have a finite-preserving `low` value?
+bool Fits(const Tensor& t, DType low) {
+  if (low != DType::kF16) return true;  // bf16 has f32's exponent range
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < t.NumElements(); ++i)
+    if (std::isfinite(p[i]) && std::fabs(p[i]) > 65504.0f) return false;
+  return true;
+}
+
+Tensor Convert(const Tensor& t, DType low) {
+  Tensor out(low, t.dims());
+  const float* src = t.data<float>();
+  uint16_t* dst = reinterpret_cast<uint16_t*>(out.raw());
+  for (int64_t i = 0; i < t.NumElements(); ++i)
+    dst[i] = low == DType::kF16 ? FloatToHalf(src[i]) : FloatToBF16(src[i]);
+  return out;
+}
+
+absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ctx) {
+  if (ctx.precision == Precision::kFp32) return false;
+  const DType low = ctx.precision == Precision::kFp16 ? DType::kF16 : DType::kBF16;
+  bool changed = false;
+  using Key = std::pair<int, int>;  // (node id, output index)
+  auto key_of = [](Value v) { return Key{v.node->id(), v.index}; };
+  std::map<int, Node*> converted;                          // constant node id -> low copy
+  std::map<std::pair<Key, DType>, Value> cast_to;          // (value, dtype) -> its Cast
+  std::set<Key> lowered;  // values this run made 16-bit (never the model's own 16-bit ones)
+  auto cast = [&](Node* before, Value v, DType to) {
+    const std::pair<Key, DType> key{key_of(v), to};
+    if (auto it = cast_to.find(key); it != cast_to.end()) return it->second;
+    Node* c = g.InsertNodeBefore(before, "Cast", {v}, 1);
+    c->set_attr("to", static_cast<int64_t>(DTypeToOnnx(to)));
+    Type t = v.type();
+    t.dtype = to;
+    c->set_output_type(0, t);
+    c->set_output_name(0, absl::StrCat(v.node->output_info(v.index).name, "_", std::string(DTypeName(to))));
+    c->set_provenance(v.node->provenance());
+    Count("casts inserted");
+    if (to == low) lowered.insert(key_of(c->output(0)));
+    return cast_to[key] = c->output(0);
+  };
+  auto low_operand = [&](Node* n, int i) {
+    const Value v = n->input(i);
+    if (const Tensor* t = v.node->constant_value()) {
+      Node*& c = converted[v.node->id()];
+      if (c == nullptr) {
+        c = g.InsertNodeBefore(v.node, "Constant", {}, 1);
+        Tensor lt = Convert(*t, low);
+        c->set_output_type(0, Type::Of(lt));
+        c->set_output_name(0, v.node->output_info(0).name);
+        c->set_attr("value", std::move(lt));
+        c->set_provenance(v.node->provenance());
+        Count("constants converted");
+      }
+      g.SetInput(n, i, c->output(0));
+    } else {
+      g.SetInput(n, i, cast(n, v, low));
+    }
+  };
+  // Graph outputs that are f32 now must still be f32 afterwards.
+  std::vector<bool> output_was_f32;
+  for (const GraphOutput& o : g.outputs()) output_was_f32.push_back(IsF32(o.value));
+
+  std::vector<Node*> order;
+  for (const auto& p : g.nodes()) order.push_back(p.get());
+  for (Node* n : order) {
+    if (n->is_input() || n->is_constant()) continue;
+    if (n->domain().empty() && (n->op() == "Cast" || n->op() == "CastLike")) continue;
+    const OpInfo* info = FindOp(n->domain(), n->op());
+    const PrecisionPolicy policy = info ? info->precision : PrecisionPolicy::kFollow;
+    const unsigned keep = info ? info->f32_inputs : 0;
+    auto kept = [&](int i) { return (keep >> i) & 1u; };
+    bool go_low = false;
+    if (policy == PrecisionPolicy::kLower) {
+      go_low = true;
+    } else if (policy == PrecisionPolicy::kFollow) {
+      for (int i = 0; i < n->num_inputs(); ++i)
+        if (n->input(i) && lowered.count(key_of(n->input(i)))) go_low = true;
+    }
+    // Not with an f32 constant the 16-bit type cannot hold, nor with no f32 in sight.
+    bool has_f32 = false;
+    for (int i = 0; i < n->num_inputs(); ++i) {
+      const Value v = n->input(i);
+      if (!IsF32(v) || kept(i)) continue;
+      has_f32 = true;
+      if (const Tensor* t = v.node->constant_value(); t && !Fits(*t, low)) go_low = false;
+    }
+    for (int o = 0; o < n->num_outputs(); ++o)
+      has_f32 |= n->output_info(o).type.dtype == DType::kF32;
+    if (go_low && !has_f32) continue;  // nothing of ours to lower (e.g. already 16-bit)
+    if (go_low) {
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const Value v = n->input(i);
+        if (!v) continue;
+        if (kept(i)) {
+          if (lowered.count(key_of(v))) g.SetInput(n, i, cast(n, v, DType::kF32));
+        } else if (IsF32(v)) {
+          low_operand(n, i);
+        }
+      }
+      // LayerNormalization's mean / inv-std-dev outputs keep their stash_type.
+      const bool ln = n->domain().empty() && n->op() == "LayerNormalization";
+      for (int o = 0; o < (ln ? 1 : n->num_outputs()); ++o) {
+        Type t = n->output_info(o).type;
+        if (t.dtype != DType::kF32) continue;
+        t.dtype = low;
+        n->set_output_type(o, t);
+        lowered.insert(key_of(n->output(o)));
+      }
+      Count(policy == PrecisionPolicy::kLower ? "ops lowered" : "ops following");
+      changed = true;
+    } else {
+      // Stays f32 (kKeepF32, or kept by a constant the 16-bit type cannot hold): what this
+      // pass made 16-bit comes back up.
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const Value v = n->input(i);
+        if (!v || !lowered.count(key_of(v))) continue;
+        g.SetInput(n, i, cast(n, v, DType::kF32));
+        changed = true;
+      }
+    }
+  }
+  for (size_t o = 0; o < g.outputs().size(); ++o) {
+    const Value v = g.outputs()[o].value;
+    if (!output_was_f32[o] || !lowered.count(key_of(v))) continue;
+    Node* c = g.AddNode("Cast", {v}, 1);
+    c->set_attr("to", static_cast<int64_t>(DTypeToOnnx(DType::kF32)));
+    Type t = v.type();
+    t.dtype = DType::kF32;
+    c->set_output_type(0, t);
+    c->set_output_name(0, g.outputs()[o].name);
+    c->set_provenance(v.node->provenance());
+    g.SetOutputValue(static_cast<int>(o), c->output(0));
+    Count("casts inserted");
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateLowerPrecisionPass() { return std::make_unique<LowerPrecisionPass>(); }
+
+}  // namespace kiln

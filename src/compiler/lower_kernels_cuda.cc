@@ -1,0 +1,281 @@
+// Kernel choice for the standard ONNX ops on target cuda (docs/plan-kernels.md, target
+// cuda): what the fused ops leave around them — the attention-mask chains, embedding and
+// position gathers, shape and layout ops, unfused attention's MatMul/Softmax — lowers to
+// the device kernel families (eltwise, transpose/slice/expand/concat, the gathers, cumsum,
+// reduce, matmul). Attributes and constant operands (axes, starts, perms) become step
+// parameters here, normalized (negative axes resolved, slices clamped as the reference
+// does), so the executor sees only static numbers. A node no rule takes gets a reason.
+// Limits: MatMul batch dims must be equal or one side's all 1; Slice/Reduce/CumSum need
+// constant starts/axes; Softmax over the last axis only.
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/lower.h"
+#include "kiln/reference/slice.h"
+#include "plan/eltwise_ops.h"
+#include "plan/kernel_contract.h"
+
+namespace kiln::compiler {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+bool Present(const Node& n, int i) { return i < n.num_inputs() && n.input(i); }
+Dims InDims(const Node& n, int i) { return n.input(i).type().StaticDims().value_or(Dims{}); }
+Dims OutDims(const Node& n, int i) { return n.output_info(i).type.StaticDims().value_or(Dims{}); }
+
+// The values of constant input i (through alias ops), or nullopt.
+std::optional<Dims> ConstInts(const Node& n, int i) {
+  if (!Present(n, i)) return std::nullopt;
+  Value v = n.input(i);
+  while (v && IsAliasOp(*v.node)) v = v.node->input(0);
+  const Tensor* t = v ? v.node->constant_value() : nullptr;
+  if (t == nullptr || !IsInteger(t->dtype())) return std::nullopt;
+  Dims out;
+  for (int64_t k = 0; k < t->NumElements(); ++k) out.push_back(t->GetAsInt64(k));
+  return out;
+}
+
+std::optional<int64_t> NormAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+PlanParam Int(const char* name, int64_t v) { return PlanParam{name, v}; }
+PlanParam Ints(const char* name, Dims v) { return PlanParam{name, std::move(v)}; }
+PlanParam Str(const char* name, std::string v) { return PlanParam{name, std::move(v)}; }
+
+// The chooser's result: a kernel, or the reason none fits.
+struct Choice {
+  std::optional<KernelChoice> kernel;
+  std::string why;
+};
+
+Choice No(std::string why) { return {std::nullopt, std::move(why)}; }
+
+Choice Emit(const Node& n, std::string_view id, std::vector<PlanParam> params,
+            std::vector<int> operands) {
+  const KernelContract* c = FindKernelContract(PlanTarget::kCuda, id);
+  if (c == nullptr) return No(absl::StrCat("no cuda kernel '", std::string(id), "'"));
+  KernelChoice k{std::string(id), std::move(params), c->inplace_ok,
+                 c->variadic_inputs ? static_cast<int>(operands.size())
+                                    : static_cast<int>(c->inputs.size())};
+  k.operands = std::move(operands);
+  return {std::move(k), ""};
+}
+
+// numpy broadcasting of every input to the output's dims.
+bool Broadcasts(const Dims& in, const Dims& out) {
+  if (in.size() > out.size()) return false;
+  const size_t shift = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i] != 1 && in[i] != out[i + shift]) return false;
+  return true;
+}
+
+std::string DTypesText(const std::vector<DType>& ts) {
+  std::vector<std::string> names;
+  for (DType t : ts) names.emplace_back(DTypeName(t));
+  return absl::StrJoin(names, ", ");
+}
+
+Choice Eltwise(const Node& n, const std::string& op) {
+  if (n.num_outputs() != 1) return No("more than one output");
+  std::vector<DType> types;
+  std::vector<int> operands;
+  const Dims out = OutDims(n, 0);
+  if (out.size() > 8) return No("rank above 8");
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    if (!Present(n, i)) return No(absl::StrCat("input ", i, " is omitted"));
+    if (!Broadcasts(InDims(n, i), out))
+      return No(absl::StrCat("input ", i, " does not broadcast to the output"));
+    types.push_back(n.input(i).type().dtype);
+    operands.push_back(i);
+  }
+  absl::StatusOr<EltDomain> d = TypeEltwise(op, types, n.output_info(0).type.dtype);
+  if (!d.ok()) return No(std::string(d.status().message()));
+  return Emit(n, "eltwise", {Str("op", op)}, operands);
+}
+
+Choice Transpose(const Node& n) {
+  const Dims x = InDims(n, 0);
+  const int64_t r = static_cast<int64_t>(x.size());
+  Dims perm(r);
+  if (const std::vector<int64_t>* p = n.attr_ints("perm")) {
+    perm = *p;
+  } else {
+    for (int64_t i = 0; i < r; ++i) perm[i] = r - 1 - i;
+  }
+  if (static_cast<int64_t>(perm.size()) != r || r > 8) return No("perm does not fit rank <= 8");
+  for (int64_t& p : perm) {
+    const std::optional<int64_t> a = NormAxis(p, r);
+    if (!a) return No("perm out of range");
+    p = *a;
+  }
+  return Emit(n, "transpose", {Ints("perm", perm)}, {0});
+}
+
+// Slice with constant starts/ends/axes/steps, normalized as the reference executor does.
+Choice Slice(const Node& n) {
+  const std::optional<Dims> starts = ConstInts(n, 1), ends = ConstInts(n, 2);
+  if (!starts || !ends) return No("starts and ends must be constants");
+  std::optional<Dims> axes = Dims{}, steps = Dims{};
+  if (Present(n, 3) && !(axes = ConstInts(n, 3))) return No("axes must be a constant");
+  if (Present(n, 4) && !(steps = ConstInts(n, 4))) return No("steps must be a constant");
+  const Dims x = InDims(n, 0);
+  if (x.size() > 8) return No("rank above 8");
+  absl::StatusOr<SliceBounds> b = NormalizeSlice(x, *starts, *ends, *axes, *steps);
+  if (!b.ok()) return No(std::string(b.status().message()));
+  if (b->dims != OutDims(n, 0)) return No("the output dims disagree with the slice");
+  return Emit(n, "slice", {Ints("starts", b->first), Ints("steps", b->step)}, {0});
+}
+
+Choice Concat(const Node& n) {
+  const Dims out = OutDims(n, 0);
+  const std::optional<int64_t> axis = NormAxis(n.attr_int_or("axis", 0), out.size());
+  if (!axis || out.size() > 8) return No("axis out of range or rank above 8");
+  std::vector<int> operands;
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    if (!Present(n, i)) return No("an omitted input");
+    if (n.input(i).type().dtype != n.output_info(0).type.dtype) return No("dtypes differ");
+    operands.push_back(i);
+  }
+  return Emit(n, "concat", {Int("axis", *axis)}, operands);
+}
+
+Choice Gather(const Node& n, const char* id, const char* attr) {
+  const Dims data = InDims(n, 0);
+  const int64_t r = static_cast<int64_t>(data.size());
+  int64_t v = n.attr_int_or(attr, 0);
+  if (std::string(attr) == "axis") {
+    const std::optional<int64_t> a = NormAxis(v, r);
+    if (!a) return No("axis out of range");
+    v = *a;
+  } else if (v < 0 || v >= r) {
+    return No("batch_dims out of range");
+  }
+  if (r > 8 || InDims(n, 1).size() > 8) return No("rank above 8");
+  return Emit(n, id, {Int(attr, v)}, {0, 1});
+}
+
+Choice CumSum(const Node& n) {
+  const std::optional<Dims> axis = ConstInts(n, 1);
+  if (!axis || axis->size() != 1) return No("axis must be a constant scalar");
+  const std::optional<int64_t> a = NormAxis((*axis)[0], InDims(n, 0).size());
+  if (!a) return No("axis out of range");
+  return Emit(n, "cumsum",
+              {Int("axis", *a), Int("exclusive", n.attr_int_or("exclusive", 0) != 0),
+               Int("reverse", n.attr_int_or("reverse", 0) != 0)},
+              {0});
+}
+
+Choice Reduce(const Node& n, const std::string& op) {
+  const Dims x = InDims(n, 0);
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (r > 8) return No("rank above 8");
+  Dims axes;
+  if (Present(n, 1)) {
+    const std::optional<Dims> a = ConstInts(n, 1);
+    if (!a) return No("axes must be a constant");
+    axes = *a;
+  }
+  if (axes.empty()) {
+    if (n.attr_int_or("noop_with_empty_axes", 0) != 0) return No("noop_with_empty_axes");
+    axes.resize(r);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  for (int64_t& a : axes) {
+    const std::optional<int64_t> na = NormAxis(a, r);
+    if (!na) return No("axis out of range");
+    a = *na;
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return No("repeated axis");
+  for (int64_t a : axes)
+    if (x[a] == 0) return No("reduces an empty dim");
+  return Emit(n, "reduce", {Str("op", op), Ints("axes", axes)}, {0});
+}
+
+// MatMul of activations: [.., M, K] x [.., K, N] with equal batch dims, or one side 2-D /
+// all-ones batch (broadcast). 1-D operands and other broadcasts are not taken.
+Choice MatMul(const Node& n) {
+  const Dims a = InDims(n, 0), b = InDims(n, 1), y = OutDims(n, 0);
+  if (a.size() < 2 || b.size() < 2) return No("1-D operands");
+  const int64_t m = a[a.size() - 2], k = a.back(), n_ = b.back();
+  if (b[b.size() - 2] != k || k == 0) return No("inner dims disagree or are 0");
+  const Dims ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2), yb(y.begin(), y.end() - 2);
+  auto prod = [](const Dims& d) {
+    int64_t p = 1;
+    for (int64_t v : d) p *= v;
+    return p;
+  };
+  const int64_t pa = prod(ab), pb = prod(bb), py = prod(yb);
+  if (bb.empty() || pb == 1) {  // b is one matrix: fold a's batch into M
+    return Emit(n, "matmul",
+                {Int("batch", 1), Int("m", pa * m), Int("k", k), Int("n", n_),
+                 Int("broadcast_a", 0), Int("broadcast_b", 1)},
+                {0, 1});
+  }
+  if (pa == py && pb == py && ab.size() == bb.size() && ab == bb)
+    return Emit(n, "matmul",
+                {Int("batch", py), Int("m", m), Int("k", k), Int("n", n_), Int("broadcast_a", 0),
+                 Int("broadcast_b", 0)},
+                {0, 1});
+  if (pa == 1 && pb == py)
+    return Emit(n, "matmul",
+                {Int("batch", py), Int("m", m), Int("k", k), Int("n", n_), Int("broadcast_a", 1),
+                 Int("broadcast_b", 0)},
+                {0, 1});
+  return No("batch dims broadcast in a way the matmul kernel does not take");
+}
+
+Choice ChooseStandard(const Node& n) {
+  const std::string& op = n.op();
+  if (op == "Cast") return Eltwise(n, "Identity");
+  if (op == "Mod") return Eltwise(n, n.attr_int_or("fmod", 0) != 0 ? "FMod" : "Mod");
+  if (op == "Max" || op == "Min") {
+    if (n.num_inputs() != 2) return No("Max/Min with other than two inputs");
+    return Eltwise(n, op);
+  }
+  if (op == "Expand") {
+    if (n.input(0).type().dtype != n.output_info(0).type.dtype) return No("dtypes differ");
+    if (!Broadcasts(InDims(n, 0), OutDims(n, 0))) return No("does not broadcast");
+    return Emit(n, "expand", {}, {0});
+  }
+  if (op == "Transpose") return Transpose(n);
+  if (op == "Slice") return Slice(n);
+  if (op == "Concat") return Concat(n);
+  if (op == "Gather") return Gather(n, "gather", "axis");
+  if (op == "GatherElements") return Gather(n, "gather_elements", "axis");
+  if (op == "GatherND") return Gather(n, "gather_nd", "batch_dims");
+  if (op == "CumSum") return CumSum(n);
+  if (op == "MatMul") return MatMul(n);
+  static const std::pair<const char*, const char*> kReduce[] = {
+      {"ReduceSum", "sum"}, {"ReduceMean", "mean"}, {"ReduceMax", "max"},
+      {"ReduceMin", "min"}, {"ReduceProd", "prod"}, {"ReduceL1", "l1"},
+      {"ReduceL2", "l2"},   {"ReduceSumSquare", "sum_square"}};
+  for (const auto& [onnx, kind] : kReduce)
+    if (op == onnx) return Reduce(n, kind);
+  if (FindEltOp(op) != nullptr && op != "Gelu" && op != "GeluTanh" && op != "FMod")
+    return Eltwise(n, op);
+  return No("no cuda kernel for this op");
+}
+
+}  // namespace
+
+std::optional<KernelChoice> ChooseCudaStandardKernel(const Node& n, std::string* why_not) {
+  if (!n.domain().empty()) {
+    if (why_not) *why_not = "no cuda kernel for this op";
+    return std::nullopt;
+  }
+  Choice c = ChooseStandard(n);
+  if (!c.kernel && why_not) *why_not = c.why;
+  return c.kernel;
+}
+
+}  // namespace kiln::compiler

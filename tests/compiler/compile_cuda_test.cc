@@ -1,0 +1,267 @@
+// kiln::Compile for target cuda, on the CPU: every fixture compiles at fp32, fp16 and bf16
+// into a plan with no host step (every step a cuda kernel meeting its contract), the
+// signature keeps the model's dtypes, 16-bit plans store their float weights in 16 bits and
+// keep attention masks f32, the manifest records the SMs and toolkit, plans are
+// deterministic and round-trip; kernel choice for the standard ops (params of transpose,
+// slice, matmul patterns, eltwise typing) and the error for a node no device kernel takes.
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/lower.h"
+#include "gtest/gtest.h"
+#include "kiln/ir/text.h"
+#include "kiln/kiln.h"
+#include "kiln/onnx/exporter.h"
+#include "plan/kernel_contract.h"
+
+namespace kiln {
+namespace {
+
+const std::string kFixtures = std::string(KILN_SOURCE_DIR) + "/models/fixtures/";
+
+std::vector<std::string> AllFixtures() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(kFixtures))
+    if (e.path().extension() == ".onnx") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+CompileOptions Cuda(const std::string& precision) {
+  CompileOptions o;
+  o.target = PlanTarget::kCuda;
+  o.precision = precision;
+  o.symbols = {{"batch", 2}, {"sequence", 16}};
+  return o;
+}
+
+TEST(CompileCuda, EveryFixtureAtEveryPrecisionHasNoHostStep) {
+  const std::vector<std::string> fixtures = AllFixtures();
+  ASSERT_GE(fixtures.size(), 31u);
+  for (const std::string& model : fixtures) {
+    absl::StatusOr<Plan> ref = Compile(model, [] {
+      CompileOptions o;
+      o.symbols = {{"batch", 2}, {"sequence", 16}};
+      return o;
+    }());
+    ASSERT_TRUE(ref.ok()) << model << ": " << ref.status();
+    for (const char* precision : {"fp32", "fp16", "bf16"}) {
+      SCOPED_TRACE(model + " at " + precision);
+      absl::StatusOr<Plan> plan = Compile(model, Cuda(precision));
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ(plan->target, PlanTarget::kCuda);
+      EXPECT_EQ(plan->cuda_sms, (std::vector<int32_t>{80, 90}));
+#ifdef KILN_HAVE_CUDA
+      EXPECT_FALSE(plan->manifest.cuda_toolkit_version.empty());
+      EXPECT_FALSE(plan->manifest.cublas_version.empty());
+#endif
+      // Callers pass and receive the model's own dtypes at every precision.
+      ASSERT_EQ(plan->inputs.size(), ref->inputs.size());
+      ASSERT_EQ(plan->outputs.size(), ref->outputs.size());
+      for (size_t i = 0; i < plan->inputs.size(); ++i)
+        EXPECT_EQ(plan->inputs[i].dtype, ref->inputs[i].dtype);
+      for (size_t i = 0; i < plan->outputs.size(); ++i)
+        EXPECT_EQ(plan->outputs[i].dtype, ref->outputs[i].dtype);
+      const DType low = std::string(precision) == "fp16"   ? DType::kF16
+                        : std::string(precision) == "bf16" ? DType::kBF16
+                                                           : DType::kF32;
+      for (const PlanBucket& b : plan->buckets) {
+        for (const PlanStep& s : b.steps) {
+          const KernelContract* c = FindKernelContract(PlanTarget::kCuda, s.kernel);
+          ASSERT_NE(c, nullptr) << "step kernel '" << s.kernel << "' is not a cuda kernel";
+          EXPECT_TRUE(CheckStepContract(*c, b, s).ok()) << s.kernel;
+          if (s.kernel == "linear") {
+            // The GEMM runs at the plan's precision, its weights stored in it.
+            EXPECT_EQ(b.buffers[s.inputs[0]].dtype, low);
+            EXPECT_EQ(b.buffers[s.inputs[1]].dtype, low);
+          }
+          if (s.kernel == "attention" && s.inputs.size() > 1 && s.inputs[1] >= 0) {
+            const DType m = b.buffers[s.inputs[1]].dtype;
+            EXPECT_TRUE(m == DType::kF32 || m == DType::kBool) << "mask stays f32 or bool";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CompileCuda, SixteenBitWeightsHalveTheBlob) {
+  const std::string model = kFixtures + "default.onnx";
+  absl::StatusOr<Plan> f32 = Compile(model, Cuda("fp32"));
+  absl::StatusOr<Plan> f16 = Compile(model, Cuda("fp16"));
+  ASSERT_TRUE(f32.ok() && f16.ok());
+  // Every weight of the BERT-shaped model but two f32 scalars of the mask chain is lowered.
+  EXPECT_LT(f16->weights.size(), f32->weights.size() * 51 / 100);
+  EXPECT_GT(f16->weights.size(), f32->weights.size() * 49 / 100);
+}
+
+TEST(CompileCuda, DeterministicRoundTripAndSms) {
+  const std::string model = kFixtures + "torch/roberta_dynamo_sdpa.onnx";
+  CompileOptions o = Cuda("bf16");
+  o.cuda_sms = {90};
+  absl::StatusOr<Plan> a = Compile(model, o), b = Compile(model, o);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status();
+  EXPECT_EQ(a->cuda_sms, (std::vector<int32_t>{90}));
+  absl::StatusOr<std::string> sa = SerializePlan(*a), sb = SerializePlan(*b);
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  EXPECT_EQ(*sa, *sb);
+  absl::StatusOr<Plan> back = ParsePlan(*sa);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *a);
+  EXPECT_NE(a->compile_options.find("target=cuda cuda_sms={90}"), std::string::npos)
+      << a->compile_options;
+  EXPECT_NE(a->compile_options.find("precision=bf16"), std::string::npos);
+}
+
+TEST(CompileCuda, NodeWithoutDeviceKernelFailsNamingIt) {
+  auto g = ParseGraph(R"(graph g opset=21 {
+    %0 = Input() : f32[2,8] "x"
+    %1 = Constant() {value=tensor<i64[1]>[3]} : i64[1] "k"
+    %2, %3 = TopK(%0, %1) : f32[2,3] "values", i64[2,3] "indices" @ "my_topk"
+    return "values": %2, "indices": %3
+  })");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::string path = std::string(KILN_TEST_TMPDIR) + "/topk.onnx";
+  std::filesystem::create_directories(KILN_TEST_TMPDIR);
+  ASSERT_TRUE(ExportOnnxFile(**g, path).ok());
+  CompileOptions o;
+  o.target = PlanTarget::kCuda;
+  absl::StatusOr<Plan> plan = Compile(path, o);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(plan.status().message().find("TopK"), std::string::npos) << plan.status();
+  EXPECT_NE(plan.status().message().find("no cuda kernel takes this node"), std::string::npos);
+  // The same model compiles for the CPU (a ref step).
+  EXPECT_TRUE(Compile(path, {}).ok());
+}
+
+// ---- kernel choice for the standard ops on cuda ----------------------------------------
+
+struct Chosen {
+  std::unique_ptr<Graph> graph;
+  std::optional<compiler::KernelChoice> choice;
+  std::string why;
+};
+
+Chosen Choose(const std::string& ir) {
+  Chosen c;
+  auto g = ParseGraph(ir);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return c;
+  c.graph = *std::move(g);
+  const Node* last = nullptr;
+  for (const auto& n : c.graph->nodes())
+    if (!n->is_input() && !n->is_constant()) last = n.get();
+  if (last) c.choice = compiler::ChooseKernel(*last, PlanTarget::kCuda, &c.why);
+  return c;
+}
+
+const PlanParam* Param(const Chosen& c, const std::string& name) {
+  if (!c.choice) return nullptr;
+  for (const PlanParam& p : c.choice->params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+TEST(ChooseCudaKernel, TransposeSliceAndTheirOperands) {
+  Chosen t = Choose(R"(graph g opset=21 {
+    %0 = Input() : f16[2,3,4] "x"
+    %1 = Transpose(%0) {perm=[0,-1,1]} : f16[2,4,3] "y"
+    return "y": %1
+  })");
+  ASSERT_TRUE(t.choice) << t.why;
+  EXPECT_EQ(t.choice->kernel, "transpose");
+  EXPECT_EQ(Param(t, "perm")->value, (PlanParam::Value{std::vector<int64_t>{0, 2, 1}}));
+  // Slice: negative start, a negative step, the constant operands dropped from the step.
+  Chosen s = Choose(R"(graph g opset=21 {
+    %0 = Input() : i64[4,10] "x"
+    %1 = Constant() {value=tensor<i64[2]>[-1,8]} : i64[2] "starts"
+    %2 = Constant() {value=tensor<i64[2]>[-100,1]} : i64[2] "ends"
+    %3 = Constant() {value=tensor<i64[2]>[0,1]} : i64[2] "axes"
+    %4 = Constant() {value=tensor<i64[2]>[-2,-3]} : i64[2] "steps"
+    %5 = Slice(%0, %1, %2, %3, %4) : i64[2,3] "y"
+    return "y": %5
+  })");
+  ASSERT_TRUE(s.choice) << s.why;
+  EXPECT_EQ(s.choice->kernel, "slice");
+  EXPECT_EQ(s.choice->operands, (std::vector<int>{0}));
+  EXPECT_EQ(Param(s, "starts")->value, (PlanParam::Value{std::vector<int64_t>{3, 8}}));
+  EXPECT_EQ(Param(s, "steps")->value, (PlanParam::Value{std::vector<int64_t>{-2, -3}}));
+  // A run-time start has no kernel: the reason says so.
+  Chosen r = Choose(R"(graph g opset=21 {
+    %0 = Input() : f32[4,10] "x"
+    %1 = Input() : i64[1] "starts"
+    %2 = Constant() {value=tensor<i64[1]>[5]} : i64[1] "ends"
+    %3 = Slice(%0, %1, %2) : f32[?,10] "y"
+    return "y": %3
+  })");
+  EXPECT_FALSE(r.choice);
+  EXPECT_NE(r.why.find("constants"), std::string::npos) << r.why;
+}
+
+TEST(ChooseCudaKernel, MatMulPatterns) {
+  auto mm = [](const std::string& a, const std::string& b, const std::string& y) {
+    return Choose("graph g opset=21 {\n %0 = Input() : f32" + a + " \"a\"\n %1 = Input() : f32" +
+                  b + " \"b\"\n %2 = MatMul(%0, %1) : f32" + y + " \"y\"\n return \"y\": %2\n}");
+  };
+  auto ints = [](const Chosen& c) {
+    std::vector<int64_t> v;
+    for (const char* n : {"batch", "m", "k", "n", "broadcast_a", "broadcast_b"})
+      v.push_back(std::get<int64_t>(Param(c, n)->value));
+    return v;
+  };
+  Chosen attn = mm("[2,4,8,16]", "[2,4,16,8]", "[2,4,8,8]");
+  ASSERT_TRUE(attn.choice) << attn.why;
+  EXPECT_EQ(ints(attn), (std::vector<int64_t>{8, 8, 16, 8, 0, 0}));
+  Chosen fold = mm("[2,5,16]", "[16,3]", "[2,5,3]");
+  ASSERT_TRUE(fold.choice) << fold.why;
+  EXPECT_EQ(ints(fold), (std::vector<int64_t>{1, 10, 16, 3, 0, 1}));
+  Chosen bcast_a = mm("[8,16]", "[3,16,4]", "[3,8,4]");
+  ASSERT_TRUE(bcast_a.choice) << bcast_a.why;
+  EXPECT_EQ(ints(bcast_a), (std::vector<int64_t>{3, 8, 16, 4, 1, 0}));
+  Chosen mixed = mm("[2,1,8,16]", "[1,3,16,4]", "[2,3,8,4]");
+  EXPECT_FALSE(mixed.choice);
+  EXPECT_NE(mixed.why.find("batch dims"), std::string::npos) << mixed.why;
+}
+
+TEST(ChooseCudaKernel, EltwiseTyping) {
+  Chosen cast = Choose(R"(graph g opset=21 {
+    %0 = Input() : i64[2,1,1,16] "mask"
+    %1 = Cast(%0) {to=1} : f32[2,1,1,16] "m"
+    return "m": %1
+  })");
+  ASSERT_TRUE(cast.choice) << cast.why;
+  EXPECT_EQ(cast.choice->kernel, "eltwise");
+  EXPECT_EQ(std::get<std::string>(Param(cast, "op")->value), "Identity");
+  Chosen where = Choose(R"(graph g opset=21 {
+    %0 = Input() : bool[2,16] "c"
+    %1 = Input() : f16[16] "x"
+    %2 = Input() : f16[2,1] "y"
+    %3 = Where(%0, %1, %2) : f16[2,16] "z"
+    return "z": %3
+  })");
+  ASSERT_TRUE(where.choice) << where.why;
+  EXPECT_EQ(where.choice->operands, (std::vector<int>{0, 1, 2}));
+  // Neg of an unsigned integer is not an eltwise step (the reference refuses it too).
+  Chosen neg = Choose(R"(graph g opset=21 {
+    %0 = Input() : u8[4] "x"
+    %1 = Neg(%0) : u8[4] "y"
+    return "y": %1
+  })");
+  EXPECT_FALSE(neg.choice);
+  EXPECT_NE(neg.why.find("not defined on u8"), std::string::npos) << neg.why;
+  Chosen mod = Choose(R"(graph g opset=21 {
+    %0 = Input() : i32[4] "x"
+    %1 = Input() : i32[4] "y"
+    %2 = Mod(%0, %1) {fmod=1} : i32[4] "z"
+    return "z": %2
+  })");
+  ASSERT_TRUE(mod.choice) << mod.why;
+  EXPECT_EQ(std::get<std::string>(Param(mod, "op")->value), "FMod");
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,195 @@
+// The host-side halves of the CUDA kernels, on the CPU (no GPU needed): the broadcast
+// layout of the eltwise kernel (EltwiseLayout) checked element by element against a
+// direct numpy-broadcast index computation on random shapes, the strided copy's dim
+// collapsing (CollapseCopy) against the uncollapsed walk, and the launch tables of the
+// norm and softmax kernels (ChooseNormLaunch, SoftmaxThreads): vector width, threads per
+// block, and rows up to the kernel's limit covered.
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/eltwise.h"
+#include "kernels/cuda/movement.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/softmax.h"
+
+namespace kiln::cuda {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// Flat index into an input of dims `in` (right-aligned, size-1 dims broadcast) for the
+// output multi-index `idx`.
+int64_t BroadcastOffset(const Dims& in, const Dims& out, const Dims& idx) {
+  const size_t shift = out.size() - in.size();
+  int64_t off = 0, stride = 1;
+  for (size_t j = in.size(); j-- > 0;) {
+    if (in[j] != 1) off += idx[j + shift] * stride;
+    stride *= in[j];
+  }
+  return off;
+}
+
+// The kernel's own index computation over the collapsed layout.
+int64_t KernelOffset(const EltwiseArgs& a, int k, int64_t o) {
+  if (a.contiguous) return o;
+  int64_t off = 0;
+  for (int d = a.rank - 1; d >= 0; --d) {
+    off += (o % a.dims[d]) * a.in[k].strides[d];
+    o /= a.dims[d];
+  }
+  return off;
+}
+
+TEST(EltwiseLayout, MatchesNumpyBroadcastOnRandomShapes) {
+  std::mt19937 rng(7);
+  int checked = 0, contiguous = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int rank = static_cast<int>(rng() % 6);
+    Dims out(rank);
+    for (int64_t& d : out) d = 1 + rng() % 4;
+    const int k = 1 + static_cast<int>(rng() % 3);
+    std::vector<Dims> ins(k);
+    for (Dims& in : ins) {
+      const int r = static_cast<int>(rng() % (rank + 1));
+      in.assign(out.end() - r, out.end());
+      for (int64_t& d : in)
+        if (rng() % 3 == 0) d = 1;
+    }
+    EltwiseArgs a;
+    ASSERT_TRUE(EltwiseLayout(out, ins, &a));
+    int64_t n = 1;
+    for (int64_t d : out) n *= d;
+    ASSERT_EQ(a.n, n);
+    contiguous += a.contiguous;
+    Dims idx(rank, 0);
+    for (int64_t o = 0; o < n; ++o) {
+      for (int i = 0; i < k; ++i)
+        ASSERT_EQ(KernelOffset(a, i, o), BroadcastOffset(ins[i], out, idx))
+            << "trial " << trial << " input " << i << " element " << o;
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < out[d]) break;
+        idx[d] = 0;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 1000);
+  EXPECT_GT(contiguous, 0);  // the same-shape fast path is taken, and checked
+}
+
+TEST(EltwiseLayout, CollapsesAndRefusesWhatDoesNotBroadcast) {
+  EltwiseArgs a;
+  // [2,3,4] + [4]: the input repeats every 4 elements; dims 0 and 1 merge.
+  ASSERT_TRUE(EltwiseLayout({2, 3, 4}, {{2, 3, 4}, {4}}, &a));
+  EXPECT_EQ(a.rank, 2);
+  EXPECT_EQ(a.dims[0], 6);
+  EXPECT_EQ(a.dims[1], 4);
+  EXPECT_EQ(a.in[1].strides[0], 0);
+  EXPECT_EQ(a.in[1].strides[1], 1);
+  EXPECT_FALSE(a.contiguous);
+  EXPECT_FALSE(EltwiseLayout({2, 3}, {{2, 4}}, &a));     // 4 does not broadcast to 3
+  EXPECT_FALSE(EltwiseLayout({3}, {{2, 3}}, &a));        // input of higher rank
+  ASSERT_TRUE(EltwiseLayout({1}, {{}, {1}}, &a));        // a scalar and a [1]
+  EXPECT_EQ(a.n, 1);
+  EXPECT_TRUE(a.contiguous);
+}
+
+TEST(CollapseCopy, MergesContiguousDimsOnBothSides) {
+  // A transpose [2,3,4] -> [2,4,3]: src strides (12, 1, 4), dst (12, 3, 1): nothing merges.
+  StridedCopyArgs t;
+  ASSERT_TRUE(CollapseCopy({2, 4, 3}, {12, 1, 4}, {12, 3, 1}, &t));
+  EXPECT_EQ(t.rank, 3);
+  // A concat part [2,3,4] into [2,5,4] at offset 0: rows of 12 src / 20 dst; the last two
+  // dims merge on both sides (12 elements contiguous in each).
+  StridedCopyArgs c;
+  ASSERT_TRUE(CollapseCopy({2, 3, 4}, {12, 4, 1}, {20, 4, 1}, &c));
+  EXPECT_EQ(c.rank, 2);
+  EXPECT_EQ(c.dims[0], 2);
+  EXPECT_EQ(c.dims[1], 12);
+  EXPECT_EQ(c.src_strides[0], 12);
+  EXPECT_EQ(c.dst_strides[0], 20);
+  // Size-1 dims drop; a broadcast (stride 0) dim stays.
+  StridedCopyArgs e;
+  ASSERT_TRUE(CollapseCopy({1, 5, 1, 3}, {0, 0, 0, 1}, {15, 3, 3, 1}, &e));
+  EXPECT_EQ(e.rank, 2);
+  EXPECT_EQ(e.src_strides[0], 0);
+  // Element-by-element: every collapse walks the same (src, dst) pairs as the full dims.
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int rank = 1 + static_cast<int>(rng() % 6);
+    Dims dims(rank), ss(rank), ds(rank);
+    int64_t sstride = 1, dstride = 1;
+    for (int j = rank - 1; j >= 0; --j) {
+      dims[j] = 1 + rng() % 3;
+      ss[j] = rng() % 4 == 0 ? 0 : sstride;
+      ds[j] = dstride;
+      sstride *= dims[j] + (rng() % 2);
+      dstride *= dims[j];
+    }
+    StridedCopyArgs a;
+    ASSERT_TRUE(CollapseCopy(dims, ss, ds, &a));
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    Dims idx(rank, 0);
+    for (int64_t o = 0; o < n; ++o) {
+      int64_t s = 0, d = 0, rem = o;
+      for (int j = a.rank - 1; j >= 0; --j) {
+        s += (rem % a.dims[j]) * a.src_strides[j];
+        d += (rem % a.dims[j]) * a.dst_strides[j];
+        rem /= a.dims[j];
+      }
+      int64_t s_full = 0, d_full = 0;
+      for (int j = 0; j < rank; ++j) {
+        s_full += idx[j] * ss[j];
+        d_full += idx[j] * ds[j];
+      }
+      ASSERT_EQ(s, s_full) << "trial " << trial;
+      ASSERT_EQ(d, d_full) << "trial " << trial;
+      for (int j = rank - 1; j >= 0; --j) {
+        if (++idx[j] < dims[j]) break;
+        idx[j] = 0;
+      }
+    }
+  }
+}
+
+TEST(NormLaunch, TableAndLimits) {
+  NormLaunch l;
+  // BERT-base rows, fp16, aligned: 8-element vectors, 2 per thread, two warps.
+  ASSERT_TRUE(ChooseNormLaunch(ElemType::kF16, 768, true, &l));
+  EXPECT_EQ(l.vec, 8);
+  EXPECT_EQ(l.items, 2);
+  EXPECT_EQ(l.threads, 64);
+  // The same row unaligned (or h·size not a multiple of 16): scalar loads.
+  ASSERT_TRUE(ChooseNormLaunch(ElemType::kF16, 767, true, &l));
+  EXPECT_EQ(l.vec, 1);
+  EXPECT_EQ(l.items, 16);
+  EXPECT_EQ(l.threads, 64);
+  ASSERT_TRUE(ChooseNormLaunch(ElemType::kF32, 384, false, &l));
+  EXPECT_EQ(l.vec, 1);
+  // The longest row: 1024 threads of 16 floats; past it, none.
+  ASSERT_TRUE(ChooseNormLaunch(ElemType::kF32, kNormMaxRow, true, &l));
+  EXPECT_EQ(l.threads, 1024);
+  EXPECT_FALSE(ChooseNormLaunch(ElemType::kF32, kNormMaxRow + 4, true, &l));
+  EXPECT_FALSE(ChooseNormLaunch(ElemType::kBF16, kNormMaxRow + 1, false, &l));
+  EXPECT_FALSE(ChooseNormLaunch(ElemType::kF32, 0, true, &l));
+  // Every h up to the limit is covered by the threads x items x vec it gets.
+  for (ElemType t : {ElemType::kF32, ElemType::kF16, ElemType::kBF16})
+    for (int64_t h = 1; h <= 16384; h += (h < 256 ? 1 : 97)) {
+      ASSERT_TRUE(ChooseNormLaunch(t, h, true, &l)) << h;
+      EXPECT_GE(static_cast<int64_t>(l.threads) * l.items * l.vec, h) << h;
+      EXPECT_EQ(l.threads % 32, 0);
+      EXPECT_EQ(l.items * l.vec, kNormFloatsPerThread) << h;
+    }
+}
+
+TEST(SoftmaxLaunch, ThreadsPerRow) {
+  EXPECT_EQ(SoftmaxThreads(1), 32);
+  EXPECT_EQ(SoftmaxThreads(128), 32);
+  EXPECT_EQ(SoftmaxThreads(512), 64);
+  EXPECT_EQ(SoftmaxThreads(1 << 20), 1024);
+}
+
+}  // namespace
+}  // namespace kiln::cuda
