@@ -43,7 +43,7 @@ constexpr char kHelp[] =
     "  --seed N, --vocab N, --int-range NAME=LO:HI   random inputs, as for `kiln run`\n"
     "  --warmup N               untimed runs after the cold run (default 10)\n"
     "  --runs N                 timed runs (default 50, at least 1)\n"
-    "  --threads N              kernel threads (default: one per core)\n"
+    "%s"
     "  --json                   print exactly one JSON object on stdout and nothing else:\n"
     "                           p50_ms, p90_ms, min_ms, mean_ms, max_ms, throughput_per_s,\n"
     "                           peak_rss_mb, load_ms, first_run_ms, warmup, runs, threads,\n"
@@ -72,12 +72,14 @@ int RunBench(int argc, char** argv) {
   std::string plan_path, v;
   InputOptions in;
   in.random_inputs = true;
-  int warmup = 10, runs = 50, threads = 0;
+  int warmup = 10, runs = 50;
+  ExecutorOptions exec_options;
+  bool exec_flags = false;
   bool json = false;
   absl::Status flag_error;
   while (!args.Done()) {
     if (args.Flag("--help") || args.Flag("-h")) {
-      std::fputs(kHelp, stdout);
+      std::printf(kHelp, kExecutorFlagsHelp);
       return kExitOk;
     }
     if (ParseInputFlag(args, &in, &flag_error)) {
@@ -95,10 +97,8 @@ int RunBench(int argc, char** argv) {
         return Fail(absl::InvalidArgumentError(absl::StrCat("--runs: bad value '", v, "'")));
       continue;
     }
-    if (args.Option("--threads", &v)) {
-      if (!absl::SimpleAtoi(v, &threads) || threads < 1 || threads > cpu::kMaxThreads)
-        return Fail(absl::InvalidArgumentError(
-            absl::StrCat("--threads: bad value '", v, "' (1..", cpu::kMaxThreads, ")")));
+    if (absl::Status e; ParseExecutorFlag(args, &exec_options, &e, &exec_flags)) {
+      if (!e.ok()) return Fail(e);
       continue;
     }
     if (!args.status().ok()) return Fail(args.status());
@@ -111,7 +111,7 @@ int RunBench(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError("bench: no plan given (see kiln bench --help)"));
 
   const auto t0 = Clock::now();
-  auto loaded = LoadPlanAndExecutor(plan_path, threads);
+  auto loaded = LoadPlanAndExecutor(plan_path, exec_options);
   if (!loaded.ok()) return Fail(loaded.status());
   const double load_ms = Ms(Clock::now() - t0);
   const Executor& exec = *loaded->executor;
@@ -155,7 +155,8 @@ int RunBench(int argc, char** argv) {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   const double peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
-  const int used_threads = threads > 0 ? threads : cpu::DefaultNumThreads();
+  const int used_threads =
+      exec_options.num_threads > 0 ? exec_options.num_threads : cpu::DefaultNumThreads();
   const std::string bindings = BucketLabel(plan, stats.bucket);
 
   if (json) {

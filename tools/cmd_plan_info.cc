@@ -2,9 +2,10 @@
 // run it, from ReadPlanInfo — the header and metadata only; the weights section is neither
 // read nor checksummed (a plan whose weights are damaged still describes itself here;
 // `kiln run` / `kiln bench` then refuse it).
-// Compatibility: the target must be cpu (the only executor), and the plan's kiln version
-// must equal this kiln's (the kernel contract is not versioned separately yet). The CPU
-// instruction set is reported, not required: the kernels choose a path at run time.
+// Compatibility: a cpu plan runs anywhere (the CPU instruction set is reported, not
+// required: the kernels choose a path at run time); a cuda plan needs this kiln's CUDA
+// backend, a device that answers, and an SM among the plan's and this build's. The plan's
+// kiln version must equal this kiln's (the kernel contract is not versioned separately yet).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -28,9 +29,10 @@ constexpr char kHelp[] =
     "reading the weights: format version, target, manifest (kiln version), source model\n"
     "SHA-256, compile options, input/output signature, paddable symbols, per bucket the\n"
     "symbol bindings, step count, arena / no-reuse / peak-live bytes, the weights size, and\n"
-    "a line `compatible: yes|no (reasons)` for this machine: target cpu (the only executor\n"
-    "here), plan kiln version equal to this kiln's; the CPU instruction set the kernels\n"
-    "will use is listed for information.\n"
+    "a line `compatible: yes|no (reasons)` for this machine: a cpu plan runs here (the\n"
+    "CPU instruction set the kernels will use is listed for information); a cuda plan\n"
+    "needs a CUDA-enabled kiln, a GPU (device 0) and an SM the plan and the build cover;\n"
+    "and the plan's kiln version must equal this kiln's.\n"
     "  --json   print one JSON object instead\n";
 
 struct Compat {
@@ -43,9 +45,22 @@ Compat CheckCompat(const Plan& plan) {
   if (plan.target == PlanTarget::kCpu) {
     c.reasons.push_back("target cpu runs here");
   } else {
-    c.ok = false;
-    c.reasons.push_back(absl::StrCat("target ", std::string(PlanTargetName(plan.target)),
-                                     ": this kiln has no executor for it"));
+    const CudaDeviceInfo dev = QueryCudaDevice(0);
+    bool sm_ok = false;
+    for (int32_t plan_sm : plan.cuda_sms)
+      for (int build_sm : dev.build_sms)
+        sm_ok |= dev.available && plan_sm / 10 == dev.sm / 10 && plan_sm <= dev.sm &&
+                 build_sm / 10 == dev.sm / 10 && build_sm <= dev.sm;
+    if (!dev.built || !dev.available) {
+      c.ok = false;
+      c.reasons.push_back(absl::StrCat("target cuda: ", dev.reason));
+    } else if (!sm_ok) {
+      c.ok = false;
+      c.reasons.push_back(absl::StrCat("target cuda: ", dev.name, " is sm_", dev.sm,
+                                       ", not covered by the plan's and this build's SMs"));
+    } else {
+      c.reasons.push_back(absl::StrCat("target cuda runs on ", dev.name, " (sm_", dev.sm, ")"));
+    }
   }
   const std::string here(Version());
   if (plan.manifest.kiln_version == here) {

@@ -49,7 +49,7 @@ constexpr char kHelp[] =
     "                           (default -O0): the pipeline of `kiln opt`, specialized to the\n"
     "                           bound inputs' shapes; outputs must not change beyond float\n"
     "                           rounding. A plan is already optimized: -O is refused\n"
-    "  --threads N              plans only: kernel threads (default: one per core)\n"
+    "%s"
     "  --trace FILE.json        plans only: write a Chrome trace (chrome://tracing, Perfetto)\n"
     "                           with one event per kernel call, args.provenance = its ONNX nodes\n"
     "  --quiet                  print only the time line\n"
@@ -63,7 +63,8 @@ struct Options {
   std::string output_dir;
   bool quiet = false;
   int opt_level = -1;  // -1: not given (-O0 for ONNX models; refused for plans)
-  int threads = 0;
+  ExecutorOptions exec;
+  bool exec_flags = false;  // an executor flag was given
   std::string trace_file;
 };
 
@@ -120,7 +121,7 @@ int RunPlan(Options& o) {
         "run: -O", o.opt_level, " applies to ONNX models; '", o.model,
         "' is a compiled plan (choose -O at `kiln compile`)")));
   const auto t0 = Clock::now();
-  auto loaded = LoadPlanAndExecutor(o.model, o.threads);
+  auto loaded = LoadPlanAndExecutor(o.model, o.exec);
   if (!loaded.ok()) return Fail(loaded.status());
   const Executor& exec = *loaded->executor;
   const Plan& plan = exec.plan();
@@ -164,7 +165,7 @@ int RunRun(int argc, char** argv) {
   absl::Status flag_error;
   while (!args.Done()) {
     if (args.Flag("--help") || args.Flag("-h")) {
-      std::fputs(kHelp, stdout);
+      std::printf(kHelp, kExecutorFlagsHelp);
       return kExitOk;
     }
     if (ParseInputFlag(args, &o.in, &flag_error)) {
@@ -177,10 +178,8 @@ int RunRun(int argc, char** argv) {
     if (args.Flag("-O2")) { o.opt_level = 2; continue; }
     if (args.Option("--output-dir", &v)) { o.output_dir = v; continue; }
     if (args.Option("--trace", &v)) { o.trace_file = v; continue; }
-    if (args.Option("--threads", &v)) {
-      if (!absl::SimpleAtoi(v, &o.threads) || o.threads < 1 || o.threads > cpu::kMaxThreads)
-        return Fail(absl::InvalidArgumentError(
-            absl::StrCat("--threads: bad value '", v, "' (1..", cpu::kMaxThreads, ")")));
+    if (absl::Status e; ParseExecutorFlag(args, &o.exec, &e, &o.exec_flags)) {
+      if (!e.ok()) return Fail(e);
       continue;
     }
     if (!args.status().ok()) return Fail(args.status());
@@ -192,9 +191,10 @@ int RunRun(int argc, char** argv) {
   if (o.model.empty())
     return Fail(absl::InvalidArgumentError("run: no model given (see kiln run --help)"));
   if (LooksLikePlan(o.model)) return RunPlan(o);
-  if (o.threads > 0 || !o.trace_file.empty())
+  if (o.exec_flags || !o.trace_file.empty())
     return Fail(absl::InvalidArgumentError(
-        "run: --threads and --trace apply to compiled plans (see kiln compile)"));
+        "run: --threads, --cuda-device, --no-cuda-graph and --trace apply to compiled plans "
+        "(see kiln compile)"));
   return RunOnnx(o);
 }
 

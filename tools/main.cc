@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/kiln.h"
 #include "tools/cli.h"
 
 namespace kiln::cli {
@@ -108,7 +109,10 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (cmd == "--version") {
-    std::puts("kiln " KILN_VERSION);
+    const kiln::CudaDeviceInfo cuda = kiln::QueryCudaDevice(0);
+    std::printf("kiln " KILN_VERSION "\ncuda: %s\ngpu: %s\n", cuda.build.c_str(),
+                cuda.available ? absl::StrCat(cuda.name, " (sm_", cuda.sm, ")").c_str()
+                               : cuda.reason.c_str());
     return kExitOk;
   }
   if (cmd == "inspect") return RunInspect(argc, argv);

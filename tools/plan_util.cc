@@ -4,9 +4,11 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "kernels/cpu/cpu_context.h"
 #include "kiln/support/status.h"
 #include "tools/json.h"
 
@@ -23,16 +25,45 @@ absl::StatusOr<PlanInfo> ReadPlanInfoNamed(const std::string& path) {
   return info;
 }
 
-absl::StatusOr<LoadedPlan> LoadPlanAndExecutor(const std::string& path, int threads) {
+absl::StatusOr<LoadedPlan> LoadPlanAndExecutor(const std::string& path,
+                                               const ExecutorOptions& options) {
   auto plan = LoadPlanFile(path);
   if (!plan.ok()) return NamePlan(plan.status(), path);
-  ExecutorOptions eo;
-  eo.num_threads = threads;
-  auto exec = Executor::Create(std::make_shared<const Plan>(*std::move(plan)), eo);
+  auto exec = Executor::Create(std::make_shared<const Plan>(*std::move(plan)), options);
   if (!exec.ok()) return NamePlan(exec.status(), path);
   LoadedPlan out;
   out.executor = *std::move(exec);
   return out;
+}
+
+const char kExecutorFlagsHelp[] =
+    "  --threads N              cpu plans: kernel threads (default: one per core)\n"
+    "  --cuda-device N          cuda plans: the GPU to run on (default 0)\n"
+    "  --no-cuda-graph          cuda plans: launch each step instead of replaying the\n"
+    "                           bucket's captured CUDA graph (same results, bit for bit)\n";
+
+bool ParseExecutorFlag(Args& args, ExecutorOptions* options, absl::Status* error, bool* given) {
+  std::string v;
+  if (args.Option("--threads", &v)) {
+    if (!absl::SimpleAtoi(v, &options->num_threads) || options->num_threads < 1 ||
+        options->num_threads > cpu::kMaxThreads)
+      *error = absl::InvalidArgumentError(
+          absl::StrCat("--threads: bad value '", v, "' (1..", cpu::kMaxThreads, ")"));
+    *given = true;
+    return true;
+  }
+  if (args.Option("--cuda-device", &v)) {
+    if (!absl::SimpleAtoi(v, &options->cuda_device) || options->cuda_device < 0)
+      *error = absl::InvalidArgumentError(absl::StrCat("--cuda-device: bad value '", v, "'"));
+    *given = true;
+    return true;
+  }
+  if (args.Flag("--no-cuda-graph")) {
+    options->cuda_graphs = false;
+    *given = true;
+    return true;
+  }
+  return false;
 }
 
 std::vector<InputDecl> PlanInputDecls(const Plan& plan) {

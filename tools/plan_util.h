@@ -14,6 +14,7 @@
 #include "kiln/ir/tensor.h"
 #include "kiln/kiln.h"
 #include "kiln/plan/plan.h"
+#include "tools/cli.h"
 #include "tools/run_inputs.h"
 
 namespace kiln::cli {
@@ -26,8 +27,16 @@ absl::StatusOr<PlanInfo> ReadPlanInfoNamed(const std::string& path);
 struct LoadedPlan {
   std::unique_ptr<Executor> executor;  // executor->plan() is the loaded plan
 };
-// LoadPlanFile + Executor::Create with `threads` (0: default); errors name the file.
-absl::StatusOr<LoadedPlan> LoadPlanAndExecutor(const std::string& path, int threads);
+// LoadPlanFile + Executor::Create; errors name the file.
+absl::StatusOr<LoadedPlan> LoadPlanAndExecutor(const std::string& path,
+                                               const ExecutorOptions& options);
+
+// The executor flags `run` and `bench` share: --threads N (cpu), --cuda-device N and
+// --no-cuda-graph (cuda). True when the current argument was one of them (then `error`
+// holds a bad value's message, if any). `given` records that one was seen.
+bool ParseExecutorFlag(Args& args, ExecutorOptions* options, absl::Status* error, bool* given);
+// Their help lines.
+extern const char kExecutorFlagsHelp[];
 
 // The plan's graph inputs as (name, Type) for BindInputs.
 std::vector<InputDecl> PlanInputDecls(const Plan& plan);

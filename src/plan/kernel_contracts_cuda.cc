@@ -25,7 +25,8 @@ std::vector<KernelContract> CudaContracts() {
                .outputs = {Same("y", 0)},
                .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
                           FlagParam("trans_w", "w is [n,k]"),
-                          StringParam("activation", activations)},
+                          StringParam("activation", activations),
+                          OptionalFlag("tf32", "fp32 GEMM in TF32 (--allow-tf32)")},
                .doc = "cuBLASLt: `y[m,n] = act(x[m,k] · w' + bias) (+ residual)`; residual only "
                       "with activation none"});
   t.push_back({.name = "matmul",
@@ -33,7 +34,8 @@ std::vector<KernelContract> CudaContracts() {
                .outputs = {Same("y", 0)},
                .params = {PositiveParam("batch"), SizeParam("m"), PositiveParam("k"),
                           SizeParam("n"), FlagParam("broadcast_a", "a is one [m,k] matrix"),
-                          FlagParam("broadcast_b", "b is one [k,n] matrix")},
+                          FlagParam("broadcast_b", "b is one [k,n] matrix"),
+                          OptionalFlag("tf32", "fp32 GEMM in TF32 (--allow-tf32)")},
                .doc = "cuBLASLt strided batches: `y[i] = a[i] · b[i]`, y [batch,m,n]"});
   t.push_back({.name = "layer_norm",
                .inputs = {Req("x", kFloatTypes), Same("gamma", 0), Same("beta", 0, true)},

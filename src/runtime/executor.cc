@@ -1,21 +1,26 @@
 // Executor::Create (dispatch on the plan's target) and the convenience Run that allocates
-// the outputs. The CPU executor itself is runtime/cpu/cpu_executor.{h,cc}.
-// Limits: only target cpu has an executor; cuda plans are FailedPrecondition.
+// the outputs. The executors: runtime/cpu/cpu_executor.{h,cc}, runtime/cuda (or, in a build
+// without CUDA, runtime/no_cuda, which refuses cuda plans).
 #include "absl/strings/str_format.h"
 #include "kiln/kiln.h"
 #include "kiln/support/status.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "runtime/cuda_backend.h"
 
 namespace kiln {
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const Plan> plan,
                                                            const ExecutorOptions& options) {
   if (plan == nullptr) return absl::InvalidArgumentError("kiln::Executor: the plan is null");
-  if (plan->target != PlanTarget::kCpu)
-    return absl::FailedPreconditionError(
-        absl::StrFormat("kiln::Executor: the plan targets %s; this build runs cpu plans only",
-                        std::string(PlanTargetName(plan->target))));
-  return runtime::CpuExecutor::Create(std::move(plan), options);
+  switch (plan->target) {
+    case PlanTarget::kCpu:
+      return runtime::CpuExecutor::Create(std::move(plan), options);
+    case PlanTarget::kCuda:
+      return runtime::CreateCudaExecutor(std::move(plan), options);
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "kiln::Executor: the plan targets %s, which no executor runs",
+      std::string(PlanTargetName(plan->target))));
 }
 
 absl::StatusOr<std::vector<Tensor>> Executor::Run(std::span<const TensorView> inputs,

@@ -398,3 +398,33 @@ def test_run_plan_refuses_onnx_only_flags(kiln_bin, plans, tmp_path):
     proc, _ = run_kiln(kiln_bin, model, feeds_for(model, *STATIC, seed=4), tmp_path,
                        "--trace", str(tmp_path / "t.json"))
     assert "compiled plans" in assert_one_line_error(proc, 2)
+
+
+def test_cuda_plans_from_the_cli(kiln_bin, tmp_path):
+    """A cuda plan compiles on any machine; where no GPU answers, plan-info says why it is
+    not compatible and run/bench refuse it with one line (exit 2); where one does, it runs
+    and agrees with onnxruntime (the GPU check script covers the numbers in depth)."""
+    model = model_by_name("default.onnx")
+    plan = tmp_path / "d.kiln"
+    compile_plan(kiln_bin, model, plan, "--target", "cuda", "--precision", "fp16",
+                 "--cuda-arch", "sm_90,sm_80", "--shape", "batch=2,sequence=16")
+    info = json.loads(kiln(kiln_bin, "plan-info", plan, "--json").stdout)
+    assert info["target"] == "cuda" and info["cuda_sms"] == [80, 90], info
+    assert "precision=fp16" in info["compile_options"]
+    version = kiln(kiln_bin, "--version").stdout
+    assert version.startswith("kiln ") and "\ncuda: " in version, version
+    gpu = "no usable CUDA device" not in version and "without" not in version
+    if gpu:
+        assert info["compatible"] is True, info["compatibility"]
+        proc = kiln(kiln_bin, "run", plan, "--random-inputs", "--vocab", "100")
+        assert proc.returncode == 0, proc.stderr
+    else:
+        assert info["compatible"] is False
+        assert any("target cuda" in r for r in info["compatibility"]), info["compatibility"]
+        line = assert_one_line_error(kiln(kiln_bin, "run", plan, "--random-inputs"), 2)
+        assert "cannot run a cuda plan here" in line, line
+        assert_one_line_error(kiln(kiln_bin, "bench", plan), 2)
+    # A node no device kernel takes fails the compile naming it (exit 3); the kernel list
+    # the message points to exists.
+    kernels = kiln(kiln_bin, "kernels", "--target", "cuda")
+    assert kernels.returncode == 0 and "| `attention` |" in kernels.stdout

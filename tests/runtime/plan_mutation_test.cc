@@ -28,6 +28,7 @@
 #include <random>
 #include <regex>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "runtime_test_util.h"
@@ -596,6 +597,67 @@ TEST(PlanMutation, CreateAndRunNeverCrash) {
   // The mutations must reach both outcomes, or the test is not testing Run.
   EXPECT_GT(c.rejected, trials / 4);
   EXPECT_GT(c.runs, trials / 20);
+}
+
+// The same mutations on cuda plans (fp32 and fp16 compiles of a BERT encoder, GPT-2 and
+// the LLaMA-style decoder, which together use every cuda kernel family). Create checks a
+// cuda plan's steps on the host before it looks for a device, so on a machine without a
+// GPU every outcome is InvalidArgument (malformed) or FailedPrecondition (well formed, no
+// device) — and neither may crash. Where a GPU answers, accepted plans also run once.
+TEST(PlanMutation, CudaPlansCreateNeverCrash) {
+  std::vector<Source> sources;
+  for (const char* rel : {"/models/fixtures/default.onnx",
+                          "/models/fixtures/torch/gpt2_torchscript_eager.onnx",
+                          "/models/fixtures/torch/roberta_dynamo_sdpa.onnx",
+                          "/models/fixtures/decoder/llama_tiny_opset17.onnx"}) {
+    for (const char* precision : {"fp32", "fp16"}) {
+      CompileOptions opts;
+      opts.target = PlanTarget::kCuda;
+      opts.precision = precision;
+      opts.profile = {{"batch", {1, 2}}, {"sequence", {8, 16}}};
+      absl::StatusOr<Plan> plan = Compile(std::string(KILN_SOURCE_DIR) + rel, opts);
+      ASSERT_TRUE(plan.ok()) << rel << ": " << plan.status();
+      sources.push_back({absl::StrCat(rel, " ", precision),
+                         std::make_shared<const Plan>(*std::move(plan))});
+    }
+  }
+  const bool gpu = QueryCudaDevice(0).available;
+  const int trials = NumTrials();
+  int invalid = 0, no_device = 0, accepted = 0, other = 0, runs = 0, runs_ok = 0;
+  for (int t = 0; t < trials; ++t) {
+    const Source& src = sources[t % sources.size()];
+    std::mt19937_64 gen(static_cast<uint64_t>(t) * 0x2545F4914F6CDD1Dull + 7);
+    Plan plan = *src.plan;
+    PlanBucket keep = plan.buckets[gen() % plan.buckets.size()];
+    plan.buckets = {std::move(keep)};
+    Mutator m(plan, gen());
+    const int n = 1 + (gen() % 4 == 0 ? static_cast<int>(gen() % 3) : 0);
+    for (int i = 0; i < n; ++i) m.MutateOnce();
+    SCOPED_TRACE(absl::StrFormat("trial %d (%s): %s", t, src.name, m.log));
+    auto exec = Executor::Create(std::make_shared<const Plan>(std::move(plan)));
+    if (exec.ok()) {
+      ++accepted;
+      RunOnce(**exec, (*exec)->plan().buckets[0].bindings, &runs, &runs_ok);
+      continue;
+    }
+    EXPECT_FALSE(exec.status().message().empty());
+    switch (exec.status().code()) {
+      case absl::StatusCode::kInvalidArgument: ++invalid; break;
+      case absl::StatusCode::kFailedPrecondition: ++no_device; break;
+      default: ++other; break;
+    }
+  }
+  std::printf("cuda plan mutation: %d trials: InvalidArgument %d, FailedPrecondition %d, "
+              "accepted %d (runs %d, ok %d), other %d; GPU %s\n",
+              trials, invalid, no_device, accepted, runs, runs_ok, other,
+              gpu ? "present" : "absent");
+  EXPECT_GT(invalid, trials / 4);
+  if (!gpu) {
+    // Without a device nothing is accepted, and the host checks let plenty through to the
+    // device check (mutations that keep the plan well formed).
+    EXPECT_EQ(accepted, 0);
+    EXPECT_GT(no_device, trials / 20);
+  }
 }
 
 // Regression cases: mutations Create accepted before a fix in src/runtime.

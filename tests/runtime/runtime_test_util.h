@@ -129,6 +129,9 @@ inline PlanParam P(std::string name, int64_t v) { return {std::move(name), v}; }
 inline PlanParam P(std::string name, double v) { return {std::move(name), v}; }
 inline PlanParam P(std::string name, std::string v) { return {std::move(name), std::move(v)}; }
 inline PlanParam P(std::string name, const char* v) { return {std::move(name), std::string(v)}; }
+inline PlanParam P(std::string name, std::vector<int64_t> v) {
+  return {std::move(name), std::move(v)};
+}
 
 // Runs one node on the reference executor; also returns the IR text of a one-node graph
 // (one Input per present operand, the node, return of its outputs) for `ref` steps.

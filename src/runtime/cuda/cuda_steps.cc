@@ -1,0 +1,412 @@
+// The CUDA kernel table (cuda_steps.h), compute kernels: linear and matmul (cuBLASLt), the
+// norms, attention, embed_layer_norm, pool, softmax. Each Prepare applies the kernel's
+// device-neutral rule (runtime/kernel_rules.h) or, for cuda-only kernels, its own, and
+// fills the kernel's Args; Launch sets the device pointers. The data-movement family is in
+// cuda_steps_movement.cc.
+#include "runtime/cuda/cuda_steps.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/eltwise.h"
+#include "kernels/cuda/embed.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/pool.h"
+#include "kernels/cuda/softmax.h"
+#include "runtime/cuda/cuda_util.h"
+#include "runtime/kernel_rules.h"
+
+namespace kiln::runtime {
+
+cuda::ElemType ElemTypeOf(DType t) {
+  switch (t) {
+    case DType::kF32: return cuda::ElemType::kF32;
+    case DType::kF16: return cuda::ElemType::kF16;
+    case DType::kBF16: return cuda::ElemType::kBF16;
+    case DType::kF64: return cuda::ElemType::kF64;
+    case DType::kI8: return cuda::ElemType::kI8;
+    case DType::kU8: return cuda::ElemType::kU8;
+    case DType::kI16: return cuda::ElemType::kI16;
+    case DType::kU16: return cuda::ElemType::kU16;
+    case DType::kI32: return cuda::ElemType::kI32;
+    case DType::kU32: return cuda::ElemType::kU32;
+    case DType::kI64: return cuda::ElemType::kI64;
+    case DType::kU64: return cuda::ElemType::kU64;
+    default: return cuda::ElemType::kBool;
+  }
+}
+
+absl::Status LaunchStatus(cudaError_t e, const char* kernel) {
+  return CudaStatus(e, absl::StrCat("launching ", kernel));
+}
+
+namespace {
+
+using StepPtr = std::unique_ptr<CudaStep>;
+
+// ---- linear / matmul ----------------------------------------------------------------
+
+// y = act(x · w' + bias) (+ residual). cuBLASLt fuses bias, bias+ReLU and bias+tanh-GELU
+// (its GELU epilogue is the tanh form); an erf GELU or a tanh activation runs in place
+// after the GEMM as an eltwise launch.
+class LinearStep final : public CudaStep {
+ public:
+  LinearStep(cuda::GemmDesc desc, int64_t bias_offset, ActivationKind act)
+      : desc_(desc), bias_offset_(bias_offset), act_(act) {}
+
+  absl::Status Init(const CudaInitEnv& env) override {
+    cuda::GemmDesc d = desc_;
+    if (bias_offset_ >= 0) d.bias = env.weights + bias_offset_;
+    return CublasStatus(gemm_.Init(env.lt, d, env.workspace_bytes),
+                        "cuBLASLt: choosing the linear GEMM's algorithm");
+  }
+
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    KILN_RETURN_IF_ERROR(CublasStatus(gemm_.Run(env.lt, io.In(0), io.In(1), io.In(3), io.Out(0),
+                                                env.workspace, env.workspace_bytes, env.stream),
+                                      "cuBLASLt matmul (linear)"));
+    if (act_ != ActivationKind::kGeluErf && act_ != ActivationKind::kTanh) return absl::OkStatus();
+    cuda::EltwiseArgs a = post_;
+    a.in[0].data = io.Out(0);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::Eltwise(a, env.stream), "linear's activation");
+  }
+
+  cuda::EltwiseArgs post_;  // the in-place activation after the GEMM, when it needs one
+
+ private:
+  cuda::GemmDesc desc_;
+  int64_t bias_offset_;
+  ActivationKind act_;
+  cuda::LtGemm gemm_;
+};
+
+absl::StatusOr<StepPtr> PrepareLinear(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const LinearRule r, CheckLinear(c));
+  cuda::GemmDesc d;
+  d.dtype = ElemTypeOf(c.In(0)->dtype);
+  d.m = r.m;
+  d.n = r.n;
+  d.k = r.k;
+  d.trans_w = r.trans_w;
+  d.residual = r.has_residual;
+  d.allow_tf32 = c.Int("tf32", 0) != 0;
+  if (r.activation == ActivationKind::kRelu) d.epilogue = cuda::GemmEpilogue::kRelu;
+  if (r.activation == ActivationKind::kGeluTanh) d.epilogue = cuda::GemmEpilogue::kGeluTanh;
+  auto step = std::make_unique<LinearStep>(d, r.has_bias ? c.In(2)->offset : -1, r.activation);
+  if (r.activation == ActivationKind::kGeluErf || r.activation == ActivationKind::kTanh) {
+    cuda::EltwiseArgs& a = step->post_;
+    a.op = r.activation == ActivationKind::kGeluErf ? cuda::EltOp::kGelu : cuda::EltOp::kTanh;
+    a.domain = cuda::EltDomainKind::kF32;
+    if (!cuda::EltwiseLayout({r.m * r.n}, {{r.m * r.n}}, &a)) return c.Err("activation layout");
+    a.in[0].type = d.dtype;
+    a.out_type = d.dtype;
+  }
+  return StepPtr(std::move(step));
+}
+
+class MatMulStep final : public CudaStep {
+ public:
+  explicit MatMulStep(cuda::GemmDesc desc) : desc_(desc) {}
+  absl::Status Init(const CudaInitEnv& env) override {
+    return CublasStatus(gemm_.Init(env.lt, desc_, env.workspace_bytes),
+                        "cuBLASLt: choosing the matmul's algorithm");
+  }
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    return CublasStatus(gemm_.Run(env.lt, io.In(0), io.In(1), nullptr, io.Out(0), env.workspace,
+                                  env.workspace_bytes, env.stream),
+                        "cuBLASLt matmul");
+  }
+
+ private:
+  cuda::GemmDesc desc_;
+  cuda::LtGemm gemm_;
+};
+
+// y[i] = a[i] · b[i] over `batch` strided items; a broadcast operand is one matrix.
+absl::StatusOr<StepPtr> PrepareMatMul(const StepChecker& c) {
+  const int64_t batch = c.Int("batch"), m = c.Int("m"), k = c.Int("k"), n = c.Int("n");
+  const bool ba = c.Flag("broadcast_a"), bb = c.Flag("broadcast_b");
+  KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({m, k}, "m*k"));
+  KILN_ASSIGN_OR_RETURN(const int64_t kn, c.Product({k, n}, "k*n"));
+  KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({m, n}, "m*n"));
+  KILN_ASSIGN_OR_RETURN(const int64_t a_elems, c.Product({ba ? 1 : batch, mk}, "batch*m*k"));
+  KILN_ASSIGN_OR_RETURN(const int64_t b_elems, c.Product({bb ? 1 : batch, kn}, "batch*k*n"));
+  KILN_ASSIGN_OR_RETURN(const int64_t y_elems, c.Product({batch, mn}, "batch*m*n"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), a_elems, "a"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), b_elems, "b"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), k, "a", "k"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(1), n, "b", "n"));
+  if (batch > 0x7fffffff) return c.Err("batch %d exceeds cuBLASLt's int32 batch count", batch);
+  cuda::GemmDesc d;
+  d.dtype = ElemTypeOf(c.In(0)->dtype);
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.batch = batch;
+  d.stride_x = ba ? 0 : mk;
+  d.stride_w = bb ? 0 : kn;
+  d.stride_y = mn;
+  d.allow_tf32 = c.Int("tf32", 0) != 0;
+  return StepPtr(new MatMulStep(d));
+}
+
+// ---- norms ------------------------------------------------------------------------------
+
+class NormStep final : public CudaStep {
+ public:
+  explicit NormStep(cuda::NormArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::NormArgs a = a_;
+    a.x = io.In(0);
+    int i = 1;
+    if (a.kind == cuda::NormKind::kSkipLayerNorm) a.skip = io.In(i++);
+    a.gamma = io.In(i++);
+    if (a.kind != cuda::NormKind::kRmsNorm) a.beta = io.In(i++);
+    if (a.kind == cuda::NormKind::kSkipLayerNorm) a.bias = io.In(i++);
+    a.y = io.Out(0);
+    a.sum = io.ops->out.size() > 1 ? io.Out(1) : nullptr;
+    return LaunchStatus(cuda::Norm(a, env.stream), "norm");
+  }
+
+ private:
+  cuda::NormArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareNorm(const StepChecker& c, cuda::NormKind kind) {
+  NormRule r;
+  if (kind == cuda::NormKind::kRmsNorm) {
+    KILN_ASSIGN_OR_RETURN(r, CheckRmsNorm(c));
+  } else {
+    KILN_ASSIGN_OR_RETURN(r, CheckLayerNorm(c, kind == cuda::NormKind::kSkipLayerNorm));
+  }
+  cuda::NormLaunch l;
+  if (r.rows > 0 && !cuda::ChooseNormLaunch(ElemTypeOf(c.In(0)->dtype), r.h, false, &l))
+    return c.Err("h %d is beyond the CUDA norm kernel's %d elements", r.h, cuda::kNormMaxRow);
+  if (r.rows > 0x7fffffff) return c.Err("rows %d exceeds the grid", r.rows);
+  cuda::NormArgs a;
+  a.kind = kind;
+  a.dtype = ElemTypeOf(c.In(0)->dtype);
+  a.rows = r.rows;
+  a.h = r.h;
+  a.skip_rows = r.skip_rows > 0 ? r.skip_rows : 1;
+  a.eps = r.eps;
+  return StepPtr(new NormStep(a));
+}
+
+absl::StatusOr<StepPtr> PrepareLayerNorm(const StepChecker& c) {
+  return PrepareNorm(c, cuda::NormKind::kLayerNorm);
+}
+absl::StatusOr<StepPtr> PrepareSkipLayerNorm(const StepChecker& c) {
+  return PrepareNorm(c, cuda::NormKind::kSkipLayerNorm);
+}
+absl::StatusOr<StepPtr> PrepareRmsNorm(const StepChecker& c) {
+  return PrepareNorm(c, cuda::NormKind::kRmsNorm);
+}
+
+// ---- attention --------------------------------------------------------------------------
+
+class AttentionStep final : public CudaStep {
+ public:
+  explicit AttentionStep(cuda::AttentionArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::AttentionArgs a = a_;
+    a.qkv = io.In(0);
+    a.mask = io.In(1);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::Attention(a, env.stream), "attention");
+  }
+
+ private:
+  cuda::AttentionArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const AttentionRule r, CheckAttention(c));
+  if (r.head_size > cuda::kAttentionMaxHeadSize)
+    return c.Err("head_size %d is beyond the CUDA attention kernel's %d", r.head_size,
+                 cuda::kAttentionMaxHeadSize);
+  if (r.heads > 65535 || r.batch > 65535)
+    return c.Err("batch %d or num_heads %d exceeds the kernel's grid (65535)", r.batch, r.heads);
+  cuda::AttentionArgs a;
+  a.dtype = ElemTypeOf(c.In(0)->dtype);
+  a.batch = r.batch;
+  a.seq = r.seq;
+  a.heads = r.heads;
+  a.head_size = r.head_size;
+  a.scale = r.scale;
+  a.causal = r.causal;
+  if (r.mask_dtype != DType::kUndefined) {
+    a.mask_type = ElemTypeOf(r.mask_dtype);
+    // Element strides of the mask broadcast (right-aligned) to [B, N, S, S].
+    const std::vector<int64_t>& m = r.mask_dims;
+    int64_t stride = 1;
+    for (size_t i = 0; i < m.size(); ++i) {
+      const size_t d = m.size() - 1 - i;  // mask dim
+      const int t = 3 - static_cast<int>(i);  // target dim
+      a.mask_stride[t] = m[d] == 1 ? 0 : stride;
+      stride *= m[d];
+    }
+  }
+  return StepPtr(new AttentionStep(a));
+}
+
+// ---- embeddings, pooling, softmax -------------------------------------------------------
+
+class EmbedStep final : public CudaStep {
+ public:
+  explicit EmbedStep(cuda::EmbedArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::EmbedArgs a = a_;
+    a.input_ids = io.In(0);
+    a.segment_ids = io.In(1);
+    a.position_ids = io.In(2);
+    a.word = io.In(3);
+    a.pos = io.In(4);
+    a.segment = io.In(5);
+    a.gamma = io.In(6);
+    a.beta = io.In(7);
+    a.y = io.Out(0);
+    a.sum = io.ops->out.size() > 1 ? io.Out(1) : nullptr;
+    a.err = env.err;
+    return LaunchStatus(cuda::EmbedLayerNorm(a, env.stream), "embed_layer_norm");
+  }
+  const char* DataError() const override {
+    return "a token, position or segment id is outside its embedding table";
+  }
+
+ private:
+  cuda::EmbedArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareEmbed(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const EmbedRule r, CheckEmbedLayerNorm(c));
+  cuda::NormLaunch l;
+  const cuda::ElemType t = ElemTypeOf(c.In(3)->dtype);
+  if (!cuda::ChooseNormLaunch(t, r.hidden, false, &l))
+    return c.Err("hidden %d is beyond the CUDA kernel's %d elements", r.hidden, cuda::kNormMaxRow);
+  cuda::EmbedArgs a;
+  a.dtype = t;
+  a.ids_i32 = r.ids_i32;
+  a.position_rows = r.position_rows;
+  a.batch = r.batch;
+  a.seq = r.seq;
+  a.hidden = r.hidden;
+  a.word_rows = r.word_rows;
+  a.pos_rows = r.pos_rows;
+  a.segment_rows = r.segment_rows;
+  a.eps = r.eps;
+  return StepPtr(new EmbedStep(a));
+}
+
+class PoolStep final : public CudaStep {
+ public:
+  explicit PoolStep(cuda::PoolArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::PoolArgs a = a_;
+    a.hidden = io.In(0);
+    a.mask = io.In(1);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::Pool(a, env.stream), "pool");
+  }
+
+ private:
+  cuda::PoolArgs a_;
+};
+
+absl::StatusOr<StepPtr> PreparePool(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const PoolRule r, CheckPool(c));
+  if (r.normalize && r.hidden > cuda::kPoolMaxNormalizedHidden)
+    return c.Err("normalize needs hidden <= %d on CUDA, got %d", cuda::kPoolMaxNormalizedHidden,
+                 r.hidden);
+  cuda::PoolArgs a;
+  a.dtype = ElemTypeOf(c.In(0)->dtype);
+  a.mask_type = r.mask_dtype == DType::kUndefined ? cuda::ElemType::kF32 : ElemTypeOf(r.mask_dtype);
+  a.batch = r.batch;
+  a.seq = r.seq;
+  a.hidden_size = r.hidden;
+  a.cls = r.cls;
+  a.normalize = r.normalize;
+  return StepPtr(new PoolStep(a));
+}
+
+class SoftmaxStep final : public CudaStep {
+ public:
+  explicit SoftmaxStep(cuda::SoftmaxArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::SoftmaxArgs a = a_;
+    a.x = io.In(0);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::Softmax(a, env.stream), "softmax");
+  }
+
+ private:
+  cuda::SoftmaxArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareSoftmax(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const SoftmaxRule r, CheckSoftmax(c));
+  if (r.rows > 0x7fffffff) return c.Err("rows %d exceeds the grid", r.rows);
+  cuda::SoftmaxArgs a;
+  a.dtype = ElemTypeOf(c.In(0)->dtype);
+  a.rows = r.rows;
+  a.n = r.n;
+  return StepPtr(new SoftmaxStep(a));
+}
+
+// Kernels whose prepare lives in cuda_steps_movement.cc.
+template <const char* kId>
+absl::StatusOr<StepPtr> Movement(const StepChecker& c) {
+  return PrepareCudaMovement(kId, c);
+}
+constexpr char kCopy[] = "copy", kEltwise[] = "eltwise", kGelu[] = "gelu",
+               kTranspose[] = "transpose", kSlice[] = "slice", kExpand[] = "expand",
+               kConcat[] = "concat", kGather[] = "gather", kGatherNd[] = "gather_nd",
+               kGatherElements[] = "gather_elements", kCumSum[] = "cumsum", kReduce[] = "reduce";
+
+struct Entry {
+  std::string_view id;
+  CudaPrepareFn prepare;
+};
+constexpr Entry kTable[] = {
+    {"copy", Movement<kCopy>},
+    {"linear", PrepareLinear},
+    {"matmul", PrepareMatMul},
+    {"layer_norm", PrepareLayerNorm},
+    {"skip_layer_norm", PrepareSkipLayerNorm},
+    {"rms_norm", PrepareRmsNorm},
+    {"attention", PrepareAttention},
+    {"embed_layer_norm", PrepareEmbed},
+    {"pool", PreparePool},
+    {"gelu", Movement<kGelu>},
+    {"softmax", PrepareSoftmax},
+    {"eltwise", Movement<kEltwise>},
+    {"transpose", Movement<kTranspose>},
+    {"slice", Movement<kSlice>},
+    {"expand", Movement<kExpand>},
+    {"concat", Movement<kConcat>},
+    {"gather", Movement<kGather>},
+    {"gather_nd", Movement<kGatherNd>},
+    {"gather_elements", Movement<kGatherElements>},
+    {"cumsum", Movement<kCumSum>},
+    {"reduce", Movement<kReduce>},
+};
+
+}  // namespace
+
+CudaPrepareFn FindCudaKernel(std::string_view kernel) {
+  for (const Entry& e : kTable)
+    if (e.id == kernel) return e.prepare;
+  return nullptr;
+}
+
+std::vector<std::string_view> CudaKernelIds() {
+  std::vector<std::string_view> ids;
+  for (const Entry& e : kTable) ids.push_back(e.id);
+  return ids;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,68 @@
+// The CUDA backend's kernel table: for each kernel id of target cuda (contracts in
+// src/plan/kernel_contracts_cuda.cc) a prepare function that applies the kernel's rule to
+// a contract-checked step and returns a prepared step holding the kernel's own Args
+// (kernels/cuda) with everything but the device pointers filled in.
+// Two phases, so that plans are checked on machines without a GPU: Prepare is host code
+// only (Executor::Create runs it for every step before it looks for a device); Init does
+// what needs the device (cuBLASLt descriptors and algorithm choice, the fixed bias
+// pointers into the uploaded weights). Launch enqueues the step on a stream.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "absl/status/statusor.h"
+#include "kernels/cuda/common.h"
+#include "runtime/step_checker.h"
+
+namespace kiln::runtime {
+
+struct CudaInitEnv {
+  cublasLtHandle_t lt = nullptr;
+  const std::byte* weights = nullptr;  // the uploaded weights blob (device)
+  size_t workspace_bytes = 0;          // cuBLASLt workspace each run slot has
+};
+
+struct CudaRunEnv {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;  // cuBLASLt workspace (device)
+  size_t workspace_bytes = 0;
+  cuda::ErrorSink err;  // this step's data-error word and code
+};
+
+class CudaStep {
+ public:
+  virtual ~CudaStep() = default;
+  virtual absl::Status Init(const CudaInitEnv& env) { return absl::OkStatus(); }
+  // Enqueues the step; the returned status is the launch's (asynchronous errors surface
+  // at the run's synchronization).
+  virtual absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const = 0;
+  // What a non-zero error word from this step means ("an index is out of range").
+  virtual const char* DataError() const { return "a data error"; }
+};
+
+using CudaPrepareFn = absl::StatusOr<std::unique_ptr<CudaStep>> (*)(const StepChecker&);
+
+// The prepare function of a cuda kernel id, or null for an id the table does not have.
+CudaPrepareFn FindCudaKernel(std::string_view kernel);
+// Every id in the table (each must have a cuda contract; a test checks both ways).
+std::vector<std::string_view> CudaKernelIds();
+
+// cuda_steps_movement.cc: eltwise, gelu, copy, transpose, slice, expand, concat, gather,
+// gather_nd, gather_elements, cumsum, reduce.
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view kernel,
+                                                              const StepChecker& c);
+
+// DType -> the kernels' element type.
+cuda::ElemType ElemTypeOf(DType t);
+
+// Launch-error status for step `kernel`.
+absl::Status LaunchStatus(cudaError_t e, const char* kernel);
+
+}  // namespace kiln::runtime

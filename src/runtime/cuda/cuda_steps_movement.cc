@@ -1,0 +1,486 @@
+// The CUDA kernel table's data-movement and elementwise half (cuda_steps.h): eltwise and
+// gelu (the eltwise kernel), copy, transpose / slice / expand / concat (strided copies),
+// the gathers, cumsum and reduce. Every rule here checks, on the host, that each element
+// the kernel will touch lies inside its buffer — only data (gathered indices, divisors) is
+// checked on the device.
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "absl/strings/str_join.h"
+#include "kernels/cuda/eltwise.h"
+#include "kernels/cuda/movement.h"
+#include "kernels/cuda/reduce.h"
+#include "plan/eltwise_ops.h"
+#include "runtime/cuda/cuda_steps.h"
+#include "runtime/cuda/cuda_util.h"
+#include "runtime/kernel_rules.h"
+
+namespace kiln::runtime {
+namespace {
+
+using StepPtr = std::unique_ptr<CudaStep>;
+using Dims = std::vector<int64_t>;
+
+Dims Strides(const Dims& d) {
+  Dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+int64_t Elems(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t v : d) n *= v;
+  return n;
+}
+
+// ---- eltwise and gelu --------------------------------------------------------------------
+
+class EltwiseStep final : public CudaStep {
+ public:
+  explicit EltwiseStep(cuda::EltwiseArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::EltwiseArgs a = a_;
+    int k = 0;
+    for (size_t i = 0; i < io.ops->in.size(); ++i)
+      if (io.ops->in[i].slot != kNullSlot) a.in[k++].data = io.In(i);
+    a.y = io.Out(0);
+    a.err = env.err;
+    return LaunchStatus(cuda::Eltwise(a, env.stream), "eltwise");
+  }
+  const char* DataError() const override { return "an integer division by zero"; }
+
+ private:
+  cuda::EltwiseArgs a_;
+};
+
+cuda::EltOp EltOpOf(std::string_view name) {
+  static const std::pair<std::string_view, cuda::EltOp> kOps[] = {
+      {"Identity", cuda::EltOp::kIdentity}, {"Neg", cuda::EltOp::kNeg},
+      {"Abs", cuda::EltOp::kAbs},           {"Sign", cuda::EltOp::kSign},
+      {"Relu", cuda::EltOp::kRelu},         {"Sqrt", cuda::EltOp::kSqrt},
+      {"Reciprocal", cuda::EltOp::kReciprocal}, {"Exp", cuda::EltOp::kExp},
+      {"Log", cuda::EltOp::kLog},           {"Erf", cuda::EltOp::kErf},
+      {"Tanh", cuda::EltOp::kTanh},         {"Sigmoid", cuda::EltOp::kSigmoid},
+      {"Sin", cuda::EltOp::kSin},           {"Cos", cuda::EltOp::kCos},
+      {"Floor", cuda::EltOp::kFloor},       {"Ceil", cuda::EltOp::kCeil},
+      {"Round", cuda::EltOp::kRound},       {"Gelu", cuda::EltOp::kGelu},
+      {"GeluTanh", cuda::EltOp::kGeluTanh}, {"IsNaN", cuda::EltOp::kIsNaN},
+      {"Not", cuda::EltOp::kNot},           {"Add", cuda::EltOp::kAdd},
+      {"Sub", cuda::EltOp::kSub},           {"Mul", cuda::EltOp::kMul},
+      {"Div", cuda::EltOp::kDiv},           {"Pow", cuda::EltOp::kPow},
+      {"Max", cuda::EltOp::kMax},           {"Min", cuda::EltOp::kMin},
+      {"Mod", cuda::EltOp::kMod},           {"FMod", cuda::EltOp::kFMod},
+      {"Equal", cuda::EltOp::kEqual},       {"Less", cuda::EltOp::kLess},
+      {"LessOrEqual", cuda::EltOp::kLessOrEqual}, {"Greater", cuda::EltOp::kGreater},
+      {"GreaterOrEqual", cuda::EltOp::kGreaterOrEqual}, {"And", cuda::EltOp::kAnd},
+      {"Or", cuda::EltOp::kOr},             {"Xor", cuda::EltOp::kXor},
+      {"Where", cuda::EltOp::kWhere},
+  };
+  for (const auto& [n, op] : kOps)
+    if (n == name) return op;
+  return cuda::EltOp::kIdentity;  // the contract's choices are exactly kOps' names
+}
+
+cuda::EltDomainKind DomainKindOf(EltDomain d) {
+  switch (d) {
+    case EltDomain::kF32: return cuda::EltDomainKind::kF32;
+    case EltDomain::kF64: return cuda::EltDomainKind::kF64;
+    case EltDomain::kI64: return cuda::EltDomainKind::kI64;
+    case EltDomain::kU64: return cuda::EltDomainKind::kU64;
+    case EltDomain::kBool: return cuda::EltDomainKind::kBool;
+  }
+  return cuda::EltDomainKind::kF32;
+}
+
+absl::StatusOr<StepPtr> PrepareEltwise(const StepChecker& c) {
+  const std::string& op = c.String("op");
+  std::vector<DType> types;
+  std::vector<Dims> dims;
+  for (size_t i = 0; i < c.step().inputs.size(); ++i) {
+    const PlanBuffer* b = c.In(i);
+    if (b == nullptr) continue;
+    if (types.size() != i) return c.Err("input %d is given after an omitted one", i);
+    types.push_back(b->dtype);
+    dims.push_back(b->dims);
+  }
+  const PlanBuffer* y = c.Out(0);
+  absl::StatusOr<EltDomain> d = TypeEltwise(op, types, y->dtype);
+  if (!d.ok()) return c.Err("%s", d.status().message());
+  cuda::EltwiseArgs a;
+  a.op = EltOpOf(op);
+  a.domain = DomainKindOf(*d);
+  if (!cuda::EltwiseLayout(y->dims, dims, &a))
+    return c.Err("the inputs %s do not broadcast to y %s (or rank > %d)",
+                 absl::StrJoin(dims, " ", [](std::string* out, const Dims& v) {
+                   out->append(DimsStr(v));
+                 }),
+                 DimsStr(y->dims), cuda::kMaxRank);
+  for (size_t i = 0; i < types.size(); ++i) a.in[i].type = ElemTypeOf(types[i]);
+  a.out_type = ElemTypeOf(y->dtype);
+  return StepPtr(new EltwiseStep(a));
+}
+
+absl::StatusOr<StepPtr> PrepareGelu(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const GeluRule r, CheckGelu(c));
+  cuda::EltwiseArgs a;
+  a.op = r.tanh ? cuda::EltOp::kGeluTanh : cuda::EltOp::kGelu;
+  a.domain = cuda::EltDomainKind::kF32;
+  if (!cuda::EltwiseLayout({r.n}, {{r.n}}, &a)) return c.Err("gelu layout");
+  a.in[0].type = a.out_type = ElemTypeOf(c.In(0)->dtype);
+  return StepPtr(new EltwiseStep(a));
+}
+
+// ---- copies ------------------------------------------------------------------------------
+
+class CopyStep final : public CudaStep {
+ public:
+  explicit CopyStep(int64_t bytes) : bytes_(bytes) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    if (bytes_ == 0 || io.In(0) == io.Out(0)) return absl::OkStatus();
+    return CudaStatus(cudaMemcpyAsync(io.Out(0), io.In(0), static_cast<size_t>(bytes_),
+                                      cudaMemcpyDeviceToDevice, env.stream),
+                      "copy");
+  }
+
+ private:
+  int64_t bytes_;
+};
+
+absl::StatusOr<StepPtr> PrepareCopy(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const CopyRule r, CheckCopy(c));
+  return StepPtr(new CopyStep(r.bytes));
+}
+
+// One or more strided copies (concat: one per input).
+class StridedStep final : public CudaStep {
+ public:
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    for (size_t i = 0; i < copies_.size(); ++i) {
+      cuda::StridedCopyArgs a = copies_[i];
+      a.src = io.In(i);
+      a.dst = io.Out(0);
+      KILN_RETURN_IF_ERROR(LaunchStatus(cuda::StridedCopy(a, env.stream), "strided copy"));
+    }
+    return absl::OkStatus();
+  }
+  std::vector<cuda::StridedCopyArgs> copies_;
+};
+
+// A copy of the box `dims` from x (strides `ss`, offset `so`) to y (`ds`, `do_`): checks
+// that every element touched lies in both buffers, then collapses the dims.
+absl::Status AddCopy(const StepChecker& c, const PlanBuffer& x, const PlanBuffer& y,
+                     const Dims& dims, const Dims& ss, int64_t so, const Dims& ds, int64_t do_,
+                     StridedStep* step) {
+  if (Elems(dims) > 0) {
+    // The lowest and highest element the copy touches on one side (false on overflow).
+    auto span = [&](const Dims& st, int64_t off, int64_t* lo, int64_t* hi) {
+      *lo = *hi = off;
+      for (size_t j = 0; j < dims.size(); ++j) {
+        int64_t reach;
+        if (MulOverflows(dims[j] - 1, st[j], &reach) ||
+            AddOverflows(reach < 0 ? *lo : *hi, reach, reach < 0 ? lo : hi))
+          return false;
+      }
+      return true;
+    };
+    int64_t lo, hi;
+    if (!span(ss, so, &lo, &hi) || lo < 0 || hi >= StepChecker::Elems(x))
+      return c.Err("reads outside x %s", DimsStr(x.dims));
+    if (!span(ds, do_, &lo, &hi) || lo < 0 || hi >= StepChecker::Elems(y))
+      return c.Err("writes outside y %s", DimsStr(y.dims));
+  }
+  cuda::StridedCopyArgs a;
+  a.elem_size = static_cast<int>(DTypeSize(x.dtype));
+  a.src_offset = so;
+  a.dst_offset = do_;
+  if (!cuda::CollapseCopy(dims, ss, ds, &a))
+    return c.Err("the copy has more than %d non-contiguous dims", cuda::kMaxRank);
+  step->copies_.push_back(a);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepPtr> PrepareTranspose(const StepChecker& c) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  const Dims& perm = c.Ints("perm");
+  const size_t r = x.dims.size();
+  std::vector<bool> seen(r, false);
+  if (perm.size() != r) return c.Err("perm has %d entries for rank %d", perm.size(), r);
+  Dims out(r), ss(r);
+  const Dims xs = Strides(x.dims);
+  for (size_t d = 0; d < r; ++d) {
+    if (perm[d] >= static_cast<int64_t>(r) || seen[perm[d]]) return c.Err("perm is not a permutation");
+    seen[perm[d]] = true;
+    out[d] = x.dims[perm[d]];
+    ss[d] = xs[perm[d]];
+  }
+  if (out != y.dims) return c.Err("y %s is not x %s permuted", DimsStr(y.dims), DimsStr(x.dims));
+  auto step = std::make_unique<StridedStep>();
+  KILN_RETURN_IF_ERROR(AddCopy(c, x, y, out, ss, 0, Strides(out), 0, step.get()));
+  return StepPtr(std::move(step));
+}
+
+absl::StatusOr<StepPtr> PrepareSlice(const StepChecker& c) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  const Dims &starts = c.Ints("starts"), &steps = c.Ints("steps");
+  const size_t r = x.dims.size();
+  if (starts.size() != r || steps.size() != r || y.dims.size() != r)
+    return c.Err("starts, steps and y need x's rank %d", r);
+  const Dims xs = Strides(x.dims);
+  Dims ss(r);
+  int64_t off = 0;
+  for (size_t d = 0; d < r; ++d) {
+    if (steps[d] == 0) return c.Err("step of dim %d is 0", d);
+    if (y.dims[d] > 0 && starts[d] >= x.dims[d])
+      return c.Err("start %d of dim %d is past its %d elements", starts[d], d, x.dims[d]);
+    int64_t at;
+    if (MulOverflows(starts[d], xs[d], &at) || AddOverflows(off, at, &off) ||
+        MulOverflows(steps[d], xs[d], &ss[d]))
+      return c.Err("start or step of dim %d overflows", d);
+  }
+  auto step = std::make_unique<StridedStep>();
+  KILN_RETURN_IF_ERROR(AddCopy(c, x, y, y.dims, ss, off, Strides(y.dims), 0, step.get()));
+  return StepPtr(std::move(step));
+}
+
+absl::StatusOr<StepPtr> PrepareExpand(const StepChecker& c) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  if (x.dims.size() > y.dims.size()) return c.Err("x %s has a higher rank than y", DimsStr(x.dims));
+  const size_t shift = y.dims.size() - x.dims.size();
+  const Dims xs = Strides(x.dims);
+  Dims ss(y.dims.size(), 0);
+  for (size_t d = 0; d < x.dims.size(); ++d) {
+    if (x.dims[d] != 1 && x.dims[d] != y.dims[d + shift])
+      return c.Err("x %s does not broadcast to y %s", DimsStr(x.dims), DimsStr(y.dims));
+    if (x.dims[d] != 1) ss[d + shift] = xs[d];
+  }
+  auto step = std::make_unique<StridedStep>();
+  KILN_RETURN_IF_ERROR(AddCopy(c, x, y, y.dims, ss, 0, Strides(y.dims), 0, step.get()));
+  return StepPtr(std::move(step));
+}
+
+absl::StatusOr<StepPtr> PrepareConcat(const StepChecker& c) {
+  const PlanBuffer& y = *c.Out(0);
+  const int64_t axis = c.Int("axis");
+  if (axis >= static_cast<int64_t>(y.dims.size())) return c.Err("axis %d is past y's rank", axis);
+  const Dims ys = Strides(y.dims);
+  auto step = std::make_unique<StridedStep>();
+  int64_t at = 0;
+  for (size_t i = 0; i < c.step().inputs.size(); ++i) {
+    const PlanBuffer* x = c.In(i);
+    if (x == nullptr) return c.Err("input %d is omitted", i);
+    if (x->dtype != y.dtype) return c.Err("input %d is %s, y is %s", i,
+                                          std::string(DTypeName(x->dtype)),
+                                          std::string(DTypeName(y.dtype)));
+    if (x->dims.size() != y.dims.size()) return c.Err("input %d's rank is not y's", i);
+    for (size_t d = 0; d < y.dims.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && x->dims[d] != y.dims[d])
+        return c.Err("input %d %s differs from y %s off the axis", i, DimsStr(x->dims),
+                     DimsStr(y.dims));
+    KILN_RETURN_IF_ERROR(AddCopy(c, *x, y, x->dims, Strides(x->dims), 0, ys, at * ys[axis],
+                                 step.get()));
+    at += x->dims[axis];
+  }
+  if (at != y.dims[axis])
+    return c.Err("the inputs give %d along the axis, y has %d", at, y.dims[axis]);
+  return StepPtr(std::move(step));
+}
+
+// ---- gathers -----------------------------------------------------------------------------
+
+template <typename Args, cudaError_t (*kFn)(const Args&, cudaStream_t)>
+class IndexStep final : public CudaStep {
+ public:
+  explicit IndexStep(Args a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    Args a = a_;
+    a.data = io.In(0);
+    a.indices = io.In(1);
+    a.y = io.Out(0);
+    a.err = env.err;
+    return LaunchStatus(kFn(a, env.stream), "gather");
+  }
+  const char* DataError() const override { return "an index is out of range"; }
+
+ private:
+  Args a_;
+};
+
+absl::StatusOr<StepPtr> PrepareGather(const StepChecker& c) {
+  const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
+  const int64_t axis = c.Int("axis");
+  const int64_t r = static_cast<int64_t>(data.dims.size());
+  if (axis >= r) return c.Err("axis %d is past data's rank %d", axis, r);
+  Dims want(data.dims.begin(), data.dims.begin() + axis);
+  want.insert(want.end(), idx.dims.begin(), idx.dims.end());
+  want.insert(want.end(), data.dims.begin() + axis + 1, data.dims.end());
+  if (want != y.dims) return c.Err("y %s should be %s", DimsStr(y.dims), DimsStr(want));
+  cuda::GatherArgs a;
+  a.idx_i32 = idx.dtype == DType::kI32;
+  a.elem_size = static_cast<int>(DTypeSize(data.dtype));
+  a.outer = Elems(Dims(data.dims.begin(), data.dims.begin() + axis));
+  a.axis_dim = data.dims[axis];
+  a.inner = Elems(Dims(data.dims.begin() + axis + 1, data.dims.end()));
+  a.num_indices = StepChecker::Elems(idx);
+  return StepPtr(new IndexStep<cuda::GatherArgs, cuda::Gather>(a));
+}
+
+absl::StatusOr<StepPtr> PrepareGatherND(const StepChecker& c) {
+  const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
+  const int64_t b = c.Int("batch_dims");
+  const int64_t r = static_cast<int64_t>(data.dims.size()), q = static_cast<int64_t>(idx.dims.size());
+  if (q < 1 || b >= std::min(r, q)) return c.Err("batch_dims %d needs more data and index dims", b);
+  const int64_t k = idx.dims.back();
+  if (k < 1 || b + k > r || k > cuda::kMaxRank) return c.Err("index tuples of %d do not fit", k);
+  for (int64_t d = 0; d < b; ++d)
+    if (data.dims[d] != idx.dims[d]) return c.Err("batch dim %d differs", d);
+  Dims want(idx.dims.begin(), idx.dims.end() - 1);
+  want.insert(want.end(), data.dims.begin() + b + k, data.dims.end());
+  if (want != y.dims) return c.Err("y %s should be %s", DimsStr(y.dims), DimsStr(want));
+  const Dims ds = Strides(data.dims);
+  cuda::GatherNDArgs a;
+  a.idx_i32 = idx.dtype == DType::kI32;
+  a.elem_size = static_cast<int>(DTypeSize(data.dtype));
+  a.batch = Elems(Dims(data.dims.begin(), data.dims.begin() + b));
+  a.batch_stride = Elems(Dims(data.dims.begin() + b, data.dims.end()));
+  a.tuples = Elems(Dims(idx.dims.begin() + b, idx.dims.end() - 1));
+  a.k = static_cast<int>(k);
+  for (int64_t j = 0; j < k; ++j) {
+    a.dims[j] = data.dims[b + j];
+    a.strides[j] = ds[b + j];
+  }
+  a.slice = Elems(Dims(data.dims.begin() + b + k, data.dims.end()));
+  return StepPtr(new IndexStep<cuda::GatherNDArgs, cuda::GatherND>(a));
+}
+
+absl::StatusOr<StepPtr> PrepareGatherElements(const StepChecker& c) {
+  const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
+  const int64_t axis = c.Int("axis");
+  const size_t r = data.dims.size();
+  if (r == 0 || r > static_cast<size_t>(cuda::kMaxRank) || idx.dims.size() != r ||
+      axis >= static_cast<int64_t>(r))
+    return c.Err("data, indices and axis must share a rank of 1..%d", cuda::kMaxRank);
+  if (y.dims != idx.dims) return c.Err("y %s must have the indices' dims", DimsStr(y.dims));
+  for (size_t d = 0; d < r; ++d)
+    if (static_cast<int64_t>(d) != axis && idx.dims[d] > data.dims[d])
+      return c.Err("indices dim %d (%d) exceeds data's (%d)", d, idx.dims[d], data.dims[d]);
+  const Dims ds = Strides(data.dims);
+  cuda::GatherElementsArgs a;
+  a.idx_i32 = idx.dtype == DType::kI32;
+  a.elem_size = static_cast<int>(DTypeSize(data.dtype));
+  a.rank = static_cast<int>(r);
+  a.axis = static_cast<int>(axis);
+  for (size_t d = 0; d < r; ++d) {
+    a.idx_dims[d] = idx.dims[d];
+    a.data_strides[d] = ds[d];
+  }
+  a.axis_dim = data.dims[axis];
+  a.n = StepChecker::Elems(idx);
+  return StepPtr(new IndexStep<cuda::GatherElementsArgs, cuda::GatherElements>(a));
+}
+
+// ---- cumsum, reduce ----------------------------------------------------------------------
+
+class CumSumStep final : public CudaStep {
+ public:
+  explicit CumSumStep(cuda::CumSumArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::CumSumArgs a = a_;
+    a.x = io.In(0);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::CumSum(a, env.stream), "cumsum");
+  }
+
+ private:
+  cuda::CumSumArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareCumSum(const StepChecker& c) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  const int64_t axis = c.Int("axis");
+  if (axis >= static_cast<int64_t>(x.dims.size())) return c.Err("axis %d is past x's rank", axis);
+  if (y.dims != x.dims) return c.Err("y %s must have x's dims", DimsStr(y.dims));
+  cuda::CumSumArgs a;
+  a.type = ElemTypeOf(x.dtype);
+  a.outer = Elems(Dims(x.dims.begin(), x.dims.begin() + axis));
+  a.len = x.dims[axis];
+  a.inner = Elems(Dims(x.dims.begin() + axis + 1, x.dims.end()));
+  a.exclusive = c.Flag("exclusive");
+  a.reverse = c.Flag("reverse");
+  return StepPtr(new CumSumStep(a));
+}
+
+class ReduceStep final : public CudaStep {
+ public:
+  explicit ReduceStep(cuda::ReduceArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::ReduceArgs a = a_;
+    a.x = io.In(0);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::Reduce(a, env.stream), "reduce");
+  }
+
+ private:
+  cuda::ReduceArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareReduce(const StepChecker& c) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  const Dims& axes = c.Ints("axes");
+  const std::string& op = c.String("op");
+  const size_t r = x.dims.size();
+  std::vector<bool> reduced(r, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] >= static_cast<int64_t>(r) || (i > 0 && axes[i] <= axes[i - 1]))
+      return c.Err("axes must be ascending dims of x (rank %d)", r);
+    reduced[axes[i]] = true;
+  }
+  const Dims xs = Strides(x.dims);
+  cuda::ReduceArgs a;
+  a.type = ElemTypeOf(x.dtype);
+  static const std::pair<const char*, cuda::ReduceOp> kOps[] = {
+      {"sum", cuda::ReduceOp::kSum},   {"mean", cuda::ReduceOp::kMean},
+      {"max", cuda::ReduceOp::kMax},   {"min", cuda::ReduceOp::kMin},
+      {"prod", cuda::ReduceOp::kProd}, {"l1", cuda::ReduceOp::kL1},
+      {"l2", cuda::ReduceOp::kL2},     {"sum_square", cuda::ReduceOp::kSumSquare}};
+  for (const auto& [name, v] : kOps)
+    if (op == name) a.op = v;
+  int64_t out = 1;
+  for (size_t d = 0; d < r; ++d) {
+    if (reduced[d]) {
+      a.red_dims[a.red_rank] = x.dims[d];
+      a.red_strides[a.red_rank++] = xs[d];
+      a.group *= x.dims[d];
+    } else {
+      a.out_dims[a.out_rank] = x.dims[d];
+      a.out_strides[a.out_rank++] = xs[d];
+      out *= x.dims[d];
+    }
+  }
+  if (StepChecker::Elems(y) != out)
+    return c.Err("y %s does not hold x %s reduced over %s", DimsStr(y.dims), DimsStr(x.dims),
+                 DimsStr(axes));
+  a.out_count = out;
+  return StepPtr(new ReduceStep(a));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view kernel,
+                                                              const StepChecker& c) {
+  if (kernel == "copy") return PrepareCopy(c);
+  if (kernel == "eltwise") return PrepareEltwise(c);
+  if (kernel == "gelu") return PrepareGelu(c);
+  if (kernel == "transpose") return PrepareTranspose(c);
+  if (kernel == "slice") return PrepareSlice(c);
+  if (kernel == "expand") return PrepareExpand(c);
+  if (kernel == "concat") return PrepareConcat(c);
+  if (kernel == "gather") return PrepareGather(c);
+  if (kernel == "gather_nd") return PrepareGatherND(c);
+  if (kernel == "gather_elements") return PrepareGatherElements(c);
+  if (kernel == "cumsum") return PrepareCumSum(c);
+  if (kernel == "reduce") return PrepareReduce(c);
+  return c.Err("no CUDA kernel '%s'", std::string(kernel));
+}
+
+}  // namespace kiln::runtime

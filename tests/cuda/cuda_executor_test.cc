@@ -1,0 +1,265 @@
+// The CUDA executor end to end, where a GPU answers (each test skips with the reason
+// otherwise): every fixture's cuda plan against the CPU executor's plan of the same model
+// on the same inputs (fp32: max |diff| <= 1e-4, the CPU plans' own tolerance against
+// onnxruntime; fp16 / bf16: cosine >= 0.9999 / 0.999 per output and the max |diff| bounds
+// the reference-executor test of the precision pass measured, with margin); padding
+// (a profile plan run at a smaller shape equals the exact-bucket run on the real rows);
+// inputs and outputs in device memory give the same bytes as host memory; CUDA graph
+// replays are bit-identical to step-by-step launches; 4 threads x 100 runs on one executor
+// are bit-identical to one thread; an out-of-range token id fails the run naming the step;
+// traces have one event per step.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <cuda_runtime_api.h>
+
+#include "gmock/gmock.h"
+#include "tests/runtime/runtime_test_util.h"
+
+namespace kiln::runtime_test {
+namespace {
+
+bool NoGpu(std::string* why) {
+  const CudaDeviceInfo d = QueryCudaDevice(0);
+  if (!d.available) *why = d.reason;
+  return !d.available;
+}
+
+#define SKIP_WITHOUT_GPU()                                                   \
+  do {                                                                       \
+    std::string why_;                                                        \
+    if (NoGpu(&why_)) GTEST_SKIP() << "no GPU: " << why_;                    \
+  } while (0)
+
+std::string Fixture(const std::string& rel) {
+  return std::string(KILN_SOURCE_DIR) + "/models/fixtures/" + rel;
+}
+
+std::shared_ptr<const Plan> CompileFor(const std::string& model, PlanTarget t,
+                                       const std::string& precision,
+                                       std::map<std::string, std::vector<int64_t>> profile) {
+  CompileOptions o;
+  o.target = t;
+  o.precision = precision;
+  o.profile = std::move(profile);
+  absl::StatusOr<Plan> p = Compile(model, o);
+  EXPECT_TRUE(p.ok()) << model << ": " << p.status();
+  return p.ok() ? std::make_shared<const Plan>(*std::move(p)) : nullptr;
+}
+
+// Seeded inputs for a plan's signature at `values`: ids in [0, 50), masks with trailing
+// zeros per row (row r keeps S - r positions), token types 0/1, floats in [-1, 1].
+std::vector<Tensor> Inputs(const Plan& p, const std::map<std::string, int64_t>& values,
+                           uint32_t seed) {
+  std::vector<Tensor> out;
+  std::mt19937 gen(seed);
+  for (const PlanTensorSig& sig : p.inputs) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : sig.dims) dims.push_back(d.is_known() ? d.value() : values.at(d.symbol()));
+    Tensor t(sig.dtype, dims);
+    const bool mask = sig.name.find("mask") != std::string::npos;
+    const bool types = sig.name.find("type") != std::string::npos;
+    const int64_t row = dims.empty() ? 1 : dims.back();
+    for (int64_t i = 0; i < t.NumElements(); ++i) {
+      if (IsFloat(sig.dtype)) {
+        t.SetFromDouble(i, std::uniform_real_distribution<double>(-1, 1)(gen));
+      } else if (mask) {
+        const int64_t r = i / std::max<int64_t>(row, 1), c = i % std::max<int64_t>(row, 1);
+        t.SetFromDouble(i, c < std::max<int64_t>(1, row - r) ? 1 : 0);
+      } else {
+        t.SetFromDouble(i, types ? gen() % 2 : gen() % 50);
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<TensorView> Views(const std::vector<Tensor>& ts) {
+  std::vector<TensorView> v;
+  for (const Tensor& t : ts) v.push_back(View(t));
+  return v;
+}
+
+struct Diff {
+  double max_abs = 0, min_cos = 1;
+};
+Diff Compare(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  Diff d;
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t o = 0; o < std::min(a.size(), b.size()); ++o) {
+    EXPECT_EQ(a[o].dims(), b[o].dims());
+    if (a[o].dims() != b[o].dims() || !IsFloat(a[o].dtype())) continue;
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t i = 0; i < a[o].NumElements(); ++i) {
+      const double x = a[o].GetAsDouble(i), y = b[o].GetAsDouble(i);
+      d.max_abs = std::max(d.max_abs, std::fabs(x - y));
+      dot += x * y, na += x * x, nb += y * y;
+    }
+    if (na > 0 && nb > 0) d.min_cos = std::min(d.min_cos, dot / std::sqrt(na * nb));
+  }
+  return d;
+}
+
+bool SameBytes(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].NumBytes() != b[i].NumBytes() ||
+        std::memcmp(a[i].raw(), b[i].raw(), a[i].NumBytes()) != 0)
+      return false;
+  return true;
+}
+
+TEST(CudaExecutor, FixturesMatchTheCpuExecutor) {
+  SKIP_WITHOUT_GPU();
+  const std::map<std::string, std::vector<int64_t>> shape = {{"batch", {2}}, {"sequence", {16}}};
+  const std::map<std::string, int64_t> values = {{"batch", 2}, {"sequence", 16}};
+  int models = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(Fixture(""))) {
+    if (e.path().extension() != ".onnx") continue;
+    const std::string model = e.path().string();
+    auto cpu_plan = CompileFor(model, PlanTarget::kCpu, "fp32", shape);
+    ASSERT_TRUE(cpu_plan);
+    auto cpu = Executor::Create(cpu_plan);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    const std::vector<Tensor> in = Inputs(*cpu_plan, values, 5);
+    auto want = (*cpu)->Run(Views(in));
+    ASSERT_TRUE(want.ok()) << model << ": " << want.status();
+    for (const auto& [precision, max_abs, min_cos] :
+         {std::tuple{"fp32", 1e-4, 0.999999}, std::tuple{"fp16", 3e-2, 0.9999},
+          std::tuple{"bf16", 2e-1, 0.999}}) {
+      SCOPED_TRACE(model + " at " + precision);
+      auto plan = CompileFor(model, PlanTarget::kCuda, precision, shape);
+      ASSERT_TRUE(plan);
+      auto gpu = Executor::Create(plan);
+      ASSERT_TRUE(gpu.ok()) << gpu.status();
+      auto got = (*gpu)->Run(Views(in));
+      ASSERT_TRUE(got.ok()) << got.status();
+      const Diff d = Compare(*got, *want);
+      EXPECT_LE(d.max_abs, max_abs);
+      EXPECT_GE(d.min_cos, min_cos);
+      std::printf("%-60s %s max |diff| %.3g, min cosine %.7f\n", model.c_str(), precision,
+                  d.max_abs, d.min_cos);
+    }
+    ++models;
+  }
+  EXPECT_GE(models, 31);
+}
+
+TEST(CudaExecutor, PaddedRunsMatchExactRunsOnTheRealRows) {
+  SKIP_WITHOUT_GPU();
+  const std::string model = Fixture("variants/st_mean_tiny_opset14.onnx");
+  auto profile = CompileFor(model, PlanTarget::kCuda, "fp32", {{"batch", {1, 4}}, {"sequence", {8, 32}}});
+  auto exact = CompileFor(model, PlanTarget::kCuda, "fp32", {{"batch", {3}}, {"sequence", {20}}});
+  ASSERT_TRUE(profile && exact);
+  auto ep = Executor::Create(profile), ee = Executor::Create(exact);
+  ASSERT_TRUE(ep.ok() && ee.ok()) << ep.status() << ee.status();
+  const std::vector<Tensor> in = Inputs(*exact, {{"batch", 3}, {"sequence", 20}}, 9);
+  RunStats stats;
+  auto padded = (*ep)->Run(Views(in), &stats);
+  auto want = (*ee)->Run(Views(in));
+  ASSERT_TRUE(padded.ok() && want.ok()) << padded.status() << want.status();
+  EXPECT_TRUE(stats.padded);
+  EXPECT_LE(Compare(*padded, *want).max_abs, 1e-5);
+}
+
+TEST(CudaExecutor, DeviceMemoryIoGraphsAndThreadsAreBitIdentical) {
+  SKIP_WITHOUT_GPU();
+  const std::string model = Fixture("torch/bert_dynamo_sdpa.onnx");
+  auto plan = CompileFor(model, PlanTarget::kCuda, "fp16", {{"batch", {1, 2}}, {"sequence", {16}}});
+  ASSERT_TRUE(plan);
+  auto with_graphs = Executor::Create(plan);
+  auto no_graphs = Executor::Create(plan, {.cuda_graphs = false});
+  ASSERT_TRUE(with_graphs.ok() && no_graphs.ok());
+  const std::vector<Tensor> in = Inputs(*plan, {{"batch", 2}, {"sequence", 16}}, 3);
+  auto host = (*with_graphs)->Run(Views(in));
+  auto plain = (*no_graphs)->Run(Views(in));
+  ASSERT_TRUE(host.ok() && plain.ok());
+  EXPECT_TRUE(SameBytes(*host, *plain)) << "graph replay differs from step launches";
+  // The same run with every input and output in device memory, on the caller's stream.
+  std::vector<void*> dev_in, dev_out;
+  std::vector<TensorView> vin;
+  std::vector<MutableTensorView> vout;
+  for (const Tensor& t : in) {
+    void* p = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, std::max<size_t>(t.NumBytes(), 1)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(p, t.raw(), t.NumBytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    dev_in.push_back(p);
+    vin.push_back({t.dtype(), t.dims(), p, MemoryKind::kCuda});
+  }
+  for (const Tensor& t : *host) {
+    void* p = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, std::max<size_t>(t.NumBytes(), 1)), cudaSuccess);
+    dev_out.push_back(p);
+    vout.push_back({t.dtype(), t.dims(), p, MemoryKind::kCuda});
+  }
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_TRUE((*with_graphs)->Run(vin, vout, nullptr, {.cuda_stream = stream}).ok());
+  std::vector<Tensor> back;
+  for (size_t o = 0; o < host->size(); ++o) {
+    Tensor t((*host)[o].dtype(), (*host)[o].dims());
+    ASSERT_EQ(cudaMemcpy(t.raw(), dev_out[o], t.NumBytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    back.push_back(std::move(t));
+  }
+  EXPECT_TRUE(SameBytes(back, *host)) << "device-memory I/O differs from host I/O";
+  cudaStreamDestroy(stream);
+  for (void* p : dev_in) cudaFree(p);
+  for (void* p : dev_out) cudaFree(p);
+  // 4 threads x 100 runs on one executor, each bit-identical to the single-threaded run.
+  std::atomic<int> mismatches{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int r = 0; r < 100; ++r) {
+        auto out = (*with_graphs)->Run(Views(in));
+        if (!out.ok()) ++failures;
+        else if (!SameBytes(*out, *host)) ++mismatches;
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(CudaExecutor, OutOfRangeTokenIdFailsNamingTheStep) {
+  SKIP_WITHOUT_GPU();
+  auto plan = CompileFor(Fixture("default.onnx"), PlanTarget::kCuda, "fp32",
+                         {{"batch", {1}}, {"sequence", {8}}});
+  ASSERT_TRUE(plan);
+  auto exec = Executor::Create(plan);
+  ASSERT_TRUE(exec.ok());
+  std::vector<Tensor> in = Inputs(*plan, {{"batch", 1}, {"sequence", 8}}, 1);
+  in[0].SetFromDouble(3, 1e6);  // input_ids: far past the vocabulary
+  auto out = (*exec)->Run(Views(in));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("embed_layer_norm"));
+  EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("outside its embedding"));
+  // The executor is still usable.
+  in[0].SetFromDouble(3, 5);
+  EXPECT_TRUE((*exec)->Run(Views(in)).ok());
+}
+
+TEST(CudaExecutor, TraceHasOneEventPerStep) {
+  SKIP_WITHOUT_GPU();
+  auto plan = CompileFor(Fixture("default.onnx"), PlanTarget::kCuda, "fp16",
+                         {{"batch", {2}}, {"sequence", {16}}});
+  ASSERT_TRUE(plan);
+  auto exec = Executor::Create(plan);
+  ASSERT_TRUE(exec.ok());
+  const std::vector<Tensor> in = Inputs(*plan, {{"batch", 2}, {"sequence", 16}}, 2);
+  RunStats stats;
+  stats.collect_trace = true;
+  ASSERT_TRUE((*exec)->Run(Views(in), &stats).ok());
+  EXPECT_EQ(stats.trace.size(), plan->buckets[0].steps.size());
+  for (const TraceEvent& e : stats.trace) {
+    EXPECT_GE(e.duration_ns, 0);
+    EXPECT_FALSE(e.provenance.empty()) << e.kernel;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::runtime_test

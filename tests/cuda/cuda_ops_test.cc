@@ -1,0 +1,434 @@
+// Every CUDA kernel family against the reference executor, through the whole path: a
+// one-node graph (IR text) is exported to ONNX, compiled for target cuda (this part runs on
+// every machine and checks that each op, dtype and size lowers to device kernels), then —
+// where a GPU answers — run on the CUDA executor and compared with RunReference on the
+// same seeded inputs (floats uniform in [-1, 1] away from 0, never zeros; integers in
+// [0, int_high)). Without a GPU each test compiles its cases and skips, printing why.
+// Sizes are the awkward ones: H not a multiple of 8, S = 1 and 7, batch 1 and 33.
+// Tolerances (|got - want| <= atol + rtol·|want|): the reference computes each op in double
+// and rounds once to the output dtype; the kernels compute in fp32 (GEMMs accumulate in
+// fp32, TF32 off) and round once. f32: 1e-4 (reduction reordering over ≤ 1000 terms is
+// ~1e-6; exp/erf/tanh device libm ~1e-7); f16: 4e-3 (≈ 4 ulps near 1); bf16: 3e-2 (≈ 4 ulps).
+// Integer and bool outputs must match exactly.
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "kiln/ir/text.h"
+#include "kiln/kiln.h"
+#include "kiln/onnx/exporter.h"
+#include "kiln/reference/executor.h"
+#include "tests/passes/pass_test_util.h"
+
+namespace kiln {
+namespace {
+
+struct Tol {
+  double atol, rtol;
+};
+Tol TolFor(DType t) {
+  switch (t) {
+    case DType::kF16: return {4e-3, 4e-3};
+    case DType::kBF16: return {3e-2, 3e-2};
+    default: return {1e-4, 1e-4};
+  }
+}
+
+bool HaveGpu(std::string* why) {
+  const CudaDeviceInfo d = QueryCudaDevice(0);
+  if (!d.available) *why = d.reason;
+  return d.available;
+}
+
+// `ir` with every "$T" replaced by `dtype`'s name.
+std::string WithType(const std::string& ir, const std::string& dtype) {
+  return absl::StrReplaceAll(ir, {{"$T", dtype}});
+}
+
+struct CaseResult {
+  bool compiled = false;
+  bool ran = false;
+};
+
+// Compiles `ir` for cuda (must succeed); with a GPU, runs it and compares every output
+// with the reference executor. `int_high`: integer inputs are drawn from [0, int_high).
+CaseResult RunCase(const std::string& label, const std::string& ir, int64_t int_high = 4) {
+  SCOPED_TRACE(label);
+  CaseResult r;
+  auto g = ParseGraph(ir);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return r;
+  const std::string dir = std::string(KILN_TEST_TMPDIR) + "/ops";
+  std::filesystem::create_directories(dir);
+  std::string file = label;
+  for (char& ch : file)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  const std::string path = dir + "/" + file + ".onnx";
+  EXPECT_TRUE(ExportOnnxFile(**g, path).ok());
+  CompileOptions o;
+  o.target = PlanTarget::kCuda;
+  absl::StatusOr<Plan> plan = Compile(path, o);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return r;
+  for (const PlanStep& s : plan->buckets[0].steps) EXPECT_NE(s.kernel, "ref");
+  r.compiled = true;
+  std::string why;
+  if (!HaveGpu(&why)) return r;
+  auto exec = Executor::Create(std::make_shared<const Plan>(*std::move(plan)));
+  EXPECT_TRUE(exec.ok()) << exec.status();
+  if (!exec.ok()) return r;
+  auto feeds = testing::RandomInputs(**g, /*seed=*/11, {}, int_high);
+  // Floats away from zero: a relative comparison near 0 says nothing.
+  for (auto& [name, t] : feeds)
+    if (IsFloat(t.dtype()))
+      for (int64_t i = 0; i < t.NumElements(); ++i) {
+        const double v = t.GetAsDouble(i);
+        if (std::fabs(v) < 0.05) t.SetFromDouble(i, v < 0 ? -0.05 - v : 0.05 + v);
+      }
+  std::vector<Tensor> in;
+  std::vector<TensorView> views;
+  for (const Node* n : (*g)->inputs()) in.push_back(feeds.at(n->output_info(0).name));
+  for (const Tensor& t : in) views.push_back({t.dtype(), t.dims(), t.raw()});
+  absl::StatusOr<std::vector<Tensor>> got = (*exec)->Run(views);
+  EXPECT_TRUE(got.ok()) << got.status();
+  absl::StatusOr<std::vector<Tensor>> want = RunReference(**g, feeds);
+  EXPECT_TRUE(want.ok()) << want.status();
+  if (!got.ok() || !want.ok()) return r;
+  r.ran = true;
+  for (size_t o = 0; o < want->size(); ++o) {
+    const Tensor &x = (*got)[o], &y = (*want)[o];
+    EXPECT_EQ(x.dtype(), y.dtype()) << "output " << o;
+    EXPECT_EQ(x.dims(), y.dims()) << "output " << o;
+    if (x.dtype() != y.dtype() || x.dims() != y.dims()) continue;
+    const Tol tol = TolFor(x.dtype());
+    int64_t bad = 0, worst = -1;
+    double worst_err = 0;
+    for (int64_t i = 0; i < y.NumElements(); ++i) {
+      const double a = x.GetAsDouble(i), b = y.GetAsDouble(i);
+      const bool ok = IsFloat(y.dtype())
+                          ? (std::fabs(a - b) <= tol.atol + tol.rtol * std::fabs(b) ||
+                             (std::isnan(a) && std::isnan(b)) || a == b)
+                          : a == b;
+      if (!ok) {
+        ++bad;
+        if (std::fabs(a - b) >= worst_err) worst_err = std::fabs(a - b), worst = i;
+      }
+    }
+    EXPECT_EQ(bad, 0) << "output " << o << ": " << bad << " of " << y.NumElements()
+                      << " out of tolerance; worst #" << worst << " got "
+                      << (worst >= 0 ? x.GetAsDouble(worst) : 0) << " want "
+                      << (worst >= 0 ? y.GetAsDouble(worst) : 0);
+  }
+  return r;
+}
+
+// Runs every (label, ir) case; skips the test (after compiling them all) without a GPU.
+void RunCases(const std::vector<std::pair<std::string, std::string>>& cases,
+              int64_t int_high = 4) {
+  int compiled = 0;
+  for (const auto& [label, ir] : cases) compiled += RunCase(label, ir, int_high).compiled;
+  EXPECT_EQ(compiled, static_cast<int>(cases.size()));
+  std::string why;
+  if (!HaveGpu(&why))
+    GTEST_SKIP() << cases.size() << " cases compiled for cuda; not run: no GPU (" << why << ")";
+}
+
+const char* const kFloatTypes[] = {"f32", "f16", "bf16"};
+
+// A constant of `dims` and dtype $T filled with a ramp in [-0.9, 0.9] (never zero-heavy).
+std::string Ramp(const std::string& dims_text, int64_t n) {
+  std::vector<std::string> v;
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = -0.9 + 1.8 * static_cast<double>((i * 7919) % 1000) / 999.0;
+    v.push_back(absl::StrCat(std::fabs(x) < 0.05 ? 0.3 : x));
+  }
+  return absl::StrCat("tensor<$T[", dims_text, "]>[", absl::StrJoin(v, ","), "]");
+}
+
+TEST(CudaOps, Linear) {
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* t : kFloatTypes)
+    for (const auto& [b, s] : {std::pair{1, 1}, std::pair{33, 7}})
+      for (const char* act : {"none", "relu", "gelu", "gelu_tanh", "tanh"})
+        for (int trans : {0, 1}) {
+          const int k = 37, n = 19;
+          const std::string wd = trans ? absl::StrCat(n, ",", k) : absl::StrCat(k, ",", n);
+          cases.push_back(
+              {absl::StrCat("linear ", t, " b", b, " s", s, " ", act, " trans", trans),
+               WithType(absl::StrCat("graph g opset=21 {\n"
+                                     " %0 = Input() : $T[", b, ",", s, ",", k, "] \"x\"\n"
+                                     " %1 = Constant() {value=", Ramp(wd, k * n), "} : $T[", wd,
+                                     "] \"w\"\n"
+                                     " %2 = Constant() {value=", Ramp(absl::StrCat(n), n),
+                                     "} : $T[", n, "] \"b\"\n"
+                                     " %3 = kiln.Linear(%0, %1, %2) {activation=\"", act,
+                                     "\", trans_w=", trans, "} : $T[", b, ",", s, ",", n,
+                                     "] \"y\"\n return \"y\": %3\n}"),
+                        t)});
+        }
+  RunCases(cases);
+}
+
+TEST(CudaOps, MatMulBatches) {
+  std::vector<std::pair<std::string, std::string>> cases;
+  const std::pair<std::string, std::string> shapes[][3] = {
+      {{"2,3,7,5", ""}, {"2,3,5,9", ""}, {"2,3,7,9", ""}},
+      {{"3,7,5", ""}, {"5,9", ""}, {"3,7,9", ""}},
+      {{"7,5", ""}, {"4,5,9", ""}, {"4,7,9", ""}},
+  };
+  for (const char* t : kFloatTypes)
+    for (const auto& s : shapes)
+      cases.push_back({absl::StrCat("matmul ", t, " ", s[0].first, " x ", s[1].first),
+                       WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", s[0].first,
+                                             "] \"a\"\n %1 = Input() : $T[", s[1].first,
+                                             "] \"b\"\n %2 = MatMul(%0, %1) : $T[", s[2].first,
+                                             "] \"y\"\n return \"y\": %2\n}"),
+                                t)});
+  RunCases(cases);
+}
+
+TEST(CudaOps, Norms) {
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* t : kFloatTypes)
+    for (int h : {7, 64, 768, 1000})
+      for (int rows : {1, 33}) {
+        const std::string d = absl::StrCat(rows, ",", h), v = absl::StrCat(h);
+        const std::string gamma = absl::StrCat("{value=", Ramp(v, h), "} : $T[", v, "]");
+        cases.push_back(
+            {absl::StrCat("layernorm ", t, " ", d),
+             WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", d,
+                                   "] \"x\"\n %1 = Constant() ", gamma, " \"g\"\n %2 = Constant() ",
+                                   gamma, " \"b\"\n %3 = LayerNormalization(%0, %1, %2) "
+                                          "{epsilon=1e-05} : $T[", d,
+                                   "] \"y\"\n return \"y\": %3\n}"),
+                      t)});
+        cases.push_back(
+            {absl::StrCat("skiplayernorm ", t, " ", d),
+             WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", d,
+                                   "] \"x\"\n %1 = Input() : $T[", d, "] \"s\"\n %2 = Constant() ",
+                                   gamma, " \"g\"\n %3 = Constant() ", gamma,
+                                   " \"b\"\n %4 = Constant() ", gamma, " \"bias\"\n"
+                                   " %5, %6 = kiln.SkipLayerNorm(%0, %1, %2, %3, %4) "
+                                   "{epsilon=1e-05} : $T[", d, "] \"y\", $T[", d, "] \"sum\"\n"
+                                   " return \"y\": %5, \"sum\": %6\n}"),
+                      t)});
+        cases.push_back(
+            {absl::StrCat("rmsnorm ", t, " ", d),
+             WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", d,
+                                   "] \"x\"\n %1 = Constant() ", gamma,
+                                   " \"g\"\n %2 = kiln.RMSNorm(%0, %1) {epsilon=1e-06} : $T[", d,
+                                   "] \"y\"\n return \"y\": %2\n}"),
+                      t)});
+      }
+  RunCases(cases);
+}
+
+TEST(CudaOps, Attention) {
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* t : kFloatTypes)
+    for (const auto& [b, s, n, d] : {std::tuple{1, 1, 2, 32}, std::tuple{3, 7, 2, 64},
+                                     std::tuple{2, 130, 4, 32}, std::tuple{1, 33, 1, 128}})
+      for (const char* mask : {"none", "additive", "bool", "causal"}) {
+        const std::string qkv = absl::StrCat(b, ",", s, ",", 3 * n * d);
+        const std::string y = absl::StrCat(b, ",", s, ",", n * d);
+        std::string ir = absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", qkv, "] \"qkv\"\n");
+        std::string args = "%0", attrs = absl::StrCat("num_heads=", n, ", scale=0.125");
+        if (std::string(mask) == "additive") {
+          absl::StrAppend(&ir, " %1 = Input() : f32[", b, ",1,1,", s, "] \"mask\"\n");
+          args = "%0, %1";
+        } else if (std::string(mask) == "bool") {
+          absl::StrAppend(&ir, " %1 = Input() : bool[", b, ",1,", s, ",", s, "] \"mask\"\n");
+          args = "%0, %1";
+        } else if (std::string(mask) == "causal") {
+          absl::StrAppend(&attrs, ", causal=1");
+        }
+        absl::StrAppend(&ir, " %9 = kiln.MultiHeadAttention(", args, ") {", attrs, "} : $T[", y,
+                        "] \"y\"\n return \"y\": %9\n}");
+        cases.push_back({absl::StrCat("attention ", t, " ", qkv, " ", mask), WithType(ir, t)});
+      }
+  RunCases(cases, /*int_high=*/2);
+}
+
+TEST(CudaOps, EmbeddingsPoolingSoftmaxGelu) {
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* t : kFloatTypes) {
+    for (const char* ids : {"i64", "i32"})
+      for (bool two_outputs : {false, true}) {
+        const int b = 3, s = 7, h = 36, vocab = 4;
+        cases.push_back(
+            {absl::StrCat("embed ", t, " ", ids, two_outputs ? " sum" : ""),
+             WithType(absl::StrCat(
+                          "graph g opset=21 {\n %0 = Input() : ", ids, "[", b, ",", s,
+                          "] \"ids\"\n %1 = Input() : ", ids, "[", b, ",", s, "] \"seg\"\n",
+                          " %2 = Constant() {value=", Ramp(absl::StrCat(vocab, ",", h), vocab * h),
+                          "} : $T[", vocab, ",", h, "] \"word\"\n",
+                          " %3 = Constant() {value=", Ramp(absl::StrCat(s, ",", h), s * h),
+                          "} : $T[", s, ",", h, "] \"pos\"\n",
+                          " %4 = Constant() {value=", Ramp(absl::StrCat(4, ",", h), 4 * h),
+                          "} : $T[4,", h, "] \"segtab\"\n",
+                          " %5 = Constant() {value=", Ramp(absl::StrCat(h), h), "} : $T[", h,
+                          "] \"g\"\n %6 = Constant() {value=", Ramp(absl::StrCat(h), h),
+                          "} : $T[", h, "] \"b\"\n",
+                          two_outputs ? " %7, %8 = " : " %7 = ",
+                          "kiln.EmbedLayerNorm(%0, %1, _, %2, %3, %4, %5, %6) {epsilon=1e-12} : $T[",
+                          b, ",", s, ",", h, "] \"y\"",
+                          two_outputs ? absl::StrCat(", $T[", b, ",", s, ",", h, "] \"sum\"") : "",
+                          "\n return \"y\": %7", two_outputs ? ", \"sum\": %8" : "", "\n}"),
+                      t)});
+      }
+    for (const char* mode : {"mean", "cls"})
+      for (int norm : {0, 1})
+        cases.push_back(
+            {absl::StrCat("pool ", t, " ", mode, norm ? " normalize" : ""),
+             WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[33,7,36] \"h\"\n"
+                                   " %1 = Input() : i64[33,7] \"mask\"\n"
+                                   " %2 = kiln.Pool(%0, %1) {mode=\"", mode, "\", normalize=", norm,
+                                   "} : $T[33,36] \"y\"\n return \"y\": %2\n}"),
+                      t)});
+    for (int n : {1, 7, 5000})
+      cases.push_back({absl::StrCat("softmax ", t, " ", n),
+                       WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[5,", n,
+                                             "] \"x\"\n %1 = Softmax(%0) {axis=-1} : $T[5,", n,
+                                             "] \"y\"\n return \"y\": %1\n}"),
+                                t)});
+    for (const char* approx : {"none", "tanh"})
+      cases.push_back({absl::StrCat("gelu ", t, " ", approx),
+                       WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[3,1001] \"x\"\n"
+                                             " %1 = Gelu(%0) {approximate=\"", approx,
+                                             "\"} : $T[3,1001] \"y\"\n return \"y\": %1\n}"),
+                                t)});
+  }
+  RunCases(cases, /*int_high=*/2);
+}
+
+TEST(CudaOps, EltwiseFamily) {
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"add broadcast f16", R"(graph g opset=21 {
+ %0 = Input() : f16[2,3,5] "a"
+ %1 = Input() : f16[3,1] "b"
+ %2 = Add(%0, %1) : f16[2,3,5] "y"
+ return "y": %2
+})"},
+      {"mask chain", R"(graph g opset=21 {
+ %0 = Input() : i64[2,1,1,9] "m"
+ %1 = Cast(%0) {to=1} : f32[2,1,1,9] "f"
+ %2 = Constant() {value=tensor<f32[]>[1]} : f32[] "one"
+ %3 = Sub(%2, %1) : f32[2,1,1,9] "inv"
+ %4 = Constant() {value=tensor<f32[]>[-3.4e+38]} : f32[] "big"
+ %5 = Mul(%3, %4) : f32[2,1,1,9] "y"
+ return "y": %5
+})"},
+      {"where equal not", R"(graph g opset=21 {
+ %0 = Input() : i64[4,6] "a"
+ %1 = Input() : i64[6] "b"
+ %2 = Equal(%0, %1) : bool[4,6] "eq"
+ %3 = Not(%2) : bool[4,6] "ne"
+ %4 = Input() : f32[4,6] "x"
+ %5 = Input() : f32[1,6] "z"
+ %6 = Where(%3, %4, %5) : f32[4,6] "y"
+ return "y": %6, "ne": %3
+})"},
+      {"int arithmetic", R"(graph g opset=21 {
+ %0 = Input() : i32[5,7] "a"
+ %1 = Constant() {value=tensor<i32[7]>[3,-2,5,-7,1,4,-3]} : i32[7] "b"
+ %2 = Div(%0, %1) : i32[5,7] "q"
+ %3 = Mod(%0, %1) : i32[5,7] "r"
+ %4 = Mod(%0, %1) {fmod=1} : i32[5,7] "f"
+ return "q": %2, "r": %3, "f": %4
+})"},
+      {"unary floats bf16", R"(graph g opset=21 {
+ %0 = Input() : bf16[3,17] "x"
+ %1 = Sigmoid(%0) : bf16[3,17] "s"
+ %2 = Tanh(%1) : bf16[3,17] "t"
+ %3 = Neg(%2) : bf16[3,17] "y"
+ return "y": %3
+})"},
+      {"casts and saturation", R"(graph g opset=21 {
+ %0 = Input() : f32[8] "x"
+ %1 = Constant() {value=tensor<f32[]>[1000]} : f32[] "k"
+ %2 = Mul(%0, %1) : f32[8] "big"
+ %3 = Cast(%2) {to=3} : i8[8] "i8"
+ %4 = Cast(%0) {to=10} : f16[8] "h"
+ %5 = Cast(%0) {to=9} : bool[8] "b"
+ return "i8": %3, "h": %4, "b": %5
+})"},
+  };
+  RunCases(cases, /*int_high=*/9);
+}
+
+TEST(CudaOps, DataMovement) {
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"transpose", R"(graph g opset=21 {
+ %0 = Input() : f16[2,3,5,7] "x"
+ %1 = Transpose(%0) {perm=[0,2,1,3]} : f16[2,5,3,7] "y"
+ return "y": %1
+})"},
+      {"slice negative steps", R"(graph g opset=21 {
+ %0 = Input() : i64[6,10] "x"
+ %1 = Constant() {value=tensor<i64[2]>[-1,8]} : i64[2] "s"
+ %2 = Constant() {value=tensor<i64[2]>[-100,1]} : i64[2] "e"
+ %3 = Constant() {value=tensor<i64[2]>[0,1]} : i64[2] "a"
+ %4 = Constant() {value=tensor<i64[2]>[-2,-3]} : i64[2] "st"
+ %5 = Slice(%0, %1, %2, %3, %4) : i64[3,3] "y"
+ return "y": %5
+})"},
+      {"expand", R"(graph g opset=21 {
+ %0 = Input() : f32[3,1] "x"
+ %1 = Constant() {value=tensor<i64[3]>[2,3,4]} : i64[3] "shape"
+ %2 = Expand(%0, %1) : f32[2,3,4] "y"
+ return "y": %2
+})"},
+      {"concat", R"(graph g opset=21 {
+ %0 = Input() : bf16[2,1,4] "a"
+ %1 = Input() : bf16[2,3,4] "b"
+ %2 = Input() : bf16[2,2,4] "c"
+ %3 = Concat(%0, %1, %2) {axis=1} : bf16[2,6,4] "y"
+ return "y": %3
+})"},
+      {"gather axis 1", R"(graph g opset=21 {
+ %0 = Input() : f32[3,5,4] "x"
+ %1 = Constant() {value=tensor<i64[2,2]>[4,-1,0,2]} : i64[2,2] "i"
+ %2 = Gather(%0, %1) {axis=1} : f32[3,2,2,4] "y"
+ return "y": %2
+})"},
+      {"gather_nd batch_dims 1", R"(graph g opset=21 {
+ %0 = Input() : f32[2,5,3] "x"
+ %1 = Constant() {value=tensor<i64[2,4,1]>[0,4,2,-1,1,1,3,0]} : i64[2,4,1] "i"
+ %2 = GatherND(%0, %1) {batch_dims=1} : f32[2,4,3] "y"
+ return "y": %2
+})"},
+      {"gather_elements", R"(graph g opset=21 {
+ %0 = Input() : i32[3,4] "x"
+ %1 = Constant() {value=tensor<i64[3,2]>[0,3,1,-1,2,0]} : i64[3,2] "i"
+ %2 = GatherElements(%0, %1) {axis=1} : i32[3,2] "y"
+ return "y": %2
+})"},
+      {"cumsum exclusive reverse", R"(graph g opset=21 {
+ %0 = Input() : i64[3,9] "x"
+ %1 = Constant() {value=tensor<i64[]>[1]} : i64[] "axis"
+ %2 = CumSum(%0, %1) {exclusive=1, reverse=1} : i64[3,9] "y"
+ %3 = Input() : f32[3,9] "f"
+ %4 = CumSum(%3, %1) : f32[3,9] "fy"
+ return "y": %2, "fy": %4
+})"},
+      {"reductions", R"(graph g opset=21 {
+ %0 = Input() : f16[4,6,10] "x"
+ %1 = Constant() {value=tensor<i64[1]>[-1]} : i64[1] "last"
+ %2 = ReduceMean(%0, %1) : f16[4,6,1] "mean"
+ %3 = Constant() {value=tensor<i64[2]>[0,2]} : i64[2] "outer"
+ %4 = ReduceMax(%0, %3) {keepdims=0} : f16[6] "max"
+ %5 = ReduceSum(%0) : f16[1,1,1] "sum"
+ return "mean": %2, "max": %4, "sum": %5
+})"},
+  };
+  RunCases(cases);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,191 @@
+// The CUDA executor's Create on any machine: the kernel table against the cuda contracts
+// (each id in both), every fixture's cuda plan refused cleanly where no GPU answers (and
+// accepted where one does), and one malformed hand-made cuda plan per host-side rule, each
+// InvalidArgument naming the step before any device is looked for.
+#include <filesystem>
+
+#include "gmock/gmock.h"
+#include "plan/kernel_contract.h"
+#include "runtime/cuda/cuda_steps.h"
+#include "tests/runtime/runtime_test_util.h"
+
+namespace kiln::runtime_test {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CudaPlanChecks, KernelTableMatchesContracts) {
+  for (const KernelContract& c : KernelContracts(PlanTarget::kCuda))
+    EXPECT_NE(runtime::FindCudaKernel(c.name), nullptr) << "no CUDA kernel for " << c.name;
+  for (std::string_view id : runtime::CudaKernelIds())
+    EXPECT_NE(FindKernelContract(PlanTarget::kCuda, id), nullptr)
+        << "no cuda contract for " << id;
+}
+
+TEST(CudaPlanChecks, FixturesAreRefusedCleanlyWithoutAGpu) {
+  const CudaDeviceInfo dev = QueryCudaDevice(0);
+  if (!dev.available) std::printf("no GPU here (%s): expecting FailedPrecondition\n", dev.reason.c_str());
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(
+           std::string(KILN_SOURCE_DIR) + "/models/fixtures")) {
+    if (e.path().extension() != ".onnx") continue;
+    CompileOptions o;
+    o.target = PlanTarget::kCuda;
+    o.precision = ++n % 2 ? "fp32" : "fp16";
+    o.profile = {{"batch", {1, 2}}, {"sequence", {8, 16}}};
+    absl::StatusOr<Plan> plan = Compile(e.path().string(), o);
+    ASSERT_TRUE(plan.ok()) << e.path() << ": " << plan.status();
+    auto exec = Executor::Create(std::make_shared<const Plan>(*std::move(plan)));
+    if (dev.available) {
+      EXPECT_TRUE(exec.ok()) << e.path() << ": " << exec.status();
+    } else {
+      ASSERT_FALSE(exec.ok());
+      EXPECT_EQ(exec.status().code(), absl::StatusCode::kFailedPrecondition) << exec.status();
+      EXPECT_THAT(std::string(exec.status().message()),
+                  HasSubstr("cannot run a cuda plan here"));
+    }
+  }
+  EXPECT_GE(n, 31);
+}
+
+// A cuda plan around one step with input x, output y (and more inputs where the case
+// adds them), for a malformed-plan case.
+struct OneStep {
+  PlanBuilder pb;
+  OneStep() { pb.plan().target = PlanTarget::kCuda, pb.plan().cuda_sms = {80, 90}; }
+  absl::Status Create() { return Executor::Create(pb.Finish()).status(); }
+};
+
+void ExpectInvalid(const absl::Status& st, const std::string& msg) {
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr(msg));
+}
+
+// x f32[dims_x] -> kernel -> y f32[dims_y]
+absl::Status Unary(const std::string& kernel, std::vector<int64_t> dx, std::vector<int64_t> dy,
+                   std::vector<PlanParam> params, DType tx = DType::kF32,
+                   DType ty = DType::kF32) {
+  OneStep s;
+  std::vector<Dim> sx, sy;
+  for (int64_t d : dx) sx.push_back(Dim::Known(d));
+  for (int64_t d : dy) sy.push_back(Dim::Known(d));
+  s.pb.Input("x", tx, sx);
+  s.pb.Output("y", ty, sy);
+  s.pb.Bucket({});
+  s.pb.Step(kernel, {s.pb.In(0, dx, tx)}, {s.pb.Out(0, dy, ty)}, std::move(params));
+  return s.Create();
+}
+
+TEST(CudaPlanChecks, StridedCopiesStayInsideTheirBuffers) {
+  using V = std::vector<int64_t>;
+  // Slice: start past the dim, then a step that walks off the end.
+  ExpectInvalid(Unary("slice", {4, 6}, {2, 3}, {P("starts", V{0, 6}), P("steps", V{1, 1})}),
+                "start 6 of dim 1 is past its 6 elements");
+  ExpectInvalid(Unary("slice", {4, 6}, {2, 3}, {P("starts", V{0, 1}), P("steps", V{3, 3})}),
+                "reads outside x [4,6]");
+  ExpectInvalid(Unary("slice", {4, 6}, {2, 3}, {P("starts", V{3, 5}), P("steps", V{-4, -1})}),
+                "reads outside x [4,6]");
+  ExpectInvalid(Unary("slice", {4, 6}, {2, 3}, {P("starts", V{0}), P("steps", V{1})}),
+                "starts, steps and y need x's rank 2");
+  // Transpose: not a permutation, dims that disagree.
+  ExpectInvalid(Unary("transpose", {2, 3}, {3, 2}, {P("perm", V{0, 0})}), "not a permutation");
+  ExpectInvalid(Unary("transpose", {2, 3}, {2, 3}, {P("perm", V{1, 0})}), "is not x [2,3] permuted");
+  // Expand that does not broadcast.
+  ExpectInvalid(Unary("expand", {3}, {2, 4}, {}), "does not broadcast to y [2,4]");
+  // The valid forms of each are accepted as far as the host goes.
+  for (absl::Status st :
+       {Unary("slice", {4, 6}, {2, 3}, {P("starts", V{3, 5}), P("steps", V{-2, -2})}),
+        Unary("transpose", {2, 3}, {3, 2}, {P("perm", V{1, 0})}), Unary("expand", {3}, {2, 3}, {})})
+    EXPECT_NE(st.code(), absl::StatusCode::kInvalidArgument) << st;
+}
+
+TEST(CudaPlanChecks, EltwiseTypingAndBroadcast) {
+  ExpectInvalid(Unary("eltwise", {4}, {4}, {P("op", "Neg")}, DType::kU8, DType::kU8),
+                "Neg is not defined on u8");
+  ExpectInvalid(Unary("eltwise", {4}, {4}, {P("op", "Equal")}), "Equal takes 2 inputs, got 1");
+  ExpectInvalid(Unary("eltwise", {4}, {4}, {P("op", "Sqrt")}, DType::kF32, DType::kF16),
+                "Sqrt returns f32, not f16");
+  ExpectInvalid(Unary("eltwise", {3}, {2, 4}, {P("op", "Identity")}),
+                "do not broadcast to y [2,4]");
+  EXPECT_NE(Unary("eltwise", {4}, {4}, {P("op", "Identity")}, DType::kI64, DType::kF32).code(),
+            absl::StatusCode::kInvalidArgument);  // a Cast
+}
+
+TEST(CudaPlanChecks, GathersAndReductions) {
+  {
+    OneStep s;  // gather whose output dims are not data[:axis] + indices + data[axis+1:]
+    s.pb.Input("x", DType::kF32, {Dim::Known(5), Dim::Known(3)});
+    s.pb.Input("i", DType::kI64, {Dim::Known(2)});
+    s.pb.Output("y", DType::kF32, {Dim::Known(3), Dim::Known(3)});
+    s.pb.Bucket({});
+    s.pb.Step("gather", {s.pb.In(0, {5, 3}), s.pb.In(1, {2}, DType::kI64)},
+              {s.pb.Out(0, {3, 3})}, {P("axis", int64_t{0})});
+    ExpectInvalid(s.Create(), "y [3,3] should be [2,3]");
+  }
+  ExpectInvalid(Unary("reduce", {2, 3, 4}, {2, 4},
+                      {P("op", "mean"), P("axes", std::vector<int64_t>{2, 1})}),
+                "axes must be ascending dims of x");
+  ExpectInvalid(Unary("reduce", {2, 3, 4}, {2, 3},
+                      {P("op", "mean"), P("axes", std::vector<int64_t>{1})}),
+                "y [2,3] does not hold x [2,3,4] reduced over [1]");
+  ExpectInvalid(Unary("cumsum", {2, 3}, {2, 3},
+                      {P("axis", int64_t{2}), P("exclusive", int64_t{0}),
+                       P("reverse", int64_t{0})}),
+                "axis 2 is past x's rank");
+}
+
+TEST(CudaPlanChecks, ComputeKernelLimits) {
+  // LayerNorm rows past the kernel's 16384 elements.
+  {
+    OneStep s;
+    const int64_t h = 20000;
+    s.pb.Input("x", DType::kF32, {Dim::Known(2), Dim::Known(h)});
+    s.pb.Output("y", DType::kF32, {Dim::Known(2), Dim::Known(h)});
+    const int64_t g = s.pb.AddWeight(RandomVec(h, 1));
+    s.pb.Bucket({});
+    s.pb.Step("layer_norm", {s.pb.In(0, {2, h}), s.pb.Weight(g, {h}), -1},
+              {s.pb.Out(0, {2, h})},
+              {P("rows", int64_t{2}), P("h", h), P("epsilon", 1e-5)});
+    ExpectInvalid(s.Create(), "h 20000 is beyond the CUDA norm kernel's 16384 elements");
+  }
+  // Attention head size past 256.
+  {
+    OneStep s;
+    s.pb.Input("qkv", DType::kF32, {Dim::Known(1), Dim::Known(2), Dim::Known(900)});
+    s.pb.Output("y", DType::kF32, {Dim::Known(1), Dim::Known(2), Dim::Known(300)});
+    s.pb.Bucket({});
+    s.pb.Step("attention", {s.pb.In(0, {1, 2, 900}), -1}, {s.pb.Out(0, {1, 2, 300})},
+              {P("batch", int64_t{1}), P("seq", int64_t{2}), P("num_heads", int64_t{1}),
+               P("head_size", int64_t{300}), P("scale", 0.1), P("causal", int64_t{0})});
+    ExpectInvalid(s.Create(), "head_size 300 is beyond the CUDA attention kernel's 256");
+  }
+  // MatMul whose operands are smaller than batch x m x k says.
+  {
+    OneStep s;
+    s.pb.Input("a", DType::kF16, {Dim::Known(2), Dim::Known(4), Dim::Known(8)});
+    s.pb.Input("b", DType::kF16, {Dim::Known(8), Dim::Known(3)});
+    s.pb.Output("y", DType::kF16, {Dim::Known(2), Dim::Known(4), Dim::Known(3)});
+    s.pb.Bucket({});
+    s.pb.Step("matmul", {s.pb.In(0, {2, 4, 8}, DType::kF16), s.pb.In(1, {8, 3}, DType::kF16)},
+              {s.pb.Out(0, {2, 4, 3}, DType::kF16)},
+              {P("batch", int64_t{2}), P("m", int64_t{4}), P("k", int64_t{8}),
+               P("n", int64_t{3}), P("broadcast_a", int64_t{0}), P("broadcast_b", int64_t{0})});
+    ExpectInvalid(s.Create(), "b [8,3] has 24 elements; the parameters need 48");
+  }
+  // Linear operands of mixed precision (the contract: one dtype per step).
+  {
+    OneStep s;
+    s.pb.Input("x", DType::kF16, {Dim::Known(2), Dim::Known(4)});
+    s.pb.Output("y", DType::kF16, {Dim::Known(2), Dim::Known(3)});
+    const int64_t w = s.pb.AddWeight(RandomVec(12, 2));
+    s.pb.Bucket({});
+    s.pb.Step("linear", {s.pb.In(0, {2, 4}, DType::kF16), s.pb.Weight(w, {4, 3}), -1, -1},
+              {s.pb.Out(0, {2, 3}, DType::kF16)},
+              {P("m", int64_t{2}), P("k", int64_t{4}), P("n", int64_t{3}),
+               P("trans_w", int64_t{0}), P("activation", "none")});
+    ExpectInvalid(s.Create(), "w is f32 but x is f16");
+  }
+}
+
+}  // namespace
+}  // namespace kiln::runtime_test
