@@ -13,7 +13,7 @@ __device__ __forceinline__ int64_t Row(int64_t id, int64_t rows) {
 }
 
 template <typename T, int VEC, int ITEMS>
-__global__ void __launch_bounds__(1024) EmbedKernel(EmbedArgs a) {
+__global__ void __launch_bounds__(kEmbedMaxThreads) EmbedKernel(EmbedArgs a) {
   __shared__ float scratch[32];
   const int64_t token = blockIdx.x;
   const int64_t b = token / a.seq, s = token % a.seq;
@@ -90,7 +90,8 @@ cudaError_t EmbedLayerNorm(const EmbedArgs& a, cudaStream_t stream) {
                          aligned(a.gamma) && aligned(a.beta) && aligned(a.y) &&
                          (!a.sum || aligned(a.sum));
   NormLaunch l;
-  if (!ChooseNormLaunch(a.dtype, a.hidden, aligned16, &l)) return cudaErrorInvalidValue;
+  if (!ChooseNormLaunch(a.dtype, a.hidden, aligned16, &l, kEmbedMaxThreads))
+    return cudaErrorInvalidValue;
   switch (a.dtype) {
     case ElemType::kF32: return LaunchT<float>(a, l, stream);
     case ElemType::kF16: return LaunchT<__half>(a, l, stream);

@@ -3,7 +3,8 @@
 // the sum itself (GPT-2's first residual), rounded once, y computed from the unrounded sum.
 // How: one block per token, the three table rows summed into registers (16-byte vector
 // loads when the rows allow), then the same two-reduction normalization as norm.h, with the
-// same launch shape (ChooseNormLaunch on `hidden`).
+// same launch shape (ChooseNormLaunch on `hidden`) but at most 512 threads a block (the
+// three table rows' pointers and the sum need the registers): hidden ≤ kEmbedMaxHidden.
 // Ids follow ONNX Gather: valid in [-rows, rows), negative ids count from the end; any other
 // id records the step's code in the error word and writes a zero row.
 #pragma once
@@ -13,6 +14,9 @@
 #include "kernels/cuda/common.h"
 
 namespace kiln::cuda {
+
+inline constexpr int kEmbedMaxThreads = 512;
+inline constexpr int64_t kEmbedMaxHidden = 512 * 16;
 
 struct EmbedArgs {
   ElemType dtype = ElemType::kF32;  // of the tables, gamma, beta and y

@@ -46,8 +46,11 @@ struct NormLaunch {
 };
 
 // The launch shape for rows of `h` elements of `dtype`; `aligned16`: every row and vector
-// pointer is 16-byte aligned. False when h is beyond the kernel's limit (or h = 0).
-bool ChooseNormLaunch(ElemType dtype, int64_t h, bool aligned16, NormLaunch* out);
+// pointer is 16-byte aligned; at most `max_threads` per block (the kernel's launch bound:
+// 1024 for the norms, 512 for EmbedLayerNorm, whose three table rows need the registers).
+// False when h is beyond the kernel's limit (or h = 0).
+bool ChooseNormLaunch(ElemType dtype, int64_t h, bool aligned16, NormLaunch* out,
+                      int max_threads = 1024);
 
 // `a` checked by the caller (ChooseNormLaunch true, pointers sized). rows = 0 is a no-op.
 cudaError_t Norm(const NormArgs& a, cudaStream_t stream);

@@ -5,7 +5,8 @@
 
 namespace kiln::cuda {
 
-bool ChooseNormLaunch(ElemType dtype, int64_t h, bool aligned16, NormLaunch* out) {
+bool ChooseNormLaunch(ElemType dtype, int64_t h, bool aligned16, NormLaunch* out,
+                      int max_threads) {
   const int size = ElemSize(dtype);
   if (h <= 0 || size == 0) return false;
   const int vec16 = 16 / size;
@@ -15,7 +16,7 @@ bool ChooseNormLaunch(ElemType dtype, int64_t h, bool aligned16, NormLaunch* out
   // ~51 registers a thread, so 1024 threads fit the SM's 64K registers).
   const int items = kNormFloatsPerThread / vec;
   const int64_t threads = (vectors + items - 1) / items;
-  if (threads > 1024) return false;
+  if (threads > max_threads) return false;
   out->vec = vec;
   out->items = items;
   out->threads = static_cast<int>(std::max<int64_t>(32, (threads + 31) / 32 * 32));

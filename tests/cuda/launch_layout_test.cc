@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/eltwise.h"
+#include "kernels/cuda/embed.h"
 #include "kernels/cuda/movement.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/softmax.h"
@@ -174,6 +175,10 @@ TEST(NormLaunch, TableAndLimits) {
   EXPECT_FALSE(ChooseNormLaunch(ElemType::kF32, kNormMaxRow + 4, true, &l));
   EXPECT_FALSE(ChooseNormLaunch(ElemType::kBF16, kNormMaxRow + 1, false, &l));
   EXPECT_FALSE(ChooseNormLaunch(ElemType::kF32, 0, true, &l));
+  // EmbedLayerNorm's launch bound (512 threads): hidden up to 8192.
+  ASSERT_TRUE(ChooseNormLaunch(ElemType::kF32, 8192, false, &l, 512));
+  EXPECT_EQ(l.threads, 512);
+  EXPECT_FALSE(ChooseNormLaunch(ElemType::kF32, 8193, false, &l, 512));
   // Every h up to the limit is covered by the threads x items x vec it gets.
   for (ElemType t : {ElemType::kF32, ElemType::kF16, ElemType::kBF16})
     for (int64_t h = 1; h <= 16384; h += (h < 256 ? 1 : 97)) {

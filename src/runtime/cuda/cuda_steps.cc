@@ -286,8 +286,9 @@ absl::StatusOr<StepPtr> PrepareEmbed(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(const EmbedRule r, CheckEmbedLayerNorm(c));
   cuda::NormLaunch l;
   const cuda::ElemType t = ElemTypeOf(c.In(3)->dtype);
-  if (!cuda::ChooseNormLaunch(t, r.hidden, false, &l))
-    return c.Err("hidden %d is beyond the CUDA kernel's %d elements", r.hidden, cuda::kNormMaxRow);
+  if (!cuda::ChooseNormLaunch(t, r.hidden, false, &l, cuda::kEmbedMaxThreads))
+    return c.Err("hidden %d is beyond the CUDA kernel's %d elements", r.hidden,
+                 cuda::kEmbedMaxHidden);
   cuda::EmbedArgs a;
   a.dtype = t;
   a.ids_i32 = r.ids_i32;

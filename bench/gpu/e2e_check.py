@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""CUDA plans of every committed fixture against onnxruntime (CPU) on the original model.
+
+For each fixture (models/fixtures/**.onnx) and precision (fp32, fp16, bf16): `kiln compile
+--target cuda` at batch 2 x sequence 16, `kiln run PLAN --input ... --output-dir` on the
+generator's seeded inputs (trailing padding in the attention mask), onnxruntime on the same
+feeds, and per output:
+  fp32:       max |kiln - ort| <= 1e-4 (the CPU plans' tolerance: fp32 reordering only);
+  fp16, bf16: cosine >= 0.9999 and max |kiln - ort| <= 3e-2 (fp16) / 2e-1 (bf16)
+              — 16-bit weights and activations with fp32 statistics; the reference-
+              executor test of the precision pass measured ~5e-3 / 3e-2 on these models.
+Prints one line per (fixture, precision) and a summary; writes --json. Exit 1 on a miss.
+Runs on the GPU machine from bench/gpu/check.sh (any python3 with numpy, onnx, onnxruntime).
+"""
+
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "models"))
+
+import export_torch  # noqa: E402
+import gen_bert  # noqa: E402
+import gen_decoder  # noqa: E402
+import gen_variants  # noqa: E402
+
+BOUNDS = {"fp32": (1e-4, None), "fp16": (3e-2, 0.9999), "bf16": (2e-1, 0.9999)}
+BATCH, SEQ = 2, 16
+
+
+def feeds_for(model):
+    folder = model.parent.name
+    if folder == "variants":
+        v = next(v for v in gen_variants.VARIANTS
+                 if pathlib.Path(gen_variants.fixture_path(v)).name == model.name)
+        return gen_variants.random_inputs(v, "tiny", BATCH, SEQ, 0)
+    if folder == "torch":
+        return export_torch.random_inputs(export_torch.parse_fixture_name(model.name)[0],
+                                          BATCH, SEQ, 0)
+    if folder == "decoder":
+        return gen_decoder.random_inputs(gen_decoder.TINY, BATCH, SEQ, 0, padding="right")
+    return gen_bert.random_inputs(gen_bert.SIZES["tiny"], BATCH, SEQ, 0)
+
+
+def run_kiln(kiln, plan, feeds, work):
+    args = [kiln, "run", str(plan), "--quiet", "--output-dir", str(work / "out")]
+    for name, value in feeds.items():
+        path = work / f"{name}.npy"
+        np.save(path, value)
+        args += ["--input", f"{name}={path}"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kiln run: {proc.stderr.strip()}")
+    return work / "out"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--target", default="cuda",
+                    help="cuda (default); cpu checks this script itself on any machine")
+    ap.add_argument("--precisions", default="fp32,fp16,bf16")
+    args = ap.parse_args()
+    precisions = args.precisions.split(",")
+    models = sorted((ROOT / "models" / "fixtures").rglob("*.onnx"))
+    rows, misses = [], 0
+    for model in models:
+        feeds = feeds_for(model)
+        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        want = dict(zip(names, sess.run(None, feeds)))
+        for precision in precisions:
+            max_abs, min_cos = BOUNDS[precision]
+            label = f"{model.relative_to(ROOT / 'models' / 'fixtures')} {precision}"
+            row = {"model": str(model.relative_to(ROOT)), "precision": precision}
+            with tempfile.TemporaryDirectory() as tmp:
+                work = pathlib.Path(tmp)
+                plan = work / "p.kiln"
+                c = subprocess.run([args.kiln, "compile", str(model), "-o", str(plan), "--quiet",
+                                    "--target", args.target, "--precision", precision, "--shape",
+                                    f"batch={BATCH},sequence={SEQ}"],
+                                   capture_output=True, text=True, timeout=300)
+                try:
+                    if c.returncode != 0:
+                        raise RuntimeError(f"kiln compile: {c.stderr.strip()}")
+                    out = run_kiln(args.kiln, plan, feeds, work)
+                    worst_abs, worst_cos = 0.0, 1.0
+                    for name in names:
+                        got = np.load(out / f"{name}.npy").astype(np.float64)
+                        ref = want[name].astype(np.float64)
+                        worst_abs = max(worst_abs, float(np.max(np.abs(got - ref))))
+                        denom = np.linalg.norm(got) * np.linalg.norm(ref)
+                        if denom > 0:
+                            worst_cos = min(worst_cos, float(np.sum(got * ref) / denom))
+                    ok = worst_abs <= max_abs and (min_cos is None or worst_cos >= min_cos)
+                    row.update(max_abs=worst_abs, min_cosine=worst_cos, ok=ok)
+                except RuntimeError as e:
+                    row.update(error=str(e), ok=False)
+            misses += not row["ok"]
+            rows.append(row)
+            detail = (f"max |diff| {row['max_abs']:.3g}, cosine {row['min_cosine']:.7f}"
+                      if "max_abs" in row else row["error"])
+            print(f"{'ok  ' if row['ok'] else 'MISS'} {label:55s} {detail}", flush=True)
+    summary = {"checked": len(rows), "missed": misses, "rows": rows}
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(summary, indent=1))
+    print(f"e2e: {len(rows) - misses} of {len(rows)} (fixture, precision) pairs within bounds")
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

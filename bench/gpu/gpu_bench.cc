@@ -1,0 +1,246 @@
+// kiln_gpu_bench: the GPU measurements bench/gpu/check.sh needs from C++, one JSON object
+// per line on stdout.
+//   plan PLAN.kiln --shape batch=B,sequence=S [--runs N] [--warmup N] [--no-cuda-graph]
+//       p50/p90/min of Run with every input and output in device memory on the caller's
+//       stream, timed with CUDA events around Run ("device_io"), and the same with host
+//       memory ("host_io", copies included); token ids in [0, 100), masks all 1.
+//   create PLAN.kiln
+//       LoadPlanFile + Executor::Create (weight upload + graph capture of every bucket), ms.
+//   kernels [--rows R] [--hidden H]
+//       the roofline references: device-to-device copy bandwidth (cudaMemcpy of R x H fp16
+//       rows, bytes read + written), fp16 SkipLayerNorm over the same rows against it, and
+//       the dense fp16 GEMM rate (cuBLASLt, 8192^3) against which Linear is judged.
+// Medians over --runs after --warmup; every CUDA call checked (exit 1 with the error).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/norm.h"
+#include "kiln/kiln.h"
+
+namespace {
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "kiln_gpu_bench: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+void Check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) Die(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+struct Stats {
+  double p50, p90, min;
+};
+Stats Summarize(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double p) { return ms[static_cast<size_t>(p * (ms.size() - 1) + 0.5)]; };
+  return {at(0.5), at(0.9), ms.front()};
+}
+
+// Times `fn` (which enqueues work on `stream`) with CUDA events: median of `runs`.
+template <typename Fn>
+Stats TimeEvents(cudaStream_t stream, int warmup, int runs, Fn fn) {
+  cudaEvent_t a, b;
+  Check(cudaEventCreate(&a), "cudaEventCreate");
+  Check(cudaEventCreate(&b), "cudaEventCreate");
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    Check(cudaEventRecord(a, stream), "cudaEventRecord");
+    fn();
+    Check(cudaEventRecord(b, stream), "cudaEventRecord");
+    Check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float t = 0;
+    Check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return Summarize(ms);
+}
+
+std::map<std::string, int64_t> ParseShape(const std::string& spec) {
+  std::map<std::string, int64_t> out;
+  for (absl::string_view part : absl::StrSplit(spec, ',')) {
+    std::vector<std::string> kv = absl::StrSplit(part, '=');
+    int64_t v = 0;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &v)) Die("bad --shape " + spec);
+    out[kv[0]] = v;
+  }
+  return out;
+}
+
+int PlanBench(const std::string& path, const std::map<std::string, int64_t>& shape, int runs,
+              int warmup, bool graphs) {
+  absl::StatusOr<kiln::Plan> plan = kiln::LoadPlanFile(path);
+  if (!plan.ok()) Die(std::string(plan.status().message()));
+  auto exec = kiln::Executor::Create(std::make_shared<const kiln::Plan>(*std::move(plan)),
+                                     {.cuda_graphs = graphs});
+  if (!exec.ok()) Die(std::string(exec.status().message()));
+  const kiln::Plan& p = (*exec)->plan();
+  std::vector<kiln::Tensor> host_in;
+  std::vector<std::vector<int64_t>> in_dims;
+  std::mt19937 gen(1);
+  for (const kiln::PlanTensorSig& sig : p.inputs) {
+    std::vector<int64_t> dims;
+    for (const kiln::Dim& d : sig.dims)
+      dims.push_back(d.is_known() ? d.value() : shape.count(d.symbol()) ? shape.at(d.symbol()) : 1);
+    kiln::Tensor t(sig.dtype, dims);
+    const bool mask = sig.name.find("mask") != std::string::npos;
+    const bool types = sig.name.find("type") != std::string::npos;
+    for (int64_t i = 0; i < t.NumElements(); ++i)
+      t.SetFromDouble(i, mask ? 1.0 : types ? 0.0 : static_cast<double>(gen() % 100));
+    in_dims.push_back(dims);
+    host_in.push_back(std::move(t));
+  }
+  auto out_dims = (*exec)->OutputDims(in_dims);
+  if (!out_dims.ok()) Die(std::string(out_dims.status().message()));
+  std::vector<kiln::Tensor> host_out;
+  for (size_t o = 0; o < out_dims->size(); ++o) host_out.emplace_back(p.outputs[o].dtype, (*out_dims)[o]);
+  std::vector<void*> dev;
+  std::vector<kiln::TensorView> dv, hv;
+  std::vector<kiln::MutableTensorView> dov, hov;
+  for (const kiln::Tensor& t : host_in) {
+    void* d = nullptr;
+    Check(cudaMalloc(&d, std::max<size_t>(t.NumBytes(), 1)), "cudaMalloc");
+    Check(cudaMemcpy(d, t.raw(), t.NumBytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    dev.push_back(d);
+    dv.push_back({t.dtype(), t.dims(), d, kiln::MemoryKind::kCuda});
+    hv.push_back({t.dtype(), t.dims(), t.raw()});
+  }
+  for (kiln::Tensor& t : host_out) {
+    void* d = nullptr;
+    Check(cudaMalloc(&d, std::max<size_t>(t.NumBytes(), 1)), "cudaMalloc");
+    dev.push_back(d);
+    dov.push_back({t.dtype(), t.dims(), d, kiln::MemoryKind::kCuda});
+    hov.push_back({t.dtype(), t.dims(), t.raw()});
+  }
+  cudaStream_t stream;
+  Check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  auto run = [&](bool device) {
+    absl::Status s = device ? (*exec)->Run(dv, dov, nullptr, {.cuda_stream = stream})
+                            : (*exec)->Run(hv, hov, nullptr, {.cuda_stream = stream});
+    if (!s.ok()) Die(std::string(s.message()));
+  };
+  const Stats d = TimeEvents(stream, warmup, runs, [&] { run(true); });
+  const Stats h = TimeEvents(stream, warmup, runs, [&] { run(false); });
+  std::printf(
+      "{\"plan\": \"%s\", \"graphs\": %s, \"device_io\": {\"p50_ms\": %.4f, \"p90_ms\": %.4f, "
+      "\"min_ms\": %.4f}, \"host_io\": {\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f}}\n",
+      path.c_str(), graphs ? "true" : "false", d.p50, d.p90, d.min, h.p50, h.p90, h.min);
+  for (void* x : dev) cudaFree(x);
+  cudaStreamDestroy(stream);
+  return 0;
+}
+
+int CreateBench(const std::string& path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<kiln::Plan> plan = kiln::LoadPlanFile(path);
+  if (!plan.ok()) Die(std::string(plan.status().message()));
+  const size_t buckets = plan->buckets.size();
+  auto exec = kiln::Executor::Create(std::make_shared<const kiln::Plan>(*std::move(plan)));
+  if (!exec.ok()) Die(std::string(exec.status().message()));
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("{\"plan\": \"%s\", \"buckets\": %zu, \"load_and_create_ms\": %.1f}\n", path.c_str(),
+              buckets, ms);
+  return 0;
+}
+
+int KernelBench(int64_t rows, int64_t hidden, int runs) {
+  cudaStream_t stream;
+  Check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  const size_t n = static_cast<size_t>(rows * hidden), bytes = n * 2;
+  void *x, *skip, *y, *sum, *gamma, *beta;
+  for (void** p : {&x, &skip, &y, &sum}) Check(cudaMalloc(p, bytes), "cudaMalloc");
+  for (void** p : {&gamma, &beta}) Check(cudaMalloc(p, hidden * 2), "cudaMalloc");
+  for (void* p : {x, skip, y, sum}) Check(cudaMemset(p, 0x3c, bytes), "cudaMemset");  // ~1.0 in fp16
+  for (void* p : {gamma, beta}) Check(cudaMemset(p, 0x3c, hidden * 2), "cudaMemset");
+  const Stats copy = TimeEvents(stream, 5, runs, [&] {
+    Check(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
+  });
+  const double copy_gbs = 2.0 * bytes / (copy.p50 * 1e-3) / 1e9;  // read + write
+  kiln::cuda::NormArgs a;
+  a.kind = kiln::cuda::NormKind::kSkipLayerNorm;
+  a.dtype = kiln::cuda::ElemType::kF16;
+  a.x = x, a.skip = skip, a.gamma = gamma, a.beta = beta, a.rows = rows, a.h = hidden, a.y = y;
+  const Stats sln = TimeEvents(stream, 5, runs, [&] { Check(kiln::cuda::Norm(a, stream), "Norm"); });
+  const double sln_gbs = 3.0 * bytes / (sln.p50 * 1e-3) / 1e9;  // x + skip read, y written
+  a.sum = sum;
+  const Stats sln_sum = TimeEvents(stream, 5, runs, [&] { Check(kiln::cuda::Norm(a, stream), "Norm"); });
+  const double sln_sum_gbs = 4.0 * bytes / (sln_sum.p50 * 1e-3) / 1e9;
+  // Dense fp16 GEMM, 8192^3, through the same cuBLASLt wrapper the Linear steps use.
+  const int64_t g = 8192;
+  void *ga, *gb, *gc, *ws;
+  for (void** p : {&ga, &gb, &gc}) Check(cudaMalloc(p, g * g * 2), "cudaMalloc");
+  Check(cudaMalloc(&ws, kiln::cuda::kGemmWorkspaceBytes), "cudaMalloc");
+  for (void* p : {ga, gb}) Check(cudaMemset(p, 0x2c, g * g * 2), "cudaMemset");
+  cublasLtHandle_t lt;
+  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) Die("cublasLtCreate");
+  kiln::cuda::GemmDesc gd;
+  gd.dtype = kiln::cuda::ElemType::kF16;
+  gd.m = gd.n = gd.k = g;
+  kiln::cuda::LtGemm gemm;
+  if (cublasStatus_t s = gemm.Init(lt, gd, kiln::cuda::kGemmWorkspaceBytes); s != CUBLAS_STATUS_SUCCESS)
+    Die(std::string("cuBLASLt init: ") + kiln::cuda::CublasStatusName(s));
+  const Stats mm = TimeEvents(stream, 3, std::max(5, runs / 4), [&] {
+    if (gemm.Run(lt, ga, gb, nullptr, gc, ws, kiln::cuda::kGemmWorkspaceBytes, stream) !=
+        CUBLAS_STATUS_SUCCESS)
+      Die("cuBLASLt matmul");
+  });
+  const double tflops = 2.0 * g * g * g / (mm.p50 * 1e-3) / 1e12;
+  std::printf(
+      "{\"rows\": %lld, \"hidden\": %lld, \"d2d_copy_gbs\": %.1f, \"skip_layer_norm_gbs\": %.1f, "
+      "\"skip_layer_norm_over_copy\": %.3f, \"skip_layer_norm_sum_gbs\": %.1f, "
+      "\"skip_layer_norm_sum_over_copy\": %.3f, \"skip_layer_norm_ms\": %.4f, "
+      "\"gemm_fp16_8192_tflops\": %.1f}\n",
+      static_cast<long long>(rows), static_cast<long long>(hidden), copy_gbs, sln_gbs,
+      sln_gbs / copy_gbs, sln_sum_gbs, sln_sum_gbs / copy_gbs, sln.p50, tflops);
+  cublasLtDestroy(lt);
+  for (void* p : {x, skip, y, sum, gamma, beta, ga, gb, gc, ws}) cudaFree(p);
+  cudaStreamDestroy(stream);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) Die("usage: kiln_gpu_bench plan|create|kernels ... (see bench/gpu/README.md)");
+  const std::string mode = argv[1];
+  std::string path, shape;
+  int runs = 100, warmup = 20;
+  int64_t rows = 8192, hidden = 768;
+  bool graphs = true;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) Die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--shape") shape = next();
+    else if (a == "--runs") runs = std::atoi(next().c_str());
+    else if (a == "--warmup") warmup = std::atoi(next().c_str());
+    else if (a == "--rows") rows = std::atoll(next().c_str());
+    else if (a == "--hidden") hidden = std::atoll(next().c_str());
+    else if (a == "--no-cuda-graph") graphs = false;
+    else if (path.empty() && a[0] != '-') path = a;
+    else Die("unexpected argument " + a);
+  }
+  if (runs < 1) Die("--runs must be >= 1");
+  if (mode == "plan") return PlanBench(path, ParseShape(shape), runs, warmup, graphs);
+  if (mode == "create") return CreateBench(path);
+  if (mode == "kernels") return KernelBench(rows, hidden, runs);
+  Die("unknown mode " + mode);
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""The short table bench/gpu/check.sh prints last, from the files it wrote to OUT:
+cuda_tests.json (GoogleTest), e2e.json (e2e_check.py) and bench.json (torch_bench.py).
+Each line: what, the measurement, the issue's target, and whether it is met. Missing files
+(a stage that failed early) show as 'not measured'."""
+
+import json
+import pathlib
+import sys
+
+
+def load(path):
+    try:
+        return json.loads(pathlib.Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def main():
+    out = pathlib.Path(sys.argv[1])
+    lines = []
+
+    def row(what, value, target="", ok=None):
+        mark = "" if ok is None else ("met" if ok else "MISSED")
+        lines.append(f"{what:44s} {value:>26s}  {target:>18s}  {mark}")
+
+    tests = load(out / "cuda_tests.json")
+    if tests:
+        failed = tests.get("failures", 0)
+        skipped = sum(1 for suite in tests.get("testsuites", []) for t in suite.get("testsuite", [])
+                      if t.get("result") == "SKIPPED")
+        total = tests.get("tests", 0)
+        row("CUDA tests", f"{total - failed - skipped} of {total} pass, {skipped} skipped",
+            "all, none skipped", failed == 0 and skipped == 0)
+    else:
+        row("CUDA tests", "not measured")
+    e2e = load(out / "e2e.json")
+    if e2e:
+        row("fixtures x precisions vs onnxruntime",
+            f"{e2e['checked'] - e2e['missed']} of {e2e['checked']} in bounds", "all",
+            e2e["missed"] == 0)
+    else:
+        row("fixtures vs onnxruntime", "not measured")
+    b = load(out / "bench.json")
+    if not b:
+        row("benchmarks", "not measured")
+    else:
+        rows = {(r["model"], r["batch"], r["sequence"]): r for r in b["rows"]}
+        k = b.get("kernels", {})
+        for (m, bt, s), r in sorted(rows.items()):
+            comp = f", compile {r['compiled_ms']:.3f}" if "compiled_ms" in r else ""
+            row(f"{m} b{bt} s{s} fp16 p50 ms (kiln)",
+                f"{r['kiln_ms']:.3f} (eager {r['eager_ms']:.3f}{comp})")
+        r = rows.get(("minilm", 1, 128))
+        if r and "compiled_ms" in r:
+            ratio = r["kiln_ms"] / r["compiled_ms"]
+            row("MiniLM b1 s128 kiln / torch.compile", f"{ratio:.2f}x", "<= 0.5x", ratio <= 0.5)
+        r = rows.get(("base", 32, 128))
+        if r and "compiled_ms" in r:
+            ratio = r["compiled_ms"] / r["kiln_ms"]
+            row("BERT-base b32 s128 throughput vs compile", f"{ratio:.2f}x", ">= 1.3x",
+                ratio >= 1.3)
+        if r and k.get("gemm_fp16_8192_tflops"):
+            frac = r["kiln_tflops"] / k["gemm_fp16_8192_tflops"]
+            row("BERT-base b32 s128 / dense fp16 GEMM",
+                f"{r['kiln_tflops']:.0f} / {k['gemm_fp16_8192_tflops']:.0f} TFLOP/s = {frac:.2f}",
+                ">= 0.65", frac >= 0.65)
+        if k:
+            row("SkipLayerNorm 8192x768 fp16 / D2D copy",
+                f"{k['skip_layer_norm_gbs']:.0f} / {k['d2d_copy_gbs']:.0f} GB/s = "
+                f"{k['skip_layer_norm_over_copy']:.2f}", ">= 0.8 (0.9)",
+                k["skip_layer_norm_over_copy"] >= 0.8)
+        for m in ("minilm", "base"):
+            if f"{m}_layer_launches" in b:
+                n = b[f"{m}_layer_launches"]
+                row(f"{m} kernels per encoder layer", f"{n} ({b[f'{m}_layer_steps']} steps)",
+                    "<= 7 (5)", n <= 7)
+            c = b.get(f"{m}_fp16_vs_torch_fp32")
+            if c:
+                row(f"{m} fp16 vs torch fp32, min token cosine", f"{c['min_token_cosine']:.6f}",
+                    ">= 0.9999", c["min_token_cosine"] >= 0.9999)
+        c9 = b.get("create_9_buckets")
+        if c9:
+            row("9-bucket MiniLM load + Create", f"{c9['load_and_create_ms']:.0f} ms", "<= 500 ms",
+                c9["load_and_create_ms"] <= 500)
+    print(f"{'':44s} {'measured':>26s}  {'target':>18s}")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
