@@ -4,12 +4,15 @@
 // Unsqueeze, Flatten, Identity) a second buffer over the same storage, and graph outputs
 // that no step can write directly (inputs, constants, aliases, repeats) a trailing copy
 // step. Arena buffers (an alias group is one buffer) go to the memory planner with the
-// contract's in-place hints. Limits: the graph must be topologically ordered.
+// contract's in-place hints. On cuda, a Linear whose only reader is a residual Add becomes
+// one linear step with the residual through cuBLASLt's C operand.
+// Limits: the graph must be topologically ordered.
 #include "compiler/lower.h"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,9 +106,15 @@ class BucketLowering {
         direct_output_[Key(v)] = static_cast<int32_t>(i);
       }
     }
+    if (options_.target == PlanTarget::kCuda) FindResidualLinears();
     for (const auto& p : g_.nodes()) {
       const Node& n = *p;
       if (n.is_input() || n.is_constant() || IsAliasOp(n)) continue;  // buffers on demand
+      if (deferred_.count(n.id())) continue;  // lowered with its residual Add
+      if (auto it = residual_at_.find(n.id()); it != residual_at_.end()) {
+        KILN_RETURN_IF_ERROR(LowerLinearResidual(*it->second.first, n, it->second.second));
+        continue;
+      }
       KILN_RETURN_IF_ERROR(LowerNode(n));
     }
     for (const auto& [index, v] : copies) {
@@ -290,6 +299,72 @@ class BucketLowering {
     return absl::OkStatus();
   }
 
+  // cuda: Add(Linear(x) , r) with the Linear's result read by that Add only, activation
+  // none, no broadcasting: one linear step whose residual goes through cuBLASLt's C operand
+  // (beta = 1), emitted at the Add (both operands exist there). The CPU kernel has no
+  // residual input, so cpu plans keep the Add.
+  void FindResidualLinears() {
+    std::set<std::pair<int, int>> graph_outputs;
+    for (const GraphOutput& o : g_.outputs()) graph_outputs.insert(Key(o.value));
+    for (const auto& p : g_.nodes()) {
+      const Node& add = *p;
+      if (!add.domain().empty() || add.op() != "Add" || add.num_inputs() != 2 ||
+          add.num_outputs() != 1 || !add.input(0) || !add.input(1))
+        continue;
+      for (int side = 0; side < 2; ++side) {
+        const Value y = add.input(side), r = add.input(1 - side);
+        const Node& lin = *y.node;
+        if (lin.domain() != "kiln" || lin.op() != "Linear" || r.node == &lin) continue;
+        const std::string* act = lin.attr_string("activation");
+        if ((act && *act != "none") || lin.output_info(0).uses.size() != 1 ||
+            graph_outputs.count(Key(y)) || deferred_.count(lin.id()))
+          continue;
+        const auto yd = y.type().StaticDims(), rd = r.type().StaticDims(),
+                   od = add.output_info(0).type.StaticDims();
+        if (!yd || !rd || !od || *yd != *od || *rd != *od || r.type().dtype != y.type().dtype)
+          continue;
+        const std::optional<KernelChoice> k = ChooseKernel(lin, PlanTarget::kCuda);
+        if (!k || k->kernel != "linear") continue;
+        deferred_.insert(lin.id());
+        residual_at_[add.id()] = {&lin, r};
+        break;
+      }
+    }
+  }
+
+  absl::Status LowerLinearResidual(const Node& lin, const Node& add, Value residual) {
+    const int64_t step = static_cast<int64_t>(bucket_.steps.size());
+    std::optional<KernelChoice> k = ChooseKernel(lin, PlanTarget::kCuda);
+    if (!k) return KILN_INTERNAL("%s: its linear kernel went away", lin.Describe());
+    PlanStep s;
+    s.kernel = std::move(k->kernel);
+    s.params = std::move(k->params);
+    s.provenance = lin.provenance();
+    for (const std::string& name : add.provenance()) s.provenance.push_back(name);
+    for (int i = 0; i < 3; ++i) {
+      const Value v = i < lin.num_inputs() ? lin.input(i) : Value{};
+      if (!v) {
+        s.inputs.push_back(-1);
+        continue;
+      }
+      KILN_ASSIGN_OR_RETURN(const int b, Use(v, step));
+      s.inputs.push_back(b);
+    }
+    KILN_ASSIGN_OR_RETURN(const int rb, Use(residual, step));
+    s.inputs.push_back(rb);
+    Node* self = const_cast<Node*>(&add);
+    const Value out = self->output(0);
+    int b;
+    if (auto it = direct_output_.find(Key(out)); it != direct_output_.end())
+      b = NewBuffer(PlanBufferKind::kOutput, add.output_info(0).type, it->second);
+    else
+      b = NewArenaBuffer(add.output_info(0).type, step);
+    buffer_of_[Key(out)] = b;
+    s.outputs.push_back(b);
+    bucket_.steps.push_back(std::move(s));
+    return absl::OkStatus();
+  }
+
   absl::Status PlanArena() {
     std::vector<BufferRequest> requests(groups_.size());
     for (size_t i = 0; i < groups_.size(); ++i) {
@@ -338,6 +413,8 @@ class BucketLowering {
   std::vector<int> group_of_;                             // buffer -> arena group or -1
   std::vector<Group> groups_;
   std::vector<InplaceCandidate> inplace_;
+  std::set<int> deferred_;                                         // Linear nodes taken by
+  std::map<int, std::pair<const Node*, Value>> residual_at_;      // their Add: node, residual
   PlanBucket bucket_;
 };
 

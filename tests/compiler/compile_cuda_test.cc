@@ -98,6 +98,25 @@ TEST(CompileCuda, SixteenBitWeightsHalveTheBlob) {
   EXPECT_GT(f16->weights.size(), f32->weights.size() * 49 / 100);
 }
 
+// A Linear read only by a residual Add is one linear step with the residual as input 3
+// (cuBLASLt's C operand): the LLaMA-style decoder's 2 layers x (o_proj, down_proj).
+TEST(CompileCuda, ResidualAddsJoinTheirLinear) {
+  const std::string model = kFixtures + "decoder/llama_tiny_opset17.onnx";
+  absl::StatusOr<Plan> cuda = Compile(model, Cuda("fp16"));
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  int with_residual = 0;
+  for (const PlanStep& s : cuda->buckets[0].steps) {
+    if (s.kernel != "linear" || s.inputs.size() < 4 || s.inputs[3] < 0) continue;
+    ++with_residual;
+    EXPECT_EQ(std::get<std::string>(s.params[4].value), "none");
+    EXPECT_NE(std::find_if(s.provenance.begin(), s.provenance.end(),
+                           [](const std::string& p) { return p.find("Add") != std::string::npos; }),
+              s.provenance.end())
+        << "the Add's provenance joins the step";
+  }
+  EXPECT_EQ(with_residual, 4);
+}
+
 TEST(CompileCuda, DeterministicRoundTripAndSms) {
   const std::string model = kFixtures + "torch/roberta_dynamo_sdpa.onnx";
   CompileOptions o = Cuda("bf16");

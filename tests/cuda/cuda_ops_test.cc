@@ -172,6 +172,19 @@ TEST(CudaOps, Linear) {
                                      "] \"y\"\n return \"y\": %3\n}"),
                         t)});
         }
+  // Linear + residual Add: one step, the residual through cuBLASLt's C operand.
+  for (const char* t : kFloatTypes)
+    cases.push_back(
+        {absl::StrCat("linear residual ", t),
+         WithType(absl::StrCat("graph g opset=21 {\n"
+                               " %0 = Input() : $T[33,7,37] \"x\"\n"
+                               " %1 = Input() : $T[33,7,19] \"r\"\n"
+                               " %2 = Constant() {value=", Ramp("37,19", 37 * 19),
+                               "} : $T[37,19] \"w\"\n"
+                               " %3 = Constant() {value=", Ramp("19", 19), "} : $T[19] \"b\"\n"
+                               " %4 = kiln.Linear(%0, %2, %3) : $T[33,7,19] \"y\"\n"
+                               " %5 = Add(%4, %1) : $T[33,7,19] \"z\"\n return \"z\": %5\n}"),
+                  t)});
   RunCases(cases);
 }
 
