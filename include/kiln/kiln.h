@@ -58,6 +58,9 @@ struct CompileOptions {
   // cuda: the SM architectures the plan is for (e.g. {90, 80}); empty: 80 and 90. The
   // executor refuses a GPU whose architecture is not among them.
   std::vector<int> cuda_sms;
+  // cuda, fp32 plans: let the GEMMs (linear, matmul) use TF32 tensor cores (10-bit
+  // mantissa inputs, fp32 accumulation). Off by default: an fp32 plan computes in fp32.
+  bool allow_tf32 = false;
   // One static shape: graph input name -> dims, and/or symbol -> value.
   std::map<std::string, std::vector<int64_t>> input_shapes;
   std::map<std::string, int64_t> symbols;

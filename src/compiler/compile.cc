@@ -91,6 +91,8 @@ absl::Status ValidateOptions(const CompileOptions& o) {
         "a cuda plan needs -O1 or higher: -O0 keeps the graph's shape arithmetic (Shape, "
         "ConstantOfShape, ...), which only the host can evaluate, and a cuda plan has no host "
         "steps");
+  if (o.target == PlanTarget::kCpu && o.allow_tf32)
+    return absl::InvalidArgumentError("--allow-tf32 applies to cuda plans only");
   if (o.target == PlanTarget::kCpu && !o.cuda_sms.empty())
     return absl::InvalidArgumentError("CUDA architectures given for a cpu plan");
   for (int sm : o.cuda_sms)
@@ -354,7 +356,8 @@ std::string CompileOptionsString(const CompileOptions& o) {
     std::vector<int> v = o.cuda_sms.empty() ? std::vector<int>{80, 90} : o.cuda_sms;
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
-    sms = absl::StrCat(" cuda_sms={", absl::StrJoin(v, ","), "}");
+    sms = absl::StrCat(" cuda_sms={", absl::StrJoin(v, ","), "}",
+                       o.allow_tf32 ? " allow_tf32" : "");
   }
   return absl::StrCat("target=", std::string(PlanTargetName(o.target)), sms,
                       " opt_level=", o.opt_level, " precision=", o.precision, " shapes={",
@@ -474,7 +477,9 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
       return KILN_INTERNAL("%sthe specialized graph has %d outputs, the symbolic one %d", where,
                            bg->outputs().size(), graph->outputs().size());
     absl::StatusOr<PlanBucket> lowered = compiler::LowerBucket(
-        *bg, input_names, {options.target, /*optimized_kernels=*/options.opt_level > 0}, weights);
+        *bg, input_names,
+        {options.target, /*optimized_kernels=*/options.opt_level > 0, options.allow_tf32},
+        weights);
     if (!lowered.ok())
       return absl::Status(lowered.status().code(),
                           absl::StrCat(where, std::string(lowered.status().message())));

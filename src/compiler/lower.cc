@@ -255,6 +255,7 @@ class BucketLowering {
       s.kernel = std::move(k->kernel);
       s.params = std::move(k->params);
       inplace_ok = k->inplace_ok;
+      AddTf32(n, s);
     } else {
       KILN_ASSIGN_OR_RETURN(std::string text, RefNodeText(n));
       s.kernel = "ref";
@@ -299,6 +300,14 @@ class BucketLowering {
     return absl::OkStatus();
   }
 
+  // --allow-tf32: the fp32 GEMMs of a cuda plan may use TF32 tensor cores.
+  void AddTf32(const Node& n, PlanStep& s) const {
+    if (!options_.allow_tf32 || (s.kernel != "linear" && s.kernel != "matmul") ||
+        n.num_inputs() == 0 || !n.input(0) || n.input(0).type().dtype != DType::kF32)
+      return;
+    s.params.push_back(PlanParam{"tf32", int64_t{1}});
+  }
+
   // cuda: Add(Linear(x) , r) with the Linear's result read by that Add only, activation
   // none, no broadcasting: one linear step whose residual goes through cuBLASLt's C operand
   // (beta = 1), emitted at the Add (both operands exist there). The CPU kernel has no
@@ -339,6 +348,7 @@ class BucketLowering {
     PlanStep s;
     s.kernel = std::move(k->kernel);
     s.params = std::move(k->params);
+    AddTf32(lin, s);
     s.provenance = lin.provenance();
     for (const std::string& name : add.provenance()) s.provenance.push_back(name);
     for (int i = 0; i < 3; ++i) {

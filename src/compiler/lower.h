@@ -48,6 +48,8 @@ struct LowerOptions {
   // cpu: false lowers every compute node to "ref" (-O0: the plan runs on the reference
   // kernels only). cuda has no host steps and ignores it.
   bool optimized_kernels = true;
+  // cuda: fp32 linear/matmul steps get tf32 = 1 (CompileOptions::allow_tf32).
+  bool allow_tf32 = false;
 };
 
 // Lowers `g`, whose every graph-input dim is bound, to a bucket (bindings left empty for

@@ -117,6 +117,30 @@ TEST(CompileCuda, ResidualAddsJoinTheirLinear) {
   EXPECT_EQ(with_residual, 4);
 }
 
+TEST(CompileCuda, Tf32OnlyWhenAllowed) {
+  const std::string model = kFixtures + "decoder/llama_tiny_opset17.onnx";
+  auto count = [](const Plan& p) {
+    int n = 0;
+    for (const PlanStep& s : p.buckets[0].steps)
+      for (const PlanParam& q : s.params) n += q.name == "tf32";
+    return n;
+  };
+  CompileOptions o = Cuda("fp32");
+  absl::StatusOr<Plan> plain = Compile(model, o);
+  o.allow_tf32 = true;
+  absl::StatusOr<Plan> tf32 = Compile(model, o);
+  ASSERT_TRUE(plain.ok() && tf32.ok());
+  EXPECT_EQ(count(*plain), 0);
+  EXPECT_EQ(count(*tf32), 19);  // 15 linear + 4 matmul steps
+  o.precision = "fp16";         // 16-bit GEMMs are not TF32's business
+  absl::StatusOr<Plan> f16 = Compile(model, o);
+  ASSERT_TRUE(f16.ok());
+  EXPECT_EQ(count(*f16), 0);
+  CompileOptions cpu;
+  cpu.allow_tf32 = true;
+  EXPECT_EQ(Compile(model, cpu).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(CompileCuda, DeterministicRoundTripAndSms) {
   const std::string model = kFixtures + "torch/roberta_dynamo_sdpa.onnx";
   CompileOptions o = Cuda("bf16");
