@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "kiln/support/status.h"
 #include "plan/plan_metadata.h"
+#include "runtime/prepare_steps.h"
 
 namespace kiln::runtime {
 namespace {
@@ -47,42 +49,20 @@ absl::Status CpuExecutor::Prepare(const ExecutorOptions& options) {
   ctx_.num_threads = options.num_threads > 0 ? options.num_threads : cpu::DefaultNumThreads();
   FindReleasableWeightPages();
   CpuPrepareEnv env{ctx_, linears_};
-  steps_.resize(plan.buckets.size());
-  for (size_t b = 0; b < plan.buckets.size(); ++b) {
-    const PlanBucket& bucket = plan.buckets[b];
-    const BucketIo& io = session_.bucket(static_cast<int>(b));
-    for (size_t s = 0; s < bucket.steps.size(); ++s) {
-      const PlanStep& step = bucket.steps[s];
-      const KernelContract* contract = FindKernelContract(PlanTarget::kCpu, step.kernel);
-      const CpuPrepareFn prepare = FindCpuKernel(step.kernel);
-      if (contract == nullptr || prepare == nullptr)
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s: unknown kernel '%s' for target cpu",
-                            StepWhere(static_cast<int>(b), static_cast<int>(s), step),
-                            step.kernel));
-      StepChecker c(plan, static_cast<int>(b), static_cast<int>(s), io, *contract);
-      KILN_RETURN_IF_ERROR(c.CheckContract());
-      PreparedStep p;
-      KILN_ASSIGN_OR_RETURN(p.ops, c.Resolve());
-      KILN_ASSIGN_OR_RETURN(p.kernel, prepare(c, env));
-      p.source = &step;
-      if (step.kernel == "linear") {  // packed now: drop its plain pages
-        const PlanBuffer& w = bucket.buffers[step.inputs[1]];
+  auto table = [&](const std::string& id)
+      -> std::function<absl::StatusOr<std::unique_ptr<CpuStep>>(const StepChecker&)> {
+    const CpuPrepareFn fn = FindCpuKernel(id);
+    if (fn == nullptr) return nullptr;
+    return [this, fn, &env](const StepChecker& c) {
+      absl::StatusOr<std::unique_ptr<CpuStep>> step = fn(c, env);
+      if (step.ok() && c.step().kernel == "linear") {  // packed now: drop its plain pages
+        const PlanBuffer& w = c.bucket().buffers[c.step().inputs[1]];
         ReleaseWeightPages(w.offset, w.bytes);
       }
-      steps_[b].push_back(std::move(p));
-    }
-    // Every graph output with bytes must be written by some step.
-    std::vector<bool> written(plan.outputs.size(), false);
-    for (const PlanStep& step : bucket.steps)
-      for (int32_t idx : step.outputs)
-        if (bucket.buffers[idx].kind == PlanBufferKind::kOutput)
-          written[bucket.buffers[idx].binding] = true;
-    for (size_t o = 0; o < plan.outputs.size(); ++o)
-      if (!written[o] && io.output_bytes[o] > 0)
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "bucket %d: no step writes graph output '%s'", b, plan.outputs[o].name));
-  }
+      return step;
+    };
+  };
+  KILN_RETURN_IF_ERROR(PrepareSteps<CpuStep>(plan, session_, PlanTarget::kCpu, table, &steps_));
   {
     WarmUpSet done;
     cpu::ScopedOmpThreads omp_threads(ctx_.threads());

@@ -20,6 +20,7 @@
 #include "kiln/kiln.h"
 #include "runtime/cpu/cpu_steps.h"
 #include "runtime/plan_session.h"
+#include "runtime/prepare_steps.h"
 #include "runtime/pool.h"
 
 namespace kiln::runtime {
@@ -37,12 +38,7 @@ class CpuExecutor final : public Executor {
   using Executor::Run;
 
  private:
-  // One step, ready to run.
-  struct PreparedStep {
-    std::unique_ptr<CpuStep> kernel;
-    StepOperands ops;
-    const PlanStep* source = nullptr;  // for errors and traces
-  };
+  using PreparedStep = PreparedStepOf<CpuStep>;
   // A run's 64-byte-aligned arena + staging block.
   struct Block {
     std::byte* data = nullptr;

@@ -19,6 +19,7 @@
 #include "plan/plan_metadata.h"
 #include "runtime/cuda/cuda_util.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/prepare_steps.h"
 
 namespace kiln::runtime {
 namespace {
@@ -87,38 +88,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<c
 }
 
 absl::Status CudaExecutor::PrepareSteps() {
-  const Plan& plan = *plan_;
-  steps_.resize(plan.buckets.size());
-  for (size_t b = 0; b < plan.buckets.size(); ++b) {
-    const PlanBucket& bucket = plan.buckets[b];
-    const BucketIo& io = session_.bucket(static_cast<int>(b));
-    for (size_t s = 0; s < bucket.steps.size(); ++s) {
-      const PlanStep& step = bucket.steps[s];
-      const KernelContract* contract = FindKernelContract(PlanTarget::kCuda, step.kernel);
-      const CudaPrepareFn prepare = FindCudaKernel(step.kernel);
-      if (contract == nullptr || prepare == nullptr)
-        return absl::InvalidArgumentError(
-            absl::StrFormat("%s: unknown kernel '%s' for target cuda",
-                            StepWhere(static_cast<int>(b), static_cast<int>(s), step),
-                            step.kernel));
-      StepChecker c(plan, static_cast<int>(b), static_cast<int>(s), io, *contract);
-      KILN_RETURN_IF_ERROR(c.CheckContract());
-      PreparedStep p;
-      KILN_ASSIGN_OR_RETURN(p.ops, c.Resolve());
-      KILN_ASSIGN_OR_RETURN(p.kernel, prepare(c));
-      p.source = &step;
-      steps_[b].push_back(std::move(p));
-    }
-    std::vector<bool> written(plan.outputs.size(), false);
-    for (const PlanStep& step : bucket.steps)
-      for (int32_t idx : step.outputs)
-        if (bucket.buffers[idx].kind == PlanBufferKind::kOutput)
-          written[bucket.buffers[idx].binding] = true;
-    for (size_t o = 0; o < plan.outputs.size(); ++o)
-      if (!written[o] && io.output_bytes[o] > 0)
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "bucket %d: no step writes graph output '%s'", b, plan.outputs[o].name));
-  }
+  auto table = [](const std::string& id) { return FindCudaKernel(id); };
+  KILN_RETURN_IF_ERROR(runtime::PrepareSteps<CudaStep>(*plan_, session_, PlanTarget::kCuda,
+                                                       table, &steps_));
   // Layout of a slot's device block and pinned staging.
   error_offset_ = Align(std::max<int64_t>(session_.max_total_bytes(), 1), kAlign);
   workspace_offset_ = error_offset_ + kAlign;

@@ -29,6 +29,7 @@
 #include "kiln/kiln.h"
 #include "runtime/cuda/cuda_steps.h"
 #include "runtime/plan_session.h"
+#include "runtime/prepare_steps.h"
 #include "runtime/pool.h"
 
 namespace kiln::runtime {
@@ -46,11 +47,7 @@ class CudaExecutor final : public Executor {
   using Executor::Run;
 
  private:
-  struct PreparedStep {
-    std::unique_ptr<CudaStep> kernel;
-    StepOperands ops;
-    const PlanStep* source = nullptr;
-  };
+  using PreparedStep = PreparedStepOf<CudaStep>;
   // One concurrent run's resources (see the file comment).
   struct Slot {
     int device = 0;
