@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "compiler/lower.h"
 #include "kiln/reference/slice.h"
 #include "plan/eltwise_ops.h"
@@ -76,12 +75,6 @@ bool Broadcasts(const Dims& in, const Dims& out) {
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i] != 1 && in[i] != out[i + shift]) return false;
   return true;
-}
-
-std::string DTypesText(const std::vector<DType>& ts) {
-  std::vector<std::string> names;
-  for (DType t : ts) names.emplace_back(DTypeName(t));
-  return absl::StrJoin(names, ", ");
 }
 
 Choice Eltwise(const Node& n, const std::string& op) {

@@ -651,6 +651,12 @@ TEST(PlanMutation, CudaPlansCreateNeverCrash) {
               "accepted %d (runs %d, ok %d), other %d; GPU %s\n",
               trials, invalid, no_device, accepted, runs, runs_ok, other,
               gpu ? "present" : "absent");
+#ifndef KILN_HAVE_CUDA
+  // Built without the CUDA backend: Create refuses every cuda plan up front, uniformly, with
+  // FailedPrecondition (the host checks live in the backend), and nothing crashes.
+  EXPECT_EQ(no_device, trials);
+  return;
+#endif
   EXPECT_GT(invalid, trials / 4);
   if (!gpu) {
     // Without a device nothing is accepted, and the host checks let plenty through to the
