@@ -10,6 +10,8 @@
 # .gpu-bundle/ is git-ignored; carry it in the device call (bench/gpu/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The build tree scripts/test.sh uses (the same Release configuration, so it stays warm);
+# KILN_BUILD_DIR=dir for another.
 BUILD=${KILN_BUILD_DIR:-build}
 OUT=.gpu-bundle
 scripts/setup.sh

@@ -53,11 +53,6 @@ constexpr int ElemSize(ElemType t) {
   return 0;
 }
 
-constexpr bool IsFloatType(ElemType t) {
-  return t == ElemType::kF32 || t == ElemType::kF16 || t == ElemType::kBF16 ||
-         t == ElemType::kF64;
-}
-
 // The largest rank strided kernels take (after collapsing contiguous dims).
 inline constexpr int kMaxRank = 8;
 

@@ -218,6 +218,13 @@ __global__ void EltKernel(EltwiseArgs a) {
     }
     const D x = Load<D>(a.in[0].data, a.in[0].type, off0);
     const D y = a.num_inputs > 1 ? Load<D>(a.in[1].data, a.in[1].type, off1) : D{};
+    if (a.op == EltOp::kClip) {  // as the reference: a NaN x fails both tests
+      const D hi = Load<D>(a.in[2].data, a.in[2].type, off2);
+      D v = x < y ? y : x;
+      v = v > hi ? hi : v;
+      Store<D>(a.y, a.out_type, o, v);
+      continue;
+    }
     if (IsBoolOp(a.op)) {
       Store<bool>(a.y, a.out_type, o, BoolResult<D>(a.op, x, y));
       continue;

@@ -21,7 +21,7 @@ enum class EltOp : uint8_t {
   kSigmoid, kSin, kCos, kFloor, kCeil, kRound, kGelu, kGeluTanh, kIsNaN, kNot,
   kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kMod, kFMod,
   kEqual, kLess, kLessOrEqual, kGreater, kGreaterOrEqual, kAnd, kOr, kXor,
-  kWhere,
+  kWhere, kClip,
 };
 
 // Mirrors kiln::EltDomain (src/plan/eltwise_ops.h).

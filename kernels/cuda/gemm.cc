@@ -16,8 +16,9 @@ cudaDataType_t DataType(ElemType t) {
 }
 
 // The largest power of two (at most 64) dividing `bytes` (0: 64).
-int32_t AlignmentOf(int64_t bytes) {
-  int32_t a = 64;
+// The largest power of two <= cap dividing `bytes` (cap for 0).
+uint32_t AlignmentOf(int64_t bytes, uint32_t cap) {
+  uint32_t a = cap;
   while (a > 1 && bytes % a != 0) a /= 2;
   return a;
 }
@@ -56,6 +57,10 @@ LtGemm::~LtGemm() {
 
 cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t workspace_bytes) {
   desc_ = d;
+  if (d.m == 0 || d.n == 0) {  // nothing to compute (Run returns at once); no valid layout
+    ready_ = true;
+    return CUBLAS_STATUS_SUCCESS;
+  }
   const cudaDataType_t dt = DataType(d.dtype);
   const cublasComputeType_t compute =
       d.dtype == ElemType::kF32 && d.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -99,14 +104,16 @@ cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t w
   cublasLtMatmulPreference_t pref = nullptr;
   LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
   const size_t elem = static_cast<size_t>(ElemSize(d.dtype));
-  const uint32_t align_a = AlignmentOf(d.batch > 1 ? d.stride_w * elem : 0);
-  const uint32_t align_b = AlignmentOf(d.batch > 1 ? d.stride_x * elem : 0);
-  const uint32_t align_d = AlignmentOf(d.batch > 1 ? d.stride_y * elem : 0);
+  const uint32_t align_a = AlignmentOf(d.batch > 1 ? d.stride_w * elem : 0, d.align_w);
+  const uint32_t align_b = AlignmentOf(d.batch > 1 ? d.stride_x * elem : 0, d.align_x);
+  const uint32_t align_d = AlignmentOf(d.batch > 1 ? d.stride_y * elem : 0, d.align_y);
+  const uint32_t align_c = AlignmentOf(d.batch > 1 ? d.stride_y * elem : 0,
+                                       d.residual ? d.align_residual : d.align_y);
   cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
   for (auto [attr, v] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
                          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
-                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
+                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
                          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}}) {
     if (s == CUBLAS_STATUS_SUCCESS)
       s = cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v));

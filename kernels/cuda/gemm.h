@@ -9,8 +9,10 @@
 // cannot use it), so only `gelu_tanh` Linear steps use it; an erf GELU runs as a separate
 // kernel after a bias epilogue (the executor does that). Algorithm: the heuristic's first
 // choice for the workspace given, picked once at Init (needs the device) and reused.
-// Limits: pointers must be 64-byte aligned (batch strides: what their byte size allows);
-// the bias pointer is fixed at Init (weights do not move).
+// Alignment: the caller states each pointer's byte alignment (align_*, up to 256); the
+// algorithm is chosen for the smaller of that and what the batch strides allow, so Run must
+// be given pointers at least that aligned. The bias pointer is fixed at Init (weights do
+// not move).
 #pragma once
 
 #include <cstddef>
@@ -37,6 +39,8 @@ struct GemmDesc {
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   bool residual = false;  // y = ... + residual[m,n] (epilogue kNone only)
   bool allow_tf32 = false;
+  // Byte alignment (a power of two, <= 256) of the x, w, residual and y pointers Run gets.
+  uint32_t align_x = 256, align_w = 256, align_residual = 256, align_y = 256;
 };
 
 class LtGemm {
@@ -51,7 +55,6 @@ class LtGemm {
   // Enqueues y = ... on `stream`. Safe from several threads with different workspaces.
   cublasStatus_t Run(cublasLtHandle_t handle, const void* x, const void* w, const void* residual,
                      void* y, void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
-  const GemmDesc& desc() const { return desc_; }
 
  private:
   GemmDesc desc_;

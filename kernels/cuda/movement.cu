@@ -176,10 +176,10 @@ struct GatherElementsL {
 }  // namespace
 
 cudaError_t StridedCopy(const StridedCopyArgs& a, cudaStream_t stream) {
+  if (a.rank < 0 || a.rank > kMaxRank) return cudaErrorInvalidValue;
   int64_t n = 1;
   for (int j = 0; j < a.rank; ++j) n *= a.dims[j];
   if (n == 0) return cudaSuccess;
-  if (a.rank < 0 || a.rank > kMaxRank) return cudaErrorInvalidValue;
   const unsigned grid = GridFor(n, kThreads, 4);
   switch (a.elem_size) {
     case 1: StridedCopyKernel<1><<<grid, kThreads, 0, stream>>>(a, n); break;

@@ -4,7 +4,8 @@
 // down the sequence (coalesced rows); the mask sum and the squared norm are block
 // reductions. Semantics as docs/fused-ops.md: mean = Σ h·m / max(Σ m, 1e-9); normalize
 // divides by max(‖y‖, 1e-12), the fp32 row held in shared memory so it rounds once.
-// Limits: normalize needs H ≤ kPoolMaxNormalizedHidden (48 KiB of fp32 shared memory).
+// Limits: normalize needs H ≤ kPoolMaxNormalizedHidden (the fp32 row in dynamic shared
+// memory plus the kernel's 128-byte reduction scratch within the default 48 KiB).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 
 namespace kiln::cuda {
 
-inline constexpr int64_t kPoolMaxNormalizedHidden = 12288;
+inline constexpr int64_t kPoolMaxNormalizedHidden = (48 * 1024 - 32 * 4) / 4;  // 12256
 
 struct PoolArgs {
   ElemType dtype = ElemType::kF32;  // of hidden and y

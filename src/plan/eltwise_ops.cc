@@ -77,6 +77,7 @@ const std::vector<EltOpInfo>& EltOps() {
       {"Or", 2, false, false, true, true},
       {"Xor", 2, false, false, true, true},
       {"Where", 3, true, true, true, false},
+      {"Clip", 3, true, true, false, false},  // x, min, max (both given; NaN passes through)
   };
   return *ops;
 }
@@ -102,8 +103,9 @@ absl::StatusOr<EltDomain> TypeEltwise(std::string_view op, const std::vector<DTy
     return absl::InvalidArgumentError(absl::StrCat(std::string(op), " takes ", info->arity,
                                                    " inputs, got ", inputs.size()));
   // Where: bool condition, then two values of the output's dtype.
-  const size_t first = info->arity == 3 ? 1 : 0;
-  if (info->arity == 3 && inputs[0] != DType::kBool)
+  const bool where = op == "Where";
+  const size_t first = where ? 1 : 0;
+  if (where && inputs[0] != DType::kBool)
     return absl::InvalidArgumentError(
         absl::StrCat("Where's condition must be bool, got ", Name(inputs[0])));
   for (size_t i = first + 1; i < inputs.size(); ++i)

@@ -5,7 +5,8 @@
 // steps with the same function, so the two cannot disagree.
 // Semantics follow the reference executor (src/reference/elementwise.cc): integers wrap in
 // their own type, integer Div truncates, an integer division by zero is a data error (the
-// element becomes 0 and the run fails naming the step), Min/Max propagate NaN, Cast from
+// element becomes 0 and the run fails naming the step), Min/Max propagate NaN (Clip passes
+// a NaN x through, with scalar min and max both given), Cast from
 // float to integer truncates, saturates and maps NaN to 0. Floats of f32/f16/bf16 compute
 // in f32 (f64 in f64): + - * / sqrt are correctly rounded as in the reference; the
 // transcendental functions are the device's f32 libm, within a few ulp.

@@ -82,7 +82,7 @@ std::vector<KernelContract> CudaContracts() {
                .outputs = {Same("y", 0)},
                .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("hidden"),
                           StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
-               .doc = "hidden [B,S,H], mask [B,S] → y [B,H]; normalize needs H ≤ 12288"});
+               .doc = "hidden [B,S,H], mask [B,S] → y [B,H]; normalize needs H ≤ 12256"});
   t.push_back({.name = "gelu",
                .inputs = {Req("x", kFloatTypes)},
                .outputs = {Same("y", 0)},

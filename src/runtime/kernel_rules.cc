@@ -71,12 +71,8 @@ absl::StatusOr<NormRule> CheckLayerNorm(const StepChecker& c, bool skip) {
     KILN_RETURN_IF_ERROR(c.LastDim(sk, r.h, "skip", "h"));
   }
   KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "gamma"));
-  r.has_beta = c.In(i) != nullptr;
   KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "beta"));
-  if (skip) {
-    r.has_bias = c.In(i) != nullptr;
-    KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "bias"));
-  }
+  if (skip) KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "bias"));
   KILN_RETURN_IF_ERROR(c.N(c.Out(0), total, "y"));
   r.has_sum = c.Out(1) != nullptr;
   KILN_RETURN_IF_ERROR(c.N(c.Out(1), total, "sum"));
@@ -171,7 +167,6 @@ absl::StatusOr<EmbedRule> CheckEmbedLayerNorm(const StepChecker& c) {
   KILN_RETURN_IF_ERROR(c.N(c.In(6), r.hidden, "gamma"));
   KILN_RETURN_IF_ERROR(c.N(c.In(7), r.hidden, "beta"));
   KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
-  r.has_sum = c.Out(1) != nullptr;
   KILN_RETURN_IF_ERROR(c.N(c.Out(1), y_elems, "sum"));
   return r;
 }

@@ -34,7 +34,7 @@ absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c);
 struct NormRule {
   int64_t rows = 0, h = 0, skip_rows = 0;
   float eps = 0;
-  bool has_beta = false, has_bias = false, has_sum = false;
+  bool has_sum = false;  // output 1 (skip_layer_norm)
 };
 // layer_norm (skip = false) and skip_layer_norm (skip = true).
 absl::StatusOr<NormRule> CheckLayerNorm(const StepChecker& c, bool skip);
@@ -56,7 +56,6 @@ struct EmbedRule {
   bool ids_i32 = false;
   int64_t position_rows = 0;  // B, or 1 ([1,S] / [S] position ids); 0: no position ids
   int64_t word_rows = 0, pos_rows = 0, segment_rows = 0;
-  bool has_sum = false;  // output 1 (cuda)
 };
 absl::StatusOr<EmbedRule> CheckEmbedLayerNorm(const StepChecker& c);
 

@@ -347,6 +347,17 @@ TEST(CudaOps, EltwiseFamily) {
  %6 = Where(%3, %4, %5) : f32[4,6] "y"
  return "y": %6, "ne": %3
 })"},
+      {"clip f32 and i32", R"(graph g opset=21 {
+ %0 = Input() : f32[3,5] "x"
+ %1 = Constant() {value=tensor<f32[]>[-0.5]} : f32[] "lo"
+ %2 = Constant() {value=tensor<f32[]>[0.75]} : f32[] "hi"
+ %3 = Clip(%0, %1, %2) : f32[3,5] "y"
+ %4 = Input() : i32[2,3] "k"
+ %5 = Constant() {value=tensor<i32[]>[0]} : i32[] "klo"
+ %6 = Constant() {value=tensor<i32[]>[1]} : i32[] "khi"
+ %7 = Clip(%4, %5, %6) : i32[2,3] "z"
+ return "y": %3, "z": %7
+})"},
       {"int arithmetic", R"(graph g opset=21 {
  %0 = Input() : i32[5,7] "a"
  %1 = Constant() {value=tensor<i32[7]>[3,-2,5,-7,1,4,-3]} : i32[7] "b"

@@ -109,6 +109,21 @@ TEST(CudaPlanChecks, EltwiseTypingAndBroadcast) {
                 "do not broadcast to y [2,4]");
   EXPECT_NE(Unary("eltwise", {4}, {4}, {P("op", "Identity")}, DType::kI64, DType::kF32).code(),
             absl::StatusCode::kInvalidArgument);  // a Cast
+  {
+    // In place over a broadcast input of the same bytes (i64[1] -> f32[2]): thread 0's write
+    // would land in the element thread 1 reads.
+    OneStep s;
+    s.pb.Input("x", DType::kI64, {Dim::Known(1)});
+    s.pb.Output("y", DType::kF32, {Dim::Known(2)});
+    s.pb.Bucket({});
+    const int a = s.pb.Arena({1}, DType::kI64);
+    const int v = s.pb.Alias(a, {2});
+    s.pb.cur().buffers[v].dtype = DType::kF32;
+    s.pb.Step("copy", {s.pb.In(0, {1}, DType::kI64)}, {a}, {});
+    s.pb.Step("eltwise", {a}, {v}, {P("op", "Identity")});
+    s.pb.Step("copy", {v}, {s.pb.Out(0, {2})}, {});
+    ExpectInvalid(s.Create(), "y [2] in place over input 0 [1] needs its element count and size");
+  }
 }
 
 TEST(CudaPlanChecks, GathersAndReductions) {
@@ -128,6 +143,9 @@ TEST(CudaPlanChecks, GathersAndReductions) {
   ExpectInvalid(Unary("reduce", {2, 3, 4}, {2, 3},
                       {P("op", "mean"), P("axes", std::vector<int64_t>{1})}),
                 "y [2,3] does not hold x [2,3,4] reduced over [1]");
+  ExpectInvalid(Unary("reduce", std::vector<int64_t>(9, 1), std::vector<int64_t>(9, 1),
+                      {P("op", "sum"), P("axes", std::vector<int64_t>{})}),
+                "x [1,1,1,1,1,1,1,1,1] has rank above 8");
   ExpectInvalid(Unary("cumsum", {2, 3}, {2, 3},
                       {P("axis", int64_t{2}), P("exclusive", int64_t{0}),
                        P("reverse", int64_t{0})}),

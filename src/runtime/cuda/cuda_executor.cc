@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<c
   KILN_ASSIGN_OR_RETURN(PlanSession session,
                         PlanSession::Create(*plan, SessionOptions{true, kAlign}));
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(std::move(plan), std::move(session)));
-  KILN_RETURN_IF_ERROR(e->PrepareSteps());  // host only: bad plans fail here on any machine
+  KILN_RETURN_IF_ERROR(e->PrepareSteps());  // host only: bad plans fail here, GPU or not
   KILN_RETURN_IF_ERROR(e->InitDevice(options));
   return std::unique_ptr<Executor>(std::move(e));
 }
@@ -91,20 +91,38 @@ absl::Status CudaExecutor::PrepareSteps() {
   auto table = [](const std::string& id) { return FindCudaKernel(id); };
   KILN_RETURN_IF_ERROR(runtime::PrepareSteps<CudaStep>(*plan_, session_, PlanTarget::kCuda,
                                                        table, &steps_));
-  // Layout of a slot's device block and pinned staging.
-  error_offset_ = Align(std::max<int64_t>(session_.max_total_bytes(), 1), kAlign);
-  workspace_offset_ = error_offset_ + kAlign;
-  block_bytes_ = workspace_offset_ + static_cast<int64_t>(cuda::kGemmWorkspaceBytes);
+  // Layout of a slot's device block and pinned staging (sizes come from the plan: every
+  // sum is checked).
+  bool ok = AlignUp(std::max<int64_t>(session_.max_total_bytes(), 1), kAlign, &error_offset_) &&
+            !AddOverflows(error_offset_, kAlign, &workspace_offset_) &&
+            !AddOverflows(workspace_offset_, static_cast<int64_t>(cuda::kGemmWorkspaceBytes),
+                          &block_bytes_);
   int64_t host_io = 0;
-  for (int b = 0; b < session_.num_buckets(); ++b) {
+  for (int b = 0; ok && b < session_.num_buckets(); ++b) {
     const BucketIo& io = session_.bucket(b);
-    int64_t n = 0;
-    for (int64_t v : io.input_bytes) n += Align(v, 64);
-    for (int64_t v : io.output_bytes) n += Align(v, 64);
+    int64_t n = 0, a = 0;
+    for (int64_t v : io.input_bytes) ok = ok && AlignUp(v, 64, &a) && !AddOverflows(n, a, &n);
+    for (int64_t v : io.output_bytes) ok = ok && AlignUp(v, 64, &a) && !AddOverflows(n, a, &n);
     host_io = std::max(host_io, n);
   }
-  pinned_bytes_ = 64 + host_io;
+  if (!ok || AddOverflows(64, host_io, &pinned_bytes_))
+    return absl::InvalidArgumentError(
+        "the plan's arena and I/O sizes overflow a run's device block");
   return absl::OkStatus();
+}
+
+absl::InlinedVector<std::byte*, 16> CudaExecutor::DeviceBases(std::byte* block, int b) const {
+  const Plan& plan = *plan_;
+  const BucketIo& io = session_.bucket(b);
+  const int nin = static_cast<int>(plan.inputs.size());
+  absl::InlinedVector<std::byte*, 16> bases(3 + plan.inputs.size() + plan.outputs.size(),
+                                            nullptr);
+  bases[kArenaSlot] = block;
+  bases[kWeightSlot] = weights_;
+  for (int i = 0; i < nin; ++i) bases[BaseSlotOfInput(i)] = block + io.staging_in[i];
+  for (size_t o = 0; o < plan.outputs.size(); ++o)
+    bases[BaseSlotOfOutput(nin, static_cast<int>(o))] = block + io.staging_out[o];
+  return bases;
 }
 
 absl::Status CudaExecutor::InitDevice(const ExecutorOptions& options) {
@@ -148,18 +166,8 @@ absl::Status CudaExecutor::InitDevice(const ExecutorOptions& options) {
   // One slot now, its graphs captured, so the first Run replays.
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Slot> slot, NewSlot());
   if (graphs_) {
-    for (int b = 0; b < session_.num_buckets(); ++b) {
-      absl::InlinedVector<std::byte*, 16> bases(3 + plan.inputs.size() + plan.outputs.size());
-      const BucketIo& io = session_.bucket(b);
-      bases[kArenaSlot] = slot->block;
-      bases[kWeightSlot] = weights_;
-      for (size_t i = 0; i < plan.inputs.size(); ++i)
-        bases[BaseSlotOfInput(static_cast<int>(i))] = slot->block + io.staging_in[i];
-      for (size_t o = 0; o < plan.outputs.size(); ++o)
-        bases[BaseSlotOfOutput(static_cast<int>(plan.inputs.size()), static_cast<int>(o))] =
-            slot->block + io.staging_out[o];
-      KILN_RETURN_IF_ERROR(Capture(b, *slot, bases.data()));
-    }
+    for (int b = 0; b < session_.num_buckets(); ++b)
+      KILN_RETURN_IF_ERROR(Capture(b, *slot, DeviceBases(slot->block, b).data()));
   }
   pool_.Release(std::move(slot));
   return absl::OkStatus();
@@ -261,14 +269,7 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
   cudaStream_t stream = options.cuda_stream ? options.cuda_stream : slot.stream;
   const bool trace = stats != nullptr && stats->collect_trace;
 
-  absl::InlinedVector<std::byte*, 16> bases(3 + nin + nout, nullptr);
-  bases[kArenaSlot] = slot.block;
-  bases[kWeightSlot] = weights_;
-  for (size_t i = 0; i < nin; ++i)
-    bases[BaseSlotOfInput(static_cast<int>(i))] = slot.block + io.staging_in[i];
-  for (size_t o = 0; o < nout; ++o)
-    bases[BaseSlotOfOutput(static_cast<int>(nin), static_cast<int>(o))] =
-        slot.block + io.staging_out[o];
+  const absl::InlinedVector<std::byte*, 16> bases = DeviceBases(slot.block, b);
   if (graphs_ && !trace && slot.graphs[b] == nullptr)
     KILN_RETURN_IF_ERROR(Capture(b, slot, bases.data()));  // before any work on the slot
 
@@ -385,8 +386,14 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
     float t0 = 0;
     for (size_t s = 0; s < steps_[b].size(); ++s) {
       float begin = 0, dur = 0;
-      cudaEventElapsedTime(&begin, events[0], events[2 * s]);
-      cudaEventElapsedTime(&dur, events[2 * s], events[2 * s + 1]);
+      cudaError_t e = cudaEventElapsedTime(&begin, events[0], events[2 * s]);
+      if (e == cudaSuccess) e = cudaEventElapsedTime(&dur, events[2 * s], events[2 * s + 1]);
+      if (e != cudaSuccess) {  // the outputs are written; the trace is what failed
+        free_events();
+        stats->trace.clear();
+        return CudaStatus(e, absl::StrFormat("bucket %d step %d: reading the trace's timing", b,
+                                             static_cast<int>(s)));
+      }
       if (s == 0) t0 = begin;
       TraceEvent ev;
       ev.kernel = steps_[b][s].source->kernel;

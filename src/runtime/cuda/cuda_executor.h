@@ -26,6 +26,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include "absl/container/inlined_vector.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/cuda_steps.h"
 #include "runtime/plan_session.h"
@@ -68,6 +69,9 @@ class CudaExecutor final : public Executor {
   absl::Status LaunchSteps(int b, const Slot& slot, cudaStream_t stream, std::byte* const* bases,
                            std::vector<cudaEvent_t>* events) const;
   absl::Status Capture(int b, Slot& slot, std::byte* const* bases) const;
+  // The base pointers (StepIo's slots) of bucket b in a slot's device block: arena,
+  // weights, and every graph input and output at its staging offset.
+  absl::InlinedVector<std::byte*, 16> DeviceBases(std::byte* block, int b) const;
   absl::Status DataError(int b, uint32_t code) const;
 
   PlanSession session_;

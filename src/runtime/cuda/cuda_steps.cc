@@ -46,6 +46,16 @@ namespace {
 
 using StepPtr = std::unique_ptr<CudaStep>;
 
+// The byte alignment (<= 256) of the device pointer a step gets for buffer `b`: every base
+// the CUDA executor hands out (arena, weights, staging slots) is 256-byte aligned, so it
+// is what the buffer's offset allows. (A hand-made plan may place a GEMM operand at any
+// element-aligned offset; cuBLASLt is told the truth rather than the planner's usual 64.)
+uint32_t PointerAlignment(const PlanBuffer& b) {
+  uint32_t a = 256;
+  while (a > 1 && b.offset % a != 0) a /= 2;
+  return a;
+}
+
 // ---- linear / matmul ----------------------------------------------------------------
 
 // y = act(x · w' + bias) (+ residual). cuBLASLt fuses bias, bias+ReLU and bias+tanh-GELU
@@ -53,8 +63,10 @@ using StepPtr = std::unique_ptr<CudaStep>;
 // after the GEMM as an eltwise launch.
 class LinearStep final : public CudaStep {
  public:
-  LinearStep(cuda::GemmDesc desc, int64_t bias_offset, ActivationKind act)
-      : desc_(desc), bias_offset_(bias_offset), act_(act) {}
+  // `post`: the in-place activation after the GEMM, used when `act` needs one.
+  LinearStep(cuda::GemmDesc desc, int64_t bias_offset, ActivationKind act,
+             cuda::EltwiseArgs post)
+      : desc_(desc), bias_offset_(bias_offset), act_(act), post_(post) {}
 
   absl::Status Init(const CudaInitEnv& env) override {
     cuda::GemmDesc d = desc_;
@@ -74,12 +86,11 @@ class LinearStep final : public CudaStep {
     return LaunchStatus(cuda::Eltwise(a, env.stream), "linear's activation");
   }
 
-  cuda::EltwiseArgs post_;  // the in-place activation after the GEMM, when it needs one
-
  private:
   cuda::GemmDesc desc_;
   int64_t bias_offset_;
   ActivationKind act_;
+  cuda::EltwiseArgs post_;
   cuda::LtGemm gemm_;
 };
 
@@ -93,18 +104,22 @@ absl::StatusOr<StepPtr> PrepareLinear(const StepChecker& c) {
   d.trans_w = r.trans_w;
   d.residual = r.has_residual;
   d.allow_tf32 = c.Int("tf32", 0) != 0;
+  d.align_x = PointerAlignment(*c.In(0));
+  d.align_w = PointerAlignment(*c.In(1));
+  if (r.has_residual) d.align_residual = PointerAlignment(*c.In(3));
+  d.align_y = PointerAlignment(*c.Out(0));
   if (r.activation == ActivationKind::kRelu) d.epilogue = cuda::GemmEpilogue::kRelu;
   if (r.activation == ActivationKind::kGeluTanh) d.epilogue = cuda::GemmEpilogue::kGeluTanh;
-  auto step = std::make_unique<LinearStep>(d, r.has_bias ? c.In(2)->offset : -1, r.activation);
+  cuda::EltwiseArgs post;
   if (r.activation == ActivationKind::kGeluErf || r.activation == ActivationKind::kTanh) {
-    cuda::EltwiseArgs& a = step->post_;
+    cuda::EltwiseArgs& a = post;
     a.op = r.activation == ActivationKind::kGeluErf ? cuda::EltOp::kGelu : cuda::EltOp::kTanh;
     a.domain = cuda::EltDomainKind::kF32;
     if (!cuda::EltwiseLayout({r.m * r.n}, {{r.m * r.n}}, &a)) return c.Err("activation layout");
     a.in[0].type = d.dtype;
     a.out_type = d.dtype;
   }
-  return StepPtr(std::move(step));
+  return StepPtr(new LinearStep(d, r.has_bias ? c.In(2)->offset : -1, r.activation, post));
 }
 
 class MatMulStep final : public CudaStep {
@@ -151,6 +166,9 @@ absl::StatusOr<StepPtr> PrepareMatMul(const StepChecker& c) {
   d.stride_w = bb ? 0 : kn;
   d.stride_y = mn;
   d.allow_tf32 = c.Int("tf32", 0) != 0;
+  d.align_x = PointerAlignment(*c.In(0));
+  d.align_w = PointerAlignment(*c.In(1));
+  d.align_y = PointerAlignment(*c.Out(0));
   return StepPtr(new MatMulStep(d));
 }
 

@@ -75,7 +75,7 @@ cuda::EltOp EltOpOf(std::string_view name) {
       {"LessOrEqual", cuda::EltOp::kLessOrEqual}, {"Greater", cuda::EltOp::kGreater},
       {"GreaterOrEqual", cuda::EltOp::kGreaterOrEqual}, {"And", cuda::EltOp::kAnd},
       {"Or", cuda::EltOp::kOr},             {"Xor", cuda::EltOp::kXor},
-      {"Where", cuda::EltOp::kWhere},
+      {"Where", cuda::EltOp::kWhere},       {"Clip", cuda::EltOp::kClip},
   };
   for (const auto& [n, op] : kOps)
     if (n == name) return op;
@@ -105,6 +105,17 @@ absl::StatusOr<StepPtr> PrepareEltwise(const StepChecker& c) {
     dims.push_back(b->dims);
   }
   const PlanBuffer* y = c.Out(0);
+  // In place (the contract lets y take exactly input 0's bytes): each thread reads its own
+  // element before it writes it, which holds only if input 0 does not broadcast (has y's
+  // element count: a broadcast to as many elements only adds 1s) and has y's element size.
+  const PlanBuffer* x0 = c.In(0);
+  const bool in_place = x0 != nullptr && x0->kind == y->kind && x0->offset == y->offset &&
+                        (x0->kind == PlanBufferKind::kArena ||
+                         (x0->kind == PlanBufferKind::kOutput && x0->binding == y->binding));
+  if (in_place && (StepChecker::Elems(*x0) != StepChecker::Elems(*y) ||
+                   DTypeSize(x0->dtype) != DTypeSize(y->dtype)))
+    return c.Err("y %s in place over input 0 %s needs its element count and size",
+                 DimsStr(y->dims), DimsStr(x0->dims));
   absl::StatusOr<EltDomain> d = TypeEltwise(op, types, y->dtype);
   if (!d.ok()) return c.Err("%s", d.status().message());
   cuda::EltwiseArgs a;
@@ -429,6 +440,8 @@ absl::StatusOr<StepPtr> PrepareReduce(const StepChecker& c) {
   const Dims& axes = c.Ints("axes");
   const std::string& op = c.String("op");
   const size_t r = x.dims.size();
+  if (r > static_cast<size_t>(cuda::kMaxRank))
+    return c.Err("x %s has rank above %d", DimsStr(x.dims), cuda::kMaxRank);
   std::vector<bool> reduced(r, false);
   for (size_t i = 0; i < axes.size(); ++i) {
     if (axes[i] >= static_cast<int64_t>(r) || (i > 0 && axes[i] <= axes[i - 1]))
