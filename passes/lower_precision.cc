@@ -7,18 +7,24 @@
 //     through a Cast), their f32 outputs 16-bit. Inputs listed in the op's f32_inputs stay
 //     f32 (attention's additive mask: its -3.4e38 "minus infinity" has no fp16 value).
 //   - kFollow ops (elementwise, data movement) run in 16 bits when one of their float
-//     inputs already is; their other f32 inputs are converted as above. So the mask chain
-//     Cast(mask) -> Sub -> Mul, which starts from an integer input, stays f32.
+//     inputs already is, or when their only f32 inputs are constants (a Gather from an
+//     embedding table: the table is stored in 16 bits); their other f32 inputs are
+//     converted as above. So the mask chain Cast(mask) -> Sub -> Mul, which starts from
+//     an integer input, stays f32.
 //   - kKeepF32 ops (Exp, Log, Pow, Reciprocal, reductions, CumSum) stay f32: 16-bit inputs
 //     are cast up.
 //   - An op whose f32 constant operand does not fit the 16-bit type (fp16: a finite
 //     |value| > 65504) stays f32, so no constant turns into infinity.
 //   - Cast nodes keep their `to`; graph outputs that became 16-bit are cast back to f32.
+//   - fp16: a run-time f32 value cast down goes through Clip(±65504) first, so it
+//     saturates instead of overflowing to ±inf (an additive mask's -3.4e38 would become
+//     -inf, and a fully masked softmax row NaN; bf16 has f32's range and needs none).
 // Why: a plan's weights are stored in the target precision (half the bytes), Casts sit only
 // at the region boundaries, and the numerically delicate parts stay where they are safe.
 // Limits: only f32 values move (f64 and existing 16-bit values are left as they are); the
-// range check covers constants, not values computed at run time (an activation above 65504
-// still overflows fp16 — bf16 has f32's range).
+// range check covers constants and the values cast down, not values computed in fp16 (an
+// activation that grows above 65504 inside a 16-bit region still overflows fp16 — bf16 has
+// f32's range).
 #include <cmath>
 #include <map>
 #include <set>
@@ -74,10 +80,34 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
   std::map<int, Node*> converted;                          // constant node id -> low copy
   std::map<std::pair<Key, DType>, Value> cast_to;          // (value, dtype) -> its Cast
   std::set<Key> lowered;  // values this run made 16-bit (never the model's own 16-bit ones)
+  Value fp16_max, fp16_lowest;  // the Clip bounds, made once
+  auto constant = [&](Node* before, float x, const std::string& name) {
+    Node* k = g.InsertNodeBefore(before, "Constant", {}, 1);
+    k->set_attr("value", Tensor::ScalarF32(x));
+    k->set_output_type(0, Type::Of(Tensor::ScalarF32(x)));
+    k->set_output_name(0, name);
+    return k->output(0);
+  };
   auto cast = [&](Node* before, Value v, DType to) {
     const std::pair<Key, DType> key{key_of(v), to};
     if (auto it = cast_to.find(key); it != cast_to.end()) return it->second;
-    Node* c = g.InsertNodeBefore(before, "Cast", {v}, 1);
+    Value src = v;
+    if (to == DType::kF16 && v.type().dtype == DType::kF32) {
+      // A run-time f32 value into fp16 saturates at ±65504 rather than becoming ±inf: an
+      // additive mask's -3.4e38 stays "very negative", so a fully masked softmax row stays
+      // finite (uniform, as in f32) instead of turning NaN and spreading.
+      if (!fp16_max) {
+        fp16_max = constant(before, 65504.0f, "kiln_fp16_max");
+        fp16_lowest = constant(before, -65504.0f, "kiln_fp16_lowest");
+      }
+      Node* clip = g.InsertNodeBefore(before, "Clip", {v, fp16_lowest, fp16_max}, 1);
+      clip->set_output_type(0, v.type());
+      clip->set_output_name(0, absl::StrCat(v.node->output_info(v.index).name, "_sat"));
+      clip->set_provenance(v.node->provenance());
+      Count("saturating clips inserted");
+      src = clip->output(0);
+    }
+    Node* c = g.InsertNodeBefore(before, "Cast", {src}, 1);
     c->set_attr("to", static_cast<int64_t>(DTypeToOnnx(to)));
     Type t = v.type();
     t.dtype = to;
@@ -123,8 +153,17 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
     if (policy == PrecisionPolicy::kLower) {
       go_low = true;
     } else if (policy == PrecisionPolicy::kFollow) {
-      for (int i = 0; i < n->num_inputs(); ++i)
-        if (n->input(i) && lowered.count(key_of(n->input(i)))) go_low = true;
+      bool runtime_f32 = false, constant_f32 = false;
+      for (int i = 0; i < n->num_inputs(); ++i) {
+        const Value v = n->input(i);
+        if (!v) continue;
+        if (lowered.count(key_of(v))) go_low = true;
+        else if (IsF32(v) && !kept(i))
+          (v.node->constant_value() ? constant_f32 : runtime_f32) = true;
+      }
+      // Only constants among its f32 operands (a Gather from an embedding table, a Where
+      // between two constants): it runs low, so the constants are stored in 16 bits.
+      if (constant_f32 && !runtime_f32) go_low = true;
     }
     // Not with an f32 constant the 16-bit type cannot hold, nor with no f32 in sight.
     bool has_f32 = false;

@@ -32,7 +32,8 @@ PassContext At(Precision p) {
 
 TEST(LowerPrecision, LinearLowersFollowersFollowOutputsComeBack) {
   // Linear (kLower): weights converted, x cast down; Add (follow) takes the 16-bit value and
-  // its f32 graph-input operand is cast down too; the graph output is cast back to f32.
+  // its f32 graph-input operand is cast down too; the graph output is cast back to f32. At
+  // fp16 each run-time value cast down saturates first (one pair of ±65504 bounds).
   ExpectRewrite(kPass, R"(
 graph g opset=21 {
   %0 = Input() : f32[2,3] "x"
@@ -51,12 +52,16 @@ graph g opset=21 {
   %3 = Constant() {value=tensor<f32[3,4]>[1,2,3,4,5,6,7,8,9,10,11,12]} : f32[3,4] "w"
   %4 = Constant() {value=tensor<f16[4]>[0.5,0.25,0.125,1]} : f16[4] "b"
   %5 = Constant() {value=tensor<f32[4]>[0.5,0.25,0.125,1]} : f32[4] "b"
-  %6 = Cast(%0) {to=10} : f16[2,3] "x_f16"
-  %7 = kiln.Linear(%6, %2, %4) : f16[2,4] "y"
-  %8 = Cast(%1) {to=10} : f16[2,4] "r_f16"
-  %9 = Add(%7, %8) : f16[2,4] "z"
-  %10 = Cast(%9) {to=1} : f32[2,4] "z"
-  return "z": %10
+  %6 = Constant() {value=tensor<f32[]>[65504]} : f32[] "kiln_fp16_max"
+  %7 = Constant() {value=tensor<f32[]>[-65504]} : f32[] "kiln_fp16_lowest"
+  %8 = Clip(%0, %7, %6) : f32[2,3] "x_sat"
+  %9 = Cast(%8) {to=10} : f16[2,3] "x_f16"
+  %10 = kiln.Linear(%9, %2, %4) : f16[2,4] "y"
+  %11 = Clip(%1, %7, %6) : f32[2,4] "r_sat"
+  %12 = Cast(%11) {to=10} : f16[2,4] "r_f16"
+  %13 = Add(%10, %12) : f16[2,4] "z"
+  %14 = Cast(%13) {to=1} : f32[2,4] "z"
+  return "z": %14
 })",
                 At(Precision::kFp16));
 }
@@ -105,14 +110,79 @@ graph g opset=21 {
                 R"(
 graph g opset=21 {
   %0 = Input() : f32[2,8] "x"
-  %1 = Cast(%0) {to=10} : f16[2,8] "x_f16"
-  %2 = Softmax(%1) : f16[2,8] "p"
-  %3 = Cast(%2) {to=1} : f32[2,8] "p_f32"
-  %4 = Exp(%3) : f32[2,8] "e"
-  %5 = Constant() {value=tensor<f32[]>[100000]} : f32[] "k"
-  %6 = Mul(%3, %5) : f32[2,8] "m"
-  %7 = Add(%4, %6) : f32[2,8] "y"
-  return "y": %7
+  %1 = Constant() {value=tensor<f32[]>[65504]} : f32[] "kiln_fp16_max"
+  %2 = Constant() {value=tensor<f32[]>[-65504]} : f32[] "kiln_fp16_lowest"
+  %3 = Clip(%0, %2, %1) : f32[2,8] "x_sat"
+  %4 = Cast(%3) {to=10} : f16[2,8] "x_f16"
+  %5 = Softmax(%4) : f16[2,8] "p"
+  %6 = Cast(%5) {to=1} : f32[2,8] "p_f32"
+  %7 = Exp(%6) : f32[2,8] "e"
+  %8 = Constant() {value=tensor<f32[]>[100000]} : f32[] "k"
+  %9 = Mul(%6, %8) : f32[2,8] "m"
+  %10 = Add(%7, %9) : f32[2,8] "y"
+  return "y": %10
+})",
+                At(Precision::kFp16));
+}
+
+TEST(LowerPrecision, Fp16MaskSaturatesSoAFullyMaskedRowStaysFinite) {
+  // An attention left unfused: fp16 scores plus the f32 mask chain's -3.4e38 ("minus
+  // infinity"). Cast straight to fp16 that is -inf, and a row whose keys are all masked
+  // gives NaN from Softmax (then spreads through the next GEMM); saturated it is -65504 and
+  // the row is uniform, as in f32. Batch item 1 has every key masked.
+  auto g = Parse(R"(
+graph g opset=21 {
+  %0 = Input() : f32[2,3,4] "h"
+  %1 = Input() : i64[2,1,4] "mask"
+  %2 = Constant() {value=tensor<f32[4,4]>[0.5,-1,0.25,2,1,0.5,-0.5,0.125,-2,1,1,0.5,0.25,0.75,-1,1]} : f32[4,4] "w"
+  %3 = kiln.Linear(%0, %2) : f32[2,3,4] "scores"
+  %4 = Cast(%1) {to=1} : f32[2,1,4] "m"
+  %5 = Constant() {value=tensor<f32[]>[1]} : f32[] "one"
+  %6 = Sub(%5, %4) : f32[2,1,4] "inv"
+  %7 = Constant() {value=tensor<f32[]>[-3.4e+38]} : f32[] "big"
+  %8 = Mul(%6, %7) : f32[2,1,4] "add_mask"
+  %9 = Add(%3, %8) : f32[2,3,4] "masked"
+  %10 = Softmax(%9) : f32[2,3,4] "p"
+  return "p": %10
+})");
+  auto lowered = g->Clone();
+  ASSERT_TRUE(testing::RunPass(kPass, *lowered, At(Precision::kFp16)));
+  absl::flat_hash_map<std::string, Tensor> feeds;
+  std::vector<float> h(24);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  feeds["h"] = Tensor::FromF32({2, 3, 4}, h);
+  feeds["mask"] = Tensor::FromI64({2, 1, 4}, {1, 1, 0, 1, 0, 0, 0, 0});
+  auto want = RunReference(*g, feeds);
+  auto got = RunReference(*lowered, feeds);
+  ASSERT_TRUE(want.ok() && got.ok()) << want.status() << " " << got.status();
+  const Tensor &a = (*want)[0], &b = (*got)[0];
+  ASSERT_EQ(a.NumElements(), b.NumElements());
+  for (int64_t i = 0; i < a.NumElements(); ++i) {
+    ASSERT_TRUE(std::isfinite(b.GetAsDouble(i))) << "element " << i;
+    // fp16 probabilities: 11 significant bits, so within 2^-10 of f32's.
+    EXPECT_NEAR(b.GetAsDouble(i), a.GetAsDouble(i), 1e-3) << "element " << i;
+  }
+  for (int64_t i = 12; i < 24; ++i) EXPECT_NEAR(b.GetAsDouble(i), 0.25, 1e-3);  // uniform
+}
+
+TEST(LowerPrecision, AGatherFromAConstantTableRunsLow) {
+  // Gather's only f32 operand is the embedding table: the table is stored at 16 bits and
+  // the gather moves 16-bit rows (no f32 table, no cast of its output into the next op).
+  ExpectRewrite(kPass, R"(
+graph g opset=21 {
+  %0 = Input() : i64[2] "ids"
+  %1 = Constant() {value=tensor<f32[3,2]>[1,2,3,4,5,6]} : f32[3,2] "table"
+  %2 = Gather(%1, %0) {axis=0} : f32[2,2] "rows"
+  return "rows": %2
+})",
+                R"(
+graph g opset=21 {
+  %0 = Input() : i64[2] "ids"
+  %1 = Constant() {value=tensor<f16[3,2]>[1,2,3,4,5,6]} : f16[3,2] "table"
+  %2 = Constant() {value=tensor<f32[3,2]>[1,2,3,4,5,6]} : f32[3,2] "table"
+  %3 = Gather(%1, %0) {axis=0} : f16[2,2] "rows"
+  %4 = Cast(%3) {to=1} : f32[2,2] "rows"
+  return "rows": %4
 })",
                 At(Precision::kFp16));
 }
