@@ -25,6 +25,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "kernels/cuda/cublaslt_api.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/norm.h"
 #include "kiln/kiln.h"
@@ -187,8 +188,11 @@ int KernelBench(int64_t rows, int64_t hidden, int runs) {
   for (void** p : {&ga, &gb, &gc}) Check(cudaMalloc(p, g * g * 2), "cudaMalloc");
   Check(cudaMalloc(&ws, kiln::cuda::kGemmWorkspaceBytes), "cudaMalloc");
   for (void* p : {ga, gb}) Check(cudaMemset(p, 0x2c, g * g * 2), "cudaMemset");
+  std::string lt_why;
+  const kiln::cuda::LtApi* api = kiln::cuda::Lt(&lt_why);
+  if (api == nullptr) Die("cuBLASLt: " + lt_why);
   cublasLtHandle_t lt;
-  if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) Die("cublasLtCreate");
+  if (api->Create(&lt) != CUBLAS_STATUS_SUCCESS) Die("cublasLtCreate");
   kiln::cuda::GemmDesc gd;
   gd.dtype = kiln::cuda::ElemType::kF16;
   gd.m = gd.n = gd.k = g;
@@ -208,7 +212,7 @@ int KernelBench(int64_t rows, int64_t hidden, int runs) {
       "\"gemm_fp16_8192_tflops\": %.1f}\n",
       static_cast<long long>(rows), static_cast<long long>(hidden), copy_gbs, sln_gbs,
       sln_gbs / copy_gbs, sln_sum_gbs, sln_sum_gbs / copy_gbs, sln.p50, tflops);
-  cublasLtDestroy(lt);
+  api->Destroy(lt);
   for (void* p : {x, skip, y, sum, gamma, beta, ga, gb, gc, ws}) cudaFree(p);
   cudaStreamDestroy(stream);
   return 0;

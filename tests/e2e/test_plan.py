@@ -30,6 +30,7 @@ inputs discriminate masking).
 
 import hashlib
 import json
+import os
 import pathlib
 import subprocess
 
@@ -398,6 +399,26 @@ def test_run_plan_refuses_onnx_only_flags(kiln_bin, plans, tmp_path):
     proc, _ = run_kiln(kiln_bin, model, feeds_for(model, *STATIC, seed=4), tmp_path,
                        "--trace", str(tmp_path / "t.json"))
     assert "compiled plans" in assert_one_line_error(proc, 2)
+
+
+def test_cpu_work_does_not_load_cublaslt(kiln_bin, tmp_path):
+    """cuBLASLt is loaded on first CUDA use, not at start-up (linked, it cost every process
+    0.1-0.3 s and ~200 MB resident): a CPU compile and run never load it; the CUDA query of
+    `kiln --version` does, where kiln has its CUDA backend. The dynamic loader's own log
+    (LD_DEBUG=files) is the witness."""
+    plan = tmp_path / "d.kiln"
+    compile_plan(kiln_bin, model_by_name("default.onnx"), plan, "--shape", "batch=1,sequence=8")
+    env = dict(os.environ, LD_DEBUG="files")
+    def loads(*args):
+        proc = subprocess.run([kiln_bin, *map(str, args)], capture_output=True, text=True,
+                              timeout=KILN_TIMEOUT_S, check=False, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return "file=libcublasLt" in proc.stderr
+    assert not loads("run", plan, "--random-inputs", "--vocab", "100")
+    assert not loads("--help")
+    version = kiln(kiln_bin, "--version").stdout
+    if "cuBLASLt " in version and "not loadable" not in version:
+        assert loads("--version")
 
 
 def test_cuda_plans_from_the_cli(kiln_bin, tmp_path):

@@ -13,6 +13,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/cublaslt_api.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/movement.h"
 #include "kiln/support/status.h"
@@ -61,7 +62,7 @@ CudaExecutor::Slot::~Slot() {
   cudaSetDevice(device);
   for (cudaGraphExec_t g : graphs)
     if (g) cudaGraphExecDestroy(g);
-  if (lt) cublasLtDestroy(lt);
+  if (lt) cuda::Lt()->Destroy(lt);
   if (stream) cudaStreamDestroy(stream);
   if (block) cudaFree(block);
   if (pinned) cudaFreeHost(pinned);
@@ -72,7 +73,7 @@ CudaExecutor::~CudaExecutor() {
   cudaSetDevice(device_);
   pool_.TakeAll();  // slots before the weights their graphs read
   steps_.clear();
-  if (init_lt_) cublasLtDestroy(init_lt_);
+  if (init_lt_) cuda::Lt()->Destroy(init_lt_);
   if (weights_) cudaFree(weights_);
 }
 
@@ -152,7 +153,7 @@ absl::Status CudaExecutor::InitDevice(const ExecutorOptions& options) {
   const uintptr_t base = reinterpret_cast<uintptr_t>(plan.weights.data());
   if (plan.weights.file_mapped() && page > 0 && base % page == 0 && plan.weights.size() > 0)
     ::madvise(reinterpret_cast<void*>(base), plan.weights.size(), MADV_DONTNEED);
-  KILN_RETURN_IF_ERROR(CublasStatus(cublasLtCreate(&init_lt_), "cublasLtCreate"));
+  KILN_RETURN_IF_ERROR(CublasStatus(cuda::Lt()->Create(&init_lt_), "cublasLtCreate"));
   const CudaInitEnv env{init_lt_, weights_, cuda::kGemmWorkspaceBytes};
   for (size_t b = 0; b < steps_.size(); ++b)
     for (size_t s = 0; s < steps_[b].size(); ++s) {
@@ -192,7 +193,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor::Slot>> CudaExecutor::NewSlot() cons
         cudaGetErrorString(e)));
   }
   KILN_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  KILN_RETURN_IF_ERROR(CublasStatus(cublasLtCreate(&s->lt), "cublasLtCreate"));
+  KILN_RETURN_IF_ERROR(CublasStatus(cuda::Lt()->Create(&s->lt), "cublasLtCreate"));
   s->graphs.assign(steps_.size(), nullptr);
   return s;
 }

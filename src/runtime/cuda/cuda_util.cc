@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "kernels/cuda/cublaslt_api.h"
 #include "kernels/cuda/gemm.h"
 
 namespace kiln {
@@ -89,9 +90,13 @@ CudaDeviceInfo QueryCudaDevice(int ordinal) {
   for (int sm : info.build_sms) sms.push_back(absl::StrCat("sm_", sm));
   int runtime_version = 0;
   cudaRuntimeGetVersion(&runtime_version);
-  const size_t lt = cublasLtGetVersion();  // major*10000 + minor*100 + patch
+  std::string lt_why;
+  const cuda::LtApi* lt = cuda::Lt(&lt_why);
+  const size_t ltv = lt ? lt->GetVersion() : 0;  // major*10000 + minor*100 + patch
   info.build = absl::StrCat("CUDA ", runtime_version / 1000, ".", (runtime_version % 1000) / 10,
-                            ", cuBLASLt ", lt / 10000, ".", (lt / 100) % 100, ".", lt % 100,
+                            ", cuBLASLt ",
+                            lt ? absl::StrCat(ltv / 10000, ".", (ltv / 100) % 100, ".", ltv % 100)
+                               : std::string("not loadable"),
                             ", kernels for ", absl::StrJoin(sms, " "));
   cudaDriverGetVersion(&info.driver_version);
   int count = 0;
@@ -110,11 +115,15 @@ CudaDeviceInfo QueryCudaDevice(int ordinal) {
     info.reason = absl::StrCat("cudaGetDeviceProperties: ", cudaGetErrorString(pe));
     return info;
   }
-  info.available = true;
   info.name = p.name;
   info.sm = p.major * 10 + p.minor;
   info.memory_bytes = static_cast<int64_t>(p.totalGlobalMem);
   info.multiprocessors = p.multiProcessorCount;
+  if (lt == nullptr) {  // a GPU, but no GEMM library to run plans with
+    info.reason = absl::StrCat("cuBLASLt cannot be loaded: ", lt_why);
+    return info;
+  }
+  info.available = true;
   return info;
 }
 
