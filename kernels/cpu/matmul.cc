@@ -2,6 +2,8 @@
 // dnnl::error exceptions; they are caught here and become absl::Status values.
 #include "kernels/cpu/matmul.h"
 
+#include <cstddef>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -26,6 +28,38 @@ dnnl::engine& Engine() {
 absl::Status DnnlError(const char* what, const dnnl::error& e) {
   return absl::InternalError(absl::StrCat("oneDNN ", what, " failed: ", e.what(),
                                           " (status ", static_cast<int>(e.status), ")"));
+}
+
+// The calling thread's scratchpad for one primitive execution. Every primitive here is
+// created with scratchpad_mode::user: in the default library mode oneDNN shares one
+// scratchpad between primitives (Debian's build lacks ONEDNN_ENABLE_CONCURRENT_EXEC), so
+// concurrent Run calls overwrote each other's partial results
+// (Executor.ConcurrentRunsMatchSingleThreaded failed ~1 run in 15). A caller thread runs
+// one primitive at a time (execute, then wait), so one growing buffer per thread serves.
+memory Scratchpad(const memory::desc& md) {
+  struct Buffer {
+    std::byte* data = nullptr;
+    size_t bytes = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buf;
+  const size_t need = md.get_size();
+  if (need > buf.bytes) {
+    std::free(buf.data);
+    buf.bytes = (need + 4095) / 4096 * 4096;
+    buf.data = static_cast<std::byte*>(std::aligned_alloc(64, buf.bytes));
+    if (buf.data == nullptr) {
+      buf.bytes = 0;
+      throw dnnl::error(dnnl_out_of_memory, "scratchpad allocation");
+    }
+  }
+  return memory(md, Engine(), need > 0 ? buf.data : nullptr);
+}
+
+dnnl::primitive_attr UserScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
 }
 
 dnnl::post_ops PostOps(Activation act) {
@@ -61,6 +95,7 @@ struct PackedLinear::State {
   };
   struct Prim {
     dnnl::matmul prim;
+    memory::desc scratchpad;
     size_t packed_index;
     std::string impl;
   };
@@ -86,7 +121,7 @@ absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(
     memory::desc src_md({m, d.k}, dt::f32, tag::ab);
     memory::desc w_any({d.k, d.n}, dt::f32, tag::any);
     memory::desc dst_md({m, d.n}, dt::f32, tag::ab);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = UserScratchpad();
     attr.set_post_ops(PostOps(d.activation));
     std::unique_ptr<dnnl::matmul::desc> md;
     if (bias) {
@@ -107,7 +142,7 @@ absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(
       s.wait();
       packed.push_back({want, dst});
     }
-    Prim p{dnnl::matmul(pd), index, pd.impl_info_str()};
+    Prim p{dnnl::matmul(pd), pd.scratchpad_desc(), index, pd.impl_info_str()};
     return &prims.emplace(std::make_pair(m, threads), std::move(p)).first->second;
   } catch (const dnnl::error& e) {
     return DnnlError("matmul primitive creation", e);
@@ -168,6 +203,7 @@ absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst}};
     if (state_->bias) args[DNNL_ARG_BIAS] = state_->bias;
+    args[DNNL_ARG_SCRATCHPAD] = Scratchpad(p.scratchpad);
     dnnl::stream s(Engine());
     p.prim.execute(s, args);
     s.wait();
@@ -191,8 +227,12 @@ using BmmKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, float, int64
                           int64_t, int64_t, int64_t, int64_t, int>;
 
 struct BmmCache {
+  struct Prim {
+    dnnl::matmul prim;
+    memory::desc scratchpad;
+  };
   std::mutex mu;
-  std::map<BmmKey, dnnl::matmul> prims;
+  std::map<BmmKey, Prim> prims;
 };
 
 }  // namespace
@@ -214,15 +254,16 @@ absl::Status BatchedMatMul(const CpuContext& ctx, const BatchedMatMulDesc& d, co
     memory::desc b_md({d.batch, d.k, d.n}, dt::f32,
                       d.trans_b ? memory::dims{d.sb, 1, d.ldb} : memory::dims{d.sb, d.ldb, 1});
     memory::desc c_md({d.batch, d.m, d.n}, dt::f32, memory::dims{d.sc, d.ldc, 1});
-    dnnl::matmul prim;
+    BmmCache::Prim prim;
     {
       std::lock_guard<std::mutex> lock(cache->mu);
       auto it = cache->prims.find(key);
       if (it == cache->prims.end()) {
-        dnnl::primitive_attr attr;
+        dnnl::primitive_attr attr = UserScratchpad();
         if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
         dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, Engine());
-        it = cache->prims.emplace(key, dnnl::matmul(pd)).first;
+        it = cache->prims.emplace(key, BmmCache::Prim{dnnl::matmul(pd), pd.scratchpad_desc()})
+                 .first;
       }
       prim = it->second;
     }
@@ -230,7 +271,10 @@ absl::Status BatchedMatMul(const CpuContext& ctx, const BatchedMatMulDesc& d, co
     memory bm(b_md, Engine(), const_cast<float*>(b));
     memory cm(c_md, Engine(), c);
     dnnl::stream s(Engine());
-    prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    prim.prim.execute(s, {{DNNL_ARG_SRC, am},
+                          {DNNL_ARG_WEIGHTS, bm},
+                          {DNNL_ARG_DST, cm},
+                          {DNNL_ARG_SCRATCHPAD, Scratchpad(prim.scratchpad)}});
     s.wait();
   } catch (const dnnl::error& e) {
     return DnnlError("batched matmul", e);

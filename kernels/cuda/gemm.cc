@@ -17,7 +17,6 @@ cudaDataType_t DataType(ElemType t) {
   }
 }
 
-// The largest power of two (at most 64) dividing `bytes` (0: 64).
 // The largest power of two <= cap dividing `bytes` (cap for 0).
 uint32_t AlignmentOf(int64_t bytes, uint32_t cap) {
   uint32_t a = cap;
@@ -80,7 +79,7 @@ cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t w
           : d.epilogue == GemmEpilogue::kGeluTanh ? CUBLASLT_EPILOGUE_GELU_BIAS
                                                   : CUBLASLT_EPILOGUE_BIAS;
     LT_TRY(lt->MatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d.bias,
-                                          sizeof(d.bias)));
+                                      sizeof(d.bias)));
   } else if (d.epilogue == GemmEpilogue::kRelu) {
     epi = CUBLASLT_EPILOGUE_RELU;
   } else if (d.epilogue == GemmEpilogue::kGeluTanh) {
@@ -102,7 +101,7 @@ cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t w
     for (auto [layout, stride] : {std::pair{a_, sa}, std::pair{b_, sb}, std::pair{c_, sc},
                                   std::pair{d_, sc}}) {
       LT_TRY(lt->MatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                              sizeof(count)));
+                                          sizeof(count)));
       LT_TRY(lt->MatrixLayoutSetAttribute(
           layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
     }
@@ -145,7 +144,7 @@ cublasStatus_t LtGemm::Run(cublasLtHandle_t handle, const void* x, const void* w
   const float alpha = 1.f, beta = desc_.residual ? 1.f : 0.f;
   const void* c = desc_.residual ? residual : y;
   return lt->Matmul(handle, op_, &alpha, w, a_, x, b_, &beta, c, c_, y, d_, &algo_, workspace,
-                        workspace_bytes, stream);
+                    workspace_bytes, stream);
 }
 
 }  // namespace kiln::cuda
