@@ -50,6 +50,8 @@ constexpr char kHelp[] =
     "                           sm_90,sm_80 (default sm_80,sm_90)\n"
     "  --allow-tf32             cuda fp32 plans: GEMMs may use TF32 tensor cores (10-bit\n"
     "                           mantissa inputs); off by default\n"
+    "  --no-flash-attention     cuda fp16/bf16 plans: keep the simple attention kernel\n"
+    "                           instead of the tensor-core flash kernel (for comparison)\n"
     "  --shape SPEC             one static shape: comma-separated NAME=D0xD1... for a graph\n"
     "                           input or SYMBOL=N for a symbolic dim (repeatable), e.g.\n"
     "                           --shape batch=1,sequence=128\n"
@@ -177,6 +179,7 @@ int RunCompile(int argc, char** argv) {
     if (matched_level) continue;
     if (args.Flag("--quiet")) { quiet = true; continue; }
     if (args.Flag("--allow-tf32")) { co.allow_tf32 = true; continue; }
+    if (args.Flag("--no-flash-attention")) { co.cuda_flash_attention = false; continue; }
     if (args.Flag("--verbose") || args.Flag("-v")) { verbose = true; continue; }
     if (args.Option("-o", &v) || args.Option("--output", &v)) { out = v; continue; }
     if (args.Option("--target", &v)) {

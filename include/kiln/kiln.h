@@ -61,6 +61,9 @@ struct CompileOptions {
   // cuda, fp32 plans: let the GEMMs (linear, matmul) use TF32 tensor cores (10-bit
   // mantissa inputs, fp32 accumulation). Off by default: an fp32 plan computes in fp32.
   bool allow_tf32 = false;
+  // cuda: fp16/bf16 attention at head size 8, 16, 32, 64 or 128 runs on the tensor-core
+  // flash kernel. false keeps the simple CUDA-core kernel (for comparison and diagnosis).
+  bool cuda_flash_attention = true;
   // One static shape: graph input name -> dims, and/or symbol -> value.
   std::map<std::string, std::vector<int64_t>> input_shapes;
   std::map<std::string, int64_t> symbols;

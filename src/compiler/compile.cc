@@ -93,6 +93,8 @@ absl::Status ValidateOptions(const CompileOptions& o) {
         "steps");
   if (o.target == PlanTarget::kCpu && o.allow_tf32)
     return absl::InvalidArgumentError("--allow-tf32 applies to cuda plans only");
+  if (o.target == PlanTarget::kCpu && !o.cuda_flash_attention)
+    return absl::InvalidArgumentError("--no-flash-attention applies to cuda plans only");
   if (o.target == PlanTarget::kCpu && !o.cuda_sms.empty())
     return absl::InvalidArgumentError("CUDA architectures given for a cpu plan");
   for (int sm : o.cuda_sms)
@@ -357,7 +359,8 @@ std::string CompileOptionsString(const CompileOptions& o) {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
     sms = absl::StrCat(" cuda_sms={", absl::StrJoin(v, ","), "}",
-                       o.allow_tf32 ? " allow_tf32" : "");
+                       o.allow_tf32 ? " allow_tf32" : "",
+                       o.cuda_flash_attention ? "" : " no_flash_attention");
   }
   return absl::StrCat("target=", std::string(PlanTargetName(o.target)), sms,
                       " opt_level=", o.opt_level, " precision=", o.precision, " shapes={",
@@ -478,7 +481,8 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
                            bg->outputs().size(), graph->outputs().size());
     absl::StatusOr<PlanBucket> lowered = compiler::LowerBucket(
         *bg, input_names,
-        {options.target, /*optimized_kernels=*/options.opt_level > 0, options.allow_tf32},
+        {options.target, /*optimized_kernels=*/options.opt_level > 0, options.allow_tf32,
+         options.cuda_flash_attention},
         weights);
     if (!lowered.ok())
       return absl::Status(lowered.status().code(),

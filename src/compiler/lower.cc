@@ -256,6 +256,8 @@ class BucketLowering {
       s.params = std::move(k->params);
       inplace_ok = k->inplace_ok;
       AddTf32(n, s);
+      // --no-flash-attention: the simple kernel, same operands and parameters.
+      if (s.kernel == "flash_attention" && !options_.flash_attention) s.kernel = "attention";
     } else {
       KILN_ASSIGN_OR_RETURN(std::string text, RefNodeText(n));
       s.kernel = "ref";

@@ -50,6 +50,9 @@ struct LowerOptions {
   bool optimized_kernels = true;
   // cuda: fp32 linear/matmul steps get tf32 = 1 (CompileOptions::allow_tf32).
   bool allow_tf32 = false;
+  // cuda: fp16/bf16 attention with head size 8, 16, 32, 64 or 128 runs on the flash kernel
+  // (flash_attention); false keeps the simple attention kernel (--no-flash-attention).
+  bool flash_attention = true;
 };
 
 // Lowers `g`, whose every graph-input dim is bound, to a bucket (bindings left empty for

@@ -184,9 +184,14 @@ std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
     }
   }
   if (OutDims(n, 0) != Dims{b, s, *heads * d}) return std::nullopt;
-  return Emit(t, "attention", n,
-              {Int("batch", b), Int("seq", s), Int("num_heads", *heads), Int("head_size", d),
-               Real("scale", *scale), Int("causal", causal)});
+  std::vector<PlanParam> params = {Int("batch", b),       Int("seq", s),
+                                   Int("num_heads", *heads), Int("head_size", d),
+                                   Real("scale", *scale), Int("causal", causal)};
+  // cuda: 16-bit attention at a head size the tensor-core kernel has (its contract takes
+  // fp16/bf16 only); everything else the simple kernel.
+  if (t == PlanTarget::kCuda && FlashAttentionHeadSizeOk(d))
+    if (auto k = Emit(t, "flash_attention", n, params)) return k;
+  return Emit(t, "attention", n, std::move(params));
 }
 
 std::optional<KernelChoice> EmbedLayerNorm(const Node& n, PlanTarget t) {

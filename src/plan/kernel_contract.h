@@ -70,6 +70,10 @@ struct KernelContract {
 
 // The contract of `kernel` for `target`, or null when the target has no such kernel.
 const KernelContract* FindKernelContract(PlanTarget target, std::string_view kernel);
+
+// cuda flash_attention: the head sizes its kernel is instantiated for (kernels/cuda/
+// flash_attention.h, FlashHeadSizeSupported; a test keeps the two equal).
+bool FlashAttentionHeadSizeOk(int64_t head_size);
 const std::vector<KernelContract>& KernelContracts(PlanTarget target);
 
 // Checks `step` of `bucket` against its contract: arity, every non-optional parameter

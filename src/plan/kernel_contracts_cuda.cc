@@ -6,7 +6,14 @@
 #include "plan/eltwise_ops.h"
 #include "plan/kernel_contracts_table.h"
 
-namespace kiln::contracts_internal {
+namespace kiln {
+
+bool FlashAttentionHeadSizeOk(int64_t head_size) {
+  return head_size == 8 || head_size == 16 || head_size == 32 || head_size == 64 ||
+         head_size == 128;
+}
+
+namespace contracts_internal {
 
 std::vector<KernelContract> CudaContracts() {
   const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu",
@@ -66,6 +73,16 @@ std::vector<KernelContract> CudaContracts() {
                           FlagParam("causal")},
                .doc = "qkv [B,S,3·N·D] read in place → y [B,S,N·D]; mask additive (f32) or "
                       "bool, rank ≤ 4, broadcastable to [B,N,S,S]"});
+  t.push_back({.name = "flash_attention",
+               .inputs = {Req("qkv", DTypeBit(DType::kF16) | DTypeBit(DType::kBF16)),
+                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
+                          PositiveParam("head_size", "8, 16, 32, 64 or 128"), FloatParam("scale"),
+                          FlagParam("causal")},
+               .doc = "attention's operands and rule on tensor cores (fp16/bf16, fp32 softmax "
+                      "and accumulation); key tiles past a key-padding mask's last kept key "
+                      "and above a causal diagonal are skipped"});
   t.push_back({.name = "embed_layer_norm",
                .inputs = {Req("input_ids", kIndexTypes), Same("segment_ids", 0, true),
                           Same("position_ids", 0, true), Req("word", kFloatTypes), Same("pos", 3),
@@ -154,4 +171,5 @@ std::vector<KernelContract> CudaContracts() {
   return t;
 }
 
-}  // namespace kiln::contracts_internal
+}  // namespace contracts_internal
+}  // namespace kiln

@@ -78,10 +78,16 @@ TEST(CompileCuda, EveryFixtureAtEveryPrecisionHasNoHostStep) {
             EXPECT_EQ(b.buffers[s.inputs[0]].dtype, low);
             EXPECT_EQ(b.buffers[s.inputs[1]].dtype, low);
           }
-          if (s.kernel == "attention" && s.inputs.size() > 1 && s.inputs[1] >= 0) {
+          const bool attention = s.kernel == "attention" || s.kernel == "flash_attention";
+          if (attention && s.inputs.size() > 1 && s.inputs[1] >= 0) {
             const DType m = b.buffers[s.inputs[1]].dtype;
             EXPECT_TRUE(m == DType::kF32 || m == DType::kBool) << "mask stays f32 or bool";
           }
+          // Every fused attention of a 16-bit plan runs on the flash kernel; fp32 plans
+          // keep the exact simple kernel.
+          if (attention)
+            EXPECT_EQ(s.kernel, low == DType::kF32 ? "attention" : "flash_attention")
+                << "head_size " << std::get<int64_t>(s.params[3].value);
         }
       }
     }
@@ -138,6 +144,35 @@ TEST(CompileCuda, Tf32OnlyWhenAllowed) {
   EXPECT_EQ(count(*f16), 0);
   CompileOptions cpu;
   cpu.allow_tf32 = true;
+  EXPECT_EQ(Compile(model, cpu).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// fp16/bf16 attention runs on the flash kernel unless the caller asks for the simple one
+// (which the options string, and so the plan, records); fp32 never does; cpu refuses it.
+TEST(CompileCuda, FlashAttentionUnlessAskedNot) {
+  const std::string model = kFixtures + "torch/gpt2_dynamo_sdpa.onnx";  // causal
+  auto count = [](const Plan& p, const char* kernel) {
+    int n = 0;
+    for (const PlanStep& s : p.buckets[0].steps) n += s.kernel == kernel;
+    return n;
+  };
+  CompileOptions o = Cuda("bf16");
+  absl::StatusOr<Plan> flash = Compile(model, o);
+  o.cuda_flash_attention = false;
+  absl::StatusOr<Plan> simple = Compile(model, o);
+  ASSERT_TRUE(flash.ok() && simple.ok()) << flash.status() << simple.status();
+  EXPECT_GT(count(*flash, "flash_attention"), 0);
+  EXPECT_EQ(count(*flash, "attention"), 0);
+  EXPECT_EQ(count(*simple, "flash_attention"), 0);
+  EXPECT_EQ(count(*simple, "attention"), count(*flash, "flash_attention"));
+  EXPECT_NE(simple->compile_options.find("no_flash_attention"), std::string::npos);
+  EXPECT_EQ(flash->compile_options.find("no_flash_attention"), std::string::npos);
+  absl::StatusOr<Plan> f32 = Compile(model, Cuda("fp32"));
+  ASSERT_TRUE(f32.ok());
+  EXPECT_EQ(count(*f32, "flash_attention"), 0);
+  CompileOptions cpu;
+  cpu.symbols = {{"batch", 2}, {"sequence", 16}};
+  cpu.cuda_flash_attention = false;
   EXPECT_EQ(Compile(model, cpu).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -12,6 +12,8 @@
 // Integer and bool outputs must match exactly.
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -56,9 +58,14 @@ struct CaseResult {
   bool ran = false;
 };
 
-// Compiles `ir` for cuda (must succeed); with a GPU, runs it and compares every output
-// with the reference executor. `int_high`: integer inputs are drawn from [0, int_high).
-CaseResult RunCase(const std::string& label, const std::string& ir, int64_t int_high = 4) {
+// Rewrites chosen inputs of a case (mask values the random draw cannot make).
+using FeedEdit = std::function<void(absl::flat_hash_map<std::string, Tensor>&)>;
+
+// Compiles `ir` for cuda (must succeed; with `want_kernel`, some step runs that kernel);
+// with a GPU, runs it and compares every output with the reference executor. `int_high`:
+// integer inputs are drawn from [0, int_high); `edit` rewrites feeds after the draw.
+CaseResult RunCase(const std::string& label, const std::string& ir, int64_t int_high = 4,
+                   const FeedEdit& edit = nullptr, const std::string& want_kernel = "") {
   SCOPED_TRACE(label);
   CaseResult r;
   auto g = ParseGraph(ir);
@@ -76,7 +83,12 @@ CaseResult RunCase(const std::string& label, const std::string& ir, int64_t int_
   absl::StatusOr<Plan> plan = Compile(path, o);
   EXPECT_TRUE(plan.ok()) << plan.status();
   if (!plan.ok()) return r;
-  for (const PlanStep& s : plan->buckets[0].steps) EXPECT_NE(s.kernel, "ref");
+  bool has_kernel = want_kernel.empty();
+  for (const PlanStep& s : plan->buckets[0].steps) {
+    EXPECT_NE(s.kernel, "ref");
+    has_kernel |= s.kernel == want_kernel;
+  }
+  EXPECT_TRUE(has_kernel) << "no " << want_kernel << " step";
   r.compiled = true;
   std::string why;
   if (!HaveGpu(&why)) return r;
@@ -91,6 +103,7 @@ CaseResult RunCase(const std::string& label, const std::string& ir, int64_t int_
         const double v = t.GetAsDouble(i);
         if (std::fabs(v) < 0.05) t.SetFromDouble(i, v < 0 ? -0.05 - v : 0.05 + v);
       }
+  if (edit) edit(feeds);
   std::vector<Tensor> in;
   std::vector<TensorView> views;
   for (const Node* n : (*g)->inputs()) in.push_back(feeds.at(n->output_info(0).name));
@@ -130,9 +143,11 @@ CaseResult RunCase(const std::string& label, const std::string& ir, int64_t int_
 
 // Runs every (label, ir) case; skips the test (after compiling them all) without a GPU.
 void RunCases(const std::vector<std::pair<std::string, std::string>>& cases,
-              int64_t int_high = 4) {
+              int64_t int_high = 4, const FeedEdit& edit = nullptr,
+              const std::string& want_kernel = "") {
   int compiled = 0;
-  for (const auto& [label, ir] : cases) compiled += RunCase(label, ir, int_high).compiled;
+  for (const auto& [label, ir] : cases)
+    compiled += RunCase(label, ir, int_high, edit, want_kernel).compiled;
   EXPECT_EQ(compiled, static_cast<int>(cases.size()));
   std::string why;
   if (!HaveGpu(&why))
@@ -266,6 +281,68 @@ TEST(CudaOps, Attention) {
         cases.push_back({absl::StrCat("attention ", t, " ", qkv, " ", mask), WithType(ir, t)});
       }
   RunCases(cases, /*int_high=*/2);
+}
+
+// The flash kernel (fp16/bf16 plans) against the reference on every head size it has, the
+// mask kinds the fused op takes and the lengths the issue names: S = 1, 7, 64, 128, 129
+// (batch 33, 2 heads), 512 and 1024 (batch 1, 1 head). Key-padding masks are HF's: 0 on
+// kept keys, finfo.min on the padded tail, lengths varying per row (row b keeps S - 7b mod
+// S keys) and row 1 fully padded — whose decomposed softmax is uniform over all keys; the
+// bool form has row 1 all false (zeros). Tolerance TolFor: the output is a P-weighted mean
+// of V with |V| <= 1, P rounded once to 16 bits (2^-11 fp16, 2^-8 bf16 relative) and the
+// sum in fp32, so the error is below 2 rounding units of the output's scale — within
+// 4e-3 (fp16) and 3e-2 (bf16).
+TEST(CudaOps, FlashAttention) {
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* t : {"f16", "bf16"})
+    for (int d : {8, 16, 32, 64, 128})
+      for (int s : {1, 7, 64, 128, 129, 512, 1024}) {
+        if ((d == 8 || d == 16) && s > 129) continue;  // tiny models' head sizes: short only
+        const int b = s <= 129 ? 33 : 1, n = s <= 129 ? 2 : 1;
+        for (const char* mask : {"none", "keypad", "keypad_bool", "additive", "causal"}) {
+          const std::string m(mask);
+          if (s > 129 && m == "additive") continue;
+          const std::string qkv = absl::StrCat(b, ",", s, ",", 3 * n * d);
+          const std::string y = absl::StrCat(b, ",", s, ",", n * d);
+          std::string ir =
+              absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", qkv, "] \"qkv\"\n");
+          std::string args = "%0",
+                      attrs = absl::StrCat("num_heads=", n, ", scale=", 1.0 / std::sqrt(d));
+          if (m == "keypad") {
+            absl::StrAppend(&ir, " %1 = Input() : f32[", b, ",1,1,", s, "] \"keypad\"\n");
+            args = "%0, %1";
+          } else if (m == "keypad_bool") {
+            absl::StrAppend(&ir, " %1 = Input() : bool[", b, ",1,1,", s, "] \"keypad_bool\"\n");
+            args = "%0, %1";
+          } else if (m == "additive") {
+            absl::StrAppend(&ir, " %1 = Input() : f32[", b, ",", n, ",", s, ",", s,
+                            "] \"mask\"\n");
+            args = "%0, %1";
+          } else if (m == "causal") {
+            absl::StrAppend(&attrs, ", causal=1");
+          }
+          absl::StrAppend(&ir, " %9 = kiln.MultiHeadAttention(", args, ") {", attrs, "} : $T[",
+                          y, "] \"y\"\n return \"y\": %9\n}");
+          cases.push_back({absl::StrCat("flash ", t, " ", qkv, " d", d, " ", mask), WithType(ir, t)});
+        }
+      }
+  const FeedEdit keypad = [](absl::flat_hash_map<std::string, Tensor>& feeds) {
+    for (const char* name : {"keypad", "keypad_bool"}) {
+      auto it = feeds.find(name);
+      if (it == feeds.end()) continue;
+      Tensor& m = it->second;
+      const int64_t b = m.dims()[0], s = m.dims()[3];
+      const bool is_bool = m.dtype() == DType::kBool;
+      for (int64_t r = 0; r < b; ++r) {
+        const int64_t kept = r == 1 ? 0 : s - (7 * r) % s;
+        for (int64_t j = 0; j < s; ++j)
+          m.SetFromDouble(r * s + j, is_bool ? (j < kept ? 1 : 0)
+                                             : (j < kept ? 0.0
+                                                         : std::numeric_limits<float>::lowest()));
+      }
+    }
+  };
+  RunCases(cases, /*int_high=*/2, keypad, "flash_attention");
 }
 
 TEST(CudaOps, EmbeddingsPoolingSoftmaxGelu) {

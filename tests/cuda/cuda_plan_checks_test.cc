@@ -177,6 +177,30 @@ TEST(CudaPlanChecks, ComputeKernelLimits) {
                P("head_size", int64_t{300}), P("scale", 0.1), P("causal", int64_t{0})});
     ExpectInvalid(s.Create(), "head_size 300 is beyond the CUDA attention kernel's 256");
   }
+  // The flash kernel: head sizes it is not instantiated for, and fp32 (its contract).
+  {
+    OneStep s;
+    s.pb.Input("qkv", DType::kF16, {Dim::Known(1), Dim::Known(2), Dim::Known(288)});
+    s.pb.Output("y", DType::kF16, {Dim::Known(1), Dim::Known(2), Dim::Known(96)});
+    s.pb.Bucket({});
+    s.pb.Step("flash_attention", {s.pb.In(0, {1, 2, 288}, DType::kF16), -1},
+              {s.pb.Out(0, {1, 2, 96}, DType::kF16)},
+              {P("batch", int64_t{1}), P("seq", int64_t{2}), P("num_heads", int64_t{1}),
+               P("head_size", int64_t{96}), P("scale", 0.1), P("causal", int64_t{0})});
+    ExpectInvalid(s.Create(), "head_size 96: the flash kernel takes 8, 16, 32, 64 or 128");
+  }
+  {
+    OneStep s;
+    s.pb.Input("qkv", DType::kF32, {Dim::Known(1), Dim::Known(2), Dim::Known(192)});
+    s.pb.Output("y", DType::kF32, {Dim::Known(1), Dim::Known(2), Dim::Known(64)});
+    s.pb.Bucket({});
+    s.pb.Step("flash_attention", {s.pb.In(0, {1, 2, 192}), -1}, {s.pb.Out(0, {1, 2, 64})},
+              {P("batch", int64_t{1}), P("seq", int64_t{2}), P("num_heads", int64_t{1}),
+               P("head_size", int64_t{64}), P("scale", 0.1), P("causal", int64_t{0})});
+    const absl::Status st = s.Create();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("flash_attention")) << st;
+  }
   // MatMul whose operands are smaller than batch x m x k says.
   {
     OneStep s;

@@ -154,7 +154,7 @@ absl::Status CudaExecutor::InitDevice(const ExecutorOptions& options) {
   if (plan.weights.file_mapped() && page > 0 && base % page == 0 && plan.weights.size() > 0)
     ::madvise(reinterpret_cast<void*>(base), plan.weights.size(), MADV_DONTNEED);
   KILN_RETURN_IF_ERROR(CublasStatus(cuda::Lt()->Create(&init_lt_), "cublasLtCreate"));
-  const CudaInitEnv env{init_lt_, weights_, cuda::kGemmWorkspaceBytes};
+  const CudaInitEnv env{init_lt_, weights_, cuda::kGemmWorkspaceBytes, dev.sm};
   for (size_t b = 0; b < steps_.size(); ++b)
     for (size_t s = 0; s < steps_[b].size(); ++s) {
       absl::Status st = steps_[b][s].kernel->Init(env);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/eltwise.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/norm.h"
@@ -227,6 +228,18 @@ absl::StatusOr<StepPtr> PrepareRmsNorm(const StepChecker& c) {
 
 // ---- attention --------------------------------------------------------------------------
 
+// Element strides of a mask of dims `m` broadcast (right-aligned) to [B, N, S, S]; 0 on
+// broadcast dims.
+void MaskStrides(const std::vector<int64_t>& m, int64_t stride_out[4]) {
+  int64_t stride = 1;
+  for (size_t i = 0; i < m.size(); ++i) {
+    const size_t d = m.size() - 1 - i;      // mask dim
+    const int t = 3 - static_cast<int>(i);  // target dim
+    stride_out[t] = m[d] == 1 ? 0 : stride;
+    stride *= m[d];
+  }
+}
+
 class AttentionStep final : public CudaStep {
  public:
   explicit AttentionStep(cuda::AttentionArgs a) : a_(a) {}
@@ -259,17 +272,69 @@ absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c) {
   a.causal = r.causal;
   if (r.mask_dtype != DType::kUndefined) {
     a.mask_type = ElemTypeOf(r.mask_dtype);
-    // Element strides of the mask broadcast (right-aligned) to [B, N, S, S].
-    const std::vector<int64_t>& m = r.mask_dims;
-    int64_t stride = 1;
-    for (size_t i = 0; i < m.size(); ++i) {
-      const size_t d = m.size() - 1 - i;  // mask dim
-      const int t = 3 - static_cast<int>(i);  // target dim
-      a.mask_stride[t] = m[d] == 1 ? 0 : stride;
-      stride *= m[d];
-    }
+    MaskStrides(r.mask_dims, a.mask_stride);
   }
   return StepPtr(new AttentionStep(a));
+}
+
+// flash_attention: attention's rule; Q, K and V are views of the packed qkv row
+// (q = row, k = row + N·D, v = row + 2·N·D) and y [B, S, N·D]. The launch shape is the
+// device's (ChooseFlashLaunch), fixed at Init.
+class FlashAttentionStep final : public CudaStep {
+ public:
+  explicit FlashAttentionStep(cuda::FlashAttentionArgs a) : a_(a) {}
+  absl::Status Init(const CudaInitEnv& env) override {
+    launch_ = cuda::ChooseFlashLaunch(env.sm, a_.head_size);
+    if (const char* why = cuda::FlashAttentionUnsupported(a_, launch_))
+      return absl::InvalidArgumentError(absl::StrCat("flash_attention: ", why));
+    return CudaStatus(cuda::FlashAttentionInit(a_.dtype, a_.head_size, launch_),
+                      "flash_attention: setting its shared-memory size");
+  }
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::FlashAttentionArgs a = a_;
+    const int64_t nd = a.heads * a.head_size;
+    const auto* qkv = static_cast<const std::byte*>(io.In(0));
+    const int64_t elem = 2;  // fp16 / bf16
+    a.q = qkv;
+    a.k = qkv + nd * elem;
+    a.v = qkv + 2 * nd * elem;
+    a.mask = io.In(1);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::FlashAttention(a, launch_, env.stream), "flash_attention");
+  }
+
+ private:
+  cuda::FlashAttentionArgs a_;
+  cuda::FlashLaunch launch_;
+};
+
+absl::StatusOr<StepPtr> PrepareFlashAttention(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const AttentionRule r, CheckAttention(c));
+  if (!cuda::FlashHeadSizeSupported(r.head_size))
+    return c.Err("head_size %d: the flash kernel takes 8, 16, 32, 64 or 128", r.head_size);
+  cuda::FlashAttentionArgs a;
+  a.dtype = ElemTypeOf(c.In(0)->dtype);
+  a.batch = r.batch;
+  a.q_len = a.kv_len = r.seq;
+  a.heads = a.kv_heads = r.heads;
+  a.head_size = r.head_size;
+  a.scale = r.scale;
+  a.causal = r.causal;
+  const int64_t nd = r.heads * r.head_size;  // CheckAttention bounded B·S·3·N·D
+  a.q_row_stride = a.kv_row_stride = 3 * nd;
+  a.q_batch_stride = a.kv_batch_stride = r.seq * 3 * nd;
+  a.y_row_stride = nd;
+  a.y_batch_stride = r.seq * nd;
+  if (r.mask_dtype != DType::kUndefined) {
+    a.mask_type = ElemTypeOf(r.mask_dtype);
+    MaskStrides(r.mask_dims, a.mask_stride);
+  }
+  if (const char* why = cuda::FlashAttentionUnsupported(a, cuda::FlashLaunch{}))
+    return c.Err("flash_attention: %s", why);
+  if (PointerAlignment(*c.In(0)) < 16 || PointerAlignment(*c.Out(0)) < 4)
+    return c.Err("flash_attention needs qkv 16-byte and y 4-byte aligned (offsets %d, %d)",
+                 c.In(0)->offset, c.Out(0)->offset);
+  return StepPtr(new FlashAttentionStep(a));
 }
 
 // ---- embeddings, pooling, softmax -------------------------------------------------------
@@ -398,6 +463,7 @@ constexpr Entry kTable[] = {
     {"skip_layer_norm", PrepareSkipLayerNorm},
     {"rms_norm", PrepareRmsNorm},
     {"attention", PrepareAttention},
+    {"flash_attention", PrepareFlashAttention},
     {"embed_layer_norm", PrepareEmbed},
     {"pool", PreparePool},
     {"gelu", Movement<kGelu>},

@@ -26,6 +26,7 @@ struct CudaInitEnv {
   cublasLtHandle_t lt = nullptr;
   const std::byte* weights = nullptr;  // the uploaded weights blob (device)
   size_t workspace_bytes = 0;          // cuBLASLt workspace each run slot has
+  int sm = 0;                          // the device's SM (major·10 + minor)
 };
 
 struct CudaRunEnv {
