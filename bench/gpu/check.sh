@@ -3,12 +3,14 @@
 # bench/gpu/make_bundle.sh built (carried as .gpu-bundle), starts its binaries through the
 # bundled loader with this machine's driver and cuBLAS, and runs in order:
 #   1. the device, the bundle and `kiln --version`;
-#   2. every CUDA test (kiln_cuda_tests: 243 one-op cases vs the reference executor, the
+#   2. every CUDA test (kiln_cuda_tests: 541 one-op cases vs the reference executor, the
 #      fixtures vs the CPU executor at fp32/fp16/bf16, padding, device I/O, graph replay
 #      bit-identity, 4 threads x 100 runs, data errors, traces) and the cuda plan mutation
 #      test with a GPU present;
 #   3. the end-to-end check: cuda plans of every fixture vs onnxruntime (e2e_check.py);
-#   4. the benchmarks vs PyTorch eager and torch.compile (torch_bench.py);
+#   4. the fused attention kernels vs PyTorch SDPA on issue 10's shapes (attn_bench.py);
+#   5. the benchmarks vs PyTorch eager and torch.compile (torch_bench.py), with the fused
+#      attention's end-to-end effect (plans with and without --no-flash-attention);
 # then prints one short table (summary.py). Results and logs go to $OUT (the device tool's
 # return folder) or /tmp/kiln-gpu. Each stage runs even when an earlier one fails; the exit
 # status is 1 if any failed. Budget: <= 8 minutes on an H200 (KILN_GPU_QUICK=1 skips
@@ -69,8 +71,12 @@ say "3. end to end: cuda plans of every fixture vs onnxruntime"
 python3 bench/gpu/e2e_check.py --kiln "$B/wrap/kiln" --json "$OUT/e2e.json" > "$OUT/e2e.log" 2>&1 || status=1
 grep -E "MISS|^e2e:" "$OUT/e2e.log" | tail -n 40 | tee -a "$LOG"
 
-say "4. benchmarks vs PyTorch"
-PYTHONUNBUFFERED=1 timeout "${KILN_GPU_BENCH_TIMEOUT:-330}" python3 bench/gpu/torch_bench.py \
+say "4. attention kernels vs PyTorch SDPA"
+PYTHONUNBUFFERED=1 timeout 240 python3 bench/gpu/attn_bench.py --gpu-bench "$B/wrap/kiln_gpu_bench" \
+  --json "$OUT/attention.json" > "$OUT/attention.log" 2>&1 || { status=1; tail -n 20 "$OUT/attention.log" | tee -a "$LOG"; }
+
+say "5. benchmarks vs PyTorch"
+PYTHONUNBUFFERED=1 timeout "${KILN_GPU_BENCH_TIMEOUT:-270}" python3 bench/gpu/torch_bench.py \
   --kiln "$B/wrap/kiln" --gpu-bench "$B/wrap/kiln_gpu_bench" --json "$OUT/bench.json" \
   > "$OUT/bench.log" 2>&1 || { status=1; tail -n 20 "$OUT/bench.log" | tee -a "$LOG"; }
 

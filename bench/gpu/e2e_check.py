@@ -9,6 +9,10 @@ feeds, and per output:
   fp16, bf16: cosine >= 0.9999 and max |kiln - ort| <= 3e-2 (fp16) / 2e-1 (bf16)
               — 16-bit weights and activations with fp32 statistics; the reference-
               executor test of the precision pass measured ~5e-3 / 3e-2 on these models.
+At fp16/bf16 on cuda the plan's attention runs on the flash kernel; the same model compiled
+with --no-flash-attention (the simple kernel) is run too and the two are compared with
+the same bounds ("flash vs simple" rows), so a flash-kernel error shows apart from the
+precision pass's.
 Prints one line per (fixture, precision) and a summary; writes --json. Exit 1 on a miss.
 Runs on the GPU machine from bench/gpu/check.sh (any python3 with numpy, onnx, onnxruntime).
 """
@@ -61,6 +65,22 @@ def run_kiln(kiln, plan, feeds, work):
     return work / "out"
 
 
+def compare(out_a, out_b, names, max_abs, min_cos):
+    """Worst max |a - b| and cosine over the outputs, each output read from two folders
+    (out_b may be a dict of arrays)."""
+    worst_abs, worst_cos = 0.0, 1.0
+    for name in names:
+        got = np.load(out_a / f"{name}.npy").astype(np.float64)
+        ref = (out_b[name] if isinstance(out_b, dict) else np.load(out_b / f"{name}.npy"))
+        ref = ref.astype(np.float64)
+        worst_abs = max(worst_abs, float(np.max(np.abs(got - ref))))
+        denom = np.linalg.norm(got) * np.linalg.norm(ref)
+        if denom > 0:
+            worst_cos = min(worst_cos, float(np.sum(got * ref) / denom))
+    ok = worst_abs <= max_abs and (min_cos is None or worst_cos >= min_cos)
+    return worst_abs, worst_cos, ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kiln", required=True)
@@ -84,30 +104,36 @@ def main():
             with tempfile.TemporaryDirectory() as tmp:
                 work = pathlib.Path(tmp)
                 plan = work / "p.kiln"
-                c = subprocess.run([args.kiln, "compile", str(model), "-o", str(plan), "--quiet",
-                                    "--target", args.target, "--precision", precision, "--shape",
-                                    f"batch={BATCH},sequence={SEQ}"],
-                                   capture_output=True, text=True, timeout=300)
+                base = [args.kiln, "compile", str(model), "--quiet", "--target", args.target,
+                        "--precision", precision, "--shape", f"batch={BATCH},sequence={SEQ}"]
+                c = subprocess.run(base + ["-o", str(plan)], capture_output=True, text=True,
+                                   timeout=300)
                 try:
                     if c.returncode != 0:
                         raise RuntimeError(f"kiln compile: {c.stderr.strip()}")
                     out = run_kiln(args.kiln, plan, feeds, work)
-                    worst_abs, worst_cos = 0.0, 1.0
-                    for name in names:
-                        got = np.load(out / f"{name}.npy").astype(np.float64)
-                        ref = want[name].astype(np.float64)
-                        worst_abs = max(worst_abs, float(np.max(np.abs(got - ref))))
-                        denom = np.linalg.norm(got) * np.linalg.norm(ref)
-                        if denom > 0:
-                            worst_cos = min(worst_cos, float(np.sum(got * ref) / denom))
-                    ok = worst_abs <= max_abs and (min_cos is None or worst_cos >= min_cos)
+                    worst_abs, worst_cos, ok = compare(out, want, names, max_abs, min_cos)
                     row.update(max_abs=worst_abs, min_cosine=worst_cos, ok=ok)
+                    if args.target == "cuda" and precision != "fp32":
+                        simple_plan, simple_work = work / "simple.kiln", work / "simple"
+                        simple_work.mkdir()
+                        c = subprocess.run(base + ["-o", str(simple_plan), "--no-flash-attention"],
+                                           capture_output=True, text=True, timeout=300)
+                        if c.returncode != 0:
+                            raise RuntimeError(f"kiln compile --no-flash-attention: {c.stderr.strip()}")
+                        simple = run_kiln(args.kiln, simple_plan, feeds, simple_work)
+                        fa, fc, fok = compare(out, simple, names, max_abs, min_cos)
+                        row.update(flash_vs_simple_max_abs=fa, flash_vs_simple_min_cosine=fc,
+                                   ok=ok and fok)
                 except RuntimeError as e:
                     row.update(error=str(e), ok=False)
             misses += not row["ok"]
             rows.append(row)
             detail = (f"max |diff| {row['max_abs']:.3g}, cosine {row['min_cosine']:.7f}"
                       if "max_abs" in row else row["error"])
+            if "flash_vs_simple_max_abs" in row:
+                detail += (f"; flash vs simple {row['flash_vs_simple_max_abs']:.3g}, "
+                           f"{row['flash_vs_simple_min_cosine']:.7f}")
             print(f"{'ok  ' if row['ok'] else 'MISS'} {label:55s} {detail}", flush=True)
     summary = {"checked": len(rows), "missed": misses, "rows": rows}
     if args.json:

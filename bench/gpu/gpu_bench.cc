@@ -10,9 +10,16 @@
 //       the roofline references: device-to-device copy bandwidth (cudaMemcpy of R x H fp16
 //       rows, bytes read + written), fp16 SkipLayerNorm over the same rows against it, and
 //       the dense fp16 GEMM rate (cuBLASLt, 8192^3) against which Linear is judged.
+//   attention [--runs N]
+//       the fused attention kernels on the shapes of issue 10 (fp16, packed QKV in place):
+//       32x128x12x64 with a key-padding mask (row b keeps 128 - 37b mod 64 keys, as
+//       attn_bench.py gives SDPA), 8x512x12x64 and 4x1024x16x128 without mask and causal;
+//       per case the flash kernel at every instantiated launch shape and the simple kernel:
+//       p50 ms and TFLOP/s (4·B·N·S²·D, halved when causal, as FlashAttention counts).
 // Medians over --runs after --warmup; every CUDA call checked (exit 1 with the error).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -25,7 +32,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/cublaslt_api.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/norm.h"
 #include "kiln/kiln.h"
@@ -218,10 +227,109 @@ int KernelBench(int64_t rows, int64_t hidden, int runs) {
   return 0;
 }
 
+struct AttentionCase {
+  int64_t b, s, n, d;
+  bool keypad, causal;
+};
+
+int AttentionBench(int runs) {
+  namespace kc = kiln::cuda;
+  const AttentionCase cases[] = {{32, 128, 12, 64, true, false}, {8, 512, 12, 64, false, false},
+                                 {8, 512, 12, 64, false, true},  {4, 1024, 16, 128, false, false},
+                                 {4, 1024, 16, 128, false, true}};
+  cudaStream_t stream;
+  Check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  int dev = 0;
+  cudaDeviceProp prop;
+  Check(cudaGetDevice(&dev), "cudaGetDevice");
+  Check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+  const int sm = prop.major * 10 + prop.minor;
+  for (const AttentionCase& c : cases) {
+    const int64_t nd = c.n * c.d, qkv_elems = c.b * c.s * 3 * nd;
+    std::vector<uint16_t> host(qkv_elems);
+    std::mt19937 gen(3);
+    for (uint16_t& h : host) h = 0x3000 + static_cast<uint16_t>(gen() % 0x0c00);  // fp16 in ~[0.125, 1)
+    for (size_t i = 0; i < host.size(); i += 2) host[i] |= 0x8000;                 // half negative
+    void *qkv, *y, *mask = nullptr;
+    Check(cudaMalloc(&qkv, qkv_elems * 2), "cudaMalloc");
+    Check(cudaMalloc(&y, c.b * c.s * nd * 2), "cudaMalloc");
+    Check(cudaMemcpy(qkv, host.data(), qkv_elems * 2, cudaMemcpyHostToDevice), "cudaMemcpy");
+    if (c.keypad) {
+      std::vector<float> m(c.b * c.s);
+      for (int64_t r = 0; r < c.b; ++r)
+        for (int64_t j = 0; j < c.s; ++j)
+          m[r * c.s + j] = j < c.s - (37 * r) % (c.s / 2) ? 0.f : -3.4028234663852886e38f;
+      Check(cudaMalloc(&mask, m.size() * 4), "cudaMalloc");
+      Check(cudaMemcpy(mask, m.data(), m.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+    const double flops = 4.0 * c.b * c.n * c.s * c.s * c.d * (c.causal ? 0.5 : 1.0);
+    auto report = [&](const char* kernel, const std::string& launch, const Stats& st) {
+      std::printf(
+          "{\"attention\": \"%lldx%lldx%lldx%lld\", \"mask\": \"%s\", \"kernel\": \"%s\", "
+          "\"launch\": \"%s\", \"p50_ms\": %.4f, \"tflops\": %.1f, \"sm\": %d}\n",
+          static_cast<long long>(c.b), static_cast<long long>(c.s), static_cast<long long>(c.n),
+          static_cast<long long>(c.d), c.keypad ? "keypad" : c.causal ? "causal" : "none",
+          kernel, launch.c_str(), st.p50, flops / (st.p50 * 1e-3) / 1e12, sm);
+      std::fflush(stdout);
+    };
+    kc::FlashAttentionArgs f;
+    f.dtype = kc::ElemType::kF16;
+    f.q = qkv;
+    f.k = static_cast<const uint16_t*>(qkv) + nd;
+    f.v = static_cast<const uint16_t*>(qkv) + 2 * nd;
+    f.q_row_stride = f.kv_row_stride = 3 * nd;
+    f.q_batch_stride = f.kv_batch_stride = c.s * 3 * nd;
+    f.batch = c.b;
+    f.q_len = f.kv_len = c.s;
+    f.heads = f.kv_heads = c.n;
+    f.head_size = c.d;
+    f.scale = 1.f / std::sqrt(static_cast<float>(c.d));
+    f.causal = c.causal;
+    f.mask = mask;
+    f.mask_type = kc::ElemType::kF32;
+    f.mask_stride[0] = mask ? c.s : 0;
+    f.mask_stride[3] = mask ? 1 : 0;
+    f.y = y;
+    f.y_row_stride = nd;
+    f.y_batch_stride = c.s * nd;
+    const kc::FlashLaunch chosen = kc::ChooseFlashLaunch(sm, c.d);
+    for (const kc::FlashLaunch& l : kc::kFlashLaunches) {
+      Check(kc::FlashAttentionInit(f.dtype, c.d, l), "FlashAttentionInit");
+      const Stats st = TimeEvents(stream, 10, runs, [&] {
+        Check(kc::FlashAttention(f, l, stream), "FlashAttention");
+      });
+      const bool is_chosen = l.block_q == chosen.block_q && l.block_k == chosen.block_k;
+      report(is_chosen ? "flash (chosen)" : "flash",
+             std::to_string(l.block_q) + "x" + std::to_string(l.block_k), st);
+    }
+    kc::AttentionArgs a;
+    a.dtype = kc::ElemType::kF16;
+    a.qkv = qkv;
+    a.batch = c.b;
+    a.seq = c.s;
+    a.heads = c.n;
+    a.head_size = c.d;
+    a.scale = f.scale;
+    a.causal = c.causal;
+    a.mask = mask;
+    a.mask_stride[0] = f.mask_stride[0];
+    a.mask_stride[3] = f.mask_stride[3];
+    a.y = y;
+    const Stats st = TimeEvents(stream, 3, std::max(5, runs / 5), [&] {
+      Check(kc::Attention(a, stream), "Attention");
+    });
+    report("simple", "8 warps", st);
+    for (void* p : {qkv, y, mask})
+      if (p) cudaFree(p);
+  }
+  cudaStreamDestroy(stream);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) Die("usage: kiln_gpu_bench plan|create|kernels ... (see bench/gpu/README.md)");
+  if (argc < 2) Die("usage: kiln_gpu_bench plan|create|kernels|attention ... (see bench/gpu/README.md)");
   const std::string mode = argv[1];
   std::string path, shape;
   int runs = 100, warmup = 20;
@@ -246,5 +354,6 @@ int main(int argc, char** argv) {
   if (mode == "plan") return PlanBench(path, ParseShape(shape), runs, warmup, graphs);
   if (mode == "create") return CreateBench(path);
   if (mode == "kernels") return KernelBench(rows, hidden, runs);
+  if (mode == "attention") return AttentionBench(runs);
   Die("unknown mode " + mode);
 }

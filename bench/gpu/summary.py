@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The short table bench/gpu/check.sh prints last, from the files it wrote to OUT:
-cuda_tests.json (GoogleTest), e2e.json (e2e_check.py) and bench.json (torch_bench.py).
+cuda_tests.json (GoogleTest), e2e.json (e2e_check.py), attention.json (attn_bench.py) and
+bench.json (torch_bench.py).
 Each line: what, the measurement, the issue's target, and whether it is met. Missing files
 (a stage that failed early) show as 'not measured'."""
 
@@ -41,6 +42,31 @@ def main():
             e2e["missed"] == 0)
     else:
         row("fixtures vs onnxruntime", "not measured")
+    att = load(out / "attention.json")
+    if not att:
+        row("attention vs SDPA", "not measured")
+    else:
+        sdpa = {(r["attention"], r["mask"], r["kernel"]): r for r in att["sdpa"] if "p50_ms" in r}
+        for case in sorted({(r["attention"], r["mask"]) for r in att["kiln"]}):
+            ks = [r for r in att["kiln"] if (r["attention"], r["mask"]) == case]
+            chosen = next((r for r in ks if r["kernel"] == "flash (chosen)"), None)
+            best = min((r for r in ks if r["kernel"].startswith("flash")),
+                       key=lambda r: r["p50_ms"], default=None)
+            simple = next((r for r in ks if r["kernel"] == "simple"), None)
+            if not chosen:
+                continue
+            peer_kind = "sdpa_auto" if case[1] == "keypad" else "sdpa_flash"
+            peer = sdpa.get((case[0], case[1], peer_kind)) or sdpa.get((case[0], case[1], "sdpa_auto"))
+            what = f"attn {case[0]} {case[1]}"
+            row(f"{what} ms (TFLOP/s)",
+                f"{chosen['p50_ms']:.3f} ({chosen['tflops']:.0f})"
+                + (f", best {best['launch']}" if best and best is not chosen else "")
+                + (f", simple {simple['p50_ms']:.3f}" if simple else ""))
+            if peer:
+                ratio = peer["p50_ms"] / chosen["p50_ms"]
+                want = 1.2 if case[1] == "keypad" else 0.9
+                row(f"{what} speed vs {peer['kernel']}", f"{ratio:.2f}x ({peer['p50_ms']:.3f} ms)",
+                    f">= {want}x", ratio >= want)
     b = load(out / "bench.json")
     if not b:
         row("benchmarks", "not measured")
@@ -51,6 +77,9 @@ def main():
             comp = f", compile {r['compiled_ms']:.3f}" if "compiled_ms" in r else ""
             row(f"{m} b{bt} s{s} fp16 p50 ms (kiln)",
                 f"{r['kiln_ms']:.3f} (eager {r['eager_ms']:.3f}{comp})")
+            if "kiln_simple_attention_ms" in r:
+                row(f"{m} b{bt} s{s} flash / simple attention plan",
+                    f"{r['kiln_ms']:.3f} / {r['kiln_simple_attention_ms']:.3f} ms")
         r = rows.get(("minilm", 1, 128))
         if r and "compiled_ms" in r:
             ratio = r["kiln_ms"] / r["compiled_ms"]

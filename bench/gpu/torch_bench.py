@@ -10,7 +10,8 @@ cuda --precision fp16`, and measures on the same shapes:
     copies excluded — and the same with host memory, copies included);
   - PyTorch eager fp16 and torch.compile(mode="max-autotune") fp16 (CUDA graphs), inputs on
     the device, CUDA events, copies excluded;
-medians of --runs after --warmup. Also: kiln's fp16 output against torch fp32 on the device
+medians of --runs after --warmup; for the shapes in SIMPLE_COMPARE the same plan compiled
+with --no-flash-attention (simple attention kernel) too. Also: kiln's fp16 output against torch fp32 on the device
 (cosine on the real tokens), launches per encoder layer from the plan, the 9-bucket MiniLM
 plan's load + Create time, and the roofline references from `kiln_gpu_bench kernels` (D2D
 copy bandwidth, fp16 SkipLayerNorm against it, dense fp16 GEMM rate).
@@ -32,6 +33,9 @@ import numpy as np
 import torch
 import transformers
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from gpu_timing import time_cuda  # noqa: E402
+
 MODELS = {
     "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                    intermediate_size=1536),
@@ -39,8 +43,11 @@ MODELS = {
                  intermediate_size=3072),
 }
 # (model, batch, sequence, compare with torch.compile)
-CONFIGS = [("minilm", 1, 128, True), ("minilm", 32, 128, False), ("base", 1, 128, False),
-           ("base", 32, 128, True)]
+CONFIGS = [("minilm", 1, 128, True), ("minilm", 32, 128, False), ("minilm", 32, 256, False),
+           ("base", 1, 128, False), ("base", 32, 128, True)]
+# Shapes also run on a plan compiled with --no-flash-attention (the simple attention kernel):
+# the fused kernel's end-to-end effect (issue 10).
+SIMPLE_COMPARE = {("base", 32, 128), ("minilm", 32, 256)}
 
 
 def log(msg):
@@ -78,21 +85,6 @@ def export(model, path):
     except TypeError:  # older torch without the dynamo argument
         torch.onnx.export(model, (ids, mask, types), path, **kwargs)
 
-
-def time_cuda(fn, warmup, runs):
-    with torch.inference_mode():
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(runs):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-    return float(np.median(times))
 
 
 def run(cmd, timeout=600):
@@ -156,6 +148,12 @@ def main():
             raise RuntimeError(compile_log.stderr)
         fused = [ln for ln in compile_log.stderr.splitlines() if "fused:" in ln]
         results["notes"].append(f"{name}: compile {time.time() - t0:.1f} s; {fused[:1]}")
+        simple_plan = None
+        if any(m == name for (m, _, _) in SIMPLE_COMPARE):
+            simple_plan = work / f"{name}_simple.kiln"
+            run([args.kiln, "compile", str(onnx_path), "-o", str(simple_plan), "--target",
+                 "cuda", "--precision", "fp16", "--profile", prof, "--quiet",
+                 "--no-flash-attention"])
         steps, launches = layer_launches(args.kiln, plan)
         results[f"{name}_layer_steps"], results[f"{name}_layer_launches"] = steps, launches
         m16 = copy.deepcopy(model).half().cuda()
@@ -168,6 +166,11 @@ def main():
                                  "--warmup", str(args.warmup)]))
             row["kiln_ms"] = kb["device_io"]["p50_ms"]
             row["kiln_host_io_ms"] = kb["host_io"]["p50_ms"]
+            if (name, batch, seq) in SIMPLE_COMPARE:
+                ks = json.loads(run([args.gpu_bench, "plan", str(simple_plan), "--shape",
+                                     f"batch={batch},sequence={seq}", "--runs", str(args.runs),
+                                     "--warmup", str(args.warmup)]))
+                row["kiln_simple_attention_ms"] = ks["device_io"]["p50_ms"]
             ids, mask, types = inputs(batch, seq, "cuda")
             row["eager_ms"] = time_cuda(lambda: m16(ids, attention_mask=mask,
                                                     token_type_ids=types),
