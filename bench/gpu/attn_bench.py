@@ -81,13 +81,15 @@ def main():
     args = ap.parse_args()
     proc = subprocess.run([args.gpu_bench, "attention", "--runs", str(args.runs)],
                           capture_output=True, text=True, timeout=300)
-    kiln_rows = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    lines = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    kiln_rows = [r for r in lines if "kernel" in r]
+    agreement = [r for r in lines if "flash_vs_simple_max_abs" in r]
     result = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-              "kiln": kiln_rows, "sdpa": sdpa_rows(args.runs)}
+              "kiln": kiln_rows, "agreement": agreement, "sdpa": sdpa_rows(args.runs)}
     if proc.returncode != 0:
         result["kiln_error"] = proc.stderr.strip()[-2000:]
     pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
-    for r in kiln_rows + result["sdpa"]:
+    for r in kiln_rows + agreement + result["sdpa"]:
         print(json.dumps(r))
     return 0 if proc.returncode == 0 else 1
 

@@ -15,7 +15,8 @@
 //       32x128x12x64 with a key-padding mask (row b keeps 128 - 37b mod 64 keys, as
 //       attn_bench.py gives SDPA), 8x512x12x64 and 4x1024x16x128 without mask and causal;
 //       per case the flash kernel at every instantiated launch shape and the simple kernel:
-//       p50 ms and TFLOP/s (4·B·N·S²·D, halved when causal, as FlashAttention counts).
+//       p50 ms and TFLOP/s (4·B·N·S²·D, halved when causal, as FlashAttention counts),
+//       and max |flash - simple| over the outputs (inputs in ±[0.125, 1)).
 // Medians over --runs after --warmup; every CUDA call checked (exit 1 with the error).
 #include <algorithm>
 #include <chrono>
@@ -227,6 +228,16 @@ int KernelBench(int64_t rows, int64_t hidden, int runs) {
   return 0;
 }
 
+// IEEE half bits -> float (host; normals, subnormals, inf and NaN).
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  float v;
+  if (exp == 0) v = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31) v = man ? NAN : INFINITY;
+  else v = std::ldexp(static_cast<float>(man | 0x400), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
 struct AttentionCase {
   int64_t b, s, n, d;
   bool keypad, causal;
@@ -293,12 +304,22 @@ int AttentionBench(int runs) {
     f.y_row_stride = nd;
     f.y_batch_stride = c.s * nd;
     const kc::FlashLaunch chosen = kc::ChooseFlashLaunch(sm, c.d);
+    const size_t y_elems = static_cast<size_t>(c.b * c.s * nd);
+    std::vector<uint16_t> y_flash(y_elems), y_simple(y_elems);
     for (const kc::FlashLaunch& l : kc::kFlashLaunches) {
+      if (l.SmemBytes(c.d) > static_cast<int64_t>(prop.sharedMemPerBlockOptin)) {
+        std::fprintf(stderr, "attention: launch %dx%d needs %lld bytes of shared memory; the "
+                     "device allows %zu: skipped\n", l.block_q, l.block_k,
+                     static_cast<long long>(l.SmemBytes(c.d)), prop.sharedMemPerBlockOptin);
+        continue;
+      }
       Check(kc::FlashAttentionInit(f.dtype, c.d, l), "FlashAttentionInit");
       const Stats st = TimeEvents(stream, 10, runs, [&] {
         Check(kc::FlashAttention(f, l, stream), "FlashAttention");
       });
       const bool is_chosen = l.block_q == chosen.block_q && l.block_k == chosen.block_k;
+      if (is_chosen)
+        Check(cudaMemcpy(y_flash.data(), y, y_elems * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
       report(is_chosen ? "flash (chosen)" : "flash",
              std::to_string(l.block_q) + "x" + std::to_string(l.block_k), st);
     }
@@ -319,6 +340,18 @@ int AttentionBench(int runs) {
       Check(kc::Attention(a, stream), "Attention");
     });
     report("simple", "8 warps", st);
+    // The two kernels on the same inputs: both fp32 softmax and accumulation, so they
+    // differ by the flash kernel's 16-bit P and the output rounding (a few fp16 ulps).
+    Check(cudaMemcpy(y_simple.data(), y, y_elems * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
+    double max_abs = 0;
+    for (size_t i = 0; i < y_elems; ++i)
+      max_abs = std::max(max_abs, std::fabs(static_cast<double>(HalfToFloat(y_flash[i])) -
+                                            HalfToFloat(y_simple[i])));
+    std::printf("{\"attention\": \"%lldx%lldx%lldx%lld\", \"mask\": \"%s\", "
+                "\"flash_vs_simple_max_abs\": %.3g}\n",
+                static_cast<long long>(c.b), static_cast<long long>(c.s),
+                static_cast<long long>(c.n), static_cast<long long>(c.d),
+                c.keypad ? "keypad" : c.causal ? "causal" : "none", max_abs);
     for (void* p : {qkv, y, mask})
       if (p) cudaFree(p);
   }

@@ -62,6 +62,11 @@ def main():
                 f"{chosen['p50_ms']:.3f} ({chosen['tflops']:.0f})"
                 + (f", best {best['launch']}" if best and best is not chosen else "")
                 + (f", simple {simple['p50_ms']:.3f}" if simple else ""))
+            agree = next((r for r in att.get("agreement", [])
+                          if (r["attention"], r["mask"]) == case), None)
+            if agree:
+                row(f"{what} max |flash - simple|", f"{agree['flash_vs_simple_max_abs']:.2g}",
+                    "<= 4e-3", agree["flash_vs_simple_max_abs"] <= 4e-3)
             if peer:
                 ratio = peer["p50_ms"] / chosen["p50_ms"]
                 want = 1.2 if case[1] == "keypad" else 0.9

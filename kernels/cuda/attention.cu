@@ -82,12 +82,13 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a) 
     }
   }
   if (!active) return;
-  const float inv = l > 0.f ? 1.f / l : 0.f;  // every key masked: zeros
+  // Every key masked: zeros (even where a masked key's V is inf/NaN); a NaN sum stays NaN.
+  const float inv = l == 0.f ? 0.f : 1.f / l;
   T* y = static_cast<T*>(a.y) + (b * S + i) * N * D + h * D;
 #pragma unroll
   for (int t = 0; t < PER_LANE; ++t) {
     const int64_t d = lane + 32 * t;
-    if (d < D) y[d] = FromFloat<T>(o[t] * inv);
+    if (d < D) y[d] = FromFloat<T>(l == 0.f ? 0.f : o[t] * inv);
   }
 }
 

@@ -1,6 +1,6 @@
 // The flash attention kernel (flash_attention.h).
-// Fragment layouts are PTX's for mma.m16n8k16 (g = lane / 4, t = lane % 4): A (16×16, row)
-// a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
+// Fragment layouts (flash_layout.h) are PTX's for mma.m16n8k16 (g = lane / 4, t = lane % 4):
+// A (16×16, row) a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..];
 // B (16×8, col) b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]; C (16×8 fp32) c0,c1 = C[g][2t..],
 // c2,c3 = C[g+8][2t..]. So the C fragments of two neighbouring 8-key score tiles are
 // exactly the A fragment of a 16-key P tile, and a K row in shared memory is Kᵀ's column:
@@ -8,11 +8,11 @@
 // transposed by ldmatrix.trans.
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/flash_layout.h"
 
 namespace kiln::cuda {
 namespace {
 
-constexpr int kPad = 8;  // elements of padding per shared-memory row
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
@@ -72,15 +72,16 @@ __device__ __forceinline__ uint32_t Pack<__nv_bfloat16>(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// rows × D elements from global (row stride `stride`) into shared rows of D + kPad;
-// rows >= valid_rows are zero-filled.
+// rows × D elements from global (row stride `stride`) into shared rows of
+// flash::RowPitch(D); rows >= valid_rows are zero-filled. Columns [D, pitch) are not
+// written.
 template <typename T, int D, int ROWS, int THREADS>
 __device__ __forceinline__ void LoadTile(T* smem, const T* g, int64_t stride, int valid_rows) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   for (int c = threadIdx.x; c < ROWS * kChunks; c += THREADS) {
-    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const int r = flash::ChunkRow(D, c), col = flash::ChunkCol(D, c);
     const bool valid = r < valid_rows;
-    CpAsync16(smem + r * (D + kPad) + col, valid ? g + r * stride + col : g, valid);
+    CpAsync16(smem + r * flash::RowPitch(D) + col, valid ? g + r * stride + col : g, valid);
   }
 }
 
@@ -88,7 +89,8 @@ template <typename T, int D, int BQ, int BK>
 __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArgs a) {
   constexpr int kThreads = BQ / 16 * 32;
   constexpr int DP = (D + 15) / 16 * 16;  // head size padded to the MMA's k (8 -> 16)
-  constexpr int kRow = DP + kPad;
+  constexpr int kRow = flash::RowPitch(D);
+  static_assert(kRow == DP + flash::kPad);
   constexpr int kKSteps = DP / 16;  // k-steps of Q·Kᵀ
   constexpr int kSTiles = BK / 8;   // 8-key score tiles per key tile
   constexpr int kOTiles = DP / 8;   // 8-wide output tiles
@@ -99,7 +101,6 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
   __shared__ int kept_end_s;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t4 = lane & 3;
   const int64_t b = blockIdx.z, h = blockIdx.y;
   // Causal blocks near the end have the most keys: start them first.
   const int64_t q_tile = a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
@@ -161,8 +162,9 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
   if (n_tiles > 0) load_kv(0, 0);
   CpAsyncCommit();
 
-  // This thread's two query rows (fragment rows g and g + 8 of the warp's 16).
-  const int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  // This thread's two query rows (C fragment rows of elements 0-1 and 2-3, of the warp's 16).
+  const int64_t row[2] = {q0 + warp * 16 + flash::CRow(lane, 0),
+                          q0 + warp * 16 + flash::CRow(lane, 2)};
   const int64_t causal_shift = kv_len - q_len;
   int64_t mask_row[2];
 #pragma unroll
@@ -191,11 +193,10 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
       const T* qw = q_s + warp * 16 * kRow;
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk) {
-        const int c = kk * 16 + 2 * t4;
-        qf[kk][0] = *reinterpret_cast<const uint32_t*>(qw + g * kRow + c);
-        qf[kk][1] = *reinterpret_cast<const uint32_t*>(qw + (g + 8) * kRow + c);
-        qf[kk][2] = *reinterpret_cast<const uint32_t*>(qw + g * kRow + c + 8);
-        qf[kk][3] = *reinterpret_cast<const uint32_t*>(qw + (g + 8) * kRow + c + 8);
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          qf[kk][r] = *reinterpret_cast<const uint32_t*>(
+              qw + kk * 16 + flash::AFragOffset(lane, r, kRow));
       }
     }
     const T* kt = k_s + buf * BK * kRow;
@@ -206,11 +207,13 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
 #pragma unroll
     for (int n = 0; n < kSTiles; ++n) {
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-      const T* krow = kt + (n * 8 + g) * kRow + 2 * t4;
+      const T* ktile = kt + n * 8 * kRow;  // keys n·8 .. n·8 + 7
 #pragma unroll
       for (int kk = 0; kk < kKSteps; ++kk) {
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + kk * 16);
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + kk * 16 + 8);
+        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(
+            ktile + kk * 16 + flash::BFromRowsOffset(lane, 0, kRow));
+        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(
+            ktile + kk * 16 + flash::BFromRowsOffset(lane, 1, kRow));
         Mma<T>(s[n], qf[kk], b0, b1);
       }
     }
@@ -222,8 +225,8 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
     for (int n = 0; n < kSTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        const int64_t j = j0 + n * 8 + 2 * t4 + (e & 1);
+        const int r = e >> 1;  // row[r] is fragment row CRow(lane, e)
+        const int64_t j = j0 + n * 8 + flash::CCol(lane, e);
         float x = s[n][e] * a.scale;
         if (j >= kv_len || (a.causal && j > row[r] + causal_shift)) {
           x = -INFINITY;
@@ -273,11 +276,12 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
       uint32_t pf[4];
-      pf[0] = Pack<T>(s[2 * kk][0], s[2 * kk][1]);
-      pf[1] = Pack<T>(s[2 * kk][2], s[2 * kk][3]);
-      pf[2] = Pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pf[3] = Pack<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const T* vrow = vt + (kk * 16 + (lane & 15)) * kRow + (lane >> 4) * 8;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float* sp = s[2 * kk + flash::PTile(r)] + 2 * flash::PPair(r);
+        pf[r] = Pack<T>(sp[0], sp[1]);
+      }
+      const T* vrow = vt + kk * 16 * kRow + flash::VLdmatrixRowOffset(lane, kRow);
 #pragma unroll
       for (int n = 0; n < kOTiles; n += 2) {
         uint32_t vf[4];
@@ -290,8 +294,8 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
   }
   CpAsyncWait<0>();  // with no key tile, Q's copy is still in flight
 
-  // Row sums over the 4 lanes of a row; normalize once; every key masked: zeros (a NaN sum
-  // stays NaN).
+  // Row sums over the 4 lanes of a row; normalize once. Every key masked: zeros, even where
+  // a masked key's V is inf/NaN (0·inf in the accumulator); a NaN sum stays NaN.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float l = l_run[r];
@@ -299,12 +303,12 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const float inv = l == 0.f ? 0.f : 1.f / l;
     if (row[r] < q_len) {
-      T* y = yp + row[r] * a.y_row_stride + 2 * t4;
+      T* y = yp + row[r] * a.y_row_stride + flash::CCol(lane, 0);
 #pragma unroll
       for (int n = 0; n < kOTiles; ++n)
         if (n * 8 < D)
           *reinterpret_cast<uint32_t*>(y + n * 8) =
-              Pack<T>(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+              l == 0.f ? 0u : Pack<T>(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
     }
   }
 }

@@ -5,7 +5,11 @@
 // a float model of the kernel's loop — the same tile ranges, the same online softmax in
 // exp2 — matches the direct softmax over every key (no skipping) within 2e-6 relative on
 // random scores, with HF's finfo.min padding, -inf and bool masks, fully padded rows and
-// causal with Sq != Skv. (The kernel itself runs in CudaOps.FlashAttention, GPU only.)
+// causal with Sq != Skv; and the kernel's shared-memory placement and fragment offsets
+// (flash_layout.h, which the kernel calls) assemble S = Q·Kᵀ and O = P·V exactly under an
+// emulation of mma.m16n8k16 and ldmatrix.x4.trans written from the PTX ISA's fragment
+// tables. (The kernel itself runs in CudaOps.FlashAttention, GPU only.)
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,6 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/flash_layout.h"
 #include "plan/kernel_contract.h"
 
 namespace kiln::cuda {
@@ -27,12 +32,12 @@ TEST(FlashHost, HeadSizesAgreeWithTheContract) {
 // Per-block dynamic shared memory an SM grants (opt-in maximum).
 int64_t MaxSmem(int sm) {
   if (sm == 80 || sm == 87) return 163 * 1024;
-  if (sm >= 90) return 227 * 1024;
-  return 99 * 1024;  // 86, 89
+  if (sm == 90 || sm == 100) return 227 * 1024;
+  return 99 * 1024;  // 86, 89, 120
 }
 
 TEST(FlashHost, EveryLaunchShapeIsInstantiatedAndFits) {
-  for (int sm : {80, 86, 87, 89, 90, 100})
+  for (int sm : {80, 86, 87, 89, 90, 100, 120})
     for (int64_t d : {8, 16, 32, 64, 128}) {
       const FlashLaunch l = ChooseFlashLaunch(sm, d);
       bool instantiated = false;
@@ -232,6 +237,149 @@ TEST(FlashHost, SkippedTilesChangeNothing) {
             }
         }
   EXPECT_GT(checked, 100);
+}
+
+
+// ---- The fragment layout under an emulation of the PTX instructions ---------------------
+// Written from the PTX ISA's tables for mma.m16n8k16 with .f16/.bf16 inputs and f32
+// accumulators (g = lane / 4, t = lane % 4; each 32-bit input register holds two elements,
+// the first in the low half), independently of flash_layout.h:
+//   A (16×16): reg i, element j is A[g + 8·(i % 2)][2t + j + 8·(i / 2)];
+//   B (16×8):  reg i, element j is B[2t + j + 8i][g];
+//   C (16×8):  element e is C[g + 8·(e / 2)][2t + e % 2].
+// ldmatrix.m8n8.x4.trans: lanes 8m .. 8m+7 give the addresses of rows 0..7 of matrix m
+// (8 consecutive 16-bit elements each); lane l's register m gets elements
+// [2t][g] and [2t+1][g] of matrix m (the transpose of the non-.trans [g][2t..2t+1]).
+using Pair = std::array<float, 2>;
+struct Lanes {
+  std::array<std::array<Pair, 4>, 32> reg;  // per lane, up to 4 registers
+};
+
+// C (16×8) += A·B over the 32 lanes' registers.
+void EmulateMma(std::array<std::array<float, 4>, 32>& c, const Lanes& a, const Lanes& b) {
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 2; ++j) A[g + 8 * (i % 2)][2 * t + j + 8 * (i / 2)] = a.reg[l][i][j];
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) B[2 * t + j + 8 * i][g] = b.reg[l][i][j];
+  }
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+      float acc = 0;
+      for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+      c[l][e] += acc;
+    }
+  }
+}
+
+// ldmatrix.x4.trans from `smem`: lane l addresses row offset `row_of[l]`.
+Lanes EmulateLdmatrixX4Trans(const std::vector<float>& smem, const std::array<int, 32>& row_of) {
+  Lanes out{};
+  for (int m = 0; m < 4; ++m)
+    for (int l = 0; l < 32; ++l) {
+      const int g = l / 4, t = l % 4;
+      // matrix m, row r, column c is smem[row_of[8m + r] + c]
+      out.reg[l][m] = {smem[row_of[8 * m + 2 * t] + g], smem[row_of[8 * m + 2 * t + 1] + g]};
+    }
+  return out;
+}
+
+// A rows × d tile of `g` (row stride `stride`) placed as the kernel's LoadTile places it
+// (chunks by ChunkRow / ChunkCol at RowPitch), columns [d, 16-rounded d) zeroed as the
+// kernel zeroes them, everything else NaN (so a read of an unwritten element shows).
+std::vector<float> PlaceTile(const std::vector<float>& g, int rows, int d, int stride) {
+  const int pitch = flash::RowPitch(d), dp = (d + 15) / 16 * 16;
+  std::vector<float> smem(rows * pitch, std::nanf(""));
+  for (int c = 0; c < rows * (d / 8); ++c) {
+    const int r = flash::ChunkRow(d, c), col = flash::ChunkCol(d, c);
+    for (int i = 0; i < 8; ++i) smem[r * pitch + col + i] = g[r * stride + col + i];
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int col = d; col < dp; ++col) smem[r * pitch + col] = 0;
+  return smem;
+}
+
+TEST(FlashHost, FragmentLayoutAssemblesBothProducts) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int d : {8, 16, 32, 64, 128}) {
+    SCOPED_TRACE(::testing::Message() << "head size " << d);
+    const int dp = (d + 15) / 16 * 16, pitch = flash::RowPitch(d);
+    const int kRows = 16, kKeys = 64, stride = 3 * d + 8;  // one warp's rows, one key tile
+    std::vector<float> q(kRows * stride), k(kKeys * stride), v(kKeys * stride);
+    for (auto* t : {&q, &k, &v})
+      for (float& e : *t) e = u(rng);
+    const std::vector<float> qs = PlaceTile(q, kRows, d, stride), ks = PlaceTile(k, kKeys, d, stride),
+                             vs = PlaceTile(v, kKeys, d, stride);
+    // S = Q·Kᵀ as the kernel computes it: score tile n (keys 8n..), k-steps kk.
+    std::vector<std::array<std::array<float, 4>, 32>> s(kKeys / 8);
+    for (int n = 0; n < kKeys / 8; ++n) {
+      for (auto& lane : s[n]) lane.fill(0.f);
+      for (int kk = 0; kk < dp / 16; ++kk) {
+        Lanes a{}, b{};
+        for (int l = 0; l < 32; ++l) {
+          for (int r = 0; r < 4; ++r) {
+            const int off = kk * 16 + flash::AFragOffset(l, r, pitch);
+            a.reg[l][r] = {qs[off], qs[off + 1]};
+          }
+          for (int r = 0; r < 2; ++r) {
+            const int off = n * 8 * pitch + kk * 16 + flash::BFromRowsOffset(l, r, pitch);
+            b.reg[l][r] = {ks[off], ks[off + 1]};
+          }
+        }
+        EmulateMma(s[n], a, b);
+      }
+      for (int l = 0; l < 32; ++l)
+        for (int e = 0; e < 4; ++e) {
+          const int i = flash::CRow(l, e), j = n * 8 + flash::CCol(l, e);
+          double want = 0;
+          for (int c = 0; c < d; ++c) want += double{q[i * stride + c]} * k[j * stride + c];
+          ASSERT_NEAR(s[n][l][e], want, 1e-4) << "S[" << i << "][" << j << "]";
+        }
+    }
+    // O = P·V with P = the scores above, through P's A fragments and V by ldmatrix.trans.
+    std::vector<std::array<std::array<float, 4>, 32>> o(dp / 8);
+    for (auto& t : o)
+      for (auto& lane : t) lane.fill(0.f);
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      Lanes pf{};
+      for (int l = 0; l < 32; ++l)
+        for (int r = 0; r < 4; ++r) {
+          const auto& st = s[2 * kk + flash::PTile(r)][l];
+          pf.reg[l][r] = {st[2 * flash::PPair(r)], st[2 * flash::PPair(r) + 1]};
+        }
+      for (int n = 0; n < dp / 8; n += 2) {
+        std::array<int, 32> row_of;
+        for (int l = 0; l < 32; ++l)
+          row_of[l] = kk * 16 * pitch + flash::VLdmatrixRowOffset(l, pitch) + n * 8;
+        const Lanes vf = EmulateLdmatrixX4Trans(vs, row_of);
+        Lanes b0{}, b1{};
+        for (int l = 0; l < 32; ++l) {
+          b0.reg[l] = {vf.reg[l][0], vf.reg[l][1]};
+          b1.reg[l] = {vf.reg[l][2], vf.reg[l][3]};
+        }
+        EmulateMma(o[n], pf, b0);
+        EmulateMma(o[n + 1], pf, b1);
+      }
+    }
+    for (int n = 0; n < dp / 8; ++n)
+      for (int l = 0; l < 32; ++l)
+        for (int e = 0; e < 4; ++e) {
+          const int i = flash::CRow(l, e), c = n * 8 + flash::CCol(l, e);
+          if (c >= d) continue;  // padding columns: never stored
+          double want = 0;
+          for (int j = 0; j < kKeys; ++j) {
+            double p = 0;
+            for (int x = 0; x < d; ++x) p += double{q[i * stride + x]} * k[j * stride + x];
+            want += p * v[j * stride + c];
+          }
+          ASSERT_NEAR(o[n][l][e], want, 1e-3 * (1 + std::fabs(want))) << "O[" << i << "][" << c << "]";
+        }
+  }
 }
 
 }  // namespace
