@@ -3,7 +3,7 @@
 # bench/gpu/make_bundle.sh built (carried as .gpu-bundle), starts its binaries through the
 # bundled loader with this machine's driver and cuBLAS, and runs in order:
 #   1. the device, the bundle and `kiln --version`;
-#   2. every CUDA test (kiln_cuda_tests: 541 one-op cases vs the reference executor, the
+#   2. every CUDA test (kiln_cuda_tests: 791 one-op cases vs the reference executor, the
 #      fixtures vs the CPU executor at fp32/fp16/bf16, padding, device I/O, graph replay
 #      bit-identity, 4 threads x 100 runs, data errors, traces) and the cuda plan mutation
 #      test with a GPU present;

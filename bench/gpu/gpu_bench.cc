@@ -3,7 +3,9 @@
 //   plan PLAN.kiln --shape batch=B,sequence=S [--runs N] [--warmup N] [--no-cuda-graph]
 //       p50/p90/min of Run with every input and output in device memory on the caller's
 //       stream, timed with CUDA events around Run ("device_io"), and the same with host
-//       memory ("host_io", copies included); token ids in [0, 100), masks all 1.
+//       memory ("host_io", copies included); token ids in [0, 100), masks all 1. Then 5
+//       traced runs (steps launched one by one, an event pair each): the sum of the steps'
+//       median times and of the attention steps' ("traced_steps_ms", "traced_attention_ms").
 //   create PLAN.kiln
 //       LoadPlanFile + Executor::Create (weight upload + graph capture of every bucket), ms.
 //   kernels [--rows R] [--hidden H]
@@ -147,10 +149,34 @@ int PlanBench(const std::string& path, const std::map<std::string, int64_t>& sha
   };
   const Stats d = TimeEvents(stream, warmup, runs, [&] { run(true); });
   const Stats h = TimeEvents(stream, warmup, runs, [&] { run(false); });
+  // One traced run, warm (steps launched one by one with an event pair each): the share of
+  // the step time spent in attention steps; the median of 5 traced runs per step.
+  std::vector<std::vector<double>> step_ms;
+  std::vector<std::string> step_kernel;
+  for (int i = 0; i < 5; ++i) {
+    kiln::RunStats stats;
+    stats.collect_trace = true;
+    absl::Status st = (*exec)->Run(dv, dov, &stats, {.cuda_stream = stream});
+    if (!st.ok()) Die(std::string(st.message()));
+    step_ms.resize(stats.trace.size());
+    step_kernel.resize(stats.trace.size());
+    for (size_t s = 0; s < stats.trace.size(); ++s) {
+      step_ms[s].push_back(stats.trace[s].duration_ns / 1e6);
+      step_kernel[s] = stats.trace[s].kernel;
+    }
+  }
+  double total_ms = 0, attention_ms = 0;
+  for (size_t s = 0; s < step_ms.size(); ++s) {
+    const double ms = Summarize(step_ms[s]).p50;
+    total_ms += ms;
+    if (step_kernel[s] == "attention" || step_kernel[s] == "flash_attention") attention_ms += ms;
+  }
   std::printf(
       "{\"plan\": \"%s\", \"graphs\": %s, \"device_io\": {\"p50_ms\": %.4f, \"p90_ms\": %.4f, "
-      "\"min_ms\": %.4f}, \"host_io\": {\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f}}\n",
-      path.c_str(), graphs ? "true" : "false", d.p50, d.p90, d.min, h.p50, h.p90, h.min);
+      "\"min_ms\": %.4f}, \"host_io\": {\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f}, "
+      "\"traced_steps_ms\": %.4f, \"traced_attention_ms\": %.4f}\n",
+      path.c_str(), graphs ? "true" : "false", d.p50, d.p90, d.min, h.p50, h.p90, h.min, total_ms,
+      attention_ms);
   for (void* x : dev) cudaFree(x);
   cudaStreamDestroy(stream);
   return 0;

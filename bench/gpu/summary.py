@@ -84,7 +84,11 @@ def main():
                 f"{r['kiln_ms']:.3f} (eager {r['eager_ms']:.3f}{comp})")
             if "kiln_simple_attention_ms" in r:
                 row(f"{m} b{bt} s{s} flash / simple attention plan",
-                    f"{r['kiln_ms']:.3f} / {r['kiln_simple_attention_ms']:.3f} ms")
+                    f"{r['kiln_ms']:.3f} / {r['kiln_simple_attention_ms']:.3f} ms",
+                    "flash faster", r["kiln_ms"] < r["kiln_simple_attention_ms"])
+                if "flash_attention_share" in r:
+                    row(f"{m} b{bt} s{s} attention share of step time",
+                        f"{r['flash_attention_share']:.0%} (simple {r['simple_attention_share']:.0%})")
         r = rows.get(("minilm", 1, 128))
         if r and "compiled_ms" in r:
             ratio = r["kiln_ms"] / r["compiled_ms"]

@@ -171,6 +171,9 @@ def main():
                                      f"batch={batch},sequence={seq}", "--runs", str(args.runs),
                                      "--warmup", str(args.warmup)]))
                 row["kiln_simple_attention_ms"] = ks["device_io"]["p50_ms"]
+                for key, res in (("flash", kb), ("simple", ks)):
+                    row[f"{key}_attention_share"] = (res["traced_attention_ms"] /
+                                                     max(res["traced_steps_ms"], 1e-9))
             ids, mask, types = inputs(batch, seq, "cuda")
             row["eager_ms"] = time_cuda(lambda: m16(ids, attention_mask=mask,
                                                     token_type_ids=types),
