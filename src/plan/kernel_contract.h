@@ -70,11 +70,11 @@ struct KernelContract {
 
 // The contract of `kernel` for `target`, or null when the target has no such kernel.
 const KernelContract* FindKernelContract(PlanTarget target, std::string_view kernel);
+const std::vector<KernelContract>& KernelContracts(PlanTarget target);
 
 // cuda flash_attention: the head sizes its kernel is instantiated for (kernels/cuda/
 // flash_attention.h, FlashHeadSizeSupported; a test keeps the two equal).
 bool FlashAttentionHeadSizeOk(int64_t head_size);
-const std::vector<KernelContract>& KernelContracts(PlanTarget target);
 
 // Checks `step` of `bucket` against its contract: arity, every non-optional parameter
 // present with its kind, in range / one of its choices (floats finite and within f32
