@@ -109,6 +109,7 @@ Node* Graph::NewNode(std::string op, std::vector<Value> inputs, int num_outputs,
     if (v) v.node->outputs_[v.index].uses.push_back({raw, i});
   }
   nodes_.push_back(std::move(node));
+  where_[raw->id_] = std::prev(nodes_.end());
   return raw;
 }
 
@@ -120,9 +121,7 @@ Node* Graph::AddNode(std::string op, std::vector<Value> inputs, int num_outputs,
 Node* Graph::InsertNodeBefore(Node* before, std::string op, std::vector<Value> inputs,
                               int num_outputs, std::string domain) {
   Node* n = NewNode(std::move(op), std::move(inputs), num_outputs, std::move(domain));
-  auto it = std::find_if(nodes_.begin(), nodes_.end(),
-                         [before](const auto& p) { return p.get() == before; });
-  nodes_.splice(it, nodes_, std::prev(nodes_.end()));
+  nodes_.splice(where_.at(before->id_), nodes_, std::prev(nodes_.end()));
   return n;
 }
 
@@ -184,7 +183,9 @@ absl::Status Graph::RemoveNode(Node* node) {
   }
   for (int i = 0; i < node->num_inputs(); ++i) SetInput(node, i, Value{});
   if (node->is_input()) inputs_.erase(std::find(inputs_.begin(), inputs_.end(), node));
-  nodes_.remove_if([node](const auto& p) { return p.get() == node; });
+  const auto it = where_.find(node->id_);
+  nodes_.erase(it->second);
+  where_.erase(it);
   return absl::OkStatus();
 }
 
@@ -209,9 +210,15 @@ int Graph::RemoveDeadNodes() {
     if (live.contains(n)) continue;
     for (int i = 0; i < n->num_inputs(); ++i) SetInput(n, i, Value{});
   }
-  removed = static_cast<int>(std::count_if(nodes_.begin(), nodes_.end(),
-                                           [&](const auto& p) { return !live.contains(p.get()); }));
-  nodes_.remove_if([&](const auto& p) { return !live.contains(p.get()); });
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (live.contains(it->get())) {
+      ++it;
+      continue;
+    }
+    where_.erase((*it)->id_);
+    it = nodes_.erase(it);
+    ++removed;
+  }
   return removed;
 }
 
@@ -260,9 +267,8 @@ absl::Status Graph::TopoSort() {
 }
 
 Node* Graph::FindNodeById(int id) const {
-  for (const auto& p : nodes_)
-    if (p->id() == id) return p.get();
-  return nullptr;
+  const auto it = where_.find(id);
+  return it == where_.end() ? nullptr : it->second->get();
 }
 
 std::unique_ptr<Graph> Graph::Clone() const {

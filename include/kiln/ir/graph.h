@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -202,11 +203,17 @@ class Graph {
   const std::string& name() const { return name_; }
   void set_name(std::string n) { name_ = std::move(n); }
 
+  // The node with `id`, or null when it was removed (constant time).
   Node* FindNodeById(int id) const;
 
  private:
+  using NodeList = std::list<std::unique_ptr<Node>>;
   Node* NewNode(std::string op, std::vector<Value> inputs, int num_outputs, std::string domain);
-  std::list<std::unique_ptr<Node>> nodes_;
+  NodeList nodes_;
+  // Each live node's place in nodes_ by id: constant-time lookup, insertion before a node
+  // and removal, so passes that rewrite node by node stay linear in the graph's size
+  // (list iterators survive splice and sort).
+  absl::flat_hash_map<int, NodeList::iterator> where_;
   std::vector<Node*> inputs_;
   std::vector<GraphOutput> outputs_;
   int next_id_ = 0;
