@@ -391,7 +391,7 @@ void RemoveDeadFrom(Graph& g, const std::vector<Node*>& roots, std::set<const No
   if (removed) removed->insert(gone.begin(), gone.end());
 }
 
-MatchResult MatchAttention(const Graph& g, Node* softmax) {
+MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrder* order) {
   MatchResult r;
   AttentionBlock& b = r.block;
   if (!IsOp(softmax, "Softmax") || softmax->num_inputs() != 1) return r;
@@ -592,9 +592,13 @@ MatchResult MatchAttention(const Graph& g, Node* softmax) {
   std::vector<Node*> sorted = b.interior;
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  b.interior.clear();  // graph order, so provenance unions are deterministic
-  for (const auto& n : g.nodes())
-    if (std::binary_search(sorted.begin(), sorted.end(), n.get())) b.interior.push_back(n.get());
+  // Graph order, so provenance unions are deterministic.
+  b.interior = sorted;
+  if (order == nullptr || !order->Sort(b.interior)) {
+    b.interior.clear();
+    for (const auto& n : g.nodes())
+      if (std::binary_search(sorted.begin(), sorted.end(), n.get())) b.interior.push_back(n.get());
+  }
   r.nodes.assign(b.interior.begin(), b.interior.end());
   for (Node* n : b.interior) {
     if (n == mr) continue;

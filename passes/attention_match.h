@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kiln/ir/graph.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln::attention {
 
@@ -84,8 +85,11 @@ struct MatchResult {
   AttentionBlock block;
 };
 
-// Matches the attention block around `softmax`. Never modifies the graph.
-MatchResult MatchAttention(const Graph& g, Node* softmax);
+// Matches the attention block around `softmax`. Never modifies the graph. `order` (the
+// graph's order taken by the calling pass, or null) puts the block's nodes in graph order
+// without walking the whole graph per block.
+MatchResult MatchAttention(const Graph& g, Node* softmax,
+                           const rewrite::NodeOrder* order = nullptr);
 
 // The tensor a Q/K/V projection reads: kiln.Linear's X, MatMul's A, x of
 // Add(MatMul(x, W), b), or the input of a Split whose output `proj` is. Null otherwise.

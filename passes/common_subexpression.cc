@@ -9,7 +9,7 @@
 // every layer, and duplicate tied or repeated weights; one copy is enough.
 // Nodes are visited in topological order and inputs compared after earlier merges, so a
 // chain of duplicates collapses in one run. The survivor keeps its output names and
-// gains the merged node's provenance; a graph output that pointed at a merged-away value
+// gains the merged node's provenance (a constant keeps its own: see Merge); a graph output that pointed at a merged-away value
 // keeps its name (GraphOutput::name) and now points at the survivor.
 // Limits: outputs must have equal types, or one of them fully unknown (the survivor then
 // takes the known type); Dropout merges only in inference form (training_mode absent or
@@ -223,13 +223,16 @@ class CommonSubexpressionPass final : public Pass {
 
  private:
   // Redirects every use of `dup` (and graph outputs) to `survivor`, then removes `dup`.
+  // A surviving constant keeps its own provenance: constants become weights, not steps, so
+  // no trace names them, and a scalar shared by every layer would otherwise collect one
+  // name per layer (quadratic in the layers, as it was).
   static absl::Status Merge(Graph& g, Node* dup, Node* survivor) {
     for (int i = 0; i < dup->num_outputs(); ++i) {
       if (IsUnknown(survivor->output_info(i).type))
         survivor->set_output_type(i, dup->output_info(i).type);
       g.ReplaceAllUsesWith(dup->output(i), survivor->output(i));
     }
-    rewrite::UnionProvenance(survivor, dup);
+    if (!survivor->is_constant()) rewrite::UnionProvenance(survivor, dup);
     return g.RemoveNode(dup);
   }
 };

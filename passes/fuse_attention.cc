@@ -95,10 +95,11 @@ class FuseAttentionPass final : public Pass {
     for (const auto& n : g.nodes())
       if (rewrite::IsOp(n.get(), "Softmax")) roots.push_back(n.get());
     std::set<const Node*> removed;
+    const rewrite::NodeOrder order(g);
     bool changed = false;
     for (Node* softmax : roots) {
       if (removed.count(softmax)) continue;
-      attention::MatchResult m = attention::MatchAttention(g, softmax);
+      attention::MatchResult m = attention::MatchAttention(g, softmax, &order);
       if (m.stage == attention::Stage::kNotAttention) continue;
       if (m.stage != attention::Stage::kComplete) {
         Count("missed");

@@ -156,10 +156,11 @@ class FuseQkvPass final : public Pass {
     for (const auto& n : g.nodes())
       if (IsOp(n.get(), "Softmax")) roots.push_back(n.get());
     std::set<const Node*> removed;
+    const rewrite::NodeOrder order(g);
     bool changed = false;
     for (Node* softmax : roots) {
       if (removed.count(softmax)) continue;
-      attention::MatchResult m = attention::MatchAttention(g, softmax);
+      attention::MatchResult m = attention::MatchAttention(g, softmax, &order);
       if (m.stage < attention::Stage::kProjections) continue;
       const attention::AttentionBlock& b = m.block;
       // Already packed (by this pass, or by the exporter as in GPT-2's c_attn).
@@ -181,7 +182,7 @@ class FuseQkvPass final : public Pass {
           ctx.fusion_report->Missed("qkv", {outs[0].node, outs[1].node, outs[2].node}, why);
         continue;
       }
-      Merge(g, ps, &removed);
+      Merge(g, ps, order, &removed);
       changed = true;
       Count("merged");
       if (ctx.fusion_report) ctx.fusion_report->Fused("qkv");
@@ -210,15 +211,22 @@ class FuseQkvPass final : public Pass {
     return "";
   }
 
-  static void Merge(Graph& g, const std::vector<Projection>& ps, std::set<const Node*>* removed) {
-    std::set<const Node*> replaced;
-    for (const Projection& p : ps) replaced.insert(p.nodes.begin(), p.nodes.end());
+  static void Merge(Graph& g, const std::vector<Projection>& ps, const rewrite::NodeOrder& order,
+                    std::set<const Node*>* removed) {
+    std::vector<Node*> replaced;
+    for (const Projection& p : ps) replaced.insert(replaced.end(), p.nodes.begin(), p.nodes.end());
+    // The first replaced node in graph order: the merged Linear goes before it.
     Node* first = nullptr;
-    for (const auto& n : g.nodes())
-      if (replaced.count(n.get())) {
-        first = n.get();
-        break;
-      }
+    if (order.Sort(replaced)) {
+      first = replaced.front();
+    } else {
+      const std::set<const Node*> set(replaced.begin(), replaced.end());
+      for (const auto& n : g.nodes())
+        if (set.count(n.get())) {
+          first = n.get();
+          break;
+        }
+    }
     const std::string base = ps[0].out.name().empty() ? "" : ps[0].out.name() + "/qkv";
     auto named = [&](const char* suffix) { return base.empty() ? "" : base + suffix; };
     std::vector<Value> inputs = {ps[0].x,

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "kiln/ir/graph.h"
 
 namespace kiln::rewrite {
@@ -61,12 +62,41 @@ inline std::optional<std::vector<int64_t>> IntConstant(Value v) {
   return out;
 }
 
+// The position of each node in the graph's order when the order was taken: a pass that
+// needs the graph order of a few nodes many times (a fused block's nodes, the first of a
+// group) takes it once instead of walking the graph each time. Nodes added since are not
+// in it (Position says so); nodes added later never move the ones before.
+class NodeOrder {
+ public:
+  explicit NodeOrder(const Graph& g) {
+    int64_t i = 0;
+    for (const auto& n : g.nodes()) position_[n.get()] = i++;
+  }
+  std::optional<int64_t> Position(const Node* n) const {
+    const auto it = position_.find(n);
+    if (it == position_.end()) return std::nullopt;
+    return it->second;
+  }
+  // `nodes` sorted into graph order; false (nodes untouched) if one is not in the order.
+  bool Sort(std::vector<Node*>& nodes) const {
+    for (const Node* n : nodes)
+      if (!position_.contains(n)) return false;
+    std::sort(nodes.begin(), nodes.end(),
+              [&](const Node* a, const Node* b) { return position_.at(a) < position_.at(b); });
+    return true;
+  }
+
+ private:
+  absl::flat_hash_map<const Node*, int64_t> position_;
+};
+
 // Appends the provenance of `from` to `into`, keeping order and skipping duplicates.
 inline void UnionProvenance(Node* into, const Node* from) {
-  std::vector<std::string> p = into->provenance();
-  for (const std::string& s : from->provenance())
-    if (std::find(p.begin(), p.end(), s) == p.end()) p.push_back(s);
-  into->set_provenance(std::move(p));
+  if (into == from) return;
+  for (const std::string& s : from->provenance()) {
+    const std::vector<std::string>& p = into->provenance();
+    if (std::find(p.begin(), p.end(), s) == p.end()) into->add_provenance(s);
+  }
 }
 inline void UnionProvenance(Node* into, const std::vector<const Node*>& from) {
   for (const Node* n : from) UnionProvenance(into, n);
