@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds kiln and runs every test (GoogleTest through CTest, the ONNX conformance floor and
-# the end-to-end comparisons against onnxruntime). `.ci/run` calls this.
+# the end-to-end comparisons against onnxruntime), then the fuzz targets for 25 s each
+# (scripts/fuzz.sh). `.ci/run` calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,3 +9,8 @@ BUILD=${KILN_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j"${KILN_JOBS:-2}"
 ctest --test-dir "$BUILD" --output-on-failure -j"${KILN_JOBS:-2}"
+# The libFuzzer targets (clang, ASan + UBSan, build-fuzz/), each for a short fixed time
+# after their regression inputs: a parser regression fails here (KILN_FUZZ_SECONDS=0 skips).
+if [ "${KILN_FUZZ_SECONDS:-25}" != 0 ]; then
+  scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-25}"
+fi

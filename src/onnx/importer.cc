@@ -297,7 +297,10 @@ class Importer {
       return absl::InvalidArgumentError(absl::StrCat(
           p.where, " must have exactly one of value, value_float, value_floats, value_int, "
                    "value_ints; it has ", attrs.size()));
-    const auto& [name, a] = *attrs.begin();
+    // Not a structured binding: clang 14 (the fuzz build's compiler) cannot capture one in
+    // a lambda.
+    const std::string& name = attrs.begin()->first;
+    const auto& a = attrs.begin()->second;
     auto bad_type = [&] {
       return absl::InvalidArgumentError(
           absl::StrCat(p.where, " attribute '", name, "' has the wrong type"));
