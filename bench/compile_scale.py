@@ -6,8 +6,9 @@ encoders of 100..800 layers (hidden 64: ~115 ONNX nodes per layer, every fusion 
 compiles each once per kiln binary given (--kiln, repeatable: e.g. a build of the commit
 before a change and one after), and prints a Markdown table: ONNX nodes, plan steps,
 wall seconds and peak RSS (from /usr/bin/time-style wait4 accounting) per binary. The
-compile runs single-threaded either way; run it on a quiet machine. --max-seconds skips
-the rest of a family for a binary once one size exceeds it (the quadratic ones).
+compile runs single-threaded either way; run it on a quiet machine. --max-seconds: once a
+size takes longer, the family's larger sizes are not run for that binary, and a compile
+is killed after 4x that ("> N s").
 
   python3 bench/compile_scale.py --kiln build/kiln [--kiln /old/kiln] [--quick]
 """
@@ -69,15 +70,15 @@ def main():
                    "nodes": len(model.graph.node), "results": []}
             for kiln in args.kiln:
                 if kiln in slow:
-                    row["results"].append(None)
+                    row["results"].append("not run")
                     continue
-                rss, seconds, rc = peak_rss_mb(kiln, path, work / "p.kiln", flags,
-                                               timeout=args.max_seconds * 4)
+                timeout = args.max_seconds * 4
+                rss, seconds, rc = peak_rss_mb(kiln, path, work / "p.kiln", flags, timeout)
                 if rss is None or rc != 0:
-                    row["results"].append(None)
+                    row["results"].append(f"> {timeout:.0f} s" if rss is None else f"exit {rc}")
                     slow.add(kiln)
                     continue
-                row["results"].append((seconds, rss))
+                row["results"].append(f"{seconds:.2f} ({rss:.0f})")
                 if seconds > args.max_seconds:
                     slow.add(kiln)
                 print(f"{row['what']}: {kiln}: {seconds:.2f} s, {rss:.0f} MiB", file=sys.stderr,
@@ -88,9 +89,7 @@ def main():
     print(head)
     print("|" + "---|" * (2 + len(args.kiln)))
     for r in rows:
-        cells = [f"{s:.2f} ({m:.0f})" if s is not None else "skipped" for s, m in
-                 (x if x else (None, None) for x in r["results"])]
-        print(f"| {r['what']} | {r['nodes']} | " + " | ".join(cells) + " |")
+        print(f"| {r['what']} | {r['nodes']} | " + " | ".join(r["results"]) + " |")
     return 0
 
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/ir/graph.h"
+#include "kiln/ir/ops.h"
 #include "tests/reference/reference_test_util.h"
 
 namespace kiln {
@@ -178,6 +179,22 @@ TEST(ExecutorTest, EvaluateNodeAndKernelQuery) {
   EXPECT_TRUE(HasReferenceKernel("", "Constant"));
   EXPECT_FALSE(HasReferenceKernel("", "NoSuchOp"));
   EXPECT_FALSE(HasReferenceKernel("com.example", "Add"));
+}
+
+// Every op of the catalogue (include/kiln/ir/ops.h) has a reference kernel, so everything
+// the importer accepts runs on `kiln run` and compiles to a plan (its shape rule is checked
+// by ShapeInferenceTest.EveryCatalogueOpHasARule and ShapeRulesFusedTest). Adding an op:
+// add its kernel too.
+TEST(ReferenceExecutorTest, EveryCatalogueOpHasAKernel) {
+  int ops = 0;
+  for (const OpInfo& op : AllOps()) {
+    if (op.domain.empty() && op.name == "Input") continue;  // fed, not computed
+    ++ops;
+    EXPECT_TRUE(HasReferenceKernel(op.domain, op.name))
+        << "no reference kernel for " << (op.domain.empty() ? "" : std::string(op.domain) + ".")
+        << op.name;
+  }
+  EXPECT_GT(ops, 100);
 }
 
 }  // namespace
