@@ -7,18 +7,21 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
 namespace kiln::fuzz {
 
-// A folder of this process's own under $TMPDIR (or /tmp), created on first use.
+// A folder of this process's own under $TMPDIR (or /tmp; scripts/fuzz.sh points TMPDIR into
+// build-fuzz/), created on first use.
 inline const std::string& ScratchDir() {
   static const std::string dir = [] {
     const char* tmp = std::getenv("TMPDIR");
     std::string d = std::string(tmp ? tmp : "/tmp") + "/kiln-fuzz-" + std::to_string(getpid());
-    std::string cmd = "mkdir -p '" + d + "'";
-    if (std::system(cmd.c_str()) != 0) std::abort();
+    std::error_code ec;
+    std::filesystem::create_directories(d, ec);
+    if (ec) std::abort();
     return d;
   }();
   return dir;

@@ -49,6 +49,10 @@ if [ -x "$KILN" ]; then
     --target cuda --precision fp16 --shape batch=1,sequence=8 --quiet
 fi
 
+# The targets' scratch files (inputs written for the file-reading APIs) stay in the build.
+case "$B" in /*) TMPDIR="$B/tmp" ;; *) TMPDIR="$PWD/$B/tmp" ;; esac
+export TMPDIR
+rm -rf "$TMPDIR" && mkdir -p "$TMPDIR"
 status=0
 printf '%-12s %12s %8s %s\n' target executions corpus found
 for t in "${TARGETS[@]}"; do
