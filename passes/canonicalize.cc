@@ -33,14 +33,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "kiln/ir/ops.h"
-#include "passes/fusion_util.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
 
-using fusion::InsertConstant;
+using rewrite::InsertConstant;
 using rewrite::ConstantOf;
 using rewrite::IsOp;
 using rewrite::ProducerIs;
@@ -123,7 +122,7 @@ class CanonicalizePass final : public Pass {
     for (const auto& n : g.nodes()) order.push_back(n.get());
     bool changed = false;
     for (Node* n : order) changed |= Visit(n);
-    fusion::RemoveIfDead(g, touched_);
+    rewrite::RemoveIfDead(g, touched_);
     return changed;
   }
 

@@ -15,11 +15,11 @@
 // constant (symbolic Shape-derived scales that did not fold are a reported miss); a Where
 // mask with a finite fill becomes an additive Where(cond, 0, fill) mask, which differs
 // from the original only on rows where every key is masked.
-#include <set>
 #include <string>
 #include <vector>
 
 #include "passes/attention_match.h"
+#include "passes/fusion_rule.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -81,44 +81,38 @@ Value PackedQkv(Graph& g, const AttentionBlock& b, Node* before) {
   return c->output(0);
 }
 
-class FuseAttentionPass final : public Pass {
+class AttentionRule final : public fusion::FusionRule<attention::MatchResult> {
  public:
-  std::string_view name() const override { return "fuse-attention"; }
-  std::string_view description() const override {
-    return "fuse self-attention blocks into kiln.MultiHeadAttention (packed qkv, mask, "
-           "causal flag)";
+  bool IsRoot(const Node& n) const override { return rewrite::IsOp(&n, "Softmax"); }
+  void Begin(const Graph& g) override { order_.emplace(g); }
+
+  std::optional<attention::MatchResult> Recognize(const Graph& g, Node* softmax,
+                                                  fusion::FusionSession&) override {
+    attention::MatchResult m = attention::MatchAttention(g, softmax, &*order_);
+    if (m.stage == attention::Stage::kNotAttention) return std::nullopt;
+    return m;
   }
 
- protected:
-  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
-    std::vector<Node*> roots;
-    for (const auto& n : g.nodes())
-      if (rewrite::IsOp(n.get(), "Softmax")) roots.push_back(n.get());
-    std::set<const Node*> removed;
-    const rewrite::NodeOrder order(g);
-    bool changed = false;
-    for (Node* softmax : roots) {
-      if (removed.count(softmax)) continue;
-      attention::MatchResult m = attention::MatchAttention(g, softmax, &order);
-      if (m.stage == attention::Stage::kNotAttention) continue;
-      if (m.stage != attention::Stage::kComplete) {
-        Count("missed");
-        if (ctx.fusion_report) ctx.fusion_report->Missed("attention", m.nodes, m.reason);
-        continue;
-      }
-      Rewrite(g, m.block, &removed);
-      changed = true;
-      Count("fused");
-      if (m.block.causal) Count("causal");
-      if (m.block.mask.kind != MaskKind::kNone) Count("masked");
-      if (!m.block.qkv_split) Count("qkv concatenated");
-      if (ctx.fusion_report) ctx.fusion_report->Fused("attention");
-    }
-    return changed;
+  std::string Check(const Graph&, attention::MatchResult& m, fusion::FusionSession&) override {
+    return m.stage == attention::Stage::kComplete ? "" : m.reason;
+  }
+
+  absl::Status Rewrite(Graph& g, attention::MatchResult& m, fusion::FusionSession& s) override {
+    Fuse(g, m.block, s);
+    s.Count("fused");
+    if (m.block.causal) s.Count("causal");
+    if (m.block.mask.kind != MaskKind::kNone) s.Count("masked");
+    if (!m.block.qkv_split) s.Count("qkv concatenated");
+    return absl::OkStatus();
+  }
+
+  std::string_view Kind(const attention::MatchResult&) const override { return "attention"; }
+  std::vector<const Node*> Involved(const attention::MatchResult& m) const override {
+    return m.nodes;
   }
 
  private:
-  static void Rewrite(Graph& g, const AttentionBlock& b, std::set<const Node*>* removed) {
+  static void Fuse(Graph& g, const AttentionBlock& b, fusion::FusionSession& s) {
     Node* out = b.output;
     const DType dtype = b.scores->output_info(0).type.dtype != DType::kUndefined
                             ? b.scores->output_info(0).type.dtype
@@ -138,25 +132,32 @@ class FuseAttentionPass final : public Pass {
       const Value merged = b.merge_transpose->output(0);
       Type t = merged.type();
       if (t.shape && t.shape->size() == 4)
-        t.shape = std::vector<Dim>{(*t.shape)[0], (*t.shape)[1],
-                                   Dim::Known(b.num_heads * b.head_dim)};
+        t.shape =
+            std::vector<Dim>{(*t.shape)[0], (*t.shape)[1], Dim::Known(b.num_heads * b.head_dim)};
       else
         t.shape.reset();
       mha->set_output_type(0, t);
       mha->set_output_name(0, merged.name());
       g.SetInput(out, 0, mha->output(0));
-      attention::RemoveDeadFrom(g, {b.merge_transpose}, removed);
+      s.RemoveIfDead(g, {b.merge_transpose});
       return;
     }
     mha->set_output_type(0, out->output_info(0).type);
     mha->set_output_name(0, out->output_info(0).name);
     g.ReplaceAllUsesWith(out->output(0), mha->output(0));
-    attention::RemoveDeadFrom(g, {out}, removed);
+    s.RemoveIfDead(g, {out});
   }
+
+  std::optional<rewrite::NodeOrder> order_;  // the graph order when the sweep began
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFuseAttentionPass() { return std::make_unique<FuseAttentionPass>(); }
+std::unique_ptr<Pass> CreateFuseAttentionPass() {
+  return std::make_unique<fusion::RulePass<AttentionRule>>(
+      "fuse-attention",
+      "fuse self-attention blocks into kiln.MultiHeadAttention (packed qkv, mask, "
+      "causal flag)");
+}
 
 }  // namespace kiln

@@ -37,6 +37,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kiln/support/status.h"
+#include "passes/fusion_rule.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -246,8 +247,7 @@ bool IsSeqLength(Value v, const Dim& seq) {
 // `v` provably holds 0..S-1 along its last axis (rows broadcast), S = `seq`.
 bool IsPositionRange(Value v, const Dim& seq) {
   for (int depth = 0; depth < 8 && v; ++depth) {
-    if (const Tensor* t = ConstantOf(v))
-      return seq.is_known() && IsRangeTensor(*t, seq.value());
+    if (const Tensor* t = ConstantOf(v)) return seq.is_known() && IsRangeTensor(*t, seq.value());
     Node* n = v.node;
     if (IsOp(n, "Expand")) {
       v = n->input(0);
@@ -276,10 +276,12 @@ bool IsPositionRange(Value v, const Dim& seq) {
       const auto steps = n->num_inputs() > 4 && n->input(4) ? rewrite::IntConstant(n->input(4))
                                                             : std::optional<std::vector<int64_t>>();
       const int64_t last = data->rank() - 1;
-      const bool axes_ok = (n->num_inputs() <= 3 || !n->input(3)) ? data->rank() == 1
-                           : axes && axes->size() == 1 && ((*axes)[0] == last || (*axes)[0] == -1);
-      const bool steps_ok = (n->num_inputs() <= 4 || !n->input(4)) ||
-                            (steps && *steps == std::vector<int64_t>{1});
+      const bool axes_ok =
+          (n->num_inputs() <= 3 || !n->input(3))
+              ? data->rank() == 1
+              : axes && axes->size() == 1 && ((*axes)[0] == last || (*axes)[0] == -1);
+      const bool steps_ok =
+          (n->num_inputs() <= 4 || !n->input(4)) || (steps && *steps == std::vector<int64_t>{1});
       // [0:S] of a 0..M-1 arange with M >= 2 (M = 1 would broadcast, not fail, if S > M).
       const bool len_ok = len_typed || (IsSeqLength(n->input(2), seq) && data->dims().back() >= 2 &&
                                         (!seq.is_known() || data->dims().back() >= seq.value()));
@@ -326,10 +328,12 @@ absl::StatusOr<Plan> MatchPlan(const Graph& g, Candidate c) {
   std::vector<const Node*> interior{c.root};
   interior.insert(interior.end(), c.adds.begin(), c.adds.end());
   for (Value v : c.leaves) {
-    if (auto l = AsLookup(v)) lookups.push_back(*l);
+    if (auto l = AsLookup(v))
+      lookups.push_back(*l);
     else if (!ConstantOf(v))
       return absl::NotFoundError(absl::StrCat(
-          "addend ", Label(v), " is neither an embedding Gather on axis 0 with integer ids nor a constant"));
+          "addend ", Label(v),
+          " is neither an embedding Gather on axis 0 with integer ids nor a constant"));
   }
   for (const Lookup& l : lookups) interior.push_back(l.gather);
   // Shape() of a lookup (DistilBERT reads the sequence length from the word embeddings)
@@ -361,36 +365,43 @@ absl::StatusOr<Plan> MatchPlan(const Graph& g, Candidate c) {
       continue;
     }
     if (!rewrite::UsedOnlyBy(g, a, allowed))
-      return absl::NotFoundError(absl::StrCat("interior value ", Label(Value{const_cast<Node*>(a), 0}),
+      return absl::NotFoundError(absl::StrCat("interior value ",
+                                              Label(Value{const_cast<Node*>(a), 0}),
                                               " is also read outside the embedding sum"));
   }
   if (lookups.size() > 3)
-    return absl::NotFoundError(absl::StrCat(lookups.size(), " embedding lookups; kiln.EmbedLayerNorm takes at most 3"));
+    return absl::NotFoundError(
+        absl::StrCat(lookups.size(), " embedding lookups; kiln.EmbedLayerNorm takes at most 3"));
   // Word: reads a graph input; the largest such table.
-  auto word_it = std::max_element(lookups.begin(), lookups.end(), [](const Lookup& a, const Lookup& b) {
-    const bool ai = a.ids.node->is_input(), bi = b.ids.node->is_input();
-    return ai != bi ? bi : a.rows() < b.rows();
-  });
+  auto word_it =
+      std::max_element(lookups.begin(), lookups.end(), [](const Lookup& a, const Lookup& b) {
+        const bool ai = a.ids.node->is_input(), bi = b.ids.node->is_input();
+        return ai != bi ? bi : a.rows() < b.rows();
+      });
   p.word = *word_it;
   lookups.erase(word_it);
   const Type& ids_t = p.word.ids.type();
   if (ids_t.rank() != 2)
     return absl::NotFoundError(absl::StrCat("word ids ", Label(p.word.ids), " have type ",
-                                            ids_t.ToString(), "; kiln.EmbedLayerNorm needs [B, S]"));
+                                            ids_t.ToString(),
+                                            "; kiln.EmbedLayerNorm needs [B, S]"));
   const Dim seq = (*ids_t.shape)[1];
   const Type& wt = p.word.table.type();
   const Dim hdim = (*wt.shape)[1];
   if (!hdim.is_known() || wt.dtype != dt || !IsFloat(dt))
     return absl::NotFoundError(absl::StrCat("word table ", Label(p.word.table), " has type ",
-                                            wt.ToString(), " for a LayerNorm output of ", out.ToString()));
+                                            wt.ToString(), " for a LayerNorm output of ",
+                                            out.ToString()));
   const int64_t h = hdim.value();
   for (const Lookup& l : lookups) {
     const Type& t = l.table.type();
     if (t.dtype != dt || !DimEq((*t.shape)[1], hdim))
       return absl::NotFoundError(absl::StrCat("table ", Label(l.table), " has type ", t.ToString(),
-                                              ", not [rows, ", h, "] of ", std::string(DTypeName(dt))));
+                                              ", not [rows, ", h, "] of ",
+                                              std::string(DTypeName(dt))));
     if (l.ids.type().rank() > 2 || l.ids.type().rank() < 1)
-      return absl::NotFoundError(absl::StrCat("ids ", Label(l.ids), " have type ", l.ids.type().ToString(),
+      return absl::NotFoundError(absl::StrCat("ids ", Label(l.ids), " have type ",
+                                              l.ids.type().ToString(),
                                               "; kiln.EmbedLayerNorm needs [B, S] or [1, S]"));
   }
   for (Value v : {c.gamma, c.beta}) {
@@ -399,12 +410,14 @@ absl::StatusOr<Plan> MatchPlan(const Graph& g, Candidate c) {
                                               v.type().ToString(), ", not [", h, "]"));
   }
   ConstTerms consts;
-  const std::optional<int64_t> seq_len = seq.is_known() ? std::optional<int64_t>(seq.value()) : std::nullopt;
+  const std::optional<int64_t> seq_len =
+      seq.is_known() ? std::optional<int64_t>(seq.value()) : std::nullopt;
   for (Value v : c.leaves) {
     const Tensor* t = ConstantOf(v);
     if (t == nullptr) continue;
     if (t->dtype() != dt)
-      return absl::NotFoundError(absl::StrCat("constant addend ", Label(v), " is ", std::string(DTypeName(t->dtype())),
+      return absl::NotFoundError(absl::StrCat("constant addend ", Label(v), " is ",
+                                              std::string(DTypeName(t->dtype())),
                                               ", the embeddings are ", std::string(DTypeName(dt))));
     std::string why = AddConstant(*t, h, seq_len, &consts);
     if (!why.empty()) return absl::NotFoundError(why);
@@ -417,8 +430,9 @@ absl::StatusOr<Plan> MatchPlan(const Graph& g, Candidate c) {
   };
   if (!consts.p.empty()) {
     if (lookups.size() > 1)
-      return absl::NotFoundError("a position constant plus three embedding lookups; "
-                                 "kiln.EmbedLayerNorm takes three terms");
+      return absl::NotFoundError(
+          "a position constant plus three embedding lookups; "
+          "kiln.EmbedLayerNorm takes three terms");
     if (!consts.r.empty())
       for (size_t i = 0; i < consts.p.size(); ++i) consts.p[i] += consts.r[i % h];
     p.pos_implicit = true;
@@ -430,10 +444,12 @@ absl::StatusOr<Plan> MatchPlan(const Graph& g, Candidate c) {
     // Position: provable range, else computed ids (or the one that cannot be a token type),
     // else the larger table.
     auto score = [&](const Lookup& l) {
-      return std::make_tuple(IsPositionRange(l.ids, seq), !seg_ok(l), !l.ids.node->is_input(), l.rows());
+      return std::make_tuple(IsPositionRange(l.ids, seq), !seg_ok(l), !l.ids.node->is_input(),
+                             l.rows());
     };
-    auto pos_it = std::max_element(lookups.begin(), lookups.end(),
-                                   [&](const Lookup& a, const Lookup& b) { return score(a) < score(b); });
+    auto pos_it =
+        std::max_element(lookups.begin(), lookups.end(),
+                         [&](const Lookup& a, const Lookup& b) { return score(a) < score(b); });
     p.pos = *pos_it;
     lookups.erase(pos_it);
     if (!lookups.empty()) p.seg = lookups[0];
@@ -442,11 +458,13 @@ absl::StatusOr<Plan> MatchPlan(const Graph& g, Candidate c) {
       // Add the row into the smallest constant non-word table.
       std::optional<Lookup>* target = nullptr;
       for (std::optional<Lookup>* cand : {&p.pos, &p.seg})
-        if (*cand && ConstantOf((*cand)->table) && (target == nullptr || (*cand)->rows() < (**target).rows()))
+        if (*cand && ConstantOf((*cand)->table) &&
+            (target == nullptr || (*cand)->rows() < (**target).rows()))
           target = cand;
       if (target == nullptr)
-        return absl::NotFoundError("a constant addend has no constant position or token-type "
-                                   "table to be folded into");
+        return absl::NotFoundError(
+            "a constant addend has no constant position or token-type "
+            "table to be folded into");
       Tensor folded = AddRow(*ConstantOf((**target).table), consts.r);
       (target == &p.pos ? p.pos_table : p.seg_table) = folded;
     }
@@ -469,7 +487,7 @@ Value InsertConstant(Graph& g, Node* before, const Tensor& t, const std::string&
   return k->output(0);
 }
 
-void Rewrite(Graph& g, const Plan& p) {
+void RewritePlan(Graph& g, const Plan& p) {
   Node* root = p.c.root;
   const std::string base = root->output_info(0).name;
   Value pos_table = p.pos ? p.pos->table : Value{};
@@ -497,11 +515,10 @@ void Rewrite(Graph& g, const Plan& p) {
     g.ReplaceAllUsesWith(shape->output(0), cat->output(0));
   }
   Value pos_ids = p.pos && !p.pos_implicit ? p.pos->ids : Value{};
-  Node* fused = g.InsertNodeBefore(
-      root, "EmbedLayerNorm",
-      {p.word.ids, p.seg ? p.seg->ids : Value{}, pos_ids, p.word.table, pos_table, seg_table,
-       p.c.gamma, beta},
-      p.sum ? 2 : 1, "kiln");
+  Node* fused = g.InsertNodeBefore(root, "EmbedLayerNorm",
+                                   {p.word.ids, p.seg ? p.seg->ids : Value{}, pos_ids, p.word.table,
+                                    pos_table, seg_table, p.c.gamma, beta},
+                                   p.sum ? 2 : 1, "kiln");
   fused->set_attr("epsilon", p.c.epsilon);
   fused->set_output_type(0, root->output_info(0).type);
   fused->set_output_name(0, base);
@@ -515,55 +532,70 @@ void Rewrite(Graph& g, const Plan& p) {
   }
 }
 
-class FuseEmbedLayerNormPass final : public Pass {
+// A recognized embedding block and, once checked, how to fuse it.
+struct EmbedMatch {
+  Candidate c;
+  std::string reason;  // FindCandidate's near-miss reason
+  std::optional<Plan> plan;
+};
+
+class EmbedRule final : public fusion::FusionRule<EmbedMatch> {
  public:
-  std::string_view name() const override { return "fuse-embed-layernorm"; }
-  std::string_view description() const override {
-    return "word/position/token-type embedding lookups + LayerNorm -> kiln.EmbedLayerNorm";
+  bool IsRoot(const Node& n) const override {
+    return IsOp(&n, "LayerNormalization") || (n.domain() == "kiln" && n.op() == "SkipLayerNorm");
   }
 
- protected:
-  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
-    std::vector<Node*> roots;
-    for (const auto& n : g.nodes()) roots.push_back(n.get());
-    bool changed = false, reorder = false;
-    for (Node* n : roots) {
-      std::string reason;
-      std::optional<Candidate> c = FindCandidate(g, n, &reason);
-      if (!c) continue;
-      std::vector<const Node*> involved(c->adds.begin(), c->adds.end());
-      involved.push_back(n);
-      if (reason.empty()) {
-        absl::StatusOr<Plan> plan = MatchPlan(g, *c);
-        if (plan.ok()) {
-          Rewrite(g, *plan);
-          Count("fused EmbedLayerNorm");
-          if (plan->sum) {
-            Count("with sum output");
-            reorder = true;  // a reader of the sum may come before the root
-          }
-          if (plan->pos_implicit) Count("implicit position ids");
-          if (ctx.fusion_report) ctx.fusion_report->Fused(kKind);
-          changed = true;
-          continue;
-        }
-        reason = std::string(plan.status().message());
-      }
-      for (Value v : c->leaves)
-        if (auto l = AsLookup(v)) involved.push_back(l->gather);
-      Count("missed");
-      if (ctx.fusion_report) ctx.fusion_report->Missed(kKind, involved, reason);
+  std::optional<EmbedMatch> Recognize(const Graph& g, Node* n, fusion::FusionSession&) override {
+    EmbedMatch m;
+    std::optional<Candidate> c = FindCandidate(g, n, &m.reason);
+    if (!c) return std::nullopt;
+    m.c = *std::move(c);
+    return m;
+  }
+
+  std::string Check(const Graph& g, EmbedMatch& m, fusion::FusionSession&) override {
+    if (!m.reason.empty()) return m.reason;
+    absl::StatusOr<Plan> plan = MatchPlan(g, m.c);
+    if (!plan.ok()) return std::string(plan.status().message());
+    m.plan = *std::move(plan);
+    return "";
+  }
+
+  absl::Status Rewrite(Graph& g, EmbedMatch& m, fusion::FusionSession& s) override {
+    const Plan& p = *m.plan;
+    RewritePlan(g, p);
+    s.Count("fused EmbedLayerNorm");
+    if (p.sum) {
+      s.Count("with sum output");
+      s.NeedTopoSort();  // a reader of the sum may come before the root
     }
-    if (changed) g.RemoveDeadNodes();
-    if (reorder) KILN_RETURN_IF_ERROR(g.TopoSort());
-    return changed;
+    if (p.pos_implicit) s.Count("implicit position ids");
+    // The root, the sum's Adds (the Sum output took the top one's readers, the root's
+    // own read included) and the Shape() readers answered from the ids.
+    std::vector<Node*> replaced = {p.c.root};
+    replaced.insert(replaced.end(), p.c.adds.begin(), p.c.adds.end());
+    replaced.insert(replaced.end(), p.shape_users.begin(), p.shape_users.end());
+    s.RemoveIfDead(g, replaced);
+    return absl::OkStatus();
+  }
+
+  std::string_view Kind(const EmbedMatch&) const override { return kKind; }
+  // The root, the sum's Adds and the table lookups among the addends.
+  std::vector<const Node*> Involved(const EmbedMatch& m) const override {
+    std::vector<const Node*> involved(m.c.adds.begin(), m.c.adds.end());
+    involved.push_back(m.c.root);
+    for (Value v : m.c.leaves)
+      if (auto l = AsLookup(v)) involved.push_back(l->gather);
+    return involved;
   }
 };
 
 }  // namespace
 
 std::unique_ptr<Pass> CreateFuseEmbedLayerNormPass() {
-  return std::make_unique<FuseEmbedLayerNormPass>();
+  return std::make_unique<fusion::RulePass<EmbedRule>>(
+      "fuse-embed-layernorm",
+      "word/position/token-type embedding lookups + LayerNorm -> kiln.EmbedLayerNorm");
 }
 
 }  // namespace kiln

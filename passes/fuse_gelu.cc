@@ -21,17 +21,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kiln/passes/fusion_report.h"
-#include "passes/fusion_util.h"
+#include "passes/fusion_rule.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
 
-using fusion::OtherOperand;
-using fusion::ScalarNear;
 using rewrite::IsOp;
+using rewrite::OtherOperand;
+using rewrite::ScalarNear;
+using rewrite::UserIs;
 
 const double kSqrt2 = std::sqrt(2.0);
 const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
@@ -44,19 +44,15 @@ struct GeluMatch {
   Node* root() const { return nodes.back(); }
 };
 
-// The first user of `v` that is default-domain `op`.
-Node* UserIs(Value v, std::string_view op) {
-  for (const Use& u : v.node->output_info(v.index).uses)
-    if (IsOp(u.user, op)) return u.user;
-  return nullptr;
-}
-
 // Mul(a, b) with a == `x` and b satisfying `pred`, in either order: the node.
 template <typename P>
 Node* MulOf(Value v, Value x, P pred) {
   Node* m = rewrite::ProducerIs(v, "Mul");
   if (m == nullptr || m->num_inputs() != 2) return nullptr;
-  return rewrite::MatchCommuted(m, [&](Value a) { return a == x; }, pred) ? m : nullptr;
+  return rewrite::MatchCommuted(
+             m, [&](Value a) { return a == x; }, pred)
+             ? m
+             : nullptr;
 }
 
 // x³ as Pow(x, 3) or Mul(Mul(x, x), x) / Mul(x, Mul(x, x)): appends its nodes.
@@ -125,7 +121,7 @@ bool MatchArgument(Node* act, GeluMatch* m) {
   return false;
 }
 
-std::optional<GeluMatch> Recognize(Node* act) {
+std::optional<GeluMatch> RecognizeGelu(Node* act) {
   GeluMatch m;
   if (act->num_inputs() != 1 || !act->input(0) || !MatchArgument(act, &m)) return std::nullopt;
   m.nodes.push_back(act);
@@ -163,49 +159,26 @@ std::optional<GeluMatch> Recognize(Node* act) {
 std::string RankIssue(const GeluMatch& m) {
   for (const Node* n : m.nodes)
     for (const Value& in : n->inputs()) {
-      std::string why = fusion::ScalarRankFits(in, m.x);
+      std::string why = rewrite::ScalarRankFits(in, m.x);
       if (!why.empty()) return why;
     }
   return "";
 }
 
-class FuseGeluPass final : public Pass {
+class GeluRule final : public fusion::FusionRule<GeluMatch> {
  public:
-  std::string_view name() const override { return "fuse-gelu"; }
-  std::string_view description() const override {
-    return "decomposed erf / tanh GELU -> Gelu{approximate}";
+  bool IsRoot(const Node& n) const override { return IsOp(&n, "Erf") || IsOp(&n, "Tanh"); }
+  std::optional<GeluMatch> Recognize(const Graph&, Node* act, fusion::FusionSession&) override {
+    std::optional<GeluMatch> m = RecognizeGelu(act);
+    if (!m || !IsFloat(m->x.type().dtype)) return std::nullopt;
+    return m;
   }
-
- protected:
-  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
-    std::vector<int> roots;
-    for (const auto& n : g.nodes())
-      if (IsOp(n.get(), "Erf") || IsOp(n.get(), "Tanh")) roots.push_back(n->id());
-    bool changed = false;
-    for (int id : roots) {
-      Node* act = g.FindNodeById(id);
-      if (act == nullptr) continue;
-      std::optional<GeluMatch> m = Recognize(act);
-      if (!m || !IsFloat(m->x.type().dtype)) continue;
-      std::string why = RankIssue(*m);
-      if (why.empty()) why = fusion::CheckInterior(g, m->nodes, {m->root()});
-      if (!why.empty()) {
-        if (ctx.fusion_report)
-          ctx.fusion_report->Missed("gelu", {m->nodes.begin(), m->nodes.end()}, why);
-        Count("gelu missed");
-        continue;
-      }
-      Rewrite(g, *m);
-      if (ctx.fusion_report) ctx.fusion_report->Fused("gelu");
-      Count(m->tanh ? "gelu (tanh)" : "gelu (erf)");
-      changed = true;
-    }
-    return changed;
+  std::string Check(const Graph& g, GeluMatch& m, fusion::FusionSession&) override {
+    std::string why = RankIssue(m);
+    return why.empty() ? rewrite::CheckInterior(g, m.nodes, {m.root()}) : why;
   }
-
- private:
   // Gelu(x){approximate}
-  void Rewrite(Graph& g, const GeluMatch& m) {
+  absl::Status Rewrite(Graph& g, GeluMatch& m, fusion::FusionSession& s) override {
     Node* root = m.root();
     Node* gelu = g.InsertNodeBefore(root, "Gelu", {m.x}, 1);
     gelu->set_attr("approximate", std::string(m.tanh ? "tanh" : "none"));
@@ -214,12 +187,22 @@ class FuseGeluPass final : public Pass {
     gelu->set_output_type(0, root->output_info(0).type);
     gelu->set_output_name(0, root->output_info(0).name);
     g.ReplaceAllUsesWith(root->output(0), gelu->output(0));
-    fusion::RemoveIfDead(g, m.nodes);
+    s.Count(m.tanh ? "gelu (tanh)" : "gelu (erf)");
+    s.RemoveIfDead(g, m.nodes);
+    return absl::OkStatus();
   }
+  std::string_view Kind(const GeluMatch&) const override { return "gelu"; }
+  std::vector<const Node*> Involved(const GeluMatch& m) const override {
+    return {m.nodes.begin(), m.nodes.end()};
+  }
+  std::string MissCounter(const GeluMatch&) const override { return "gelu missed"; }
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFuseGeluPass() { return std::make_unique<FuseGeluPass>(); }
+std::unique_ptr<Pass> CreateFuseGeluPass() {
+  return std::make_unique<fusion::RulePass<GeluRule>>(
+      "fuse-gelu", "decomposed erf / tanh GELU -> Gelu{approximate}");
+}
 
 }  // namespace kiln

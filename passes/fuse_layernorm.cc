@@ -23,25 +23,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kiln/passes/fusion_report.h"
-#include "passes/fusion_util.h"
+#include "passes/fusion_rule.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
 
-using fusion::OtherOperand;
 using rewrite::IsOp;
+using rewrite::OtherOperand;
 using rewrite::ProducerIs;
-
-// The first user of `v` that is default-domain op `op` (reading `v` as operand `operand`
-// when >= 0), else nullptr.
-Node* UserIs(Value v, std::string_view op, int operand = -1) {
-  for (const Use& u : v.node->output_info(v.index).uses)
-    if (IsOp(u.user, op) && (operand < 0 || u.operand == operand)) return u.user;
-  return nullptr;
-}
+using rewrite::UserIs;
 
 // Pow(d, 2) or Mul(d, d): d, else null.
 Value SquaredValue(Node* sq) {
@@ -53,8 +45,8 @@ Value SquaredValue(Node* sq) {
 }
 
 struct NormMatch {
-  bool layer = false;  // LayerNorm (mean subtracted) vs RMSNorm
-  Value x;             // the normalized input
+  bool layer = false;    // LayerNorm (mean subtracted) vs RMSNorm
+  Value x;               // the normalized input
   Node* mean = nullptr;  // LayerNorm: ReduceMean(x)
   Node* sub = nullptr;   // LayerNorm: x − mean
   Node* square = nullptr;
@@ -70,6 +62,7 @@ struct NormMatch {
   Node* beta_add = nullptr;
   Value beta;
   std::optional<Tensor> beta_const;
+  double eps = 0;  // set by Check
 
   const char* kind() const { return layer ? "layernorm" : "rmsnorm"; }
   // Pattern nodes up to the normalized value, in graph order.
@@ -89,7 +82,7 @@ struct NormMatch {
 };
 
 // The structural chain rooted at variance ReduceMean `var`, or nullopt (not a candidate).
-std::optional<NormMatch> Recognize(Node* var) {
+std::optional<NormMatch> RecognizeNorm(Node* var) {
   NormMatch m;
   m.var = var;
   if (var->num_inputs() < 1 || !var->input(0)) return std::nullopt;
@@ -110,8 +103,8 @@ std::optional<NormMatch> Recognize(Node* var) {
     if (m.norm == nullptr) return std::nullopt;
   }
   Node* sub = ProducerIs(d, "Sub");
-  Node* mean = sub != nullptr && sub->num_inputs() == 2 ? ProducerIs(sub->input(1), "ReduceMean")
-                                                       : nullptr;
+  Node* mean =
+      sub != nullptr && sub->num_inputs() == 2 ? ProducerIs(sub->input(1), "ReduceMean") : nullptr;
   if (mean != nullptr && sub->input(0) && mean->num_inputs() >= 1 &&
       mean->input(0) == sub->input(0)) {
     m.layer = true;
@@ -128,7 +121,7 @@ std::optional<NormMatch> Recognize(Node* var) {
 // keepdims=1; else why not. `axes_out` gets the axes as written.
 std::string CheckReduction(const Node* r, int rank, std::vector<int64_t>* axes_out) {
   if (r->attr_int_or("keepdims", 1) != 1)
-    return absl::StrCat("ReduceMean ", fusion::NodeLabel(r),
+    return absl::StrCat("ReduceMean ", rewrite::NodeLabel(r),
                         " has keepdims=0; the normalization broadcasts a kept axis");
   std::optional<std::vector<int64_t>> axes;
   if (r->num_inputs() >= 2 && r->input(1)) {
@@ -140,8 +133,8 @@ std::string CheckReduction(const Node* r, int rank, std::vector<int64_t>* axes_o
   *axes_out = *axes;
   if (axes->empty())
     return r->attr_int_or("noop_with_empty_axes", 0) ? "the ReduceMean reduces nothing"
-                                                      : "the ReduceMean reduces over all axes; "
-                                                        "only the last axis is fused";
+                                                     : "the ReduceMean reduces over all axes; "
+                                                       "only the last axis is fused";
   const std::string desc = absl::StrCat("[", absl::StrJoin(*axes, ","), "]");
   if (axes->size() != 1)
     return absl::StrCat("normalizes over axes ", desc, "; only the last axis (-1) is fused");
@@ -154,15 +147,15 @@ std::string CheckReduction(const Node* r, int rank, std::vector<int64_t>* axes_o
                       " input; only the last axis (-1) is fused");
 }
 
-// "" when the match may be fused; else the near-miss reason. Sets `eps`.
-std::string Check(const Graph& g, const NormMatch& m, double* eps) {
+// "" when the core chain may be fused; else the near-miss reason. Sets `eps`.
+std::string CheckCore(const Graph& g, const NormMatch& m, double* eps) {
   const DType dt = m.x.type().dtype;
   if (!IsFloat(dt))
     return absl::StrCat("input dtype ", std::string(DTypeName(dt)), " is not a float type");
   const int rank = m.x.type().has_rank() ? m.x.type().rank() : -1;
   // Pow(d, c): a one-element c with more dims than d broadcasts what R2 reduces.
   std::string why;
-  if (IsOp(m.square, "Pow")) why = fusion::ScalarRankFits(m.square->input(1), m.x);
+  if (IsOp(m.square, "Pow")) why = rewrite::ScalarRankFits(m.square->input(1), m.x);
   if (!why.empty()) return absl::StrCat("the exponent ", why);
   // R2's axis is checked against the rank of what it reduces (x's once c fits).
   const Type& sq_type = m.var->input(0).type();
@@ -179,12 +172,12 @@ std::string Check(const Graph& g, const NormMatch& m, double* eps) {
     const Value e = OtherOperand(m.add_eps, m.var->output(0));
     const Tensor* t = rewrite::ConstantOf(e);
     if (t == nullptr || t->NumElements() != 1 || !IsFloat(t->dtype()))
-      return absl::StrCat("epsilon ", fusion::ValueLabel(e), " is not a scalar constant");
-    why = fusion::ScalarRankFits(e, m.x);
+      return absl::StrCat("epsilon ", rewrite::ValueLabel(e), " is not a scalar constant");
+    why = rewrite::ScalarRankFits(e, m.x);
     if (!why.empty()) return absl::StrCat("epsilon ", why);
     *eps = t->GetAsDouble(0);
   }
-  return fusion::CheckInterior(g, m.Core(), {m.norm});
+  return rewrite::CheckInterior(g, m.Core(), {m.norm});
 }
 
 // `v` as a [h] vector operand: a constant of [h] / [1,..,1,h] (rank <= `rank`) or a
@@ -193,7 +186,7 @@ bool AsHVector(Value v, int64_t h, int rank, DType dt, std::optional<Tensor>* as
   if (!v || h < 0 || rank < 0) return false;
   if (const Tensor* t = rewrite::ConstantOf(v)) {
     if (t->dtype() != dt) return false;
-    *as_const = fusion::AsVector(*t, h, rank, /*expand_scalar=*/true);
+    *as_const = rewrite::AsVector(*t, h, rank, /*expand_scalar=*/true);
     return as_const->has_value();
   }
   const Type& ty = v.type();
@@ -205,16 +198,16 @@ bool AsHVector(Value v, int64_t h, int rank, DType dt, std::optional<Tensor>* as
 void Extend(const Graph& g, NormMatch& m) {
   const DType dt = m.x.type().dtype;
   const int rank = m.x.type().rank();
-  std::optional<int64_t> h = fusion::StaticLastDim(m.x);
+  std::optional<int64_t> h = rewrite::StaticLastDim(m.x);
   Value out = m.norm->output(0);
-  Node* user = fusion::SingleUser(g, out);
+  Node* user = rewrite::SingleUser(g, out);
   if (IsOp(user, "Mul")) {
     const Value gv = OtherOperand(user, out);
     if (gv != out && AsHVector(gv, h.value_or(-1), rank, dt, &m.gamma_const)) {
       m.gamma_mul = user;
       m.gamma = gv;
       out = user->output(0);
-      user = fusion::SingleUser(g, out);
+      user = rewrite::SingleUser(g, out);
     }
   }
   if (m.layer && IsOp(user, "Add")) {
@@ -226,65 +219,38 @@ void Extend(const Graph& g, NormMatch& m) {
   }
 }
 
-class FuseLayerNormPass final : public Pass {
+class NormRule final : public fusion::FusionRule<NormMatch> {
  public:
-  std::string_view name() const override { return "fuse-layernorm"; }
-  std::string_view description() const override {
-    return "decomposed LayerNorm -> LayerNormalization; decomposed RMSNorm -> kiln.RMSNorm";
+  bool IsRoot(const Node& n) const override { return IsOp(&n, "ReduceMean"); }
+  std::optional<NormMatch> Recognize(const Graph&, Node* var, fusion::FusionSession&) override {
+    return RecognizeNorm(var);
   }
-
- protected:
-  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
-    std::vector<int> roots;
-    for (const auto& n : g.nodes())
-      if (IsOp(n.get(), "ReduceMean")) roots.push_back(n->id());
-    bool changed = false;
-    for (int id : roots) {
-      Node* var = g.FindNodeById(id);
-      if (var == nullptr) continue;  // removed by an earlier fusion
-      std::optional<NormMatch> m = Recognize(var);
-      if (!m) continue;
-      double eps = 0;
-      const std::string why = Check(g, *m, &eps);
-      if (!why.empty()) {
-        if (ctx.fusion_report) ctx.fusion_report->Missed(m->kind(), m->All(), why);
-        Count(absl::StrCat(m->kind(), " missed"));
-        continue;
-      }
-      Extend(g, *m);
-      if (Rewrite(g, *m, eps, ctx)) changed = true;
-    }
-    return changed;
+  std::string Check(const Graph& g, NormMatch& m, fusion::FusionSession&) override {
+    std::string why = CheckCore(g, m, &m.eps);
+    if (!why.empty()) return why;
+    Extend(g, m);
+    if (m.gamma_mul == nullptr && !rewrite::StaticLastDim(m.x))
+      return "no gamma follows and the hidden size is not static, so no ones gamma can be made";
+    return "";
   }
-
- private:
   // LayerNormalization(x, gamma, beta){axis=-1, epsilon} or kiln.RMSNorm(x, gamma).
-  bool Rewrite(Graph& g, NormMatch& m, double eps, const PassContext& ctx) {
+  absl::Status Rewrite(Graph& g, NormMatch& m, fusion::FusionSession& s) override {
     Node* last = m.beta_add ? m.beta_add : m.gamma_mul ? m.gamma_mul : m.norm;
     const DType dt = m.x.type().dtype;
-    std::optional<int64_t> h = fusion::StaticLastDim(m.x);
     Value gamma = m.gamma, beta = m.beta;
     const std::string base = last->output_info(0).name;
     if (m.gamma_mul == nullptr) {
-      if (!h) {
-        if (ctx.fusion_report)
-          ctx.fusion_report->Missed(m.kind(), m.All(),
-                                    "no gamma follows and the hidden size is not static, so "
-                                    "no ones gamma can be made");
-        Count(absl::StrCat(m.kind(), " missed"));
-        return false;
-      }
-      Tensor ones(dt, {*h});
-      for (int64_t i = 0; i < *h; ++i) ones.SetFromDouble(i, 1.0);
-      gamma = fusion::InsertConstant(g, last, base + "_gamma", std::move(ones))->output(0);
-      Count(absl::StrCat(m.kind(), " with ones gamma"));
+      const int64_t h = *rewrite::StaticLastDim(m.x);
+      Tensor ones(dt, {h});
+      for (int64_t i = 0; i < h; ++i) ones.SetFromDouble(i, 1.0);
+      gamma = rewrite::InsertConstant(g, last, base + "_gamma", std::move(ones))->output(0);
+      s.Count(absl::StrCat(m.kind(), " with ones gamma"));
     }
     if (m.gamma_const && rewrite::ConstantOf(m.gamma)->dims() != m.gamma_const->dims())
-      gamma = fusion::InsertConstant(g, last, m.gamma.name() + "_vector", *m.gamma_const)
-                  ->output(0);
+      gamma =
+          rewrite::InsertConstant(g, last, m.gamma.name() + "_vector", *m.gamma_const)->output(0);
     if (m.beta_const && rewrite::ConstantOf(m.beta)->dims() != m.beta_const->dims())
-      beta = fusion::InsertConstant(g, last, m.beta.name() + "_vector", *m.beta_const)
-                 ->output(0);
+      beta = rewrite::InsertConstant(g, last, m.beta.name() + "_vector", *m.beta_const)->output(0);
     Node* fused;
     if (m.layer) {
       std::vector<Value> in = {m.x, gamma};
@@ -294,7 +260,7 @@ class FuseLayerNormPass final : public Pass {
     } else {
       fused = g.InsertNodeBefore(last, "RMSNorm", {m.x, gamma}, 1, "kiln");
     }
-    fused->set_attr("epsilon", static_cast<float>(eps));
+    fused->set_attr("epsilon", static_cast<float>(m.eps));
     fused->set_provenance({});
     rewrite::UnionProvenance(fused, m.All());
     fused->set_output_type(0, last->output_info(0).type);
@@ -303,16 +269,24 @@ class FuseLayerNormPass final : public Pass {
     std::vector<Node*> dead = m.Core();
     for (Node* n : {m.gamma_mul, m.beta_add})
       if (n != nullptr) dead.push_back(n);
-    fusion::RemoveIfDead(g, dead);
-    if (ctx.fusion_report) ctx.fusion_report->Fused(m.kind());
-    Count(m.kind());
-    if (m.beta_add == nullptr && m.layer) Count("layernorm without beta");
-    return true;
+    s.Count(m.kind());
+    if (m.beta_add == nullptr && m.layer) s.Count("layernorm without beta");
+    s.RemoveIfDead(g, dead);
+    return absl::OkStatus();
+  }
+  std::string_view Kind(const NormMatch& m) const override { return m.kind(); }
+  std::vector<const Node*> Involved(const NormMatch& m) const override { return m.All(); }
+  std::string MissCounter(const NormMatch& m) const override {
+    return absl::StrCat(m.kind(), " missed");
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFuseLayerNormPass() { return std::make_unique<FuseLayerNormPass>(); }
+std::unique_ptr<Pass> CreateFuseLayerNormPass() {
+  return std::make_unique<fusion::RulePass<NormRule>>(
+      "fuse-layernorm",
+      "decomposed LayerNorm -> LayerNormalization; decomposed RMSNorm -> kiln.RMSNorm");
+}
 
 }  // namespace kiln

@@ -20,13 +20,12 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "passes/fusion_util.h"
+#include "passes/fusion_rule.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -120,7 +119,7 @@ std::optional<std::pair<Value, double>> MatchClampMin(Value v) {
         mx, [](Value) { return true; },
         [](Value e) { return rewrite::ScalarConstant(e).has_value(); });
     // A one-element eps of higher rank would broadcast the result to that rank.
-    if (!m || !fusion::ScalarRankFits(m->second, m->first).empty()) return std::nullopt;
+    if (!m || !rewrite::ScalarRankFits(m->second, m->first).empty()) return std::nullopt;
     return std::make_pair(m->first, *rewrite::ScalarConstant(m->second));
   }
   return std::nullopt;
@@ -162,10 +161,10 @@ std::optional<Normalize> MatchNormalize(Node* d, Value x, std::string* reason) {
     Node* rs = ProducerIs(sq->input(0), "ReduceSum");
     if (rs == nullptr) return std::nullopt;
     Node* p = rs->input(0).node;
-    const bool squares = (IsOp(p, "Pow") && p->input(0) == x &&
-                          rewrite::ScalarConstant(p->input(1)) == 2.0 &&
-                          fusion::ScalarRankFits(p->input(1), x).empty()) ||
-                         (IsOp(p, "Mul") && p->input(0) == x && p->input(1) == x);
+    const bool squares =
+        (IsOp(p, "Pow") && p->input(0) == x && rewrite::ScalarConstant(p->input(1)) == 2.0 &&
+         rewrite::ScalarRankFits(p->input(1), x).empty()) ||
+        (IsOp(p, "Mul") && p->input(0) == x && p->input(1) == x);
     if (!squares) return std::nullopt;
     nz.nodes.insert(nz.nodes.end(), {sq, rs, p});
     if (!last_axis_keep(rs)) *reason = "the L2 norm is not over the last axis with keepdims=1";
@@ -173,8 +172,8 @@ std::optional<Normalize> MatchNormalize(Node* d, Value x, std::string* reason) {
     return std::nullopt;
   }
   if (reason->empty() && !NearlyEqual(cm->second, kNormEps))
-    *reason = absl::StrCat("the normalization clamps the norm at ", cm->second,
-                           "; kiln.Pool uses 1e-12");
+    *reason =
+        absl::StrCat("the normalization clamps the norm at ", cm->second, "; kiln.Pool uses 1e-12");
   if (reason->empty() && rank != 2)
     *reason = absl::StrCat("the normalized value has rank ", rank, ", not [B, H]");
   return nz;
@@ -185,7 +184,7 @@ struct MeanPool {
   Node* div = nullptr;
   Value hidden, mask;
   std::vector<const Node*> nodes;  // must be used only inside the pattern
-  std::vector<const Node*> chain;  // mask chains: may be shared, left to DCE
+  std::vector<const Node*> chain;  // mask chains: may be shared (go with the root if not)
 };
 
 // nullopt: not a masked mean. A non-empty `reason`: a near-miss.
@@ -274,8 +273,8 @@ std::optional<std::pair<Value, std::vector<const Node*>>> MatchCls(Value x) {
   if (sq == nullptr) sq = ProducerIs(x, "Reshape");
   Node* sl = sq ? ProducerIs(sq->input(0), "Slice") : nullptr;
   if (sl == nullptr || sl->num_inputs() < 4 || x.type().rank() != 2) return std::nullopt;
-  if (IsOp(sq, "Squeeze") && (sq->num_inputs() < 2 || rewrite::IntConstant(sq->input(1)) !=
-                                                          std::vector<int64_t>{1}))
+  if (IsOp(sq, "Squeeze") &&
+      (sq->num_inputs() < 2 || rewrite::IntConstant(sq->input(1)) != std::vector<int64_t>{1}))
     return std::nullopt;
   const Value h = sl->input(0);
   if (h.type().rank() != 3) return std::nullopt;
@@ -295,87 +294,89 @@ const Node* LeakingNode(const Graph& g, const std::vector<const Node*>& nodes, c
   return nullptr;
 }
 
-class FusePoolingPass final : public Pass {
+// A mean pooling (with the normalization after it, when one fits) or a normalized CLS
+// token, rooted at a Div.
+struct PoolMatch {
+  Node* root = nullptr;
+  std::optional<MeanPool> mean;
+  std::optional<std::pair<Value, std::vector<const Node*>>> cls;  // (h, its nodes)
+  std::optional<Normalize> nz;
+  std::string reason;                 // the matchers' near-miss reason
+  std::vector<const Node*> involved;  // what a near-miss names
+};
+
+class PoolRule final : public fusion::FusionRule<PoolMatch> {
  public:
-  std::string_view name() const override { return "fuse-pooling"; }
-  std::string_view description() const override {
-    return "masked mean / CLS pooling (+ L2 normalization) -> kiln.Pool";
+  bool IsRoot(const Node& n) const override { return IsOp(&n, "Div"); }
+
+  std::optional<PoolMatch> Recognize(const Graph&, Node* n, fusion::FusionSession&) override {
+    PoolMatch m;
+    m.root = n;
+    if (std::optional<MeanPool> mp = MatchMean(n, &m.reason)) {
+      m.involved = mp->nodes;
+      m.mean = std::move(mp);
+      return m;
+    }
+    // CLS + normalization, rooted at the normalization's Div.
+    if (n->num_inputs() != 2 || !n->input(0)) return std::nullopt;
+    m.cls = MatchCls(n->input(0));
+    if (!m.cls) return std::nullopt;
+    m.nz = MatchNormalize(n, n->input(0), &m.reason);
+    if (!m.nz) return std::nullopt;
+    m.involved = m.nz->nodes;
+    m.involved.insert(m.involved.end(), m.cls->second.begin(), m.cls->second.end());
+    return m;
   }
 
- protected:
-  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
-    std::vector<Node*> order;
-    for (const auto& n : g.nodes()) order.push_back(n.get());
-    std::set<const Node*> consumed;
-    bool changed = false;
-    auto miss = [&](std::vector<const Node*> nodes, const std::string& reason) {
-      Count("missed");
-      if (ctx.fusion_report) ctx.fusion_report->Missed(kKind, nodes, reason);
-    };
-    for (Node* n : order) {
-      if (consumed.count(n) || !IsOp(n, "Div")) continue;
-      std::string reason;
-      if (std::optional<MeanPool> mp = MatchMean(n, &reason)) {
-        if (!reason.empty()) {
-          miss(mp->nodes, reason);
-          continue;
-        }
-        if (const Node* leak = LeakingNode(g, mp->nodes, n)) {
-          miss(mp->nodes, absl::StrCat("interior value ", Label(Value{const_cast<Node*>(leak), 0}),
-                                       " is also read outside the mean pooling"));
-          continue;
-        }
-        // A following normalization of the pooled value joins the Pool.
-        std::optional<Normalize> nz;
-        for (const Use& u : n->output_info(0).uses) {
-          std::string why;
-          nz = MatchNormalize(u.user, n->output(0), &why);
-          if (nz && why.empty()) {
-            std::vector<const Node*> all = nz->nodes;
-            all.push_back(n);
-            if (!LeakingNode(g, all, nz->div)) break;
-          } else if (nz) {
-            miss(nz->nodes, why);
-          }
-          nz.reset();
-        }
-        std::vector<const Node*> nodes = mp->nodes;
-        if (nz) nodes.insert(nodes.end(), nz->nodes.begin(), nz->nodes.end());
-        nodes.insert(nodes.end(), mp->chain.begin(), mp->chain.end());  // provenance only
-        Fuse(g, nz ? nz->div : n, "mean", nz.has_value(), mp->hidden, mp->mask, nodes);
-        if (nz) consumed.insert(nz->div);
-        changed = true;
-        if (ctx.fusion_report) ctx.fusion_report->Fused(kKind);
-        continue;
-      }
-      // CLS + normalization, rooted at the normalization's Div.
-      if (n->num_inputs() != 2 || !n->input(0)) continue;
-      auto cls = MatchCls(n->input(0));
-      if (!cls) continue;
-      std::optional<Normalize> nz = MatchNormalize(n, n->input(0), &reason);
-      if (!nz) continue;
-      std::vector<const Node*> nodes = nz->nodes;
-      nodes.insert(nodes.end(), cls->second.begin(), cls->second.end());
-      if (!reason.empty()) {
-        miss(nodes, reason);
-        continue;
-      }
-      if (const Node* leak = LeakingNode(g, nodes, n)) {
-        miss(nodes, absl::StrCat("the CLS token ", Label(Value{const_cast<Node*>(leak), 0}),
-                                 " is also read outside the normalization"));
-        continue;
-      }
-      Fuse(g, n, "cls", true, cls->first, Value{}, nodes);
-      changed = true;
-      if (ctx.fusion_report) ctx.fusion_report->Fused(kKind);
+  std::string Check(const Graph& g, PoolMatch& m, fusion::FusionSession& s) override {
+    if (!m.reason.empty()) return m.reason;
+    Node* n = m.root;
+    if (m.cls) {
+      if (const Node* leak = LeakingNode(g, m.involved, n))
+        return absl::StrCat("the CLS token ", Label(Value{const_cast<Node*>(leak), 0}),
+                            " is also read outside the normalization");
+      return "";
     }
-    if (changed) g.RemoveDeadNodes();
-    return changed;
+    if (const Node* leak = LeakingNode(g, m.mean->nodes, n))
+      return absl::StrCat("interior value ", Label(Value{const_cast<Node*>(leak), 0}),
+                          " is also read outside the mean pooling");
+    // A following normalization of the pooled value joins the Pool.
+    for (const Use& u : n->output_info(0).uses) {
+      std::string why;
+      m.nz = MatchNormalize(u.user, n->output(0), &why);
+      if (m.nz && why.empty()) {
+        std::vector<const Node*> all = m.nz->nodes;
+        all.push_back(n);
+        if (!LeakingNode(g, all, m.nz->div)) break;
+      } else if (m.nz) {
+        s.Missed(kKind, m.nz->nodes, why);
+      }
+      m.nz.reset();
+    }
+    return "";
   }
+
+  absl::Status Rewrite(Graph& g, PoolMatch& m, fusion::FusionSession& s) override {
+    if (m.cls) {
+      Fuse(g, m.root, "cls", true, m.cls->first, Value{}, m.involved, s);
+      return absl::OkStatus();
+    }
+    const MeanPool& mp = *m.mean;
+    std::vector<const Node*> nodes = mp.nodes;
+    if (m.nz) nodes.insert(nodes.end(), m.nz->nodes.begin(), m.nz->nodes.end());
+    nodes.insert(nodes.end(), mp.chain.begin(), mp.chain.end());  // provenance only
+    Fuse(g, m.nz ? m.nz->div : m.root, "mean", m.nz.has_value(), mp.hidden, mp.mask, nodes, s);
+    return absl::OkStatus();
+  }
+
+  std::string_view Kind(const PoolMatch&) const override { return kKind; }
+  std::vector<const Node*> Involved(const PoolMatch& m) const override { return m.involved; }
 
  private:
-  void Fuse(Graph& g, Node* root, const std::string& mode, bool normalize, Value hidden,
-            Value mask, const std::vector<const Node*>& nodes) {
+  // Pool(hidden, mask?){mode, normalize} replacing `root`; the pattern's nodes (the mask
+  // chains too, unless read elsewhere) go with it.
+  static void Fuse(Graph& g, Node* root, const std::string& mode, bool normalize, Value hidden,
+                   Value mask, const std::vector<const Node*>& nodes, fusion::FusionSession& s) {
     std::vector<Value> inputs{hidden};
     if (mask) inputs.push_back(mask);
     Node* pool = g.InsertNodeBefore(root, "Pool", inputs, 1, "kiln");
@@ -383,18 +384,23 @@ class FusePoolingPass final : public Pass {
     pool->set_attr("normalize", int64_t{normalize ? 1 : 0});
     Type t = root->output_info(0).type;
     if (!t.has_rank() && hidden.type().rank() == 3)
-      t = Type{hidden.type().dtype, std::vector<Dim>{(*hidden.type().shape)[0], (*hidden.type().shape)[2]}};
+      t = Type{hidden.type().dtype,
+               std::vector<Dim>{(*hidden.type().shape)[0], (*hidden.type().shape)[2]}};
     pool->set_output_type(0, t);
     pool->set_output_name(0, root->output_info(0).name);
     pool->set_provenance({});
     rewrite::UnionProvenance(pool, nodes);
     g.ReplaceAllUsesWith(root->output(0), pool->output(0));
-    Count(absl::StrCat("fused ", mode, normalize ? " + normalize" : ""));
+    s.Count(absl::StrCat("fused ", mode, normalize ? " + normalize" : ""));
+    s.RemoveIfDead(g, {root});
   }
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFusePoolingPass() { return std::make_unique<FusePoolingPass>(); }
+std::unique_ptr<Pass> CreateFusePoolingPass() {
+  return std::make_unique<fusion::RulePass<PoolRule>>(
+      "fuse-pooling", "masked mean / CLS pooling (+ L2 normalization) -> kiln.Pool");
+}
 
 }  // namespace kiln

@@ -13,6 +13,7 @@
 // Limits: constant weights only, one dtype, the same input x, trans_w equal on all three,
 // bias on all three or none; cross-attention (K/V from another input) is a reported miss.
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "passes/attention_match.h"
+#include "passes/fusion_rule.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -72,8 +74,7 @@ std::string AnalyzeProjection(const Graph& g, Value v, const char* which, Projec
       mm = n;
       p->nodes = {n};
     } else {
-      return absl::StrFormat("the %s projection is %s, not a Linear or MatMul", which,
-                             n->op());
+      return absl::StrFormat("the %s projection is %s, not a Linear or MatMul", which, n->op());
     }
     if (mm->num_inputs() != 2) return "malformed MatMul";
     p->x = mm->input(0);
@@ -85,10 +86,9 @@ std::string AnalyzeProjection(const Graph& g, Value v, const char* which, Projec
     return absl::StrFormat("the %s projection's weight is not a constant float matrix", which);
   if (bias) {
     p->bias = ConstantOf(bias);
-    if (p->bias == nullptr || p->bias->NumElements() != p->n() ||
-        p->bias->dtype() != p->w->dtype())
-      return absl::StrFormat("the %s projection's bias is not a constant vector of size %d",
-                             which, p->n());
+    if (p->bias == nullptr || p->bias->NumElements() != p->n() || p->bias->dtype() != p->w->dtype())
+      return absl::StrFormat("the %s projection's bias is not a constant vector of size %d", which,
+                             p->n());
     for (int64_t d : p->bias->dims())
       if (d != 1 && d != p->n())
         return absl::StrFormat("the %s projection's bias has shape %s", which,
@@ -143,51 +143,49 @@ Value ConstantBefore(Graph& g, Node* before, Tensor t, std::string name) {
   return c->output(0);
 }
 
-class FuseQkvPass final : public Pass {
+// The three projections of one attention block, by the shared matcher.
+struct QkvMatch {
+  Value outs[3];               // Q, K, V as the attention reads them
+  std::vector<Projection> ps;  // filled by Check
+};
+
+class QkvRule final : public fusion::FusionRule<QkvMatch> {
  public:
-  std::string_view name() const override { return "fuse-qkv"; }
-  std::string_view description() const override {
-    return "merge an attention block's Q, K, V projections into one Linear + Split";
+  bool IsRoot(const Node& n) const override { return IsOp(&n, "Softmax"); }
+  void Begin(const Graph& g) override { order_.emplace(g); }
+
+  std::optional<QkvMatch> Recognize(const Graph& g, Node* softmax,
+                                    fusion::FusionSession& s) override {
+    attention::MatchResult m = attention::MatchAttention(g, softmax, &*order_);
+    if (m.stage < attention::Stage::kProjections) return std::nullopt;
+    const attention::AttentionBlock& b = m.block;
+    // Already packed (by this pass, or by the exporter as in GPT-2's c_attn).
+    if (IsOp(b.q.proj.node, "Split") && b.q.proj.node == b.k.proj.node &&
+        b.q.proj.node == b.v.proj.node) {
+      s.Count("already packed");
+      return std::nullopt;
+    }
+    return QkvMatch{{b.q.proj, b.k.proj, b.v.proj}, {}};
   }
 
- protected:
-  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
-    std::vector<Node*> roots;
-    for (const auto& n : g.nodes())
-      if (IsOp(n.get(), "Softmax")) roots.push_back(n.get());
-    std::set<const Node*> removed;
-    const rewrite::NodeOrder order(g);
-    bool changed = false;
-    for (Node* softmax : roots) {
-      if (removed.count(softmax)) continue;
-      attention::MatchResult m = attention::MatchAttention(g, softmax, &order);
-      if (m.stage < attention::Stage::kProjections) continue;
-      const attention::AttentionBlock& b = m.block;
-      // Already packed (by this pass, or by the exporter as in GPT-2's c_attn).
-      if (IsOp(b.q.proj.node, "Split") && b.q.proj.node == b.k.proj.node &&
-          b.q.proj.node == b.v.proj.node) {
-        Count("already packed");
-        continue;
-      }
-      std::vector<Projection> ps(3);
-      std::string why;
-      const char* names[] = {"Q", "K", "V"};
-      const Value outs[] = {b.q.proj, b.k.proj, b.v.proj};
-      for (int i = 0; i < 3 && why.empty(); ++i)
-        why = AnalyzeProjection(g, outs[i], names[i], &ps[i]);
-      if (why.empty()) why = CheckGroup(ps);
-      if (!why.empty()) {
-        Count("missed");
-        if (ctx.fusion_report)
-          ctx.fusion_report->Missed("qkv", {outs[0].node, outs[1].node, outs[2].node}, why);
-        continue;
-      }
-      Merge(g, ps, order, &removed);
-      changed = true;
-      Count("merged");
-      if (ctx.fusion_report) ctx.fusion_report->Fused("qkv");
-    }
-    return changed;
+  std::string Check(const Graph& g, QkvMatch& m, fusion::FusionSession&) override {
+    m.ps.resize(3);
+    const char* names[] = {"Q", "K", "V"};
+    std::string why;
+    for (int i = 0; i < 3 && why.empty(); ++i)
+      why = AnalyzeProjection(g, m.outs[i], names[i], &m.ps[i]);
+    return why.empty() ? CheckGroup(m.ps) : why;
+  }
+
+  absl::Status Rewrite(Graph& g, QkvMatch& m, fusion::FusionSession& s) override {
+    Merge(g, m.ps, *order_, s);
+    s.Count("merged");
+    return absl::OkStatus();
+  }
+
+  std::string_view Kind(const QkvMatch&) const override { return "qkv"; }
+  std::vector<const Node*> Involved(const QkvMatch& m) const override {
+    return {m.outs[0].node, m.outs[1].node, m.outs[2].node};
   }
 
  private:
@@ -203,8 +201,8 @@ class FuseQkvPass final : public Pass {
       if (p.trans_w != ps[0].trans_w) return "the projections differ in trans_w";
       if (p.w->dtype() != ps[0].w->dtype()) return "the projection weights differ in dtype";
       if (p.k() != ps[0].k())
-        return absl::StrFormat("the projection weights differ in input size (%d vs %d)",
-                               p.k(), ps[0].k());
+        return absl::StrFormat("the projection weights differ in input size (%d vs %d)", p.k(),
+                               ps[0].k());
       if ((p.bias == nullptr) != (ps[0].bias == nullptr))
         return "some projections have a bias and some do not";
     }
@@ -212,7 +210,7 @@ class FuseQkvPass final : public Pass {
   }
 
   static void Merge(Graph& g, const std::vector<Projection>& ps, const rewrite::NodeOrder& order,
-                    std::set<const Node*>* removed) {
+                    fusion::FusionSession& s) {
     std::vector<Node*> replaced;
     for (const Projection& p : ps) replaced.insert(replaced.end(), p.nodes.begin(), p.nodes.end());
     // The first replaced node in graph order: the merged Linear goes before it.
@@ -249,8 +247,8 @@ class FuseQkvPass final : public Pass {
     if (t.shape && !t.shape->empty()) t.shape->back() = Dim::Known(total);
     lin->set_output_type(0, t);
     lin->set_output_name(0, base);
-    const Value split_sizes = ConstantBefore(g, first, Tensor::FromI64({3}, sizes),
-                                             named("_split"));
+    const Value split_sizes =
+        ConstantBefore(g, first, Tensor::FromI64({3}, sizes), named("_split"));
     Node* split = g.InsertNodeBefore(first, "Split", {lin->output(0), split_sizes}, 3);
     split->set_attr("axis", int64_t{-1});
     for (const Projection& p : ps) {
@@ -265,12 +263,17 @@ class FuseQkvPass final : public Pass {
       g.ReplaceAllUsesWith(from, split->output(i));
       old.push_back(from.node);
     }
-    attention::RemoveDeadFrom(g, old, removed);
+    s.RemoveIfDead(g, old);
   }
+
+  std::optional<rewrite::NodeOrder> order_;  // the graph order when the sweep began
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFuseQkvPass() { return std::make_unique<FuseQkvPass>(); }
+std::unique_ptr<Pass> CreateFuseQkvPass() {
+  return std::make_unique<fusion::RulePass<QkvRule>>(
+      "fuse-qkv", "merge an attention block's Q, K, V projections into one Linear + Split");
+}
 
 }  // namespace kiln

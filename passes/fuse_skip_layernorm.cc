@@ -19,19 +19,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kiln/passes/fusion_report.h"
 #include "kiln/support/status.h"
-#include "passes/fusion_util.h"
+#include "passes/fusion_rule.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
 
-using fusion::NodeLabel;
-using fusion::OtherOperand;
 using rewrite::ConstantOf;
 using rewrite::IsOp;
+using rewrite::NodeLabel;
+using rewrite::OtherOperand;
 using rewrite::ProducerIs;
 
 struct SkipMatch {
@@ -67,13 +66,13 @@ std::optional<std::tuple<Value, Value, Tensor>> BiasAdd(const Graph& g, Node* ad
     const Tensor* c = ConstantOf(add->input(i));
     const Value p = add->input(1 - i);
     if (c == nullptr || !p || ConstantOf(p)) continue;
-    if (std::optional<Tensor> v = fusion::AsVector(*c, h, rank))
+    if (std::optional<Tensor> v = rewrite::AsVector(*c, h, rank))
       return std::make_tuple(p, add->input(i), *std::move(v));
   }
   return std::nullopt;
 }
 
-std::optional<SkipMatch> Recognize(const Graph& g, Node* ln) {
+std::optional<SkipMatch> RecognizeSkip(const Graph& g, Node* ln) {
   if (ln->num_inputs() < 2 || !ln->input(0) || !ln->input(1)) return std::nullopt;
   Node* sum = ProducerIs(ln->input(0), "Add");
   if (sum == nullptr || sum->num_inputs() != 2 || !sum->input(0) || !sum->input(1))
@@ -83,14 +82,14 @@ std::optional<SkipMatch> Recognize(const Graph& g, Node* ln) {
   m.sum = sum;
   m.a = sum->input(0);
   m.b = sum->input(1);
-  const std::optional<int64_t> h = fusion::StaticLastDim(sum->output(0));
+  const std::optional<int64_t> h = rewrite::StaticLastDim(sum->output(0));
   const int rank = sum->output_info(0).type.rank();
   if (h && rank > 0) {
     // Add(Add(p, q), c): the bias is outermost.
     for (int i = 0; i < 2; ++i) {
       const Tensor* c = ConstantOf(sum->input(i));
       Node* inner = ProducerIs(sum->input(1 - i), "Add");
-      std::optional<Tensor> v = c ? fusion::AsVector(*c, *h, rank) : std::nullopt;
+      std::optional<Tensor> v = c ? rewrite::AsVector(*c, *h, rank) : std::nullopt;
       if (!v || inner == nullptr || inner->num_inputs() != 2 ||
           !rewrite::HasSingleUse(g, inner->output(0)))
         continue;
@@ -122,48 +121,33 @@ std::optional<SkipMatch> Recognize(const Graph& g, Node* ln) {
 std::string VectorOperand(Value v, int64_t h, const char* what) {
   const Type& t = v.type();
   if (t.rank() == 1 && (*t.shape)[0].is_known() && (*t.shape)[0].value() == h) return "";
-  if (const Tensor* c = ConstantOf(v); c != nullptr && fusion::AsVector(*c, h, c->rank()))
+  if (const Tensor* c = ConstantOf(v); c != nullptr && rewrite::AsVector(*c, h, c->rank()))
     return "";
-  return absl::StrCat(what, " ", fusion::ValueLabel(v), " has type ", t.ToString(),
+  return absl::StrCat(what, " ", rewrite::ValueLabel(v), " has type ", t.ToString(),
                       "; SkipLayerNorm takes [", h, "]");
 }
 
-class FuseSkipLayerNormPass final : public Pass {
+class SkipRule final : public fusion::FusionRule<SkipMatch> {
  public:
-  std::string_view name() const override { return "fuse-skip-layernorm"; }
-  std::string_view description() const override {
-    return "residual Add (+ bias) + LayerNormalization -> kiln.SkipLayerNorm";
+  bool IsRoot(const Node& n) const override { return IsOp(&n, "LayerNormalization"); }
+  std::optional<SkipMatch> Recognize(const Graph& g, Node* ln, fusion::FusionSession&) override {
+    return RecognizeSkip(g, ln);
   }
-
- protected:
-  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
-    std::vector<int> roots;
-    for (const auto& n : g.nodes())
-      if (IsOp(n.get(), "LayerNormalization")) roots.push_back(n->id());
-    bool changed = false, reorder = false;
-    for (int id : roots) {
-      Node* ln = g.FindNodeById(id);
-      if (ln == nullptr) continue;
-      std::optional<SkipMatch> m = Recognize(g, ln);
-      if (!m) continue;
-      const std::string why = Check(g, *m);
-      if (!why.empty()) {
-        if (ctx.fusion_report) ctx.fusion_report->Missed("skip_layernorm", m->Nodes(), why);
-        Count("skip_layernorm missed");
-        continue;
-      }
-      reorder |= Rewrite(g, *m);
-      if (ctx.fusion_report) ctx.fusion_report->Fused("skip_layernorm");
-      changed = true;
-    }
+  std::string Check(const Graph& g, SkipMatch& m, fusion::FusionSession&) override {
+    return CheckSkip(g, m);
+  }
+  absl::Status Rewrite(Graph& g, SkipMatch& m, fusion::FusionSession& s) override {
     // A Sum output read by a node placed before the LayerNormalization.
-    if (reorder) KILN_RETURN_IF_ERROR(g.TopoSort());
-    return changed;
+    if (Fuse(g, m, s)) s.NeedTopoSort();
+    return absl::OkStatus();
   }
+  std::string_view Kind(const SkipMatch&) const override { return "skip_layernorm"; }
+  std::vector<const Node*> Involved(const SkipMatch& m) const override { return m.Nodes(); }
+  std::string MissCounter(const SkipMatch&) const override { return "skip_layernorm missed"; }
 
  private:
   // "" when fusable; orders m.a / m.b as (X, skip).
-  static std::string Check(const Graph& g, SkipMatch& m) {
+  static std::string CheckSkip(const Graph& g, SkipMatch& m) {
     Node* ln = m.ln;
     const Type& st = m.sum->output_info(0).type;
     const DType dt = st.dtype;
@@ -178,9 +162,9 @@ class FuseSkipLayerNormPass final : public Pass {
                           " input; SkipLayerNorm normalizes the last axis only");
     if (m.a.type() != st && m.b.type() == st) std::swap(m.a, m.b);
     if (m.a.type() != st || !st.has_rank())
-      return absl::StrCat("neither addend (", m.a.type().ToString(), ", ",
-                          m.b.type().ToString(), ") has the sum's shape ", st.ToString());
-    const std::optional<int64_t> h = fusion::StaticLastDim(m.sum->output(0));
+      return absl::StrCat("neither addend (", m.a.type().ToString(), ", ", m.b.type().ToString(),
+                          ") has the sum's shape ", st.ToString());
+    const std::optional<int64_t> h = rewrite::StaticLastDim(m.sum->output(0));
     if (!h) return "the hidden size (last dim of the sum) is not static";
     std::string why = VectorOperand(ln->input(1), *h, "gamma");
     if (why.empty() && ln->num_inputs() > 2 && ln->input(2))
@@ -197,27 +181,27 @@ class FuseSkipLayerNormPass final : public Pass {
   static Value AsVectorValue(Graph& g, Node* before, Value v, int64_t h) {
     const Tensor* c = ConstantOf(v);
     if (c == nullptr || c->rank() == 1) return v;
-    return fusion::InsertConstant(g, before, absl::StrCat(v.name(), "_vector"),
-                                  *fusion::AsVector(*c, h, c->rank()))
+    return rewrite::InsertConstant(g, before, absl::StrCat(v.name(), "_vector"),
+                                   *rewrite::AsVector(*c, h, c->rank()))
         ->output(0);
   }
 
   // SkipLayerNorm(X, skip, gamma, beta?, bias?){epsilon} -> (Y, Sum?). True when the Sum
   // output is read (the graph may need reordering).
-  bool Rewrite(Graph& g, const SkipMatch& m) {
+  static bool Fuse(Graph& g, const SkipMatch& m, fusion::FusionSession& s) {
     Node* ln = m.ln;
     Node* top = ln->input(0).node;  // its value is the residual sum
     const Value sum = top->output(0);
-    const bool expose = !fusion::ValueUsedOnlyBy(g, sum, {ln});
-    const int64_t h = *fusion::StaticLastDim(m.sum->output(0));  // checked by Check
+    const bool expose = !rewrite::ValueUsedOnlyBy(g, sum, {ln});
+    const int64_t h = *rewrite::StaticLastDim(m.sum->output(0));  // checked by Check
     std::vector<Value> in = {m.a, m.b, AsVectorValue(g, ln, ln->input(1), h)};
     const bool has_beta = ln->num_inputs() > 2 && ln->input(2);
-    if (has_beta || m.bias_vec) in.push_back(has_beta ? AsVectorValue(g, ln, ln->input(2), h)
-                                                      : Value{});
+    if (has_beta || m.bias_vec)
+      in.push_back(has_beta ? AsVectorValue(g, ln, ln->input(2), h) : Value{});
     if (m.bias_vec) {
       Value b = m.bias;
       if (ConstantOf(b)->rank() != 1)
-        b = fusion::InsertConstant(g, ln, absl::StrCat(b.name(), "_vector"), *m.bias_vec)
+        b = rewrite::InsertConstant(g, ln, absl::StrCat(b.name(), "_vector"), *m.bias_vec)
                 ->output(0);
       in.push_back(b);
     }
@@ -232,12 +216,12 @@ class FuseSkipLayerNormPass final : public Pass {
       sln->set_output_type(1, top->output_info(0).type);
       sln->set_output_name(1, top->output_info(0).name);
       g.ReplaceAllUsesWith(sum, sln->output(1));
-      Count("skip_layernorm with sum output");
+      s.Count("skip_layernorm with sum output");
     }
-    Count(m.bias_vec ? "skip_layernorm with bias" : "skip_layernorm");
+    s.Count(m.bias_vec ? "skip_layernorm with bias" : "skip_layernorm");
     std::vector<Node*> dead = {ln, m.sum};
     if (m.bias_add) dead.push_back(m.bias_add);
-    fusion::RemoveIfDead(g, dead);
+    s.RemoveIfDead(g, dead);
     return expose;
   }
 };
@@ -245,7 +229,8 @@ class FuseSkipLayerNormPass final : public Pass {
 }  // namespace
 
 std::unique_ptr<Pass> CreateFuseSkipLayerNormPass() {
-  return std::make_unique<FuseSkipLayerNormPass>();
+  return std::make_unique<fusion::RulePass<SkipRule>>(
+      "fuse-skip-layernorm", "residual Add (+ bias) + LayerNormalization -> kiln.SkipLayerNorm");
 }
 
 }  // namespace kiln

@@ -53,7 +53,7 @@ FusionReport RunWithReport(const std::string& text, bool* changed = nullptr) {
 
 // Static BERT after -O1: the position lookup is folded to a constant [1,3,4] (rows 0..2 of
 // the position table), the token types are an input.
-constexpr char kBertStatic[] = "graph g opset=17 {\n" TABLES R"(
+constexpr char kBertStatic[] = "graph g opset=17 {\n" WORD TYPE NORM R"(
   %5 = Input() : i64[2,3] "input_ids"
   %6 = Input() : i64[2,3] "token_type_ids"
   %7 = Gather(%0, %5) : f32[2,3,4] @ "word_gather"
@@ -118,7 +118,7 @@ TEST(FuseEmbedLayerNormTest, BertSymbolicSlicedPositionsAreImplicit) {
 
 // RoBERTa: position ids = CumSum(ids != 1) * mask + 1, computed at run time; that value
 // feeds position_ids and the computation stays.
-constexpr char kRoberta[] = "graph g opset=17 {\n" TABLES R"(
+constexpr char kRoberta[] = "graph g opset=17 {\n" WORD POS NORM R"(
   %5 = Input() : i64[batch,seq] "input_ids"
   %6 = Constant() {value=tensor<i64[]>[1]} : i64[]
   %7 = Equal(%5, %6) : bool[batch,seq]
@@ -189,7 +189,7 @@ TEST(FuseEmbedLayerNormTest, RowConstantFoldsIntoPositionTable) {
 
 // DistilBERT (symbolic): no token types; positions Range(0, S, 1) -> Unsqueeze -> Expand,
 // with S read from Shape(word embeddings): that Shape is answered from input_ids.
-constexpr char kDistil[] = "graph g opset=17 {\n" TABLES R"(
+constexpr char kDistil[] = "graph g opset=17 {\n" WORD POS NORM R"(
   %5 = Input() : i64[batch,seq] "input_ids"
   %6 = Gather(%0, %5) : f32[batch,seq,4] "words"
   %7 = Shape(%6) : i64[3] "words_shape"
@@ -311,7 +311,7 @@ TEST(FuseEmbedLayerNormTest, LeavesEncoderLayerNormAlone) {
 // (its sum is read elsewhere); ln_2 and ln_f normalize the residual stream, whose
 // lookups all sit below the shared sum, and are not reported. (Relu stands in for the
 // attention and MLP blocks.)
-constexpr char kGpt2Residual[] = "graph g opset=17 {\n" TABLES R"(
+constexpr char kGpt2Residual[] = "graph g opset=17 {\n" WORD POS NORM R"(
   %5 = Input() : i64[2,3] "input_ids"
   %6 = Constant() {value=tensor<i64[1,3]>[0, 1, 2]} : i64[1,3]
   %7 = Gather(%0, %5) : f32[2,3,4] @ "wte"
