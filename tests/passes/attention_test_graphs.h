@@ -460,23 +460,6 @@ inline std::string AttentionGraph(const Spec& s) {
   return e.Finish(outs);
 }
 
-struct Result {
-  std::unique_ptr<Graph> graph;
-  FusionReport report;
-  bool changed = false;
-};
-
-// Runs `passes` in order on `text` with a fusion report.
-inline Result RunWithReport(const std::vector<std::string>& passes, const std::string& text) {
-  Result r;
-  r.graph = testing::Parse(text);
-  if (!r.graph) return r;
-  PassContext ctx;
-  ctx.fusion_report = &r.report;
-  for (const std::string& p : passes) r.changed |= testing::RunPass(p, *r.graph, ctx);
-  return r;
-}
-
 inline std::vector<const Node*> NodesOf(const Graph& g, const std::string& domain,
                                         const std::string& op) {
   std::vector<const Node*> out;
@@ -489,7 +472,7 @@ inline std::vector<const Node*> NodesOf(const Graph& g, const std::string& domai
 // bool inputs drawn from {0, 1}.
 inline double MaxDiffAfter(const std::vector<std::string>& passes, const std::string& text) {
   auto original = testing::Parse(text);
-  Result r = RunWithReport(passes, text);
+  const testing::FusionRun r = testing::RunWithReport(passes, text);
   if (!original || !r.graph) return INFINITY;
   double worst = 0;
   for (uint64_t seed : {1u, 2u, 3u}) {

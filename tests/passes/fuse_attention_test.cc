@@ -20,6 +20,7 @@ namespace {
 
 using namespace attention_test;  // NOLINT: the test graph vocabulary
 using testing::ExpectRewrite;
+using testing::RunWithReport;
 using testing::Parse;
 
 constexpr char kPass[] = "fuse-attention";
@@ -51,7 +52,7 @@ TEST(FuseAttentionTest, BertTorchScriptForm) {
       kT3, "\"qk\", \"softmax\", \"pv\", \"merge\"", "attn");
   ExpectRewrite(kPass, AttentionGraph(s), e.Finish({{"y", mha}}));
   EXPECT_LE(MaxDiffAfter({kPass}, AttentionGraph(s)), 1e-5);
-  Result r = RunWithReport({kPass}, AttentionGraph(s));
+  const testing::FusionRun r = RunWithReport({kPass}, AttentionGraph(s));
   EXPECT_EQ(r.report.kinds().at("attention").fused, 1);
   EXPECT_TRUE(r.report.kinds().at("attention").missed.empty());
 }
@@ -149,7 +150,7 @@ TEST_P(FuseAttentionVariantTest, FusesAndMatchesNumerically) {
   const std::string text = AttentionGraph(v.spec);
   std::vector<std::string> passes = {kPass};
   if (v.with_qkv) passes.insert(passes.begin(), "fuse-qkv");
-  Result r = RunWithReport(passes, text);
+  const testing::FusionRun r = RunWithReport(passes, text);
   ASSERT_TRUE(r.graph);
   EXPECT_TRUE(r.changed);
   const Node* mha = OnlyAttention(*r.graph);
@@ -185,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(Exporters, FuseAttentionVariantTest, ::testing::ValuesI
 TEST(FuseAttentionTest, WhereWithFiniteFillBecomesAdditiveMask) {
   const std::string text =
       AttentionGraph(Make(Proj::kPacked, Scale::kDiv, MaskStyle::kBoolFinite));
-  Result r = RunWithReport({kPass}, text);
+  const testing::FusionRun r = RunWithReport({kPass}, text);
   ASSERT_TRUE(r.graph);
   const Node* mha = OnlyAttention(*r.graph);
   ASSERT_NE(mha, nullptr);
@@ -208,7 +209,7 @@ TEST(FuseAttentionTest, WhereWithFiniteFillBecomesAdditiveMask) {
 
 void ExpectMiss(const Spec& s, const std::string& reason) {
   const std::string text = AttentionGraph(s);
-  Result r = RunWithReport({kPass}, text);
+  const testing::FusionRun r = RunWithReport({kPass}, text);
   ASSERT_TRUE(r.graph);
   EXPECT_FALSE(r.changed);
   EXPECT_EQ(PrintGraph(*r.graph), PrintGraph(*Parse(text)));
@@ -296,7 +297,7 @@ TEST(FuseAttentionTest, LeavesPlainSoftmaxAlone) {
   return "y": %3
 })";
   testing::ExpectNoChange(kPass, text);
-  Result r = RunWithReport({kPass}, text);
+  const testing::FusionRun r = RunWithReport({kPass}, text);
   EXPECT_EQ(r.report.total_missed(), 0);
   EXPECT_EQ(r.report.total_fused(), 0);
 }

@@ -20,6 +20,7 @@ using testing::ExpectNumericallyEquivalent;
 using testing::ExpectRewrite;
 using testing::Parse;
 using testing::RunPass;
+using testing::RunWithReport;
 
 constexpr char kPass[] = "fuse-embed-layernorm";
 
@@ -39,17 +40,6 @@ constexpr char kPass[] = "fuse-embed-layernorm";
   "  %3 = Constant() {value=tensor<f32[4]>[1.0, 0.9, 1.1, 1.2]} : f32[4] \"gamma\"\n"       \
   "  %4 = Constant() {value=tensor<f32[4]>[0.1, -0.1, 0.2, 0.0]} : f32[4] \"beta\"\n"
 #define TABLES WORD POS TYPE NORM
-
-FusionReport RunWithReport(const std::string& text, bool* changed = nullptr) {
-  FusionReport report;
-  auto g = Parse(text);
-  if (!g) return report;
-  PassContext ctx;
-  ctx.fusion_report = &report;
-  const bool c = RunPass(kPass, *g, ctx);
-  if (changed) *changed = c;
-  return report;
-}
 
 // Static BERT after -O1: the position lookup is folded to a constant [1,3,4] (rows 0..2 of
 // the position table), the token types are an input.
@@ -76,9 +66,9 @@ TEST(FuseEmbedLayerNormTest, BertStaticFoldedPositions) {
   return "y": %9
 })");
   ExpectNumericallyEquivalent(kPass, kBertStatic);
-  bool changed = false;
-  FusionReport r = RunWithReport(kBertStatic, &changed);
-  EXPECT_TRUE(changed);
+  const testing::FusionRun run = RunWithReport({kPass}, kBertStatic);
+  EXPECT_TRUE(run.changed);
+  const FusionReport& r = run.report;
   EXPECT_EQ(r.kinds().at("embed_layernorm").fused, 1);
   EXPECT_TRUE(r.kinds().at("embed_layernorm").missed.empty());
 }
@@ -301,7 +291,7 @@ constexpr char kEncoderLayerNorm[] = "graph g opset=17 {\n" TABLES R"(
 
 TEST(FuseEmbedLayerNormTest, LeavesEncoderLayerNormAlone) {
   ExpectNoChange(kPass, kEncoderLayerNorm);
-  FusionReport r = RunWithReport(kEncoderLayerNorm);
+  const FusionReport r = RunWithReport({kPass}, kEncoderLayerNorm).report;
   EXPECT_EQ(r.total_missed(), 0);
   EXPECT_EQ(r.total_fused(), 0);
 }
@@ -347,7 +337,7 @@ TEST(FuseEmbedLayerNormTest, Gpt2EmbeddingSumBecomesSumOutput) {
   return "y": %12
 })");
   ExpectNumericallyEquivalent(kPass, kGpt2Residual);
-  FusionReport r = RunWithReport(kGpt2Residual);
+  const FusionReport r = RunWithReport({kPass}, kGpt2Residual).report;
   const auto& k = r.kinds().at("embed_layernorm");
   EXPECT_EQ(k.fused, 1);
   EXPECT_TRUE(k.missed.empty());
@@ -433,7 +423,7 @@ TEST(FuseEmbedLayerNormTest, NearMissesAreReportedWithReasons) {
     SCOPED_TRACE(c.name);
     const std::string& text = c.text;
     ExpectNoChange(kPass, text);
-    FusionReport r = RunWithReport(text);
+    const FusionReport r = RunWithReport({kPass}, text).report;
     const auto& missed = r.kinds().at("embed_layernorm").missed;
     ASSERT_EQ(missed.size(), 1u);
     EXPECT_EQ(missed[0].reason, c.reason);

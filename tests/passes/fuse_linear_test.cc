@@ -19,37 +19,14 @@ using testing::ExpectNoChange;
 using testing::ExpectNumericallyEquivalent;
 using testing::ExpectRewrite;
 using testing::Parse;
+using testing::RunWithReport;
 
 constexpr char kPass[] = "fuse-linear";
 
-struct Result {
-  FusionReport report;
-  PassCounters counters;
-};
-Result RunWithReport(const std::string& text) {
-  Result r;
-  auto g = Parse(text);
-  if (!g) return r;
-  PassContext ctx;
-  ctx.verify_each = true;
-  ctx.fusion_report = &r.report;
-  std::unique_ptr<Pass> pass = CreatePass(kPass);
-  absl::StatusOr<bool> changed = pass->Run(*g, ctx);
-  EXPECT_TRUE(changed.ok()) << changed.status();
-  r.counters = pass->counters();
-  return r;
-}
-
+// The one linear near-miss of `text`, naming `nodes`.
 void ExpectMiss(const std::string& text, const std::string& reason,
                 const std::vector<std::string>& nodes) {
-  ExpectNoChange(kPass, text);
-  Result r = RunWithReport(text);
-  ASSERT_EQ(r.report.kinds().count("linear"), 1u);
-  const FusionKindReport& k = r.report.kinds().at("linear");
-  EXPECT_EQ(k.fused, 0);
-  ASSERT_EQ(k.missed.size(), 1u);
-  EXPECT_EQ(k.missed[0].reason, reason);
-  EXPECT_EQ(k.missed[0].nodes, nodes);
+  EXPECT_EQ(testing::ExpectOneMiss(kPass, text, "linear", reason).nodes, nodes);
 }
 
 // torch.onnx writes Add(bias, MatMul(x, W)); W [4,3].
@@ -75,7 +52,7 @@ TEST(FuseLinear, MatMulPlusBiasInEitherOrder) {
   std::string swapped = kMatMulBias;
   swapped.replace(swapped.find("Add(%3, %2)"), 11, "Add(%2, %3)");
   ExpectRewrite(kPass, swapped, want);
-  Result r = RunWithReport(kMatMulBias);
+  const testing::FusionRun r = RunWithReport({kPass}, kMatMulBias);
   EXPECT_EQ(r.report.kinds().at("linear").fused, 1);
   EXPECT_EQ(r.counters, (PassCounters{{"Linear from MatMul+Add", 1}}));
 }
@@ -150,7 +127,7 @@ TEST(FuseLinear, GemmWithBetaAndTanh) {
   return "pooled": %3
 })");
   ExpectNumericallyEquivalent(kPass, kGemmTanh);
-  Result r = RunWithReport(kGemmTanh);
+  const testing::FusionRun r = RunWithReport({kPass}, kGemmTanh);
   EXPECT_EQ(r.counters,
             (PassCounters{{"Linear from Gemm", 1}, {"activation tanh", 1}}));
 }
@@ -234,7 +211,7 @@ TEST(FuseLinear, NearMissWeightNotConstantOnlyWithBias) {
   return "y": %4
 })";
   ExpectNoChange(kPass, scores);
-  EXPECT_EQ(RunWithReport(scores).report.total_missed(), 0);
+  EXPECT_EQ(RunWithReport({kPass}, scores).report.total_missed(), 0);
 }
 
 TEST(FuseLinear, NearMissGemm) {
@@ -282,7 +259,7 @@ TEST(FuseLinear, Conv1DReshapesRemovedAndGeluAbsorbed) {
   return "y": %3
 })");
   ExpectNumericallyEquivalent(kPass, kConv1D);
-  Result r = RunWithReport(kConv1D);
+  const testing::FusionRun r = RunWithReport({kPass}, kConv1D);
   EXPECT_EQ(r.counters, (PassCounters{{"Linear from Gemm", 1},
                                       {"reshapes around Linear removed", 1},
                                       {"activation gelu_tanh", 1}}));

@@ -20,6 +20,7 @@ namespace {
 using namespace attention_test;  // NOLINT: the test graph vocabulary
 using testing::ExpectNoChange;
 using testing::ExpectRewrite;
+using testing::RunWithReport;
 
 constexpr char kPass[] = "fuse-qkv";
 
@@ -44,7 +45,7 @@ TEST(FuseQkvTest, MergesLinearProjections) {
   const std::string text = AttentionGraph(Projections(Proj::kLinear));
   ExpectRewrite(kPass, text, PackedExpected(R"("q_proj", "k_proj", "v_proj")"));
   EXPECT_LE(MaxDiffAfter({kPass}, text), 1e-5);
-  Result r = RunWithReport({kPass}, text);
+  const testing::FusionRun r = RunWithReport({kPass}, text);
   EXPECT_EQ(r.report.kinds().at("qkv").fused, 1);
   EXPECT_TRUE(r.report.kinds().at("qkv").missed.empty());
 }
@@ -69,7 +70,7 @@ TEST(FuseQkvTest, ConcatenatesInAttentionOrder) {
 // Then fuse-attention takes the packed Linear's output as qkv and the Split dies.
 TEST(FuseQkvTest, FeedsFuseAttentionWithoutSplit) {
   const std::string text = AttentionGraph(Projections(Proj::kLinear));
-  Result r = RunWithReport({kPass, "fuse-attention"}, text);
+  const testing::FusionRun r = RunWithReport({kPass, "fuse-attention"}, text);
   ASSERT_TRUE(r.graph);
   std::vector<const Node*> mha = NodesOf(*r.graph, "kiln", "MultiHeadAttention");
   ASSERT_EQ(mha.size(), 1u);
@@ -90,7 +91,7 @@ TEST(FuseQkvTest, LeavesGpt2Conv1dPackedProjectionAlone) {
   s.conv1d_qkv = true;
   const std::string text = AttentionGraph(s);
   ExpectNoChange(kPass, text);
-  Result r = RunWithReport({kPass}, text);
+  const testing::FusionRun r = RunWithReport({kPass}, text);
   EXPECT_EQ(r.report.total_missed(), 0);
   EXPECT_EQ(r.report.total_fused(), 0);
 }
@@ -126,14 +127,14 @@ TEST(FuseQkvTest, LeavesUnrelatedLinearsAlone) {
   }
   const std::string text = e.Finish({{"y", sum}});
   ExpectNoChange(kPass, text);
-  Result r = RunWithReport({kPass}, text);
+  const testing::FusionRun r = RunWithReport({kPass}, text);
   EXPECT_EQ(r.report.total_missed(), 0);
 }
 
 void ExpectMiss(const Spec& s, const std::string& reason) {
   const std::string text = AttentionGraph(s);
   ExpectNoChange(kPass, text);
-  Result r = RunWithReport({kPass}, text);
+  const testing::FusionRun r = RunWithReport({kPass}, text);
   const FusionKindReport& k = r.report.kinds().at("qkv");
   EXPECT_EQ(k.fused, 0);
   ASSERT_EQ(k.missed.size(), 1u);

@@ -24,28 +24,14 @@ using testing::ExpectNoChange;
 using testing::ExpectNumericallyEquivalent;
 using testing::ExpectRewrite;
 using testing::Parse;
+using testing::RunWithReport;
 
 constexpr char kPass[] = "fuse-skip-layernorm";
 
-FusionReport RunWithReport(const std::string& text) {
-  FusionReport report;
-  auto g = Parse(text);
-  if (!g) return report;
-  PassContext ctx;
-  ctx.fusion_report = &report;
-  testing::RunPass(kPass, *g, ctx);
-  return report;
-}
-
+// The one skip_layernorm near-miss of `text`, naming the LayerNormalization and the Add.
 void ExpectMiss(const std::string& text, const std::string& reason) {
-  ExpectNoChange(kPass, text);
-  FusionReport r = RunWithReport(text);
-  ASSERT_EQ(r.kinds().count("skip_layernorm"), 1u);
-  const FusionKindReport& k = r.kinds().at("skip_layernorm");
-  EXPECT_EQ(k.fused, 0);
-  ASSERT_EQ(k.missed.size(), 1u);
-  EXPECT_EQ(k.missed[0].reason, reason);
-  EXPECT_EQ(k.missed[0].nodes, (std::vector<std::string>{"ln", "residual"}));
+  EXPECT_EQ(testing::ExpectOneMiss(kPass, text, "skip_layernorm", reason).nodes,
+            (std::vector<std::string>{"ln", "residual"}));
 }
 
 // BERT: LayerNorm(attention output + previous LayerNorm output); the sum is read only by
@@ -70,7 +56,7 @@ TEST(FuseSkipLayerNorm, PostLayerNormResidual) {
   return "y": %4
 })");
   ExpectNumericallyEquivalent(kPass, kPostLn);
-  FusionReport r = RunWithReport(kPostLn);
+  const FusionReport r = RunWithReport({kPass}, kPostLn).report;
   EXPECT_EQ(r.kinds().at("skip_layernorm").fused, 1);
 }
 
@@ -205,7 +191,7 @@ TEST(FuseSkipLayerNorm, LeavesEmbeddingSumsConstantsAndPlainLayerNorms) {
   return "y": %8
 })";
   ExpectNoChange(kPass, embeddings);
-  EXPECT_EQ(RunWithReport(embeddings).total_missed(), 0);
+  EXPECT_EQ(RunWithReport({kPass}, embeddings).report.total_missed(), 0);
   // A constant addend (position embeddings folded under static shapes).
   ExpectNoChange(kPass, R"(graph g opset=17 {
   %0 = Input() : f32[2,4] "x"
@@ -262,7 +248,7 @@ TEST(FuseSkipLayerNorm, Gpt2ResidualOntoEmbeddingSum) {
   return "y": %12
 })");
   ExpectNumericallyEquivalent(kPass, kGpt2Layer0);
-  EXPECT_EQ(RunWithReport(kGpt2Layer0).total_missed(), 0);
+  EXPECT_EQ(RunWithReport({kPass}, kGpt2Layer0).report.total_missed(), 0);
 }
 
 // ---------------------------------------------------------------------------------------

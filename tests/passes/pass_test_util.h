@@ -1,5 +1,6 @@
 // Shared helpers for pass tests: Before/Expected IR text, "does nothing", "second run
-// changes nothing", and numeric equivalence on the reference executor.
+// changes nothing", numeric equivalence on the reference executor, fusion runs with their
+// report and counters, the one near-miss of a fusion, and a graph output's inferred type.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,10 +8,13 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "kiln/ir/text.h"
 #include "kiln/ir/verifier.h"
+#include "kiln/passes/fusion_report.h"
 #include "kiln/passes/pass.h"
 #include "kiln/reference/executor.h"
 
@@ -49,8 +53,7 @@ inline void ExpectRewrite(const std::string& pass, const std::string& before,
 }
 
 // Expects the pass to leave `text` unchanged and to say so.
-inline void ExpectNoChange(const std::string& pass, const std::string& text,
-                           PassContext ctx = {}) {
+inline void ExpectNoChange(const std::string& pass, const std::string& text, PassContext ctx = {}) {
   auto g = Parse(text);
   ASSERT_TRUE(g);
   const std::string before = PrintGraph(*g);
@@ -67,8 +70,7 @@ inline absl::flat_hash_map<std::string, Tensor> RandomInputs(
   for (const Node* in : g.inputs()) {
     const Type& t = in->output_info(0).type;
     std::vector<int64_t> dims;
-    for (const Dim& d : *t.shape)
-      dims.push_back(d.is_known() ? d.value() : symbols.at(d.symbol()));
+    for (const Dim& d : *t.shape) dims.push_back(d.is_known() ? d.value() : symbols.at(d.symbol()));
     Tensor x(t.dtype, dims);
     for (int64_t i = 0; i < x.NumElements(); ++i) {
       const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
@@ -172,6 +174,80 @@ inline void ExpectSameOutputs(const Graph& original, const Graph& optimized,
   for (uint64_t seed : seeds)
     EXPECT_LE(MaxAbsDiff(original, optimized, RandomInputs(original, seed)), 1e-5)
         << "seed " << seed;
+}
+
+// `text` with the first `from` replaced by `to` (the test fails when there is none): a
+// variant of a fixture that differs in one place. Near-misses are written out in full.
+inline std::string Edit(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// `text` with every `from` replaced by `to` (a dtype or a shape throughout).
+inline std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
+  EXPECT_NE(text.find(from), std::string::npos) << from;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+// What running fusion passes on a text gave: the graph after them, the fusion report,
+// the last pass's counters and whether any pass changed the graph.
+struct FusionRun {
+  std::unique_ptr<Graph> graph;
+  FusionReport report;
+  PassCounters counters;
+  bool changed = false;
+};
+
+// Runs `passes` in order on the graph parsed from `text` with a fusion report (and
+// verify_each); fails the test when the text does not parse or a pass returns an error.
+inline FusionRun RunWithReport(const std::vector<std::string>& passes, const std::string& text,
+                               PassContext ctx = {}) {
+  FusionRun r;
+  r.graph = Parse(text);
+  if (!r.graph) return r;
+  ctx.fusion_report = &r.report;
+  for (const std::string& p : passes) {
+    PassRun run = RunPassOnce(p, *r.graph, ctx);
+    EXPECT_TRUE(run.changed.ok()) << p << ": " << run.changed.status();
+    r.changed |= run.changed.ok() && *run.changed;
+    r.counters = std::move(run.counters);
+  }
+  return r;
+}
+
+// Expects `pass` to leave `text` unchanged, to fuse no `kind` and to report exactly one
+// `kind` near-miss with `reason`; returns that miss (for its node names).
+inline FusionMiss ExpectOneMiss(const std::string& pass, const std::string& text,
+                                const std::string& kind, const std::string& reason) {
+  ExpectNoChange(pass, text);
+  const FusionRun r = RunWithReport({pass}, text);
+  const auto it = r.report.kinds().find(kind);
+  if (it == r.report.kinds().end()) {
+    ADD_FAILURE() << "no '" << kind << "' entry in the fusion report";
+    return {};
+  }
+  EXPECT_EQ(it->second.fused, 0);
+  EXPECT_EQ(it->second.missed.size(), 1u);
+  if (it->second.missed.empty()) return {};
+  EXPECT_EQ(it->second.missed[0].reason, reason);
+  return it->second.missed[0];
+}
+
+// Runs shape-inference on `text`; the type of graph output `name` as Type::ToString, or
+// "error: <message>" when the pass fails.
+inline std::string OutType(const std::string& text, const std::string& name, PassContext ctx = {}) {
+  auto g = Parse(text);
+  if (!g) return "<parse error>";
+  absl::StatusOr<bool> r = CreatePass("shape-inference")->Run(*g, ctx);
+  if (!r.ok()) return absl::StrCat("error: ", r.status().message());
+  EXPECT_TRUE(VerifyGraph(*g).ok()) << VerifyGraph(*g);
+  for (const GraphOutput& o : g->outputs())
+    if (o.name == name) return o.value.type().ToString();
+  return "<no output " + name + ">";
 }
 
 }  // namespace kiln::testing

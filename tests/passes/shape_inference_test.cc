@@ -21,21 +21,9 @@ using testing::ExpectNoChange;
 using testing::ExpectRewrite;
 using testing::Parse;
 using testing::RunPass;
+using testing::OutType;
 
 constexpr char kPass[] = "shape-inference";
-
-// Runs the pass on `text`; returns the type of graph output `name` as Type::ToString, or
-// "error: <message>" when the pass fails.
-std::string OutType(const std::string& text, const std::string& name, PassContext ctx = {}) {
-  auto g = Parse(text);
-  if (!g) return "<parse error>";
-  absl::StatusOr<bool> r = CreatePass(kPass)->Run(*g, ctx);
-  if (!r.ok()) return absl::StrCat("error: ", r.status().message());
-  EXPECT_TRUE(VerifyGraph(*g).ok()) << VerifyGraph(*g);
-  for (const GraphOutput& o : g->outputs())
-    if (o.name == name) return o.value.type().ToString();
-  return "<no output " + name + ">";
-}
 
 // Runs the pass on `text` and returns its status (for error cases).
 absl::Status RunStatus(const std::string& text, PassContext ctx = {}) {
