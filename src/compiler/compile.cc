@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/lower.h"
+#include "kiln/ir/dim_expr.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/kiln.h"
 #include "kiln/onnx/importer.h"
@@ -39,37 +40,6 @@ std::vector<int64_t> SortedUnique(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   return v;
-}
-
-bool IsIdentStart(char c) { return absl::ascii_isalpha(c) || c == '_'; }
-bool IsIdentChar(char c) { return absl::ascii_isalnum(c) || c == '_'; }
-
-// A symbol dim that is one identifier (not an expression such as "2*sequence").
-bool IsPlainSymbol(const Dim& d) {
-  if (!d.is_symbol() || !IsIdentStart(d.symbol()[0])) return false;
-  return std::all_of(d.symbol().begin(), d.symbol().end(), IsIdentChar);
-}
-
-// The identifiers a symbolic dim mentions ("2*batch*sequence" -> batch, sequence).
-std::set<std::string> SymbolsOf(const Dim& d) {
-  std::set<std::string> out;
-  if (!d.is_symbol()) return out;
-  const std::string& s = d.symbol();
-  for (size_t i = 0; i < s.size();) {
-    if (!IsIdentStart(s[i])) {
-      // Skip numbers whole so "2e" style tokens never start an identifier mid-number.
-      if (absl::ascii_isdigit(s[i]))
-        while (i < s.size() && IsIdentChar(s[i])) ++i;
-      else
-        ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < s.size() && IsIdentChar(s[j])) ++j;
-    out.insert(s.substr(i, j - i));
-    i = j;
-  }
-  return out;
 }
 
 absl::Status ValidateOptions(const CompileOptions& o) {
@@ -295,9 +265,12 @@ std::vector<std::string> PaddableSymbols(const Plan& plan, const Graph& g,
   for (const std::string& sym : symbols) {
     bool over_expression = false;
     for (const PlanTensorSig& o : plan.outputs)
-      for (const Dim& d : o.dims)
-        if (d.is_symbol() && !IsPlainSymbol(d) && (SymbolsOf(d).count(sym) || d.symbol() == "?"))
-          over_expression = true;
+      for (const Dim& d : o.dims) {
+        if (!d.is_symbol() || IsPlainSymbol(d)) continue;
+        // An expression over `sym`, or a dim that is no expression ("?": unknown).
+        const std::optional<std::set<std::string>> syms = SymbolsOfDim(d);
+        if (!syms || syms->count(sym)) over_expression = true;
+      }
     if (over_expression) continue;
     auto dim0_is_sym = [&](const std::vector<PlanTensorSig>& sigs) {
       for (const PlanTensorSig& s : sigs)
@@ -433,8 +406,15 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
   std::vector<std::string> input_names;
   for (const Node* in : graph->inputs()) {
     KILN_ASSIGN_OR_RETURN(PlanTensorSig sig, InputSig(*in));
-    for (const Dim& d : sig.dims)
-      for (const std::string& sym : SymbolsOf(d)) {
+    for (const Dim& d : sig.dims) {
+      const std::optional<std::set<std::string>> syms = SymbolsOfDim(d);
+      if (!syms)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "graph input '", sig.name, "' has symbolic dim '", d.ToString(), "' (",
+            in->output_info(0).type.ToString(),
+            "), which is not an expression kiln can bind (symbols, integers, + - * and / by "
+            "an integer)"));
+      for (const std::string& sym : *syms) {
         if (!options.profile.count(sym))
           return absl::InvalidArgumentError(absl::StrCat(
               "graph input '", sig.name, "' has symbolic dim '", sym, "' (",
@@ -442,6 +422,7 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
               "=N or --profile ", sym, "=a:b"));
         symbols.insert(sym);
       }
+    }
     input_names.push_back(sig.name);
     plan.inputs.push_back(std::move(sig));
   }
