@@ -1,6 +1,7 @@
-// The op catalogue: every op kiln knows, with arity and traits. Adding an op: add a row
-// here, a reference kernel in src/reference/, and shape rules when passes need them
-// (docs/adding-an-op.md).
+// The op catalogue: every op kiln knows, with arity, traits and the per-op facts passes
+// and lowering ask instead of keeping op-name lists (include/kiln/ir/ops.h). Adding an op:
+// add a row here, a reference kernel in src/reference/, and shape rules when passes need
+// them (docs/adding-an-op.md).
 #include "kiln/ir/ops.h"
 
 #include "absl/container/flat_hash_map.h"
@@ -12,6 +13,12 @@ constexpr unsigned kEw = kPure | kElementwise;
 constexpr unsigned kBin = kPure | kElementwise | kBroadcasting;
 constexpr unsigned kBinC = kBin | kCommutative;
 constexpr unsigned kLay = kPure | kLayoutOnly;
+
+// Row modifiers, for the facts most ops leave at their defaults.
+OpInfo View(ViewKind kind, OpInfo info) {
+  info.view = kind;
+  return info;
+}
 
 const std::vector<OpInfo>& Table() {
   static const auto* table = new std::vector<OpInfo>{
@@ -31,7 +38,7 @@ const std::vector<OpInfo>& Table() {
       {"", "Abs", 1, 1, 1, 1, kEw},
       {"", "Not", 1, 1, 1, 1, kEw},
       {"", "Cast", 1, 1, 1, 1, kEw},
-      {"", "Identity", 1, 1, 1, 1, kLay},
+      View(ViewKind::kSame, {"", "Identity", 1, 1, 1, 1, kLay}),
       {"", "Dropout", 1, 3, 1, 2, kPure},
       {"", "Gelu", 1, 1, 1, 1, kEw, 20},
       {"", "Clip", 1, 3, 1, 1, kEw},
@@ -109,12 +116,12 @@ const std::vector<OpInfo>& Table() {
       {"", "Slice", 3, 5, 1, 1, kLay},
       {"", "Concat", 1, -1, 1, 1, kLay},
       {"", "Split", 1, 2, 1, -1, kLay},
-      {"", "Reshape", 2, 2, 1, 1, kLay},
+      View(ViewKind::kReshape, {"", "Reshape", 2, 2, 1, 1, kLay}),
       {"", "Transpose", 1, 1, 1, 1, kLay},
-      {"", "Unsqueeze", 2, 2, 1, 1, kLay},
-      {"", "Squeeze", 1, 2, 1, 1, kLay},
+      View(ViewKind::kReshape, {"", "Unsqueeze", 2, 2, 1, 1, kLay}),
+      View(ViewKind::kReshape, {"", "Squeeze", 1, 2, 1, 1, kLay}),
       {"", "Expand", 2, 2, 1, 1, kLay},
-      {"", "Flatten", 1, 1, 1, 1, kLay},
+      View(ViewKind::kReshape, {"", "Flatten", 1, 1, 1, 1, kLay}),
       {"", "Shape", 1, 1, 1, 1, kPure},
       {"", "ConstantOfShape", 1, 1, 1, 1, kPure},
       {"", "Range", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
