@@ -20,6 +20,11 @@ OpInfo View(ViewKind kind, OpInfo info) {
   return info;
 }
 
+OpInfo Grows(OpInfo info) {
+  info.grows = true;
+  return info;
+}
+
 const std::vector<OpInfo>& Table() {
   static const auto* table = new std::vector<OpInfo>{
       // IR-internal
@@ -93,26 +98,26 @@ const std::vector<OpInfo>& Table() {
       {"", "PRelu", 2, 2, 1, 1, kBin},
       {"", "CastLike", 2, 2, 1, 1, kPure, 15},
       // Linear algebra and normalization
-      {"", "MatMul", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"", "Gemm", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower},
+      Grows({"", "MatMul", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
+      Grows({"", "Gemm", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
       {"", "Softmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower},
       {"", "LogSoftmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower},
       {"", "LayerNormalization", 2, 3, 1, 3, kPure, 17, PrecisionPolicy::kLower},
       // Reductions and scans
-      {"", "ReduceMean", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceMax", 1, 2, 1, 1, kPure},
-      {"", "ReduceMin", 1, 2, 1, 1, kPure},
-      {"", "ReduceProd", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceL1", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceL2", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceSumSquare", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceLogSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceLogSumExp", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ArgMax", 1, 1, 1, 1, kPure},
+      Grows({"", "ReduceMean", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
+      Grows({"", "ReduceSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
+      Grows({"", "ReduceMax", 1, 2, 1, 1, kPure}),
+      Grows({"", "ReduceMin", 1, 2, 1, 1, kPure}),
+      Grows({"", "ReduceProd", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
+      Grows({"", "ReduceL1", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
+      Grows({"", "ReduceL2", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
+      Grows({"", "ReduceSumSquare", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
+      Grows({"", "ReduceLogSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
+      Grows({"", "ReduceLogSumExp", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
+      Grows({"", "ArgMax", 1, 1, 1, 1, kPure}),
       {"", "CumSum", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
       // Data movement and shapes
-      {"", "Gather", 2, 2, 1, 1, kPure},
+      Grows({"", "Gather", 2, 2, 1, 1, kPure}),
       {"", "Slice", 3, 5, 1, 1, kLay},
       {"", "Concat", 1, -1, 1, 1, kLay},
       {"", "Split", 1, 2, 1, -1, kLay},
@@ -120,28 +125,28 @@ const std::vector<OpInfo>& Table() {
       {"", "Transpose", 1, 1, 1, 1, kLay},
       View(ViewKind::kReshape, {"", "Unsqueeze", 2, 2, 1, 1, kLay}),
       View(ViewKind::kReshape, {"", "Squeeze", 1, 2, 1, 1, kLay}),
-      {"", "Expand", 2, 2, 1, 1, kLay},
+      Grows({"", "Expand", 2, 2, 1, 1, kLay}),
       View(ViewKind::kReshape, {"", "Flatten", 1, 1, 1, 1, kLay}),
-      {"", "Shape", 1, 1, 1, 1, kPure},
-      {"", "ConstantOfShape", 1, 1, 1, 1, kPure},
-      {"", "Range", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
+      Grows({"", "Shape", 1, 1, 1, 1, kPure}),
+      Grows({"", "ConstantOfShape", 1, 1, 1, 1, kPure}),
+      Grows({"", "Range", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
       {"", "Trilu", 1, 2, 1, 1, kPure, 14},
-      {"", "Tile", 2, 2, 1, 1, kLay},
-      {"", "Pad", 2, 4, 1, 1, kPure},
+      Grows({"", "Tile", 2, 2, 1, 1, kLay}),
+      Grows({"", "Pad", 2, 4, 1, 1, kPure}),
       {"", "GatherElements", 2, 2, 1, 1, kPure},
-      {"", "GatherND", 2, 2, 1, 1, kPure},
+      Grows({"", "GatherND", 2, 2, 1, 1, kPure}),
       {"", "ScatterND", 3, 3, 1, 1, kPure},
-      {"", "OneHot", 3, 3, 1, 1, kPure},
-      {"", "NonZero", 1, 1, 1, 1, kPure},
+      Grows({"", "OneHot", 3, 3, 1, 1, kPure}),
+      Grows({"", "NonZero", 1, 1, 1, 1, kPure}),
       {"", "Size", 1, 1, 1, 1, kPure},
       {"", "TopK", 2, 2, 2, 2, kPure},
       // kiln's fused ops (domain "kiln", version 1; docs/fused-ops.md)
-      {"kiln", "Linear", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower},
+      Grows({"kiln", "Linear", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
       {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure, 0, PrecisionPolicy::kLower},
       {"kiln", "RMSNorm", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower},
       {"kiln", "MultiHeadAttention", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1},
-      {"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower},
-      {"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1},
+      Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower}),
+      Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
   };
   return *table;
 }

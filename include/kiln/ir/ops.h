@@ -55,6 +55,11 @@ struct OpInfo {
   // large negative values do not fit fp16).
   unsigned f32_inputs = 0;
   ViewKind view = ViewKind::kNone;
+  // Outputs may hold more elements than the inputs together (Tile, Pad, Expand, MatMul, a
+  // reduction of an empty axis, ...) other than by broadcasting (kBroadcasting): constant
+  // folding bounds such an op's output by a rule of its own (passes/fold_bounds.cc)
+  // before evaluating it under the size limit.
+  bool grows = false;
 };
 
 // nullptr if the op is not in the catalogue.
