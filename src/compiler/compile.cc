@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/lower.h"
+#include "compiler/padding.h"
 #include "kiln/ir/dim_expr.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/kiln.h"
@@ -170,120 +170,6 @@ PlanTensorSig OutputSig(const GraphOutput& out) {
   return sig;
 }
 
-// True when `node` (a Reduce* op in its opset-21 form: axes as input 1) may reduce over a
-// dim of its data input that is `sym`. Axes that are not a constant count as "may".
-bool ReducesOverSymbol(const Node& node, const std::string& sym) {
-  const Type& t = node.input(0).type();
-  if (!t.shape) return true;
-  std::vector<int64_t> axes;
-  if (node.num_inputs() > 1 && node.input(1)) {
-    const Tensor* c = node.input(1).node->constant_value();
-    if (c == nullptr) return true;
-    for (int64_t i = 0; i < c->NumElements(); ++i) axes.push_back(c->GetAsInt64(i));
-  }
-  const int rank = static_cast<int>(t.shape->size());
-  if (axes.empty()) {
-    if (node.attr_int_or("noop_with_empty_axes", 0) != 0) return false;
-    for (int i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  for (int64_t axis : axes) {
-    const int64_t a = axis < 0 ? axis + rank : axis;
-    if (a < 0 || a >= rank) return true;
-    const Dim& d = (*t.shape)[a];
-    if (d.is_unknown() || (d.is_symbol() && d.symbol() == sym)) return true;
-  }
-  return false;
-}
-
-// The nodes that read, directly or through other nodes, the graph input `in`.
-std::set<const Node*> ReachedFrom(const Node* in) {
-  std::set<const Node*> seen;
-  std::vector<const Node*> work{in};
-  while (!work.empty()) {
-    const Node* n = work.back();
-    work.pop_back();
-    for (int o = 0; o < n->num_outputs(); ++o)
-      for (const Use& u : n->output_info(o).uses)
-        if (seen.insert(u.user).second) work.push_back(u.user);
-  }
-  return seen;
-}
-
-// The sequence case of docs/plan-kernels.md, Padding: zero padding of `sym` is invisible to
-// the unpadded outputs when an integer "mask" input (1 keep, 0 pad: the Hugging Face
-// convention) has `sym` in a non-leading dim and every op of the optimized graph that mixes
-// positions honours it: each fused attention is causal (right padding is never seen by an
-// earlier query) or takes its mask from that input; each mean pooling too; no unfused
-// Softmax is left (its masking cannot be checked) and no reduction runs over `sym`.
-bool SequencePaddable(const Graph& g, const std::string& sym) {
-  for (const auto& node : g.nodes()) {
-    const Node* n = node.get();
-    if (n->domain().empty() && (n->op() == "Softmax" || n->op() == "LogSoftmax")) return false;
-    if (n->domain().empty() && n->op().rfind("Reduce", 0) == 0 && ReducesOverSymbol(*n, sym))
-      return false;
-  }
-  for (const Node* in : g.inputs()) {
-    const Type& t = in->output_info(0).type;
-    if (absl::AsciiStrToLower(in->output_info(0).name).find("mask") == std::string::npos ||
-        !IsInteger(t.dtype) || !t.shape)
-      continue;
-    bool non_leading = false;
-    for (size_t d = 1; d < t.shape->size(); ++d)
-      non_leading |= (*t.shape)[d].is_symbol() && (*t.shape)[d].symbol() == sym;
-    if (!non_leading) continue;
-    const std::set<const Node*> reached = ReachedFrom(in);
-    auto mask_from_input = [&](const Node* n) {
-      return n->num_inputs() > 1 && n->input(1) &&
-             (n->input(1).node == in || reached.count(n->input(1).node));
-    };
-    bool consumed = false, all_honour = true;
-    for (const auto& node : g.nodes()) {
-    const Node* n = node.get();
-      if (n->domain() != "kiln") continue;
-      if (n->op() == "MultiHeadAttention") {
-        const bool ok = mask_from_input(n);
-        consumed |= ok;
-        all_honour &= ok || n->attr_int_or("causal", 0) != 0;
-      } else if (n->op() == "Pool") {
-        const std::string* mode = n->attr_string("mode");
-        const bool cls = mode != nullptr && *mode == "cls";
-        const bool ok = mask_from_input(n);
-        consumed |= ok;
-        all_honour &= ok || cls;
-      }
-    }
-    if (consumed && all_honour) return true;
-  }
-  return false;
-}
-
-// docs/plan-kernels.md, Padding: the sequence case (SequencePaddable), the batch case (dim 0
-// of every input and output), and no output dim is an expression over the symbol.
-std::vector<std::string> PaddableSymbols(const Plan& plan, const Graph& g,
-                                         const std::set<std::string>& symbols) {
-  std::vector<std::string> out;
-  for (const std::string& sym : symbols) {
-    bool over_expression = false;
-    for (const PlanTensorSig& o : plan.outputs)
-      for (const Dim& d : o.dims) {
-        if (!d.is_symbol() || IsPlainSymbol(d)) continue;
-        // An expression over `sym`, or a dim that is no expression ("?": unknown).
-        const std::optional<std::set<std::string>> syms = SymbolsOfDim(d);
-        if (!syms || syms->count(sym)) over_expression = true;
-      }
-    if (over_expression) continue;
-    auto dim0_is_sym = [&](const std::vector<PlanTensorSig>& sigs) {
-      for (const PlanTensorSig& s : sigs)
-        if (s.dims.empty() || !s.dims[0].is_symbol() || s.dims[0].symbol() != sym) return false;
-      return true;
-    };
-    const bool batch_case =
-        !plan.inputs.empty() && dim0_is_sym(plan.inputs) && dim0_is_sym(plan.outputs);
-    if (batch_case || SequencePaddable(g, sym)) out.push_back(sym);
-  }
-  return out;
-}
-
 // The buckets' bindings: the cartesian product of the profile values, in ascending
 // lexicographic order over the sorted symbol names (the last symbol varies fastest).
 std::vector<std::map<std::string, int64_t>> Buckets(
@@ -434,7 +320,7 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
                                        : absl::StrCat("symbols: ", absl::StrJoin(symbols, ", ")),
                        ")"));
   for (const GraphOutput& out : graph->outputs()) plan.outputs.push_back(OutputSig(out));
-  plan.paddable_symbols = PaddableSymbols(plan, *graph, symbols);
+  plan.paddable_symbols = compiler::PaddableSymbols(plan, *graph, symbols);
 
   // One bucket per profile point: specialize, re-optimize, lower.
   compiler::WeightTable weights;

@@ -25,6 +25,11 @@ OpInfo Grows(OpInfo info) {
   return info;
 }
 
+OpInfo Mixes(PositionMixing mixing, OpInfo info) {
+  info.mixing = mixing;
+  return info;
+}
+
 const std::vector<OpInfo>& Table() {
   static const auto* table = new std::vector<OpInfo>{
       // IR-internal
@@ -100,20 +105,30 @@ const std::vector<OpInfo>& Table() {
       // Linear algebra and normalization
       Grows({"", "MatMul", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
       Grows({"", "Gemm", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
-      {"", "Softmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"", "LogSoftmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower},
+      Mixes(PositionMixing::kNormalizesAxis,
+            {"", "Softmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
+      Mixes(PositionMixing::kNormalizesAxis,
+            {"", "LogSoftmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
       {"", "LayerNormalization", 2, 3, 1, 3, kPure, 17, PrecisionPolicy::kLower},
       // Reductions and scans
-      Grows({"", "ReduceMean", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
-      Grows({"", "ReduceSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
-      Grows({"", "ReduceMax", 1, 2, 1, 1, kPure}),
-      Grows({"", "ReduceMin", 1, 2, 1, 1, kPure}),
-      Grows({"", "ReduceProd", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
-      Grows({"", "ReduceL1", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
-      Grows({"", "ReduceL2", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
-      Grows({"", "ReduceSumSquare", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
-      Grows({"", "ReduceLogSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
-      Grows({"", "ReduceLogSumExp", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceMean", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes, Grows({"", "ReduceMax", 1, 2, 1, 1, kPure})),
+      Mixes(PositionMixing::kReducesAxes, Grows({"", "ReduceMin", 1, 2, 1, 1, kPure})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceProd", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceL1", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceL2", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceSumSquare", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceLogSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceLogSumExp", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
       Grows({"", "ArgMax", 1, 1, 1, 1, kPure}),
       {"", "CumSum", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
       // Data movement and shapes
@@ -144,9 +159,11 @@ const std::vector<OpInfo>& Table() {
       Grows({"kiln", "Linear", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
       {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure, 0, PrecisionPolicy::kLower},
       {"kiln", "RMSNorm", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"kiln", "MultiHeadAttention", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1},
+      Mixes(PositionMixing::kMaskedOrCausal,
+            {"kiln", "MultiHeadAttention", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
       Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower}),
-      Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
+      Mixes(PositionMixing::kMaskedOrFirst,
+            Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1})),
   };
   return *table;
 }

@@ -40,6 +40,21 @@ enum class ViewKind : uint8_t {
              // (Reshape, Squeeze, Unsqueeze, Flatten)
 };
 
+// How an op combines values across positions of a dim, for the padding analysis
+// (src/compiler/padding.cc: may zero padding of a symbol reach an unpadded output?).
+enum class PositionMixing : uint8_t {
+  kNone,            // not a concern of the analysis — the default: the op keeps sequence
+                    // positions apart or mixes them only along dims padding never touches
+                    // (elementwise, GEMMs, norms over the hidden axis)
+  kNormalizesAxis,  // Softmax, LogSoftmax: every output of the axis reads every position,
+                    // and no mask is visible to check
+  kReducesAxes,     // Reduce*: mixes over the axes of input 1 (all when omitted)
+  kMaskedOrCausal,  // kiln.MultiHeadAttention: honours the mask at input 1, or is causal
+                    // (`causal` != 0: no query sees a later, padded key)
+  kMaskedOrFirst,   // kiln.Pool: honours the mask at input 1, or reads position 0 only
+                    // (mode "cls")
+};
+
 struct OpInfo {
   std::string_view domain;  // "" for the ONNX default domain
   std::string_view name;
@@ -60,6 +75,7 @@ struct OpInfo {
   // folding bounds such an op's output by a rule of its own (passes/fold_bounds.cc)
   // before evaluating it under the size limit.
   bool grows = false;
+  PositionMixing mixing = PositionMixing::kNone;
 };
 
 // nullptr if the op is not in the catalogue.
