@@ -10,11 +10,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "passes/attention_match_internal.h"
 #include "passes/attention_shape.h"
 #include "passes/rewrite_util.h"
 
@@ -25,45 +25,17 @@ using rewrite::ConstantOf;
 using rewrite::IsGraphOutput;
 using rewrite::IsOp;
 using rewrite::ProducerIs;
-
-// Masked-score fills at or below this count as "minus infinity" (-10000 of older
-// transformers releases, float32 min of newer ones).
-constexpr double kLargeNegative = -1e4;
-
-const std::vector<Dim>* ShapeOf(Value v) {
-  if (!v) return nullptr;
-  const Type& t = v.type();
-  return t.shape ? &*t.shape : nullptr;
-}
-
-bool ScalarShaped(Value v) {
-  if (const Tensor* t = ConstantOf(v)) return t->NumElements() == 1;
-  const std::vector<Dim>* s = ShapeOf(v);
-  if (s == nullptr) return false;
-  for (const Dim& d : *s)
-    if (!(d.is_known() && d.value() == 1)) return false;
-  return true;
-}
-
-// If `n` scales a tensor by a scalar (Mul either way round, Div by it), returns the index of
-// the scaled operand and sets *factor (nullopt when the scalar is not a constant).
-std::optional<int> ScaleOperand(const Node* n, std::optional<double>* factor) {
-  if (n == nullptr || n->num_inputs() != 2 || !n->input(0) || !n->input(1)) return std::nullopt;
-  const bool mul = IsOp(n, "Mul"), div = IsOp(n, "Div");
-  if (!mul && !div) return std::nullopt;
-  int data = -1;
-  if (ScalarShaped(n->input(1)) && !ScalarShaped(n->input(0))) data = 0;
-  else if (mul && ScalarShaped(n->input(0)) && !ScalarShaped(n->input(1))) data = 1;
-  if (data < 0) return std::nullopt;
-  const Tensor* c = ConstantOf(n->input(1 - data));
-  if (c != nullptr && IsFloat(c->dtype())) {
-    const double v = c->GetAsDouble(0);
-    *factor = div ? 1.0 / v : v;
-  } else {
-    *factor = std::nullopt;
-  }
-  return data;
-}
+using internal::AnalyzeMasks;
+using internal::AnalyzeSplit;
+using internal::LastDim;
+using internal::MaskLayer;
+using internal::Name;
+using internal::PathKind;
+using internal::PermIs;
+using internal::ScaleOperand;
+using internal::ShapeOf;
+using internal::UniformConstant;
+using internal::WalkHeadPath;
 
 // True when `v` is computed from a MatMul through at most `depth` Add/Mul/Div/Where ops.
 bool LeadsToMatMul(Value v, int depth = 6) {
@@ -78,223 +50,6 @@ bool LeadsToMatMul(Value v, int depth = 6) {
   if (IsOp(n, "Where") && n->num_inputs() == 3)
     return LeadsToMatMul(n->input(1), depth - 1) || LeadsToMatMul(n->input(2), depth - 1);
   return false;
-}
-
-bool PermIs(const Node* t, std::vector<int64_t> perm) {
-  const std::vector<int64_t>* p = t->attr_ints("perm");
-  return p != nullptr && *p == perm;
-}
-
-std::string Name(const Node* n) {
-  return n->provenance().empty() ? absl::StrCat(n->op(), " #", n->id()) : n->provenance()[0];
-}
-
-int64_t LastDim(Value v) {
-  const std::vector<Dim>* s = ShapeOf(v);
-  return s && !s->empty() && s->back().is_known() ? s->back().value() : -1;
-}
-
-// Heads and head size of the split Reshape [B, S, H] -> [B, S, N, D]; empty on success.
-std::string AnalyzeSplit(HeadPath& p, const char* which) {
-  const Node* r = p.reshape;
-  const std::vector<Dim>* in = ShapeOf(r->input(0));
-  const std::vector<Dim>* out = ShapeOf(p.reshape->output(0));
-  if ((in && in->size() != 3) || (out && out->size() != 4))
-    return absl::StrFormat("the %s head split reshapes %s to %s; expected [B, S, H] -> "
-                           "[B, S, N, D]",
-                           which, in ? DimsString(*in) : "?", out ? DimsString(*out) : "?");
-  std::vector<Value> same_bs = {r->input(0), p.proj};
-  if (Value src = ProjectionInput(p.proj)) same_bs.push_back(src);
-  if (!KeepsBatchAndSequence(r, same_bs))
-    return absl::StrFormat("the %s head split Reshape does not provably keep the [batch, "
-                           "sequence] dims of its input",
-                           which);
-  std::optional<std::vector<ShapeElem>> target = DescribeShape(r->input(1));
-  int64_t n = -1, d = -1;
-  if (target && target->size() == 4) {
-    const ShapeElem& en = (*target)[2];
-    const ShapeElem& ed = (*target)[3];
-    if (en.kind == ShapeElem::kConst) n = en.value;
-    if (ed.kind == ShapeElem::kConst) d = ed.value;
-  }
-  if (out && out->size() == 4) {
-    if (n <= 0 && (*out)[2].is_known()) n = (*out)[2].value();
-    if (d <= 0 && (*out)[3].is_known()) d = (*out)[3].value();
-  }
-  const int64_t h = LastDim(r->input(0));
-  if (n == -1 && d > 0 && h > 0 && h % d == 0) n = h / d;
-  if (d == -1 && n > 0 && h > 0 && h % n == 0) d = h / n;
-  if (n <= 0 || d <= 0)
-    return absl::StrFormat("the number of heads or the head size of the %s head split is "
-                           "not known",
-                           which);
-  if (h > 0 && n * d != h)
-    return absl::StrFormat("head split inconsistent: %s is split into %d heads of %d but "
-                           "its hidden size is %d",
-                           which, n, d, h);
-  p.heads = n;
-  p.head_dim = d;
-  return "";
-}
-
-// Skips Mul/Div by a scalar on a Q/K path; a non-constant scalar is an issue.
-Value SkipScales(Value v, HeadPath& p, std::string* issue) {
-  for (int i = 0; i < 4 && v; ++i) {
-    std::optional<double> f;
-    std::optional<int> data = ScaleOperand(v.node, &f);
-    if (!data) break;
-    if (!f && issue->empty())
-      *issue = absl::StrFormat("the attention scale (%s) is computed at run time and did not "
-                               "fold to a constant (give static shapes, --shape)",
-                               Name(v.node));
-    p.nodes.push_back(v.node);
-    p.scale_ops.push_back(v.node);
-    p.scale *= f.value_or(1.0);
-    v = v.node->input(*data);
-  }
-  return v;
-}
-
-enum class PathKind { kQ, kK, kV };
-
-// Walks from the attention MatMul operand `v` back to the projection. False if the
-// head-split structure is not there.
-bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
-  const bool scaled = kind != PathKind::kV;
-  if (scaled) v = SkipScales(v, p, issue);
-  // Kᵀ: Transpose [0, 2, 3, 1] of the split, or [0, 1, 3, 2] (or the batched form) after
-  // the usual [0, 2, 1, 3].
-  Node* t = ProducerIs(v, "Transpose");
-  std::vector<Node*> via;
-  Value kt;
-  if (kind == PathKind::kK && t && PermIs(t, {0, 1, 3, 2})) {
-    via = {t};
-    kt = t->input(0);
-  } else if (kind == PathKind::kK) {
-    kt = BatchedKeyTranspose(v, &via);
-  }
-  if (kt) {
-    p.nodes.insert(p.nodes.end(), via.begin(), via.end());
-    t = ProducerIs(SkipScales(kt, p, issue), "Transpose");
-    if (t == nullptr || !PermIs(t, {0, 2, 1, 3})) return false;
-  } else if (t == nullptr ||
-             !PermIs(t, kind == PathKind::kK ? std::vector<int64_t>{0, 2, 3, 1}
-                                             : std::vector<int64_t>{0, 2, 1, 3})) {
-    return false;
-  }
-  p.nodes.push_back(t);
-  v = t->input(0);
-  if (scaled) v = SkipScales(v, p, issue);
-  Node* r = ProducerIs(v, "Reshape");
-  if (r == nullptr || r->num_inputs() < 2) return false;
-  p.nodes.push_back(r);
-  p.reshape = r;
-  v = r->input(0);
-  if (scaled) v = SkipScales(v, p, issue);
-  p.proj = v;
-  return true;
-}
-
-// ---- Masks ----------------------------------------------------------------------------
-
-// Every element of a constant equals one value: that value.
-std::optional<double> UniformConstant(Value v) {
-  const Tensor* t = ConstantOf(v);
-  if (t == nullptr || t->NumElements() < 1 || !IsFloat(t->dtype())) return std::nullopt;
-  const double x = t->GetAsDouble(0);
-  for (int64_t i = 1; i < t->NumElements(); ++i)
-    if (t->GetAsDouble(i) != x) return std::nullopt;
-  return x;
-}
-
-// A constant [1, ..., 1, T, T] whose element (q, k) is `above` where k > q and `below`
-// elsewhere, as decided by `is_above` / `is_below` per element.
-template <typename A, typename B>
-bool CausalConstant(Value v, A is_above, B is_below) {
-  const Tensor* t = ConstantOf(v);
-  if (t == nullptr || t->rank() < 2) return false;
-  const int64_t s = t->dims().back();
-  if (t->dims()[t->rank() - 2] != s || s < 2) return false;
-  for (int i = 0; i + 2 < t->rank(); ++i)
-    if (t->dims()[i] != 1) return false;
-  for (int64_t q = 0; q < s; ++q)
-    for (int64_t k = 0; k < s; ++k) {
-      const double x = t->GetAsDouble(q * s + k);
-      if (k > q ? !is_above(x) : !is_below(x)) return false;
-    }
-  return true;
-}
-
-// Empty when `mask` broadcasts to the scores; the reason otherwise. Dims shape inference
-// left unknown are checked by the kernel at run time.
-std::string CheckMaskShape(Value mask, const std::vector<Dim>& scores) {
-  const std::vector<Dim>* m = ShapeOf(mask);
-  if (m == nullptr) return "the mask's shape is unknown";
-  std::string why;
-  if (m->size() > 4) why = "has more than 4 dims";
-  for (size_t i = 0; why.empty() && i < m->size(); ++i) {
-    const Dim& md = (*m)[m->size() - 1 - i];
-    const Dim& sd = scores[3 - i];
-    if ((md.is_known() && md.value() == 1) || md == sd || md.is_unknown() || sd.is_unknown())
-      continue;
-    why = "does not broadcast to them";
-  }
-  if (why.empty()) return "";
-  return absl::StrFormat("mask has shape %s, which %s (scores [B, N, S, S] = %s); masks "
-                         "broadcastable to [B, N, S, S] such as [B, 1, 1, S], [B, 1, S, S] or "
-                         "[1, 1, S, S] are fused",
-                         DimsString(*m), why, DimsString(scores));
-}
-
-struct MaskLayer {
-  Node* node;
-  bool is_where;
-  int scores_operand;
-};
-
-// Classifies the mask layers; empty on success.
-std::string AnalyzeMasks(const std::vector<MaskLayer>& layers, const std::vector<Dim>& scores,
-                         AttentionBlock& b) {
-  for (const MaskLayer& l : layers) {
-    const Node* n = l.node;
-    if (!l.is_where) {
-      const Value m = n->input(1 - l.scores_operand);
-      if (CausalConstant(m, [](double x) { return x <= kLargeNegative; },
-                         [](double x) { return x == 0; })) {
-        b.causal = true;
-        continue;
-      }
-      if (b.mask.kind != MaskKind::kNone)
-        return "the scores are masked twice (only one mask plus a causal pattern is fused)";
-      if (!IsFloat(m.type().dtype))
-        return absl::StrFormat("the additive mask has dtype %s; a float mask is expected",
-                               std::string(DTypeName(m.type().dtype)));
-      b.mask = {MaskKind::kAdditive, m, true, 0};
-      continue;
-    }
-    const Value cond = n->input(0);
-    const bool keep = l.scores_operand == 1;
-    const Value fill_v = n->input(keep ? 2 : 1);
-    std::optional<double> fill = UniformConstant(fill_v);
-    if (!fill || !(*fill <= kLargeNegative))
-      return absl::StrFormat("Where fills masked scores with %s; only -inf or a large "
-                             "negative constant (<= -1e4) is fused",
-                             fill ? absl::StrCat(*fill) : "a non-constant value");
-    if (cond.type().dtype != DType::kBool) return "the Where mask condition is not bool";
-    if (CausalConstant(cond, [&](double x) { return (x != 0) != keep; },
-                       [&](double x) { return (x != 0) == keep; })) {
-      b.causal = true;
-      continue;
-    }
-    if (b.mask.kind != MaskKind::kNone)
-      return "the scores are masked twice (only one mask plus a causal pattern is fused)";
-    if (std::isinf(*fill))
-      b.mask = {keep ? MaskKind::kBoolKeep : MaskKind::kBoolDrop, cond, keep, *fill};
-    else
-      b.mask = {MaskKind::kWhereFill, cond, keep, *fill};
-  }
-  if (b.mask.kind != MaskKind::kNone) return CheckMaskShape(b.mask.value, scores);
-  return "";
 }
 
 // The [B, N, S, D] values on Q's path between its head Transpose and Q·Kᵀ.

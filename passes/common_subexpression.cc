@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "kiln/ir/ops.h"
 #include "kiln/support/status.h"
+#include "passes/no_ops.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -148,12 +149,6 @@ bool TypesCompatible(const Node& a, const Node& b) {
   return true;
 }
 
-// Dropout's outputs are random in training mode: only the inference form is pure.
-bool InferenceDropout(const Node& n) {
-  if (n.num_inputs() < 3 || !n.input(2)) return true;
-  return rewrite::BoolConstant(n.input(2)) == false;
-}
-
 bool SameConstant(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.dims() != b.dims()) return false;
   if (a.storage() == b.storage()) return true;
@@ -202,7 +197,8 @@ class CommonSubexpressionPass final : public Pass {
       }
       if (n->is_input() || n->is_constant()) continue;
       if (!HasTrait(FindOp(n->domain(), n->op()), kPure)) continue;
-      if (rewrite::IsOp(n, "Dropout") && !InferenceDropout(*n)) continue;
+      // Dropout's outputs are random in training mode: only the inference form is pure.
+      if (rewrite::IsOp(n, "Dropout") && !noop::IsInferenceDropout(*n)) continue;
       std::vector<Node*>& bucket = computations[NodeKey(*n)];
       Node* same = nullptr;
       for (Node* c : bucket)

@@ -26,215 +26,12 @@
 #include "kiln/ir/ops.h"
 #include "kiln/reference/executor.h"
 #include "kiln/support/status.h"
+#include "passes/fold_bounds.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
-
-constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
-
-int64_t SatMul(int64_t a, int64_t b) {
-  int64_t r;
-  if (a < 0 || b < 0 || MulOverflows(a, b, &r)) return kUnbounded;
-  return r;
-}
-
-int64_t SatAdd(int64_t a, int64_t b) {
-  int64_t r;
-  if (a < 0 || b < 0 || AddOverflows(a, b, &r)) return kUnbounded;
-  return r;
-}
-
-int64_t Product(absl::Span<const int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n = SatMul(n, std::max<int64_t>(d, 0));
-  return n;
-}
-
-// Element count of numpy broadcasting `a` with `b`, saturating; dims that do not
-// broadcast take the larger (the kernel will report the error).
-std::vector<int64_t> BroadcastBound(absl::Span<const int64_t> a, absl::Span<const int64_t> b) {
-  const size_t r = std::max(a.size(), b.size());
-  std::vector<int64_t> out(r, 1);
-  for (size_t i = 0; i < r; ++i) {
-    const int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    const int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    out[i] = std::max(x, y);
-  }
-  return out;
-}
-
-// Exact bytes of output `i` when its stored type is static with a known dtype.
-std::optional<int64_t> StaticBytes(const Node& n, int i) {
-  const Type& t = n.output_info(i).type;
-  if (t.dtype == DType::kUndefined || DTypeSize(t.dtype) == 0) return std::nullopt;
-  std::optional<std::vector<int64_t>> dims = t.StaticDims();
-  if (!dims) return std::nullopt;
-  return SatMul(Product(*dims), static_cast<int64_t>(DTypeSize(t.dtype)));
-}
-
-// An upper bound on the bytes of the node's largest output, from its constant inputs,
-// for ops whose output may be larger than their inputs. `ins[i]` is null when omitted.
-int64_t BoundOutputBytes(const Node& n, const OpInfo* info, const std::vector<const Tensor*>& ins) {
-  auto in = [&](size_t i) -> const Tensor* { return i < ins.size() ? ins[i] : nullptr; };
-  // Element size: the stored output dtype when known, else the widest (8 bytes).
-  int64_t elem = 8;
-  bool all_known = true;
-  int64_t widest = 0;
-  for (int i = 0; i < n.num_outputs(); ++i) {
-    const DType dt = n.output_info(i).type.dtype;
-    if (dt == DType::kUndefined) all_known = false;
-    widest = std::max<int64_t>(widest, static_cast<int64_t>(DTypeSize(dt)));
-  }
-  if (all_known && widest > 0) elem = widest;
-
-  const std::string& op = n.op();
-  if (n.domain().empty() && op == "ConstantOfShape") {
-    std::optional<std::vector<int64_t>> shape = rewrite::IntList(in(0));
-    if (!shape) return 0;  // the kernel rejects it before allocating
-    const Tensor* v = n.attr_tensor("value");
-    const int64_t es = v ? static_cast<int64_t>(DTypeSize(v->dtype())) : 4;
-    return SatMul(Product(*shape), es);
-  }
-  if (n.domain().empty() && op == "Expand") {
-    std::optional<std::vector<int64_t>> shape = rewrite::IntList(in(1));
-    if (!in(0) || !shape) return 0;
-    return SatMul(Product(BroadcastBound(in(0)->dims(), *shape)),
-                  static_cast<int64_t>(DTypeSize(in(0)->dtype())));
-  }
-  if (n.domain().empty() && op == "Range") {
-    if (!in(0) || !in(1) || !in(2) || in(0)->NumElements() != 1 || in(1)->NumElements() != 1 ||
-        in(2)->NumElements() != 1)
-      return 0;
-    const double start = in(0)->GetAsDouble(0), limit = in(1)->GetAsDouble(0),
-                 delta = in(2)->GetAsDouble(0);
-    if (delta == 0) return 0;
-    const double count = std::ceil((limit - start) / delta);
-    if (!(count < 9e18)) return std::isnan(count) ? 0 : kUnbounded;
-    return SatMul(std::max<int64_t>(static_cast<int64_t>(count) + 1, 0),
-                  static_cast<int64_t>(DTypeSize(in(0)->dtype())));
-  }
-  if (n.domain().empty() && (op == "MatMul" || op == "Gemm")) {
-    if (!in(0) || !in(1)) return 0;
-    const std::vector<int64_t>& a = in(0)->dims();
-    const std::vector<int64_t>& b = in(1)->dims();
-    if (op == "Gemm") {  // out [M, N] from 2-D A [M,K] (or [K,M]) and B [K,N] (or [N,K])
-      if (a.size() != 2 || b.size() != 2) return 0;
-      const int64_t m = n.attr_int_or("transA", 0) ? a[1] : a[0];
-      const int64_t nn = n.attr_int_or("transB", 0) ? b[0] : b[1];
-      return SatMul(SatMul(m, nn), elem);
-    }
-    if (a.empty() || b.empty()) return 0;
-    const std::vector<int64_t> abatch(a.begin(), a.size() >= 2 ? a.end() - 2 : a.begin());
-    const std::vector<int64_t> bbatch(b.begin(), b.size() >= 2 ? b.end() - 2 : b.begin());
-    const int64_t m = a.size() >= 2 ? a[a.size() - 2] : 1;
-    const int64_t nn = b.size() >= 2 ? b.back() : 1;
-    return SatMul(SatMul(Product(BroadcastBound(abatch, bbatch)), SatMul(m, nn)), elem);
-  }
-  if (n.domain().empty() && op == "Gather") {
-    if (!in(0) || !in(1)) return 0;
-    return SatMul(SatMul(Product(in(0)->dims()), std::max<int64_t>(in(1)->NumElements(), 1)), elem);
-  }
-  if (n.domain().empty() && op == "Tile") {  // out[i] = data[i] * repeats[i]
-    std::optional<std::vector<int64_t>> reps = rewrite::IntList(in(1));
-    if (!in(0) || !reps) return 0;  // the kernel rejects it before allocating
-    return SatMul(SatMul(Product(in(0)->dims()), Product(*reps)), elem);
-  }
-  if (n.domain().empty() && op == "Pad") {  // out[a] = data[a] + pads_begin[a] + pads_end[a]
-    std::optional<std::vector<int64_t>> pads = rewrite::IntList(in(1));
-    if (!in(0) || !pads) return 0;
-    std::vector<int64_t> dims = in(0)->dims();
-    const int64_t r = static_cast<int64_t>(dims.size());
-    std::vector<int64_t> axes;
-    if (std::optional<std::vector<int64_t>> a = rewrite::IntList(in(3)); in(3) && a) {
-      axes = *a;
-    } else if (in(3)) {
-      return 0;
-    } else {
-      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-    }
-    const int64_t na = static_cast<int64_t>(axes.size());
-    if (static_cast<int64_t>(pads->size()) != 2 * na) return 0;
-    for (int64_t i = 0; i < na; ++i) {
-      const int64_t ax = axes[i] < 0 ? axes[i] + r : axes[i];
-      if (ax < 0 || ax >= r) return 0;
-      // Negative pads crop; only growth can push the output over the limit.
-      dims[ax] = SatAdd(dims[ax], SatAdd(std::max<int64_t>((*pads)[i], 0),
-                                         std::max<int64_t>((*pads)[na + i], 0)));
-    }
-    return SatMul(Product(dims), elem);
-  }
-  if (n.domain().empty() && op == "OneHot") {  // out = indices dims with depth inserted
-    if (!in(0) || !in(1) || in(1)->NumElements() != 1) return 0;
-    const double depth = std::ceil(in(1)->GetAsDouble(0));
-    if (!(depth >= 1)) return 0;  // the kernel rejects it (NaN too)
-    if (!(depth < 9e18)) return kUnbounded;
-    return SatMul(SatMul(Product(in(0)->dims()), static_cast<int64_t>(depth)), elem);
-  }
-  if (n.domain().empty() && op == "GatherND") {
-    // out = indices.dims[:-1] + data.dims[batch_dims + q:], q = indices.dims[-1].
-    if (!in(0) || !in(1) || in(1)->rank() < 1) return 0;
-    const std::vector<int64_t>& d = in(0)->dims();
-    const std::vector<int64_t>& id = in(1)->dims();
-    const int64_t b = n.attr_int_or("batch_dims", 0), q = id.back();
-    if (b < 0 || q < 0 || b > static_cast<int64_t>(d.size()) ||
-        q > static_cast<int64_t>(d.size()) - b)
-      return 0;
-    return SatMul(SatMul(Product(absl::MakeConstSpan(id).first(id.size() - 1)),
-                         Product(absl::MakeConstSpan(d).subspan(static_cast<size_t>(b + q)))),
-                  elem);
-  }
-  if (n.domain().empty() && op == "NonZero") {  // [rank, count] of i64
-    if (!in(0)) return 0;
-    return SatMul(SatMul(std::max<int64_t>(in(0)->rank(), 1), Product(in(0)->dims())), 8);
-  }
-  if (n.domain().empty() && op == "Shape") {
-    if (!in(0)) return 0;
-    return SatMul(in(0)->rank(), 8);
-  }
-  // Reductions keep every unreduced dim, and an empty reduced axis still gives one
-  // element: at most the product of the input dims with 0s counted as 1s.
-  if (n.domain().empty() && (op.rfind("Reduce", 0) == 0 || op == "ArgMax")) {
-    if (!in(0)) return 0;
-    int64_t c = 1;
-    for (int64_t d : in(0)->dims()) c = SatMul(c, std::max<int64_t>(d, 1));
-    return SatMul(c, elem);
-  }
-  if (n.domain() == "kiln" && op == "Linear") {  // X[..., K] · W -> [..., M]
-    if (!in(0) || !in(1) || in(0)->rank() < 1 || in(1)->rank() != 2) return 0;
-    const std::vector<int64_t>& x = in(0)->dims();
-    const int64_t m = n.attr_int_or("trans_w", 0) ? in(1)->dims()[0] : in(1)->dims()[1];
-    return SatMul(SatMul(Product(absl::MakeConstSpan(x).first(x.size() - 1)), m), elem);
-  }
-  if (n.domain() == "kiln" && op == "Pool") {  // [B, S, H] -> [B, H]
-    if (!in(0) || in(0)->rank() != 3) return 0;
-    return SatMul(SatMul(in(0)->dims()[0], in(0)->dims()[2]), elem);
-  }
-  if (n.domain() == "kiln" && op == "EmbedLayerNorm") {  // ids [B, S], word [V, H] -> [B, S, H]
-    if (!in(0) || !in(3) || in(3)->rank() != 2) return 0;
-    return SatMul(SatMul(Product(in(0)->dims()), in(3)->dims()[1]), elem);
-  }
-  if (HasTrait(info, kBroadcasting)) {
-    std::vector<int64_t> dims;
-    for (const Tensor* t : ins)
-      if (t) dims = BroadcastBound(dims, t->dims());
-    return SatMul(Product(dims), elem);
-  }
-  // Every other op in the catalogue (src/ir/ops.cc) produces at most as many elements as
-  // its inputs hold together: unary, normalizations, Softmax, CumSum, Trilu, Concat,
-  // Split, Slice, Reshape, Transpose, Squeeze/Unsqueeze, Flatten, GatherElements (the
-  // indices' shape), ScatterND (the data's), TopK (k <= the axis, checked by the kernel),
-  // Size, and kiln SkipLayerNorm/RMSNorm/MultiHeadAttention. Ops whose output can exceed
-  // their inputs (Tile, Pad, OneHot, GatherND, NonZero, Shape, reductions of empty axes,
-  // Expand, ConstantOfShape, Range, MatMul/Gemm, Gather, broadcasting, kiln Linear, Pool,
-  // EmbedLayerNorm) are bounded explicitly above. A new op that can grow its output
-  // must be added there.
-  int64_t total = 0;
-  for (const Tensor* t : ins)
-    if (t) total = SatAdd(total, std::max<int64_t>(t->NumElements(), 1));
-  return SatMul(total, elem);
-}
 
 // The dims Shape node `n` reports, as far as its input's type tells (rank must be known).
 std::optional<std::vector<Dim>> ShapeDims(const Node& n) {
@@ -346,14 +143,14 @@ class ConstantFoldingPass final : public Pass {
     bool all_static = true;
     int64_t largest = 0;
     for (int i = 0; i < n->num_outputs(); ++i) {
-      std::optional<int64_t> b = StaticBytes(*n, i);
+      std::optional<int64_t> b = fold::StaticOutputBytes(*n, i);
       if (!b) {
         all_static = false;
         break;
       }
       largest = std::max(largest, *b);
     }
-    if (!all_static) largest = BoundOutputBytes(*n, info, ins);
+    if (!all_static) largest = fold::BoundOutputBytes(*n, info, ins);
     if (largest > ctx.fold_limit_bytes) {
       Count("skipped: over size limit");
       return false;

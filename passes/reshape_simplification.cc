@@ -1,6 +1,7 @@
-// reshape-simplification: collapses chains of shape-only ops (Reshape, Unsqueeze,
-// Squeeze, Flatten — they never move data, only reinterpret its shape), which exporters
-// emit in runs (BERT's Reshape->Transpose->Reshape heads, Unsqueeze chains on masks).
+// reshape-simplification: collapses chains of shape-only ops (the catalogue's kReshape
+// views: Reshape, Unsqueeze, Squeeze, Flatten — they never move data, only reinterpret
+// its shape), which exporters emit in runs (BERT's Reshape->Transpose->Reshape heads,
+// Unsqueeze chains on masks).
 // Rules, looking upwards from each such node B whose data input comes from another one A
 // that has no other user and is not a graph output:
 //   - B = Reshape(A(x), s) with s a constant without 0 entries (or allowzero=1): B reads
@@ -40,8 +41,10 @@ using rewrite::IsOp;
 using rewrite::IsSingleUseNode;
 using rewrite::UnionProvenance;
 
+// The catalogue's kReshape views (Reshape, Unsqueeze, Squeeze, Flatten).
 bool IsShapeOnly(const Node* n) {
-  return IsOp(n, "Reshape") || IsOp(n, "Unsqueeze") || IsOp(n, "Squeeze") || IsOp(n, "Flatten");
+  const OpInfo* info = n ? FindOp(n->domain(), n->op()) : nullptr;
+  return info != nullptr && info->view == ViewKind::kReshape;
 }
 
 // The integers of a Constant integer tensor (any integer dtype) of rank <= 1.

@@ -28,8 +28,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kiln/ir/dim_expr.h"
 #include "kiln/support/status.h"
-#include "passes/dim_expr.h"
 #include "passes/passes.h"
 #include "passes/shape_inference_internal.h"
 
@@ -115,10 +115,6 @@ using shape_inference::Contents;
 using shape_inference::ContentsMap;
 using shape_inference::RuleContext;
 using shape_inference::ShapeRule;
-
-bool IsPlainSymbol(const Dim& d) {
-  return d.is_symbol() && DimExpr::Symbol(d.symbol()).has_value();
-}
 
 std::string DimsText(const std::vector<int64_t>& dims) { return absl::StrJoin(dims, "x"); }
 

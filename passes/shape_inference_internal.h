@@ -14,8 +14,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "kiln/ir/dim_expr.h"
 #include "kiln/ir/graph.h"
-#include "passes/dim_expr.h"
 
 namespace kiln::shape_inference {
 

@@ -12,8 +12,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "kiln/ir/dim_expr.h"
 #include "kiln/support/status.h"
-#include "passes/dim_expr.h"
 #include "passes/shape_inference_internal.h"
 
 namespace kiln::shape_inference {

@@ -2,7 +2,8 @@
 // stored transposed, NCHW<->NHWC round trips, attention head permutes undone later).
 // Rules, each looking upwards from a Transpose T with permutation q (out.dim[j] =
 // in.dim[q[j]]; no `perm` means reversed dims):
-//   - identity q: T is dropped ("removed identity transposes").
+//   - identity q: T is dropped ("removed identity transposes"; the form and the perm rules
+//     are passes/no_ops.h's, which DCE removes too).
 //   - T(T1(x, p), q): the composition is c[j] = p[q[j]]. c == identity -> x, whatever
 //     else uses T1 ("cancelled pairs"). Otherwise T reads x with perm c, but only when T1
 //     has no other user, so the graph never grows ("composed").
@@ -29,6 +30,7 @@
 #include "kiln/reference/executor.h"
 #include "kiln/support/status.h"
 #include "passes/live_nodes.h"
+#include "passes/no_ops.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -43,37 +45,6 @@ using Perm = std::vector<int64_t>;
 using rewrite::IsOp;
 using rewrite::IsSingleUseNode;
 using rewrite::UnionProvenance;
-
-bool IsPermutation(const Perm& p) {
-  std::vector<bool> seen(p.size(), false);
-  for (int64_t v : p) {
-    if (v < 0 || v >= static_cast<int64_t>(p.size()) || seen[v]) return false;
-    seen[v] = true;
-  }
-  return true;
-}
-
-bool IsIdentity(const Perm& p) {
-  for (size_t i = 0; i < p.size(); ++i)
-    if (p[i] != static_cast<int64_t>(i)) return false;
-  return true;
-}
-
-// The transpose's permutation, validated against the input rank when that is known.
-std::optional<Perm> GetPerm(const Node* t) {
-  const int in_rank = t->input(0) ? t->input(0).type().rank() : -1;
-  Perm p;
-  if (const Perm* attr = t->attr_ints("perm")) {
-    p = *attr;
-  } else {
-    const int r = in_rank >= 0 ? in_rank : t->output_info(0).type.rank();
-    if (r < 0) return std::nullopt;
-    for (int i = r - 1; i >= 0; --i) p.push_back(i);
-  }
-  if (!IsPermutation(p)) return std::nullopt;
-  if (in_rank >= 0 && in_rank != static_cast<int>(p.size())) return std::nullopt;
-  return p;
-}
 
 Perm Inverse(const Perm& p) {
   Perm inv(p.size());
@@ -133,10 +104,10 @@ class TransposeEliminationPass final : public Pass {
  private:
   absl::StatusOr<bool> Visit(Graph& g, Node* t) {
     if (t->num_inputs() != 1 || !t->input(0) || t->num_outputs() != 1) return false;
-    std::optional<Perm> q = GetPerm(t);
+    std::optional<Perm> q = noop::TransposePerm(*t);
     if (!q) return false;
     Value x = t->input(0);
-    if (IsIdentity(*q)) {
+    if (noop::IsIdentityPerm(*q)) {
       KILN_RETURN_IF_ERROR(Replace(g, t, x));
       Count("removed identity transposes");
       return true;
@@ -151,11 +122,11 @@ class TransposeEliminationPass final : public Pass {
   // are elementwise nodes between T1 and T, already checked by SinkThroughElementwise.
   absl::StatusOr<bool> Compose(Graph& g, Node* t, const Perm& q, Node* t1,
                                const std::vector<std::pair<Node*, int>>& chain) {
-    std::optional<Perm> p = GetPerm(t1);
+    std::optional<Perm> p = noop::TransposePerm(*t1);
     if (!p || p->size() != q.size() || !t1->input(0)) return false;
     Perm c(q.size());
     for (size_t j = 0; j < q.size(); ++j) c[j] = (*p)[q[j]];
-    const bool cancels = IsIdentity(c);
+    const bool cancels = noop::IsIdentityPerm(c);
     if ((!chain.empty() || !cancels) && !IsSingleUseNode(g, t1)) return false;
     const int t1_id = t1->id();
     const Value x = t1->input(0);

@@ -13,11 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compiler/lower.h"
+#include "compiler/padding.h"
+#include "kiln/ir/dim_expr.h"
 #include "kiln/ir/verifier.h"
 #include "kiln/kiln.h"
 #include "kiln/onnx/importer.h"
@@ -39,37 +40,6 @@ std::vector<int64_t> SortedUnique(std::vector<int64_t> v) {
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
   return v;
-}
-
-bool IsIdentStart(char c) { return absl::ascii_isalpha(c) || c == '_'; }
-bool IsIdentChar(char c) { return absl::ascii_isalnum(c) || c == '_'; }
-
-// A symbol dim that is one identifier (not an expression such as "2*sequence").
-bool IsPlainSymbol(const Dim& d) {
-  if (!d.is_symbol() || !IsIdentStart(d.symbol()[0])) return false;
-  return std::all_of(d.symbol().begin(), d.symbol().end(), IsIdentChar);
-}
-
-// The identifiers a symbolic dim mentions ("2*batch*sequence" -> batch, sequence).
-std::set<std::string> SymbolsOf(const Dim& d) {
-  std::set<std::string> out;
-  if (!d.is_symbol()) return out;
-  const std::string& s = d.symbol();
-  for (size_t i = 0; i < s.size();) {
-    if (!IsIdentStart(s[i])) {
-      // Skip numbers whole so "2e" style tokens never start an identifier mid-number.
-      if (absl::ascii_isdigit(s[i]))
-        while (i < s.size() && IsIdentChar(s[i])) ++i;
-      else
-        ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < s.size() && IsIdentChar(s[j])) ++j;
-    out.insert(s.substr(i, j - i));
-    i = j;
-  }
-  return out;
 }
 
 absl::Status ValidateOptions(const CompileOptions& o) {
@@ -200,117 +170,6 @@ PlanTensorSig OutputSig(const GraphOutput& out) {
   return sig;
 }
 
-// True when `node` (a Reduce* op in its opset-21 form: axes as input 1) may reduce over a
-// dim of its data input that is `sym`. Axes that are not a constant count as "may".
-bool ReducesOverSymbol(const Node& node, const std::string& sym) {
-  const Type& t = node.input(0).type();
-  if (!t.shape) return true;
-  std::vector<int64_t> axes;
-  if (node.num_inputs() > 1 && node.input(1)) {
-    const Tensor* c = node.input(1).node->constant_value();
-    if (c == nullptr) return true;
-    for (int64_t i = 0; i < c->NumElements(); ++i) axes.push_back(c->GetAsInt64(i));
-  }
-  const int rank = static_cast<int>(t.shape->size());
-  if (axes.empty()) {
-    if (node.attr_int_or("noop_with_empty_axes", 0) != 0) return false;
-    for (int i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  for (int64_t axis : axes) {
-    const int64_t a = axis < 0 ? axis + rank : axis;
-    if (a < 0 || a >= rank) return true;
-    const Dim& d = (*t.shape)[a];
-    if (d.is_unknown() || (d.is_symbol() && d.symbol() == sym)) return true;
-  }
-  return false;
-}
-
-// The nodes that read, directly or through other nodes, the graph input `in`.
-std::set<const Node*> ReachedFrom(const Node* in) {
-  std::set<const Node*> seen;
-  std::vector<const Node*> work{in};
-  while (!work.empty()) {
-    const Node* n = work.back();
-    work.pop_back();
-    for (int o = 0; o < n->num_outputs(); ++o)
-      for (const Use& u : n->output_info(o).uses)
-        if (seen.insert(u.user).second) work.push_back(u.user);
-  }
-  return seen;
-}
-
-// The sequence case of docs/plan-kernels.md, Padding: zero padding of `sym` is invisible to
-// the unpadded outputs when an integer "mask" input (1 keep, 0 pad: the Hugging Face
-// convention) has `sym` in a non-leading dim and every op of the optimized graph that mixes
-// positions honours it: each fused attention is causal (right padding is never seen by an
-// earlier query) or takes its mask from that input; each mean pooling too; no unfused
-// Softmax is left (its masking cannot be checked) and no reduction runs over `sym`.
-bool SequencePaddable(const Graph& g, const std::string& sym) {
-  for (const auto& node : g.nodes()) {
-    const Node* n = node.get();
-    if (n->domain().empty() && (n->op() == "Softmax" || n->op() == "LogSoftmax")) return false;
-    if (n->domain().empty() && n->op().rfind("Reduce", 0) == 0 && ReducesOverSymbol(*n, sym))
-      return false;
-  }
-  for (const Node* in : g.inputs()) {
-    const Type& t = in->output_info(0).type;
-    if (absl::AsciiStrToLower(in->output_info(0).name).find("mask") == std::string::npos ||
-        !IsInteger(t.dtype) || !t.shape)
-      continue;
-    bool non_leading = false;
-    for (size_t d = 1; d < t.shape->size(); ++d)
-      non_leading |= (*t.shape)[d].is_symbol() && (*t.shape)[d].symbol() == sym;
-    if (!non_leading) continue;
-    const std::set<const Node*> reached = ReachedFrom(in);
-    auto mask_from_input = [&](const Node* n) {
-      return n->num_inputs() > 1 && n->input(1) &&
-             (n->input(1).node == in || reached.count(n->input(1).node));
-    };
-    bool consumed = false, all_honour = true;
-    for (const auto& node : g.nodes()) {
-    const Node* n = node.get();
-      if (n->domain() != "kiln") continue;
-      if (n->op() == "MultiHeadAttention") {
-        const bool ok = mask_from_input(n);
-        consumed |= ok;
-        all_honour &= ok || n->attr_int_or("causal", 0) != 0;
-      } else if (n->op() == "Pool") {
-        const std::string* mode = n->attr_string("mode");
-        const bool cls = mode != nullptr && *mode == "cls";
-        const bool ok = mask_from_input(n);
-        consumed |= ok;
-        all_honour &= ok || cls;
-      }
-    }
-    if (consumed && all_honour) return true;
-  }
-  return false;
-}
-
-// docs/plan-kernels.md, Padding: the sequence case (SequencePaddable), the batch case (dim 0
-// of every input and output), and no output dim is an expression over the symbol.
-std::vector<std::string> PaddableSymbols(const Plan& plan, const Graph& g,
-                                         const std::set<std::string>& symbols) {
-  std::vector<std::string> out;
-  for (const std::string& sym : symbols) {
-    bool over_expression = false;
-    for (const PlanTensorSig& o : plan.outputs)
-      for (const Dim& d : o.dims)
-        if (d.is_symbol() && !IsPlainSymbol(d) && (SymbolsOf(d).count(sym) || d.symbol() == "?"))
-          over_expression = true;
-    if (over_expression) continue;
-    auto dim0_is_sym = [&](const std::vector<PlanTensorSig>& sigs) {
-      for (const PlanTensorSig& s : sigs)
-        if (s.dims.empty() || !s.dims[0].is_symbol() || s.dims[0].symbol() != sym) return false;
-      return true;
-    };
-    const bool batch_case =
-        !plan.inputs.empty() && dim0_is_sym(plan.inputs) && dim0_is_sym(plan.outputs);
-    if (batch_case || SequencePaddable(g, sym)) out.push_back(sym);
-  }
-  return out;
-}
-
 // The buckets' bindings: the cartesian product of the profile values, in ascending
 // lexicographic order over the sorted symbol names (the last symbol varies fastest).
 std::vector<std::map<std::string, int64_t>> Buckets(
@@ -433,8 +292,15 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
   std::vector<std::string> input_names;
   for (const Node* in : graph->inputs()) {
     KILN_ASSIGN_OR_RETURN(PlanTensorSig sig, InputSig(*in));
-    for (const Dim& d : sig.dims)
-      for (const std::string& sym : SymbolsOf(d)) {
+    for (const Dim& d : sig.dims) {
+      const std::optional<std::set<std::string>> syms = SymbolsOfDim(d);
+      if (!syms)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "graph input '", sig.name, "' has symbolic dim '", d.ToString(), "' (",
+            in->output_info(0).type.ToString(),
+            "), which is not an expression kiln can bind (symbols, integers, + - * and / by "
+            "an integer)"));
+      for (const std::string& sym : *syms) {
         if (!options.profile.count(sym))
           return absl::InvalidArgumentError(absl::StrCat(
               "graph input '", sig.name, "' has symbolic dim '", sym, "' (",
@@ -442,6 +308,7 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
               "=N or --profile ", sym, "=a:b"));
         symbols.insert(sym);
       }
+    }
     input_names.push_back(sig.name);
     plan.inputs.push_back(std::move(sig));
   }
@@ -453,7 +320,7 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
                                        : absl::StrCat("symbols: ", absl::StrJoin(symbols, ", ")),
                        ")"));
   for (const GraphOutput& out : graph->outputs()) plan.outputs.push_back(OutputSig(out));
-  plan.paddable_symbols = PaddableSymbols(plan, *graph, symbols);
+  plan.paddable_symbols = compiler::PaddableSymbols(plan, *graph, symbols);
 
   // One bucket per profile point: specialize, re-optimize, lower.
   compiler::WeightTable weights;

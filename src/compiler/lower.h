@@ -86,7 +86,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target = Plan
 // cumsum, reduce, matmul).
 std::optional<KernelChoice> ChooseCudaStandardKernel(const Node& n, std::string* why_not);
 
-// True for the ops that lower to no step (their output shares the input's storage).
+// True for the catalogue's views (OpInfo::view: Identity, Reshape, Squeeze, Unsqueeze,
+// Flatten): they lower to no step, their output shares the input's storage.
 bool IsAliasOp(const Node& n);
 
 // The "ref" step's `node` parameter: IR text of a graph with one static Input per

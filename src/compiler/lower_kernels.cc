@@ -270,10 +270,8 @@ std::optional<KernelChoice> Softmax(const Node& n, PlanTarget t) {
 }  // namespace
 
 bool IsAliasOp(const Node& n) {
-  if (!n.domain().empty() || n.num_outputs() != 1 || !Present(n, 0)) return false;
-  const std::string& op = n.op();
-  return op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten" ||
-         op == "Identity";
+  if (n.num_outputs() != 1 || !Present(n, 0)) return false;
+  return IsView(FindOp(n.domain(), n.op()));
 }
 
 std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target,

@@ -1,6 +1,7 @@
-// The op catalogue: every op kiln knows, with arity and traits. Adding an op: add a row
-// here, a reference kernel in src/reference/, and shape rules when passes need them
-// (docs/adding-an-op.md).
+// The op catalogue: every op kiln knows, with arity, traits and the per-op facts passes
+// and lowering ask instead of keeping op-name lists (include/kiln/ir/ops.h). Adding an op:
+// add a row here, a reference kernel in src/reference/, and shape rules when passes need
+// them (docs/adding-an-op.md).
 #include "kiln/ir/ops.h"
 
 #include "absl/container/flat_hash_map.h"
@@ -12,6 +13,22 @@ constexpr unsigned kEw = kPure | kElementwise;
 constexpr unsigned kBin = kPure | kElementwise | kBroadcasting;
 constexpr unsigned kBinC = kBin | kCommutative;
 constexpr unsigned kLay = kPure | kLayoutOnly;
+
+// Row modifiers, for the facts most ops leave at their defaults.
+OpInfo View(ViewKind kind, OpInfo info) {
+  info.view = kind;
+  return info;
+}
+
+OpInfo Grows(OpInfo info) {
+  info.grows = true;
+  return info;
+}
+
+OpInfo Mixes(PositionMixing mixing, OpInfo info) {
+  info.mixing = mixing;
+  return info;
+}
 
 const std::vector<OpInfo>& Table() {
   static const auto* table = new std::vector<OpInfo>{
@@ -31,7 +48,7 @@ const std::vector<OpInfo>& Table() {
       {"", "Abs", 1, 1, 1, 1, kEw},
       {"", "Not", 1, 1, 1, 1, kEw},
       {"", "Cast", 1, 1, 1, 1, kEw},
-      {"", "Identity", 1, 1, 1, 1, kLay},
+      View(ViewKind::kSame, {"", "Identity", 1, 1, 1, 1, kLay}),
       {"", "Dropout", 1, 3, 1, 2, kPure},
       {"", "Gelu", 1, 1, 1, 1, kEw, 20},
       {"", "Clip", 1, 3, 1, 1, kEw},
@@ -86,55 +103,67 @@ const std::vector<OpInfo>& Table() {
       {"", "PRelu", 2, 2, 1, 1, kBin},
       {"", "CastLike", 2, 2, 1, 1, kPure, 15},
       // Linear algebra and normalization
-      {"", "MatMul", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"", "Gemm", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"", "Softmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"", "LogSoftmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower},
+      Grows({"", "MatMul", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
+      Grows({"", "Gemm", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
+      Mixes(PositionMixing::kNormalizesAxis,
+            {"", "Softmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
+      Mixes(PositionMixing::kNormalizesAxis,
+            {"", "LogSoftmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
       {"", "LayerNormalization", 2, 3, 1, 3, kPure, 17, PrecisionPolicy::kLower},
       // Reductions and scans
-      {"", "ReduceMean", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceMax", 1, 2, 1, 1, kPure},
-      {"", "ReduceMin", 1, 2, 1, 1, kPure},
-      {"", "ReduceProd", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceL1", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceL2", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceSumSquare", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceLogSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ReduceLogSumExp", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
-      {"", "ArgMax", 1, 1, 1, 1, kPure},
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceMean", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes, Grows({"", "ReduceMax", 1, 2, 1, 1, kPure})),
+      Mixes(PositionMixing::kReducesAxes, Grows({"", "ReduceMin", 1, 2, 1, 1, kPure})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceProd", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceL1", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceL2", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceSumSquare", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceLogSum", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Mixes(PositionMixing::kReducesAxes,
+            Grows({"", "ReduceLogSumExp", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
+      Grows({"", "ArgMax", 1, 1, 1, 1, kPure}),
       {"", "CumSum", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
       // Data movement and shapes
-      {"", "Gather", 2, 2, 1, 1, kPure},
+      Grows({"", "Gather", 2, 2, 1, 1, kPure}),
       {"", "Slice", 3, 5, 1, 1, kLay},
       {"", "Concat", 1, -1, 1, 1, kLay},
       {"", "Split", 1, 2, 1, -1, kLay},
-      {"", "Reshape", 2, 2, 1, 1, kLay},
+      View(ViewKind::kReshape, {"", "Reshape", 2, 2, 1, 1, kLay}),
       {"", "Transpose", 1, 1, 1, 1, kLay},
-      {"", "Unsqueeze", 2, 2, 1, 1, kLay},
-      {"", "Squeeze", 1, 2, 1, 1, kLay},
-      {"", "Expand", 2, 2, 1, 1, kLay},
-      {"", "Flatten", 1, 1, 1, 1, kLay},
-      {"", "Shape", 1, 1, 1, 1, kPure},
-      {"", "ConstantOfShape", 1, 1, 1, 1, kPure},
-      {"", "Range", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
+      View(ViewKind::kReshape, {"", "Unsqueeze", 2, 2, 1, 1, kLay}),
+      View(ViewKind::kReshape, {"", "Squeeze", 1, 2, 1, 1, kLay}),
+      Grows({"", "Expand", 2, 2, 1, 1, kLay}),
+      View(ViewKind::kReshape, {"", "Flatten", 1, 1, 1, 1, kLay}),
+      Grows({"", "Shape", 1, 1, 1, 1, kPure}),
+      Grows({"", "ConstantOfShape", 1, 1, 1, 1, kPure}),
+      Grows({"", "Range", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
       {"", "Trilu", 1, 2, 1, 1, kPure, 14},
-      {"", "Tile", 2, 2, 1, 1, kLay},
-      {"", "Pad", 2, 4, 1, 1, kPure},
+      Grows({"", "Tile", 2, 2, 1, 1, kLay}),
+      Grows({"", "Pad", 2, 4, 1, 1, kPure}),
       {"", "GatherElements", 2, 2, 1, 1, kPure},
-      {"", "GatherND", 2, 2, 1, 1, kPure},
+      Grows({"", "GatherND", 2, 2, 1, 1, kPure}),
       {"", "ScatterND", 3, 3, 1, 1, kPure},
-      {"", "OneHot", 3, 3, 1, 1, kPure},
-      {"", "NonZero", 1, 1, 1, 1, kPure},
+      Grows({"", "OneHot", 3, 3, 1, 1, kPure}),
+      Grows({"", "NonZero", 1, 1, 1, 1, kPure}),
       {"", "Size", 1, 1, 1, 1, kPure},
       {"", "TopK", 2, 2, 2, 2, kPure},
       // kiln's fused ops (domain "kiln", version 1; docs/fused-ops.md)
-      {"kiln", "Linear", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower},
+      Grows({"kiln", "Linear", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
       {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure, 0, PrecisionPolicy::kLower},
       {"kiln", "RMSNorm", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"kiln", "MultiHeadAttention", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1},
-      {"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower},
-      {"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1},
+      Mixes(PositionMixing::kMaskedOrCausal,
+            {"kiln", "MultiHeadAttention", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
+      Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower}),
+      Mixes(PositionMixing::kMaskedOrFirst,
+            Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1})),
   };
   return *table;
 }

@@ -3,6 +3,7 @@
 // An op is known to kiln iff it is registered here; the importer rejects the others.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,31 @@ enum class PrecisionPolicy : uint8_t {
              // reductions, CumSum): stays f32, 16-bit inputs are cast up
 };
 
+// How an op's output relates to the bytes of its data input (input 0). Lowering gives a
+// view no step and no buffer of its own: its output aliases the input's bytes
+// (src/compiler/lower.cc); reshape-simplification composes chains of kReshape views.
+enum class ViewKind : uint8_t {
+  kNone,     // computes or moves data — the default
+  kSame,     // output = input 0, same shape (Identity)
+  kReshape,  // output = input 0's elements in the same row-major order, under a new shape
+             // (Reshape, Squeeze, Unsqueeze, Flatten)
+};
+
+// How an op combines values across positions of a dim, for the padding analysis
+// (src/compiler/padding.cc: may zero padding of a symbol reach an unpadded output?).
+enum class PositionMixing : uint8_t {
+  kNone,            // not a concern of the analysis — the default: the op keeps sequence
+                    // positions apart or mixes them only along dims padding never touches
+                    // (elementwise, GEMMs, norms over the hidden axis)
+  kNormalizesAxis,  // Softmax, LogSoftmax: every output of the axis reads every position,
+                    // and no mask is visible to check
+  kReducesAxes,     // Reduce*: mixes over the axes of input 1 (all when omitted)
+  kMaskedOrCausal,  // kiln.MultiHeadAttention: honours the mask at input 1, or is causal
+                    // (`causal` != 0: no query sees a later, padded key)
+  kMaskedOrFirst,   // kiln.Pool: honours the mask at input 1, or reads position 0 only
+                    // (mode "cls")
+};
+
 struct OpInfo {
   std::string_view domain;  // "" for the ONNX default domain
   std::string_view name;
@@ -43,11 +69,19 @@ struct OpInfo {
   // kLower ops: inputs (bit i = input i) that stay f32 (attention's additive mask: its
   // large negative values do not fit fp16).
   unsigned f32_inputs = 0;
+  ViewKind view = ViewKind::kNone;
+  // Outputs may hold more elements than the inputs together (Tile, Pad, Expand, MatMul, a
+  // reduction of an empty axis, ...) other than by broadcasting (kBroadcasting): constant
+  // folding bounds such an op's output by a rule of its own (passes/fold_bounds.cc)
+  // before evaluating it under the size limit.
+  bool grows = false;
+  PositionMixing mixing = PositionMixing::kNone;
 };
 
 // nullptr if the op is not in the catalogue.
 const OpInfo* FindOp(std::string_view domain, std::string_view name);
 inline bool HasTrait(const OpInfo* info, OpTrait t) { return info && (info->traits & t); }
+inline bool IsView(const OpInfo* info) { return info && info->view != ViewKind::kNone; }
 const std::vector<OpInfo>& AllOps();
 
 // Default-domain opsets the importer accepts.

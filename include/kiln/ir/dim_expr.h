@@ -1,4 +1,4 @@
-// Symbolic dimension arithmetic for shape inference. A DimExpr is a small polynomial with
+// Symbolic dimension arithmetic for shape inference and the compiler's symbol binding. A DimExpr is a small polynomial with
 // int64 coefficients over atoms; an atom is a symbol (an identifier such as `batch`) or a
 // floor quotient of a polynomial by a positive constant. Its canonical text is what a
 // symbolic Dim stores, so equal expressions give equal Dims and the IR text round-trips:
@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,9 @@ class DimExpr {
   // All coefficients (constant included) >= 0: the value is >= 0 whatever the symbols.
   bool NonNegative() const;
   bool has_opaque() const;
+  // The symbols the expression mentions, quotients included ("(batch*sequence)/4" ->
+  // batch, sequence); opaque atoms are not symbols.
+  std::set<std::string> Symbols() const;
 
   std::string ToString() const;
   // Known for constants >= 0; a symbol with the canonical text otherwise; unknown when
@@ -117,5 +121,11 @@ bool DimEq(const Dim& a, const Dim& b);
 Dim CanonicalDim(const Dim& d);
 // Replaces symbol values inside a dim; dims that do not parse are returned unchanged.
 Dim SubstituteDim(const Dim& d, const std::map<std::string, int64_t>& values);
+// True when `d` is a symbol that is one identifier (`batch`), not an expression.
+bool IsPlainSymbol(const Dim& d);
+// The symbols a dim mentions: none for a known dim, those of its expression for a symbol
+// ("2*batch*sequence" -> batch, sequence); nullopt for an unknown dim or a symbol that is
+// not an expression (it cannot be bound by symbol values).
+std::optional<std::set<std::string>> SymbolsOfDim(const Dim& d);
 
 }  // namespace kiln

@@ -1,8 +1,11 @@
 // Unit tests of the symbolic dim arithmetic: canonical forms, simplification, floor
 // semantics, limits (too complex -> unknown), and the IR text round-trip of expression dims.
-#include "passes/dim_expr.h"
+#include "kiln/ir/dim_expr.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
+#include <string>
 
 #include "kiln/ir/text.h"
 
@@ -115,6 +118,26 @@ TEST(DimExprTest, TooComplexBecomesUnknown) {
   Dim d = S("a");
   for (int i = 0; i < 10; ++i) d = DimMul(d, S(std::string(12, static_cast<char>('b' + i))));
   EXPECT_TRUE(d.is_unknown());
+}
+
+TEST(DimExprTest, SymbolsOfExpressions) {
+  using Set = std::set<std::string>;
+  EXPECT_EQ(P("2*batch*sequence").Symbols(), (Set{"batch", "sequence"}));
+  EXPECT_EQ(P("(batch*sequence)/4+x1").Symbols(), (Set{"batch", "sequence", "x1"}));
+  EXPECT_EQ(P("7").Symbols(), Set{});
+  EXPECT_EQ(DimExpr::Opaque(3).Symbols(), Set{});
+  // Dims: known -> none; a symbol -> its expression's; unknown, opaque or not an
+  // expression -> nullopt (the compiler then refuses to bind it).
+  EXPECT_EQ(SymbolsOfDim(K(4)), Set{});
+  EXPECT_EQ(SymbolsOfDim(S("batch")), Set{"batch"});
+  EXPECT_EQ(SymbolsOfDim(S("2*(sequence+1)/4*batch")), (Set{"batch", "sequence"}));
+  EXPECT_EQ(SymbolsOfDim(Dim()), std::nullopt);
+  EXPECT_EQ(SymbolsOfDim(S("?")), std::nullopt);
+  EXPECT_EQ(SymbolsOfDim(S("batch size")), std::nullopt);
+  EXPECT_TRUE(IsPlainSymbol(S("batch_1")));
+  EXPECT_FALSE(IsPlainSymbol(S("2*batch")));
+  EXPECT_FALSE(IsPlainSymbol(S("1x")));
+  EXPECT_FALSE(IsPlainSymbol(K(1)));
 }
 
 TEST(DimExprTest, ExpressionDimsRoundTripThroughIrText) {

@@ -1,6 +1,6 @@
 // Symbolic dimension arithmetic (see dim_expr.h for the canonical form and its limits).
 // Polynomials are kept normalized after every operation, so equality is structural.
-#include "passes/dim_expr.h"
+#include "kiln/ir/dim_expr.h"
 
 #include <algorithm>
 #include <numeric>
@@ -374,6 +374,19 @@ std::optional<DimExpr> DimExpr::SubstituteAtom(const std::string& atom,
   return num ? FloorDiv(*num, split->second) : std::nullopt;
 }
 
+std::set<std::string> DimExpr::Symbols() const {
+  std::set<std::string> out;
+  for (const Term& t : terms_)
+    for (const std::string& atom : t.atoms) {
+      if (IsIdent(atom)) {
+        out.insert(atom);
+      } else if (!IsOpaqueAtom(atom)) {
+        if (auto split = SplitQuotient(atom)) out.merge(split->first.Symbols());
+      }
+    }
+  return out;
+}
+
 std::optional<DimExpr> DimExpr::Substitute(const std::map<std::string, int64_t>& values) const {
   DimExpr sum;
   for (const Term& t : terms_) {
@@ -459,6 +472,15 @@ Dim SubstituteDim(const Dim& d, const std::map<std::string, int64_t>& values) {
   if (!s) return d;
   if (*s == *e) return d;
   return s->ToDim();
+}
+
+bool IsPlainSymbol(const Dim& d) { return d.is_symbol() && IsIdent(d.symbol()); }
+
+std::optional<std::set<std::string>> SymbolsOfDim(const Dim& d) {
+  if (d.is_known()) return std::set<std::string>{};
+  std::optional<DimExpr> e = DimExpr::FromDim(d);
+  if (!e || e->has_opaque()) return std::nullopt;
+  return e->Symbols();
 }
 
 }  // namespace kiln

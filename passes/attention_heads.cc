@@ -1,0 +1,168 @@
+// Attention matcher, head paths: from an attention MatMul operand back through the head
+// split (Transpose + Reshape, scalar Muls anywhere on the Q and K paths) to the [B, S, H]
+// projection, and the heads / head size the split Reshape implies (attention_match.h).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "passes/attention_match_internal.h"
+#include "passes/attention_shape.h"
+#include "passes/rewrite_util.h"
+
+namespace kiln::attention::internal {
+
+using rewrite::ConstantOf;
+using rewrite::IsOp;
+using rewrite::ProducerIs;
+
+namespace {
+
+bool ScalarShaped(Value v) {
+  if (const Tensor* t = ConstantOf(v)) return t->NumElements() == 1;
+  const std::vector<Dim>* s = ShapeOf(v);
+  if (s == nullptr) return false;
+  for (const Dim& d : *s)
+    if (!(d.is_known() && d.value() == 1)) return false;
+  return true;
+}
+
+// Skips Mul/Div by a scalar on a Q/K path; a non-constant scalar is an issue.
+Value SkipScales(Value v, HeadPath& p, std::string* issue) {
+  for (int i = 0; i < 4 && v; ++i) {
+    std::optional<double> f;
+    std::optional<int> data = ScaleOperand(v.node, &f);
+    if (!data) break;
+    if (!f && issue->empty())
+      *issue = absl::StrFormat("the attention scale (%s) is computed at run time and did not "
+                               "fold to a constant (give static shapes, --shape)",
+                               Name(v.node));
+    p.nodes.push_back(v.node);
+    p.scale_ops.push_back(v.node);
+    p.scale *= f.value_or(1.0);
+    v = v.node->input(*data);
+  }
+  return v;
+}
+
+}  // namespace
+
+const std::vector<Dim>* ShapeOf(Value v) {
+  if (!v) return nullptr;
+  const Type& t = v.type();
+  return t.shape ? &*t.shape : nullptr;
+}
+
+std::optional<int> ScaleOperand(const Node* n, std::optional<double>* factor) {
+  if (n == nullptr || n->num_inputs() != 2 || !n->input(0) || !n->input(1)) return std::nullopt;
+  const bool mul = IsOp(n, "Mul"), div = IsOp(n, "Div");
+  if (!mul && !div) return std::nullopt;
+  int data = -1;
+  if (ScalarShaped(n->input(1)) && !ScalarShaped(n->input(0))) data = 0;
+  else if (mul && ScalarShaped(n->input(0)) && !ScalarShaped(n->input(1))) data = 1;
+  if (data < 0) return std::nullopt;
+  const Tensor* c = ConstantOf(n->input(1 - data));
+  if (c != nullptr && IsFloat(c->dtype())) {
+    const double v = c->GetAsDouble(0);
+    *factor = div ? 1.0 / v : v;
+  } else {
+    *factor = std::nullopt;
+  }
+  return data;
+}
+
+bool PermIs(const Node* t, std::vector<int64_t> perm) {
+  const std::vector<int64_t>* p = t->attr_ints("perm");
+  return p != nullptr && *p == perm;
+}
+
+std::string Name(const Node* n) {
+  return n->provenance().empty() ? absl::StrCat(n->op(), " #", n->id()) : n->provenance()[0];
+}
+
+int64_t LastDim(Value v) {
+  const std::vector<Dim>* s = ShapeOf(v);
+  return s && !s->empty() && s->back().is_known() ? s->back().value() : -1;
+}
+
+std::string AnalyzeSplit(HeadPath& p, const char* which) {
+  const Node* r = p.reshape;
+  const std::vector<Dim>* in = ShapeOf(r->input(0));
+  const std::vector<Dim>* out = ShapeOf(p.reshape->output(0));
+  if ((in && in->size() != 3) || (out && out->size() != 4))
+    return absl::StrFormat("the %s head split reshapes %s to %s; expected [B, S, H] -> "
+                           "[B, S, N, D]",
+                           which, in ? DimsString(*in) : "?", out ? DimsString(*out) : "?");
+  std::vector<Value> same_bs = {r->input(0), p.proj};
+  if (Value src = ProjectionInput(p.proj)) same_bs.push_back(src);
+  if (!KeepsBatchAndSequence(r, same_bs))
+    return absl::StrFormat("the %s head split Reshape does not provably keep the [batch, "
+                           "sequence] dims of its input",
+                           which);
+  std::optional<std::vector<ShapeElem>> target = DescribeShape(r->input(1));
+  int64_t n = -1, d = -1;
+  if (target && target->size() == 4) {
+    const ShapeElem& en = (*target)[2];
+    const ShapeElem& ed = (*target)[3];
+    if (en.kind == ShapeElem::kConst) n = en.value;
+    if (ed.kind == ShapeElem::kConst) d = ed.value;
+  }
+  if (out && out->size() == 4) {
+    if (n <= 0 && (*out)[2].is_known()) n = (*out)[2].value();
+    if (d <= 0 && (*out)[3].is_known()) d = (*out)[3].value();
+  }
+  const int64_t h = LastDim(r->input(0));
+  if (n == -1 && d > 0 && h > 0 && h % d == 0) n = h / d;
+  if (d == -1 && n > 0 && h > 0 && h % n == 0) d = h / n;
+  if (n <= 0 || d <= 0)
+    return absl::StrFormat("the number of heads or the head size of the %s head split is "
+                           "not known",
+                           which);
+  if (h > 0 && n * d != h)
+    return absl::StrFormat("head split inconsistent: %s is split into %d heads of %d but "
+                           "its hidden size is %d",
+                           which, n, d, h);
+  p.heads = n;
+  p.head_dim = d;
+  return "";
+}
+
+bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
+  const bool scaled = kind != PathKind::kV;
+  if (scaled) v = SkipScales(v, p, issue);
+  // Kᵀ: Transpose [0, 2, 3, 1] of the split, or [0, 1, 3, 2] (or the batched form) after
+  // the usual [0, 2, 1, 3].
+  Node* t = ProducerIs(v, "Transpose");
+  std::vector<Node*> via;
+  Value kt;
+  if (kind == PathKind::kK && t && PermIs(t, {0, 1, 3, 2})) {
+    via = {t};
+    kt = t->input(0);
+  } else if (kind == PathKind::kK) {
+    kt = BatchedKeyTranspose(v, &via);
+  }
+  if (kt) {
+    p.nodes.insert(p.nodes.end(), via.begin(), via.end());
+    t = ProducerIs(SkipScales(kt, p, issue), "Transpose");
+    if (t == nullptr || !PermIs(t, {0, 2, 1, 3})) return false;
+  } else if (t == nullptr ||
+             !PermIs(t, kind == PathKind::kK ? std::vector<int64_t>{0, 2, 3, 1}
+                                             : std::vector<int64_t>{0, 2, 1, 3})) {
+    return false;
+  }
+  p.nodes.push_back(t);
+  v = t->input(0);
+  if (scaled) v = SkipScales(v, p, issue);
+  Node* r = ProducerIs(v, "Reshape");
+  if (r == nullptr || r->num_inputs() < 2) return false;
+  p.nodes.push_back(r);
+  p.reshape = r;
+  v = r->input(0);
+  if (scaled) v = SkipScales(v, p, issue);
+  p.proj = v;
+  return true;
+}
+
+}  // namespace kiln::attention::internal

@@ -1,0 +1,303 @@
+// Output-size bounds for constant folding (fold_bounds.h). Each rule bounds the largest
+// output of one op family from its constant inputs and the output element size `elem`
+// (the stored output dtype when known, else 8 bytes).
+#include "passes/fold_bounds.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
+#include "kiln/support/status.h"
+#include "passes/rewrite_util.h"
+
+namespace kiln::fold {
+namespace {
+
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+
+int64_t SatMul(int64_t a, int64_t b) {
+  int64_t r;
+  if (a < 0 || b < 0 || MulOverflows(a, b, &r)) return kUnbounded;
+  return r;
+}
+
+int64_t SatAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (a < 0 || b < 0 || AddOverflows(a, b, &r)) return kUnbounded;
+  return r;
+}
+
+int64_t Product(absl::Span<const int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n = SatMul(n, std::max<int64_t>(d, 0));
+  return n;
+}
+
+// Element count of numpy broadcasting `a` with `b`, saturating; dims that do not
+// broadcast take the larger (the kernel will report the error).
+std::vector<int64_t> BroadcastBound(absl::Span<const int64_t> a, absl::Span<const int64_t> b) {
+  const size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> out(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    out[i] = std::max(x, y);
+  }
+  return out;
+}
+
+// A rule's access to the node's constant inputs: null when omitted or past the end.
+struct In {
+  const std::vector<const Tensor*>& ins;
+  const Tensor* operator()(size_t i) const { return i < ins.size() ? ins[i] : nullptr; }
+};
+
+using BoundRule = int64_t (*)(const Node& n, In in, int64_t elem);
+
+std::string Key(std::string_view domain, std::string_view op) {
+  return std::string(domain) + "::" + std::string(op);
+}
+
+int64_t ConstantOfShapeBound(const Node& n, In in, int64_t elem) {
+  std::optional<std::vector<int64_t>> shape = rewrite::IntList(in(0));
+  if (!shape) return 0;  // the kernel rejects it before allocating
+  const Tensor* v = n.attr_tensor("value");
+  const int64_t es = v ? static_cast<int64_t>(DTypeSize(v->dtype())) : 4;
+  return SatMul(Product(*shape), es);
+}
+
+int64_t ExpandBound(const Node& n, In in, int64_t elem) {
+  std::optional<std::vector<int64_t>> shape = rewrite::IntList(in(1));
+  if (!in(0) || !shape) return 0;
+  return SatMul(Product(BroadcastBound(in(0)->dims(), *shape)),
+                static_cast<int64_t>(DTypeSize(in(0)->dtype())));
+}
+
+int64_t RangeBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || !in(1) || !in(2) || in(0)->NumElements() != 1 || in(1)->NumElements() != 1 ||
+      in(2)->NumElements() != 1)
+    return 0;
+  const double start = in(0)->GetAsDouble(0), limit = in(1)->GetAsDouble(0),
+               delta = in(2)->GetAsDouble(0);
+  if (delta == 0) return 0;
+  const double count = std::ceil((limit - start) / delta);
+  if (!(count < 9e18)) return std::isnan(count) ? 0 : kUnbounded;
+  return SatMul(std::max<int64_t>(static_cast<int64_t>(count) + 1, 0),
+                static_cast<int64_t>(DTypeSize(in(0)->dtype())));
+}
+
+int64_t MatMulBound(const Node& n, In in, int64_t elem) {
+  const std::string& op = n.op();
+  if (!in(0) || !in(1)) return 0;
+  const std::vector<int64_t>& a = in(0)->dims();
+  const std::vector<int64_t>& b = in(1)->dims();
+  if (op == "Gemm") {  // out [M, N] from 2-D A [M,K] (or [K,M]) and B [K,N] (or [N,K])
+    if (a.size() != 2 || b.size() != 2) return 0;
+    const int64_t m = n.attr_int_or("transA", 0) ? a[1] : a[0];
+    const int64_t nn = n.attr_int_or("transB", 0) ? b[0] : b[1];
+    return SatMul(SatMul(m, nn), elem);
+  }
+  if (a.empty() || b.empty()) return 0;
+  const std::vector<int64_t> abatch(a.begin(), a.size() >= 2 ? a.end() - 2 : a.begin());
+  const std::vector<int64_t> bbatch(b.begin(), b.size() >= 2 ? b.end() - 2 : b.begin());
+  const int64_t m = a.size() >= 2 ? a[a.size() - 2] : 1;
+  const int64_t nn = b.size() >= 2 ? b.back() : 1;
+  return SatMul(SatMul(Product(BroadcastBound(abatch, bbatch)), SatMul(m, nn)), elem);
+}
+
+int64_t GatherBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || !in(1)) return 0;
+  return SatMul(SatMul(Product(in(0)->dims()), std::max<int64_t>(in(1)->NumElements(), 1)), elem);
+}
+
+// out[i] = data[i] * repeats[i]
+int64_t TileBound(const Node& n, In in, int64_t elem) {
+  std::optional<std::vector<int64_t>> reps = rewrite::IntList(in(1));
+  if (!in(0) || !reps) return 0;  // the kernel rejects it before allocating
+  return SatMul(SatMul(Product(in(0)->dims()), Product(*reps)), elem);
+}
+
+// out[a] = data[a] + pads_begin[a] + pads_end[a]
+int64_t PadBound(const Node& n, In in, int64_t elem) {
+  std::optional<std::vector<int64_t>> pads = rewrite::IntList(in(1));
+  if (!in(0) || !pads) return 0;
+  std::vector<int64_t> dims = in(0)->dims();
+  const int64_t r = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> axes;
+  if (std::optional<std::vector<int64_t>> a = rewrite::IntList(in(3)); in(3) && a) {
+    axes = *a;
+  } else if (in(3)) {
+    return 0;
+  } else {
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  }
+  const int64_t na = static_cast<int64_t>(axes.size());
+  if (static_cast<int64_t>(pads->size()) != 2 * na) return 0;
+  for (int64_t i = 0; i < na; ++i) {
+    const int64_t ax = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (ax < 0 || ax >= r) return 0;
+    // Negative pads crop; only growth can push the output over the limit.
+    dims[ax] = SatAdd(dims[ax], SatAdd(std::max<int64_t>((*pads)[i], 0),
+                                       std::max<int64_t>((*pads)[na + i], 0)));
+  }
+  return SatMul(Product(dims), elem);
+}
+
+// out = indices dims with depth inserted
+int64_t OneHotBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || !in(1) || in(1)->NumElements() != 1) return 0;
+  const double depth = std::ceil(in(1)->GetAsDouble(0));
+  if (!(depth >= 1)) return 0;  // the kernel rejects it (NaN too)
+  if (!(depth < 9e18)) return kUnbounded;
+  return SatMul(SatMul(Product(in(0)->dims()), static_cast<int64_t>(depth)), elem);
+}
+
+int64_t GatherNDBound(const Node& n, In in, int64_t elem) {
+  // out = indices.dims[:-1] + data.dims[batch_dims + q:], q = indices.dims[-1].
+  if (!in(0) || !in(1) || in(1)->rank() < 1) return 0;
+  const std::vector<int64_t>& d = in(0)->dims();
+  const std::vector<int64_t>& id = in(1)->dims();
+  const int64_t b = n.attr_int_or("batch_dims", 0), q = id.back();
+  if (b < 0 || q < 0 || b > static_cast<int64_t>(d.size()) ||
+      q > static_cast<int64_t>(d.size()) - b)
+    return 0;
+  return SatMul(SatMul(Product(absl::MakeConstSpan(id).first(id.size() - 1)),
+                       Product(absl::MakeConstSpan(d).subspan(static_cast<size_t>(b + q)))),
+                elem);
+}
+
+// [rank, count] of i64
+int64_t NonZeroBound(const Node& n, In in, int64_t elem) {
+  if (!in(0)) return 0;
+  return SatMul(SatMul(std::max<int64_t>(in(0)->rank(), 1), Product(in(0)->dims())), 8);
+}
+
+int64_t ShapeBound(const Node& n, In in, int64_t elem) {
+  if (!in(0)) return 0;
+  return SatMul(in(0)->rank(), 8);
+}
+
+// Reductions keep every unreduced dim, and an empty reduced axis still gives one
+// element: at most the product of the input dims with 0s counted as 1s.
+int64_t ReduceBound(const Node& n, In in, int64_t elem) {
+  if (!in(0)) return 0;
+  int64_t c = 1;
+  for (int64_t d : in(0)->dims()) c = SatMul(c, std::max<int64_t>(d, 1));
+  return SatMul(c, elem);
+}
+
+// X[..., K] · W -> [..., M]
+int64_t LinearBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || !in(1) || in(0)->rank() < 1 || in(1)->rank() != 2) return 0;
+  const std::vector<int64_t>& x = in(0)->dims();
+  const int64_t m = n.attr_int_or("trans_w", 0) ? in(1)->dims()[0] : in(1)->dims()[1];
+  return SatMul(SatMul(Product(absl::MakeConstSpan(x).first(x.size() - 1)), m), elem);
+}
+
+// [B, S, H] -> [B, H]
+int64_t PoolBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || in(0)->rank() != 3) return 0;
+  return SatMul(SatMul(in(0)->dims()[0], in(0)->dims()[2]), elem);
+}
+
+// ids [B, S], word [V, H] -> [B, S, H]
+int64_t EmbedLayerNormBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || !in(3) || in(3)->rank() != 2) return 0;
+  return SatMul(SatMul(Product(in(0)->dims()), in(3)->dims()[1]), elem);
+}
+
+const absl::flat_hash_map<std::string, BoundRule>& Rules() {
+  static const auto* rules = [] {
+    struct Entry {
+      std::string_view domain, op;
+      BoundRule rule;
+    };
+    static const Entry kEntries[] = {
+      {"", "ConstantOfShape", &ConstantOfShapeBound},
+      {"", "Expand", &ExpandBound},
+      {"", "Range", &RangeBound},
+      {"", "MatMul", &MatMulBound},
+      {"", "Gemm", &MatMulBound},
+      {"", "Gather", &GatherBound},
+      {"", "Tile", &TileBound},
+      {"", "Pad", &PadBound},
+      {"", "OneHot", &OneHotBound},
+      {"", "GatherND", &GatherNDBound},
+      {"", "NonZero", &NonZeroBound},
+      {"", "Shape", &ShapeBound},
+      {"", "ReduceMean", &ReduceBound},
+      {"", "ReduceSum", &ReduceBound},
+      {"", "ReduceMax", &ReduceBound},
+      {"", "ReduceMin", &ReduceBound},
+      {"", "ReduceProd", &ReduceBound},
+      {"", "ReduceL1", &ReduceBound},
+      {"", "ReduceL2", &ReduceBound},
+      {"", "ReduceSumSquare", &ReduceBound},
+      {"", "ReduceLogSum", &ReduceBound},
+      {"", "ReduceLogSumExp", &ReduceBound},
+      {"", "ArgMax", &ReduceBound},
+      {"kiln", "Linear", &LinearBound},
+      {"kiln", "Pool", &PoolBound},
+      {"kiln", "EmbedLayerNorm", &EmbedLayerNormBound},
+    };
+    auto* m = new absl::flat_hash_map<std::string, BoundRule>();
+    for (const Entry& e : kEntries) (*m)[Key(e.domain, e.op)] = e.rule;
+    return m;
+  }();
+  return *rules;
+}
+
+BoundRule FindRule(std::string_view domain, std::string_view op) {
+  auto it = Rules().find(Key(domain, op));
+  return it == Rules().end() ? nullptr : it->second;
+}
+
+}  // namespace
+
+std::optional<int64_t> StaticOutputBytes(const Node& n, int i) {
+  const Type& t = n.output_info(i).type;
+  if (t.dtype == DType::kUndefined || DTypeSize(t.dtype) == 0) return std::nullopt;
+  std::optional<std::vector<int64_t>> dims = t.StaticDims();
+  if (!dims) return std::nullopt;
+  return SatMul(Product(*dims), static_cast<int64_t>(DTypeSize(t.dtype)));
+}
+
+bool HasBoundRule(std::string_view domain, std::string_view op) {
+  return FindRule(domain, op) != nullptr;
+}
+
+int64_t BoundOutputBytes(const Node& n, const OpInfo* info, const std::vector<const Tensor*>& ins) {
+  // Element size: the stored output dtype when known, else the widest (8 bytes).
+  int64_t elem = 8;
+  bool all_known = true;
+  int64_t widest = 0;
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    const DType dt = n.output_info(i).type.dtype;
+    if (dt == DType::kUndefined) all_known = false;
+    widest = std::max<int64_t>(widest, static_cast<int64_t>(DTypeSize(dt)));
+  }
+  if (all_known && widest > 0) elem = widest;
+
+  if (info != nullptr && info->grows) {
+    if (BoundRule rule = FindRule(n.domain(), n.op())) return rule(n, In{ins}, elem);
+  }
+  if (HasTrait(info, kBroadcasting)) {
+    std::vector<int64_t> dims;
+    for (const Tensor* t : ins)
+      if (t) dims = BroadcastBound(dims, t->dims());
+    return SatMul(Product(dims), elem);
+  }
+  // Every other op produces at most as many elements as its inputs hold together (unary,
+  // normalizations, Softmax, CumSum, Trilu, Concat, Split, Slice, the views, Transpose,
+  // GatherElements, ScatterND, TopK, Size, kiln SkipLayerNorm/RMSNorm/MultiHeadAttention):
+  // the catalogue leaves their `grows` false.
+  int64_t total = 0;
+  for (const Tensor* t : ins)
+    if (t) total = SatAdd(total, std::max<int64_t>(t->NumElements(), 1));
+  return SatMul(total, elem);
+}
+
+}  // namespace kiln::fold
