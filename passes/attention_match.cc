@@ -125,27 +125,6 @@ Value ProjectionInput(Value proj) {
   return {};
 }
 
-void RemoveDeadFrom(Graph& g, const std::vector<Node*>& roots, std::set<const Node*>* removed) {
-  std::set<const Node*> gone;
-  std::vector<Node*> work(roots.begin(), roots.end());
-  while (!work.empty()) {
-    Node* n = work.back();
-    work.pop_back();
-    if (n == nullptr || gone.count(n) || n->is_input()) continue;
-    bool dead = true;
-    for (int i = 0; i < n->num_outputs() && dead; ++i)
-      dead = n->output_info(i).uses.empty() && !IsGraphOutput(g, n->output(i));
-    if (!dead) continue;
-    std::vector<Node*> producers;
-    for (const Value& in : n->inputs())
-      if (in) producers.push_back(in.node);
-    if (!g.RemoveNode(n).ok()) continue;
-    gone.insert(n);
-    for (Node* p : producers) work.push_back(p);
-  }
-  if (removed) removed->insert(gone.begin(), gone.end());
-}
-
 MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrder* order) {
   MatchResult r;
   AttentionBlock& b = r.block;

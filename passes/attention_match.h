@@ -15,7 +15,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -94,12 +93,6 @@ MatchResult MatchAttention(const Graph& g, Node* softmax,
 // The tensor a Q/K/V projection reads: kiln.Linear's X, MatMul's A, x of
 // Add(MatMul(x, W), b), or the input of a Split whose output `proj` is. Null otherwise.
 Value ProjectionInput(Value proj);
-
-// Removes each node of `roots` that no longer has a use (and is not a graph output or an
-// Input) and, transitively, the producers that leaves unused. Removed nodes are added to
-// `removed` when non-null (the pointers must not be dereferenced afterwards).
-void RemoveDeadFrom(Graph& g, const std::vector<Node*>& roots,
-                    std::set<const Node*>* removed = nullptr);
 
 // "[batch,4,?,16]"
 std::string DimsString(const std::vector<Dim>& dims);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kiln/ir/graph.h"
@@ -280,16 +281,16 @@ inline std::string CheckInterior(const Graph& g, const std::vector<Node*>& nodes
   return "";
 }
 
-// Removes the nodes of `seeds` that nothing reads any more (no uses, not a graph output,
+// Removes the nodes of `work` that nothing reads any more (no uses, not a graph output,
 // not a graph input), then their producers that became dead the same way. Returns the
 // number removed. Only what a rewrite orphaned goes; other dead code is DCE's business.
 inline int RemoveIfDead(Graph& g, std::vector<Node*> work) {
-  std::vector<const Node*> removed;
+  absl::flat_hash_set<const Node*> removed;  // compared, never dereferenced
   int count = 0;
   while (!work.empty()) {
     Node* n = work.back();
     work.pop_back();
-    if (std::find(removed.begin(), removed.end(), n) != removed.end() || n->is_input()) continue;
+    if (n == nullptr || removed.contains(n) || n->is_input()) continue;
     bool dead = true;
     for (int i = 0; i < n->num_outputs() && dead; ++i)
       dead = n->output_info(i).uses.empty() && !IsGraphOutput(g, n->output(i));
@@ -298,7 +299,7 @@ inline int RemoveIfDead(Graph& g, std::vector<Node*> work) {
     for (const Value& v : n->inputs())
       if (v) producers.push_back(v.node);
     if (!g.RemoveNode(n).ok()) continue;
-    removed.push_back(n);
+    removed.insert(n);
     ++count;
     work.insert(work.end(), producers.begin(), producers.end());
   }
