@@ -4,6 +4,9 @@
 // them (docs/adding-an-op.md).
 #include "kiln/ir/ops.h"
 
+#include <string_view>
+#include <utility>
+
 #include "absl/container/flat_hash_map.h"
 
 namespace kiln {
@@ -173,12 +176,15 @@ const std::vector<OpInfo>& Table() {
 const std::vector<OpInfo>& AllOps() { return Table(); }
 
 const OpInfo* FindOp(std::string_view domain, std::string_view name) {
+  // Keyed by views of the catalogue's own (static) strings: a lookup allocates nothing,
+  // and passes ask once per node.
+  using Key = std::pair<std::string_view, std::string_view>;
   static const auto* index = [] {
-    auto* m = new absl::flat_hash_map<std::string, const OpInfo*>();
-    for (const OpInfo& info : Table()) (*m)[std::string(info.domain) + "::" + std::string(info.name)] = &info;
+    auto* m = new absl::flat_hash_map<Key, const OpInfo*>();
+    for (const OpInfo& info : Table()) (*m)[Key(info.domain, info.name)] = &info;
     return m;
   }();
-  auto it = index->find(std::string(domain) + "::" + std::string(name));
+  auto it = index->find(Key(domain, name));
   return it == index->end() ? nullptr : it->second;
 }
 
