@@ -87,8 +87,7 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
 // read) into the file in placement order, so peak memory stays near the model's weight
 // bytes instead of twice them. The file is byte-identical to WritePlanFile(*Compile(...)).
 // Returns the written plan's header and metadata (its `plan.weights` is empty).
-absl::StatusOr<PlanInfo> CompileToFile(const std::string& model_path,
-                                       const std::string& plan_path,
+absl::StatusOr<PlanInfo> CompileToFile(const std::string& model_path, const std::string& plan_path,
                                        const CompileOptions& options = {});
 
 // A canonical one-line rendering of the options that shape the plan (stored in

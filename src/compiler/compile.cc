@@ -390,13 +390,12 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
   return plan;
 }
 
-absl::StatusOr<PlanInfo> CompileToFile(const std::string& model_path,
-                                       const std::string& plan_path,
+absl::StatusOr<PlanInfo> CompileToFile(const std::string& model_path, const std::string& plan_path,
                                        const CompileOptions& options) {
   compiler::WeightTable weights;
   KILN_ASSIGN_OR_RETURN(const Plan plan, CompileWithoutWeights(model_path, options, weights));
-  KILN_RETURN_IF_ERROR(WritePlanFile(plan, static_cast<uint64_t>(weights.size()),
-                                     weights.Pieces(), plan_path));
+  KILN_RETURN_IF_ERROR(
+      WritePlanFile(plan, static_cast<uint64_t>(weights.size()), weights.Pieces(), plan_path));
   return ReadPlanInfo(plan_path);
 }
 

@@ -64,9 +64,9 @@ std::vector<PlanWeightPiece> WeightTable::Pieces() const {
   std::vector<PlanWeightPiece> out;
   for (const Entry& e : entries_)
     if (e.tensor.NumBytes() > 0)
-      out.push_back({static_cast<uint64_t>(e.offset),
-                     std::string_view(reinterpret_cast<const char*>(e.tensor.raw()),
-                                      e.tensor.NumBytes())});
+      out.push_back(
+          {static_cast<uint64_t>(e.offset),
+           std::string_view(reinterpret_cast<const char*>(e.tensor.raw()), e.tensor.NumBytes())});
   return out;
 }
 

@@ -164,8 +164,7 @@ std::shared_ptr<Storage> Storage::Allocate(size_t bytes) {
   return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(p), bytes));
 }
 
-std::shared_ptr<Storage> Storage::View(std::byte* data, size_t bytes,
-                                       std::shared_ptr<void> owner) {
+std::shared_ptr<Storage> Storage::View(std::byte* data, size_t bytes, std::shared_ptr<void> owner) {
   if (!owner) return nullptr;  // a view without an owner would be freed as if ours
   return std::shared_ptr<Storage>(new Storage(data, bytes, std::move(owner)));
 }

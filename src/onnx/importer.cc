@@ -20,8 +20,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "kiln/ir/ops.h"
 #include "kiln/onnx/importer.h"
@@ -466,8 +466,8 @@ absl::StatusOr<SmallFile> OpenSmallFile(const std::string& path) {
   if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
     return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
   if (st.st_size > INT_MAX)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", path, "' is larger than 2 GiB; store the weights as external data"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is larger than 2 GiB; store the weights as external data"));
   f.size = static_cast<size_t>(st.st_size);
   return f;
 }

@@ -159,8 +159,7 @@ constexpr int64_t kAdoptMinBytes = int64_t{64} << 10;
 
 // `tp`'s raw_data (of `nbytes`) taken out of the proto as a Storage viewing the released
 // string, or null when it is too small or not aligned to `element_bytes`.
-std::shared_ptr<Storage> AdoptRawData(onnx::TensorProto& tp, int64_t nbytes,
-                                      size_t element_bytes) {
+std::shared_ptr<Storage> AdoptRawData(onnx::TensorProto& tp, int64_t nbytes, size_t element_bytes) {
   const auto at = reinterpret_cast<uintptr_t>(tp.raw_data().data());
   if (nbytes < kAdoptMinBytes || element_bytes == 0 || at % element_bytes != 0) return nullptr;
   std::shared_ptr<std::string> bytes(tp.release_raw_data());
@@ -223,8 +222,8 @@ absl::StatusOr<Tensor> Decode(const onnx::TensorProto& tp, std::string_view what
       if (take) storage = AdoptRawData(*take, nbytes, DTypeSize(dt));
       if (!storage) {
         storage = Storage::Allocate(static_cast<size_t>(nbytes));
-        if (!storage) return absl::ResourceExhaustedError(absl::StrCat(std::string(what),
-                                                                       ": out of memory"));
+        if (!storage)
+          return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": out of memory"));
         if (nbytes > 0) std::memcpy(storage->data(), tp.raw_data().data(), nbytes);
       }
     } else {

@@ -216,7 +216,8 @@ TEST_F(ExternalData, MapsALargeAlignedRangeInsteadOfCopyingIt) {
   const std::string mapped_path = std::filesystem::canonical(file).string();
   const std::byte* at = nullptr;
   {
-    auto g = ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"}, {"offset", "64"},
+    auto g = ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"},
+                                           {"offset", "64"},
                                            {"length", std::to_string(kBig * 4)}},
                                           kBig));
     ASSERT_TRUE(g.ok()) << g.status();
@@ -238,8 +239,8 @@ TEST_F(ExternalData, MapsALargeAlignedRangeInsteadOfCopyingIt) {
 
 TEST_F(ExternalData, ReadsSmallAndMisalignedRanges) {
   WriteFile(dir_ + "/weights/big.bin", BigBlob(66));  // offset 66: not a multiple of 4
-  auto big = ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"}, {"offset", "66"}},
-                                          kBig));
+  auto big =
+      ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"}, {"offset", "66"}}, kBig));
   ASSERT_TRUE(big.ok()) << big.status();
   const Tensor* t = FindConstant(**big, "w")->constant_value();
   EXPECT_FALSE(t->storage()->is_view());
@@ -252,13 +253,14 @@ TEST_F(ExternalData, ReadsSmallAndMisalignedRanges) {
 
 TEST_F(ExternalData, RejectsAMappableRangePastTheEndOrOfTheWrongLength) {
   WriteFile(dir_ + "/weights/big.bin", BigBlob(64));  // 64 + 131072 + 16 bytes
-  ExpectError(ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"}, {"offset", "128"}},
-                                           kBig)),
-              "range [128, 131200) is past the end of 'weights/big.bin' (131152 bytes)");
-  ExpectError(ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"}, {"offset", "64"},
-                                            {"length", "131076"}},
-                                           kBig)),
-              "length 131076 does not match the tensor's 131072 bytes");
+  ExpectError(
+      ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"}, {"offset", "128"}}, kBig)),
+      "range [128, 131200) is past the end of 'weights/big.bin' (131152 bytes)");
+  ExpectError(
+      ImportIn(dir_, ExternalModel(
+                         {{"location", "weights/big.bin"}, {"offset", "64"}, {"length", "131076"}},
+                         kBig)),
+      "length 131076 does not match the tensor's 131072 bytes");
 }
 
 }  // namespace

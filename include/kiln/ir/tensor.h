@@ -69,8 +69,7 @@ class Storage {
   // returned) until this Storage goes. The bytes
   // must stay writable for whoever holds the Storage (a MAP_PRIVATE mapping is: writes
   // are copy-on-write and never reach the file).
-  static std::shared_ptr<Storage> View(std::byte* data, size_t bytes,
-                                       std::shared_ptr<void> owner);
+  static std::shared_ptr<Storage> View(std::byte* data, size_t bytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
