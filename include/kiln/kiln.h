@@ -5,6 +5,7 @@
 //   opts.profile = {{"batch", {1, 8}}, {"sequence", {32, 128}}};
 //   absl::StatusOr<kiln::Plan> plan = kiln::Compile("model.onnx", opts);
 //   KILN_RETURN_IF_ERROR(kiln::WritePlanFile(*plan, "model.kiln"));
+//   // or, holding the weights once: kiln::CompileToFile("model.onnx", "model.kiln", opts)
 //   auto exec = kiln::Executor::Create(std::make_shared<kiln::Plan>(*std::move(plan)));
 //   (*exec)->Run(inputs, outputs);   // non-owning TensorViews, no copies of caller buffers
 //
@@ -80,6 +81,14 @@ struct CompileOptions {
 // buckets each hold a static memory plan and kernel list. Deterministic: the same model
 // bytes and options give a Plan that serializes to identical bytes.
 absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions& options = {});
+
+// Compile, then WritePlanFile to `plan_path`, without gathering the weights into the Plan:
+// each constant is streamed from the imported model (whose external data is mapped, not
+// read) into the file in placement order, so peak memory stays near the model's weight
+// bytes instead of twice them. The file is byte-identical to WritePlanFile(*Compile(...)).
+// Returns the written plan's header and metadata (its `plan.weights` is empty).
+absl::StatusOr<PlanInfo> CompileToFile(const std::string& model_path, const std::string& plan_path,
+                                       const CompileOptions& options = {});
 
 // A canonical one-line rendering of the options that shape the plan (stored in
 // Plan::compile_options; progress callbacks are not part of it).

@@ -2,13 +2,20 @@
 // (cartesian product of the profile values) specialize, re-optimize so every dim is static
 // and shape chains fold, and lower (lower.cc) -> one Plan whose weights are shared by all
 // buckets. Deterministic: nothing depends on pointer order or time except progress lines.
+// CompileToFile streams the weights from the imported constants (external data stays
+// mapped, never copied) into the plan file; Compile gathers them into the Plan's blob.
 // Limits: the CPU backend lowers fp32 only; the model hash covers the .onnx file bytes,
 // not external data files.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -90,27 +97,30 @@ absl::Status ValidateOptions(const CompileOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadModel(const std::string& path) {
+// SHA-256 of the model file's bytes, read through a transient private mapping (the import
+// parses the file separately, so its bytes are never held beside the parsed model).
+absl::StatusOr<std::array<uint8_t, 32>> HashModel(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     return absl::NotFoundError(absl::StrCat("cannot open model '", path, "': no such file"));
   if (!std::filesystem::is_regular_file(path, ec))
     return absl::InvalidArgumentError(absl::StrCat("model '", path, "' is not a regular file"));
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open model '", path, "'"));
-  const std::streamoff size = f.tellg();
-  if (size < 0) return absl::InvalidArgumentError(absl::StrCat("cannot size model '", path, "'"));
-  std::string bytes(static_cast<size_t>(size), '\0');
-  f.seekg(0);
-  if (!f.read(bytes.data(), size))
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open model '", path, "'"));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("cannot size model '", path, "'"));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* map = size == 0 ? nullptr : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED)
     return absl::InvalidArgumentError(absl::StrCat("read of model '", path, "' failed"));
-  return bytes;
-}
-
-std::string FolderOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
+  const std::array<uint8_t, 32> hash =
+      Sha256(std::string_view(static_cast<const char*>(map), map ? size : 0));
+  if (map) ::munmap(map, size);
+  return hash;
 }
 
 int64_t ConstantBytes(const Graph& g) {
@@ -228,7 +238,14 @@ std::string CompileOptionsString(const CompileOptions& o) {
                       absl::StrJoin(disabled, ","), "}");
 }
 
-absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions& options) {
+namespace {
+
+// kiln::Compile but for gathering the weights: the plan with empty weights, and `weights`,
+// which its weight buffers index. The graphs are gone when it returns: `weights` then
+// holds the only references to the constants it kept.
+absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
+                                           const CompileOptions& options,
+                                           compiler::WeightTable& weights) {
   KILN_RETURN_IF_ERROR(ValidateOptions(options));
   auto say = [&](const std::string& line) {
     if (options.progress) options.progress(line);
@@ -253,11 +270,8 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
 
   auto t0 = Clock::now();
   std::unique_ptr<Graph> graph;
-  {
-    KILN_ASSIGN_OR_RETURN(const std::string bytes, ReadModel(model_path));
-    plan.model_sha256 = Sha256(bytes);
-    KILN_ASSIGN_OR_RETURN(graph, ImportOnnxBytes(bytes, FolderOf(model_path)));
-  }
+  KILN_ASSIGN_OR_RETURN(plan.model_sha256, HashModel(model_path));
+  KILN_ASSIGN_OR_RETURN(graph, ImportOnnxFile(model_path));
   const int imported_nodes = CountComputeNodes(*graph);
   say(absl::StrFormat("import: %d nodes, %.1f MiB of weights (%.2f s)", imported_nodes,
                       MiB(ConstantBytes(*graph)), Seconds(t0)));
@@ -323,7 +337,6 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
   plan.paddable_symbols = compiler::PaddableSymbols(plan, *graph, symbols);
 
   // One bucket per profile point: specialize, re-optimize, lower.
-  compiler::WeightTable weights;
   const std::vector<std::map<std::string, int64_t>> buckets = Buckets(options.profile);
   for (size_t b = 0; b < buckets.size(); ++b) {
     t0 = Clock::now();
@@ -363,10 +376,27 @@ absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions
                         MiB(lowered->no_reuse_bytes), Seconds(t0)));
     plan.buckets.push_back(*std::move(lowered));
   }
-  plan.weights = weights.Build();
   say(absl::StrFormat("weights: %d unique constants, %.1f MiB", weights.num_unique(),
                       MiB(weights.size())));
   return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> Compile(const std::string& model_path, const CompileOptions& options) {
+  compiler::WeightTable weights;
+  KILN_ASSIGN_OR_RETURN(Plan plan, CompileWithoutWeights(model_path, options, weights));
+  plan.weights = weights.Build();
+  return plan;
+}
+
+absl::StatusOr<PlanInfo> CompileToFile(const std::string& model_path, const std::string& plan_path,
+                                       const CompileOptions& options) {
+  compiler::WeightTable weights;
+  KILN_ASSIGN_OR_RETURN(const Plan plan, CompileWithoutWeights(model_path, options, weights));
+  KILN_RETURN_IF_ERROR(
+      WritePlanFile(plan, static_cast<uint64_t>(weights.size()), weights.Pieces(), plan_path));
+  return ReadPlanInfo(plan_path);
 }
 
 }  // namespace kiln

@@ -54,11 +54,20 @@ int64_t WeightTable::Add(const Tensor& t) {
 PlanWeights WeightTable::Build() const {
   if (size_ == 0) return PlanWeights();
   std::shared_ptr<Storage> blob = Storage::Allocate(static_cast<size_t>(size_));
-  for (const Entry& e : entries_)
-    if (e.tensor.NumBytes() > 0)
-      std::memcpy(blob->data() + e.offset, e.tensor.raw(), e.tensor.NumBytes());
+  for (const PlanWeightPiece& p : Pieces())
+    std::memcpy(blob->data() + p.offset, p.bytes.data(), p.bytes.size());
   const auto* data = reinterpret_cast<const uint8_t*>(blob->data());
   return PlanWeights::View(data, static_cast<size_t>(size_), std::move(blob));
+}
+
+std::vector<PlanWeightPiece> WeightTable::Pieces() const {
+  std::vector<PlanWeightPiece> out;
+  for (const Entry& e : entries_)
+    if (e.tensor.NumBytes() > 0)
+      out.push_back(
+          {static_cast<uint64_t>(e.offset),
+           std::string_view(reinterpret_cast<const char*>(e.tensor.raw()), e.tensor.NumBytes())});
+  return out;
 }
 
 namespace {

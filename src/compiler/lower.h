@@ -30,10 +30,13 @@ class WeightTable {
   int64_t num_unique() const { return static_cast<int64_t>(entries_.size()); }
   // Copies each unique constant once into a 64-byte aligned blob.
   PlanWeights Build() const;
+  // The same blob as pieces viewing the constants themselves (in offset order, valid while
+  // this table lives), for WritePlanFile to stream without building it.
+  std::vector<PlanWeightPiece> Pieces() const;
 
  private:
   struct Entry {
-    Tensor tensor;  // keeps the bytes alive until Build
+    Tensor tensor;  // keeps the bytes alive until Build / the plan is written
     int64_t offset = 0;
   };
   std::vector<Entry> entries_;

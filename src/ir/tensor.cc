@@ -164,7 +164,14 @@ std::shared_ptr<Storage> Storage::Allocate(size_t bytes) {
   return std::shared_ptr<Storage>(new Storage(static_cast<std::byte*>(p), bytes));
 }
 
-Storage::~Storage() { std::free(data_); }
+std::shared_ptr<Storage> Storage::View(std::byte* data, size_t bytes, std::shared_ptr<void> owner) {
+  if (!owner) return nullptr;  // a view without an owner would be freed as if ours
+  return std::shared_ptr<Storage>(new Storage(data, bytes, std::move(owner)));
+}
+
+Storage::~Storage() {
+  if (!owner_) std::free(data_);
+}
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
   storage_ = Storage::Allocate(NumBytes());

@@ -3,9 +3,16 @@
 // components, backslashes, symlinks in ANY component and non-regular files are rejected.
 // The walk uses openat/fstatat with O_NOFOLLOW one component at a time, so a component
 // swapped for a symlink after the check still cannot be followed. offset/length must be
-// plain decimal numbers; the range must lie inside the file; only those bytes are read.
-// The `checksum` key is accepted but not verified (documented in docs/importer.md).
+// plain decimal numbers; the range must lie inside the file; only those bytes are used.
+// A range of kMapMinBytes or more whose offset is a multiple of the element size is mapped
+// (MAP_PRIVATE: writes are copy-on-write, never reach the file; the mapping goes when the
+// last Tensor sharing it does), so importing a multi-GB model costs address space, not a
+// copy; smaller or misaligned ranges, and any range the kernel refuses to map, are read.
+// Like a mapped plan (LoadPlanFile), a data file truncated by another process while a
+// compile reads it may raise SIGBUS. The `checksum` key is accepted but not verified
+// (documented in docs/importer.md).
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,10 +61,27 @@ class Fd {
   int fd_;
 };
 
+// Below this a tensor is read: a mapping costs a syscall, a VMA and up to two partly used
+// pages, which only pays for itself on large tensors.
+constexpr int64_t kMapMinBytes = int64_t{64} << 10;
+
+// [off, off + nbytes) of `fd` as a private mapping, or null when mmap refuses.
+std::shared_ptr<Storage> MapRange(int fd, int64_t off, int64_t nbytes) {
+  const long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) return nullptr;
+  const int64_t start = off / page * page;
+  const size_t len = static_cast<size_t>(nbytes + (off - start));
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, start);
+  if (p == MAP_FAILED) return nullptr;
+  std::shared_ptr<void> mapping(p, [len](void* q) { munmap(q, len); });
+  return Storage::View(static_cast<std::byte*>(p) + (off - start), static_cast<size_t>(nbytes),
+                       std::move(mapping));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Storage>> ReadExternalData(const onnx::TensorProto& tp,
-                                                          int64_t nbytes,
+                                                          int64_t nbytes, size_t element_bytes,
                                                           std::string_view what,
                                                           const std::string& model_dir) {
   if (model_dir.empty())
@@ -140,6 +164,9 @@ absl::StatusOr<std::shared_ptr<Storage>> ReadExternalData(const onnx::TensorProt
     return Invalid(what, absl::StrCat("range [", off, ", ", end, ") is past the end of '",
                                       location, "' (", static_cast<int64_t>(st.st_size),
                                       " bytes)"));
+  const bool aligned = element_bytes > 0 && off % static_cast<int64_t>(element_bytes) == 0;
+  if (nbytes >= kMapMinBytes && aligned)
+    if (std::shared_ptr<Storage> mapped = MapRange(file.get(), off, nbytes)) return mapped;
   std::shared_ptr<Storage> storage = Storage::Allocate(static_cast<size_t>(nbytes));
   if (!storage)
     return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": out of memory"));

@@ -30,15 +30,21 @@ struct TensorContext {
 // attribute 'value'".
 absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& tp, std::string_view what,
                                        TensorContext& ctx);
+// The same, but leaves `tp` without its raw_data: 64 KiB or more (element-aligned, as
+// heap strings are) becomes the tensor's Storage (a view owning the released string)
+// instead of being copied, so importing a model does not hold its weights twice.
+absl::StatusOr<Tensor> TakeTensorFromProto(onnx::TensorProto& tp, std::string_view what,
+                                           TensorContext& ctx);
 
 // ONNX data-type code -> DType; InvalidArgument for unknown codes and UNDEFINED,
 // Unimplemented for types ONNX knows and kiln does not (string, complex, float8, int4...).
 absl::StatusOr<DType> DTypeFromOnnxCode(int32_t code, std::string_view what);
 
-// Reads exactly `nbytes` bytes of external data described by `tp.external_data()` into a
-// fresh Storage. Enforces the path rules documented in docs/importer.md.
+// Exactly `nbytes` bytes of external data described by `tp.external_data()`: a view of a
+// private mapping of the file for large ranges aligned to `element_bytes`, else a fresh
+// Storage they are read into. Enforces the path rules documented in docs/importer.md.
 absl::StatusOr<std::shared_ptr<Storage>> ReadExternalData(const onnx::TensorProto& tp,
-                                                          int64_t nbytes,
+                                                          int64_t nbytes, size_t element_bytes,
                                                           std::string_view what,
                                                           const std::string& model_dir);
 

@@ -16,11 +16,13 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "kiln/ir/ops.h"
 #include "kiln/onnx/importer.h"
 #include "kiln/support/status.h"
@@ -64,10 +66,12 @@ class Importer {
   Importer(const ImportOptions& options, std::string model_dir)
       : ctx_{options, std::move(model_dir), 0} {}
 
-  absl::StatusOr<std::unique_ptr<Graph>> Import(const onnx::ModelProto& model) {
+  // Takes each initializer's raw_data out of `model` (TakeTensorFromProto), so the proto and
+  // the tensors built from it are not both held whole.
+  absl::StatusOr<std::unique_ptr<Graph>> Import(onnx::ModelProto& model) {
     KILN_RETURN_IF_ERROR(ReadOpset(model));
     if (!model.has_graph()) return absl::InvalidArgumentError("model has no graph");
-    const onnx::GraphProto& g = model.graph();
+    onnx::GraphProto& g = *model.mutable_graph();
     graph_ = std::make_unique<Graph>();
     graph_->set_opset(opset_);
     graph_->set_name(g.name());
@@ -197,13 +201,13 @@ class Importer {
     return absl::OkStatus();
   }
 
-  absl::Status AddInitializers(const onnx::GraphProto& g) {
-    for (const onnx::TensorProto& tp : g.initializer()) {
+  absl::Status AddInitializers(onnx::GraphProto& g) {
+    for (onnx::TensorProto& tp : *g.mutable_initializer()) {
       if (tp.name().empty()) return absl::InvalidArgumentError("an initializer has no name");
       const std::string what = absl::StrCat("initializer '", tp.name(), "'");
       if (names_.contains(tp.name()))
         return absl::InvalidArgumentError(absl::StrCat(what, " is defined twice"));
-      KILN_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, what, ctx_));
+      KILN_ASSIGN_OR_RETURN(Tensor t, TakeTensorFromProto(tp, what, ctx_));
       Node* c = graph_->AddConstant(tp.name(), std::move(t));
       c->add_provenance(tp.name());
       KILN_RETURN_IF_ERROR(Define(tp.name(), c->output(0), what));
@@ -438,36 +442,47 @@ class Importer {
   absl::flat_hash_map<std::string, std::string> definers_;
 };
 
-// Reads a whole regular file of at most INT_MAX bytes (protobuf's parse limit).
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+// An open regular file of at most INT_MAX bytes (protobuf's parse limit), closed on scope
+// exit.
+struct SmallFile {
+  int fd = -1;
+  size_t size = 0;
+  SmallFile() = default;
+  SmallFile(SmallFile&& o) noexcept : fd(std::exchange(o.fd, -1)), size(o.size) {}
+  SmallFile(const SmallFile&) = delete;
+  ~SmallFile() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+absl::StatusOr<SmallFile> OpenSmallFile(const std::string& path) {
+  SmallFile f;
+  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) {
     const std::string msg = absl::StrCat("cannot open '", path, "': ", std::strerror(errno));
     return errno == ENOENT ? absl::NotFoundError(msg) : absl::InvalidArgumentError(msg);
   }
   struct stat st;
-  std::string data;
-  absl::Status status;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    status = absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
-  } else if (st.st_size > INT_MAX) {
-    status = absl::InvalidArgumentError(absl::StrCat(
-        "'", path, "' is larger than 2 GiB; store the weights as external data"));
-  } else {
-    data.resize(static_cast<size_t>(st.st_size));
-    size_t done = 0;
-    while (done < data.size()) {
-      const ssize_t r = read(fd, data.data() + done, data.size() - done);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        status = absl::InvalidArgumentError(absl::StrCat("read of '", path, "' failed"));
-        break;
-      }
-      done += static_cast<size_t>(r);
-    }
+  if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
+  if (st.st_size > INT_MAX)
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is larger than 2 GiB; store the weights as external data"));
+  f.size = static_cast<size_t>(st.st_size);
+  return f;
+}
+
+// Reads a whole regular file of at most INT_MAX bytes.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(SmallFile f, OpenSmallFile(path));
+  std::string data(f.size, '\0');
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t r = read(f.fd, data.data() + done, data.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return absl::InvalidArgumentError(absl::StrCat("read of '", path, "' failed"));
+    done += static_cast<size_t>(r);
   }
-  close(fd);
-  if (!status.ok()) return status;
   return data;
 }
 
@@ -493,10 +508,40 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes,
   return importer.Import(model);
 }
 
+namespace onnx_import {
+namespace {
+
+// Parsed straight from the file (protobuf reads it through a buffer): the file's bytes
+// are never held beside the parsed proto.
+absl::StatusOr<onnx::ModelProto> ParseModelFile(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(SmallFile f, OpenSmallFile(path));
+  if (f.size == 0) return absl::InvalidArgumentError("model bytes are empty");
+  onnx::ModelProto model;
+  google::protobuf::io::FileInputStream in(f.fd, /*block_size=*/1 << 20);
+  if (!model.ParseFromZeroCopyStream(&in) || in.GetErrno() != 0)
+    return absl::InvalidArgumentError(
+        "cannot parse ModelProto: the bytes are truncated or not an ONNX model");
+  return model;
+}
+
+}  // namespace
+}  // namespace onnx_import
+
 absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path,
                                                       const ImportOptions& options) {
-  KILN_ASSIGN_OR_RETURN(std::string bytes, onnx_import::ReadSmallFile(path));
-  return ImportOnnxBytes(bytes, onnx_import::FolderOf(path), options);
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto model, onnx_import::ParseModelFile(path));
+  onnx_import::Importer importer(options, onnx_import::FolderOf(path));
+  return importer.Import(model);
+}
+
+absl::StatusOr<std::vector<std::string>> OnnxGraphInputNames(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(const onnx::ModelProto model, onnx_import::ParseModelFile(path));
+  absl::flat_hash_set<std::string> initializers;
+  for (const onnx::TensorProto& t : model.graph().initializer()) initializers.insert(t.name());
+  std::vector<std::string> names;
+  for (const onnx::ValueInfoProto& vi : model.graph().input())
+    if (!initializers.contains(vi.name())) names.push_back(vi.name());
+  return names;
 }
 
 absl::StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {

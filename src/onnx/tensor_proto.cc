@@ -3,10 +3,14 @@
 // carries f16/bf16 bit patterns, bool, int8/uint8/int16/uint16 -, int64_data,
 // double_data, uint64_data - which also carries uint32 -), with exact counts and range
 // checks. Element and byte counts use overflow-safe arithmetic and are checked against
-// ImportOptions before anything is allocated. Limits: assumes a little-endian host;
+// ImportOptions before anything is allocated. TakeTensorFromProto (initializers) adopts
+// large raw_data instead of copying it: the Storage views the string released from the
+// proto, so an inline-weight model is not held twice. Limits: assumes a little-endian host;
 // STRING, complex, float8 and 4-bit types are Unimplemented; segments are Unimplemented.
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "kiln/support/status.h"
@@ -147,8 +151,25 @@ absl::StatusOr<DType> DTypeFromOnnxCode(int32_t code, std::string_view what) {
   return *dt;
 }
 
-absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& tp, std::string_view what,
-                                       TensorContext& ctx) {
+namespace {
+
+// Below this raw_data is copied into an aligned Storage of its own, as before (a view of
+// a string buffer is only element-aligned).
+constexpr int64_t kAdoptMinBytes = int64_t{64} << 10;
+
+// `tp`'s raw_data (of `nbytes`) taken out of the proto as a Storage viewing the released
+// string, or null when it is too small or not aligned to `element_bytes`.
+std::shared_ptr<Storage> AdoptRawData(onnx::TensorProto& tp, int64_t nbytes, size_t element_bytes) {
+  const auto at = reinterpret_cast<uintptr_t>(tp.raw_data().data());
+  if (nbytes < kAdoptMinBytes || element_bytes == 0 || at % element_bytes != 0) return nullptr;
+  std::shared_ptr<std::string> bytes(tp.release_raw_data());
+  auto* data = reinterpret_cast<std::byte*>(bytes->data());
+  return Storage::View(data, static_cast<size_t>(nbytes), std::move(bytes));
+}
+
+// TensorFromProto; with `take` (== &tp), large raw_data is adopted rather than copied.
+absl::StatusOr<Tensor> Decode(const onnx::TensorProto& tp, std::string_view what,
+                              TensorContext& ctx, onnx::TensorProto* take) {
   if (!tp.has_data_type()) return Invalid(what, "tensor has no data_type");
   KILN_ASSIGN_OR_RETURN(DType dt, DTypeFromOnnxCode(tp.data_type(), what));
   if (tp.has_segment())
@@ -187,7 +208,8 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& tp, std::string_
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
     if (tp.has_raw_data() || typed_values > 0)
       return Invalid(what, "external tensor also has inline data");
-    KILN_ASSIGN_OR_RETURN(storage, ReadExternalData(tp, nbytes, what, ctx.model_dir));
+    KILN_ASSIGN_OR_RETURN(storage,
+                          ReadExternalData(tp, nbytes, DTypeSize(dt), what, ctx.model_dir));
   } else {
     if (tp.external_data_size() > 0)
       return Invalid(what, "external_data entries set but data_location is not EXTERNAL");
@@ -197,10 +219,13 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& tp, std::string_
         return Invalid(what, absl::StrCat("raw_data has ", tp.raw_data().size(),
                                           " bytes, expected ", nbytes, " (", n, " x ",
                                           std::string(DTypeName(dt)), ")"));
-      storage = Storage::Allocate(static_cast<size_t>(nbytes));
-      if (!storage) return absl::ResourceExhaustedError(absl::StrCat(std::string(what),
-                                                                     ": out of memory"));
-      if (nbytes > 0) std::memcpy(storage->data(), tp.raw_data().data(), nbytes);
+      if (take) storage = AdoptRawData(*take, nbytes, DTypeSize(dt));
+      if (!storage) {
+        storage = Storage::Allocate(static_cast<size_t>(nbytes));
+        if (!storage)
+          return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": out of memory"));
+        if (nbytes > 0) std::memcpy(storage->data(), tp.raw_data().data(), nbytes);
+      }
     } else {
       const int64_t have = FieldCount(tp, field);
       if (have != typed_values)
@@ -218,12 +243,28 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& tp, std::string_
     }
   }
   if (dt == DType::kBool) {
-    // Normalise to 0/1 so kernels may rely on it.
+    // Normalise to 0/1 so kernels may rely on it (writing only bytes that change, so a
+    // mapped tensor's pages stay shared with the file).
     auto* b = reinterpret_cast<uint8_t*>(storage->data());
-    for (int64_t i = 0; i < n; ++i) b[i] = b[i] != 0;
+    for (int64_t i = 0; i < n; ++i)
+      if (b[i] > 1) b[i] = 1;
   }
   ctx.total_bytes = total;
   return Tensor(dt, std::move(dims), std::move(storage));
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& tp, std::string_view what,
+                                       TensorContext& ctx) {
+  return Decode(tp, what, ctx, nullptr);
+}
+
+absl::StatusOr<Tensor> TakeTensorFromProto(onnx::TensorProto& tp, std::string_view what,
+                                           TensorContext& ctx) {
+  absl::StatusOr<Tensor> t = Decode(tp, what, ctx, &tp);
+  std::unique_ptr<std::string> copied(tp.release_raw_data());  // null when adopted
+  return t;
 }
 
 }  // namespace kiln::onnx_import

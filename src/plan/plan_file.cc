@@ -1,6 +1,8 @@
 // Writing and loading `.kiln` files: SerializePlan / ParsePlan on byte images,
 // WritePlanFile / LoadPlanFile (read-only mmap, weights viewed in place) and
 // ReadPlanInfo (header + metadata only). All checks happen before a Plan is returned.
+// One encoder (EncodePlan) writes both the in-memory image and the file; the file path
+// streams the weights (one blob or the compiler's pieces) and never holds the image.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -9,7 +11,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <new>
 
 #include "absl/strings/str_format.h"
@@ -73,50 +74,184 @@ std::string_view PlanBufferKindName(PlanBufferKind k) {
   return "unknown";
 }
 
-absl::StatusOr<std::string> SerializePlan(const Plan& plan) {
-  KILN_RETURN_IF_ERROR(plan_internal::ValidatePlan(plan, plan.weights.size()));
-  KILN_ASSIGN_OR_RETURN(std::string meta, plan_internal::EncodeMetadata(plan));
+namespace {
+
+// Where an encoded plan goes: a string (SerializePlan) or a file (WritePlanFile). The
+// header comes first but holds the weights CRC, known only once the weights are written, so
+// EncodePlan writes it last, over a placeholder.
+class PlanSink {
+ public:
+  virtual ~PlanSink() = default;
+  virtual absl::Status Append(std::string_view bytes) = 0;
+  virtual absl::Status Overwrite(uint64_t offset, std::string_view bytes) = 0;
+};
+
+class StringSink : public PlanSink {
+ public:
+  explicit StringSink(std::string* out) : out_(out) {}
+  absl::Status Append(std::string_view bytes) override {
+    out_->append(bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Overwrite(uint64_t offset, std::string_view bytes) override {
+    out_->replace(offset, bytes.size(), bytes);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string* out_;
+};
+
+// Small appends (metadata, padding, small weights) are gathered into one buffer; large ones
+// go straight to the file.
+class FileSink : public PlanSink {
+ public:
+  FileSink(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  absl::Status Append(std::string_view bytes) override {
+    if (buffer_.size() + bytes.size() > kBufferBytes) KILN_RETURN_IF_ERROR(Flush());
+    if (bytes.size() >= kBufferBytes) return WriteAt(bytes, offset_);
+    buffer_.append(bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Overwrite(uint64_t offset, std::string_view bytes) override {
+    KILN_RETURN_IF_ERROR(Flush());
+    uint64_t at = offset;
+    return WriteAt(bytes, at);
+  }
+  absl::Status Flush() {
+    absl::Status s = WriteAt(buffer_, offset_);
+    buffer_.clear();
+    return s;
+  }
+
+ private:
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
+
+  // Writes all of `bytes` at `at`, advancing it.
+  absl::Status WriteAt(std::string_view bytes, uint64_t& at) {
+    while (!bytes.empty()) {
+      const ssize_t r = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(at));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        return absl::DataLossError(absl::StrFormat("failed writing plan file %s at offset %d: %s",
+                                                   path_, at, std::strerror(errno)));
+      bytes.remove_prefix(static_cast<size_t>(r));
+      at += static_cast<uint64_t>(r);
+    }
+    return absl::OkStatus();
+  }
+
+  int fd_;
+  std::string path_;
+  std::string buffer_;
+  uint64_t offset_ = 0;  // where the buffer's first byte goes
+};
+
+absl::Status CheckPieces(std::span<const PlanWeightPiece> pieces, uint64_t weights_bytes) {
+  uint64_t end = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const PlanWeightPiece& p = pieces[i];
+    if (p.offset < end || p.offset > weights_bytes || p.bytes.size() > weights_bytes - p.offset)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "weights piece %d [%d, +%d) overlaps the one before it (which ends at %d) or runs past "
+          "the %d-byte weights section",
+          i, p.offset, p.bytes.size(), end, weights_bytes));
+    end = p.offset + p.bytes.size();
+  }
+  return absl::OkStatus();
+}
+
+// The whole `.kiln` layout into `sink`: header (a placeholder until the weights CRC is
+// known), metadata, zero padding to the 4 KiB boundary, then the weights section assembled
+// from `pieces` with zero gaps, its CRC32C extended chunk by chunk as it is written.
+absl::Status EncodePlan(const Plan& plan, uint64_t weights_bytes,
+                        std::span<const PlanWeightPiece> pieces, PlanSink& sink) {
+  KILN_RETURN_IF_ERROR(plan_internal::ValidatePlan(plan, weights_bytes));
+  KILN_RETURN_IF_ERROR(CheckPieces(pieces, weights_bytes));
+  KILN_ASSIGN_OR_RETURN(std::string meta, plan_internal::EncodeMetadata(plan, weights_bytes));
   Header h;
   h.version = kPlanFormatVersion;
   h.target = static_cast<uint32_t>(plan.target);
   h.metadata = {plan_internal::kSectionMetadata, kHeaderBytes, meta.size(), Crc32c(meta)};
   const uint64_t weights_offset =
       plan_internal::AlignUp(kHeaderBytes + meta.size(), plan_internal::kWeightsAlignment);
-  h.weights = {plan_internal::kSectionWeights, weights_offset, plan.weights.size(),
-               Crc32c(plan.weights.bytes())};
-  std::string out = plan_internal::EncodeHeader(h);
-  out.reserve(weights_offset + plan.weights.size());
-  out += meta;
-  out.resize(weights_offset, '\0');  // zero padding up to the 4 KiB boundary
-  out.append(plan.weights.bytes());
-  return out;
+  h.weights = {plan_internal::kSectionWeights, weights_offset, weights_bytes, 0};
+  KILN_RETURN_IF_ERROR(sink.Append(plan_internal::EncodeHeader(h)));
+  KILN_RETURN_IF_ERROR(sink.Append(meta));
+
+  static constexpr char kZeros[4096] = {};
+  uint32_t crc = 0;
+  // `n` bytes of weights (or, with `in_weights` false, of padding) from `data`, or zeros.
+  auto emit = [&](const char* data, uint64_t n, bool in_weights) -> absl::Status {
+    constexpr uint64_t kChunk = uint64_t{1} << 20;  // CRC then write while it is in cache
+    while (n > 0) {
+      const std::string_view chunk =
+          data ? std::string_view(data, std::min(n, kChunk))
+               : std::string_view(kZeros, std::min<uint64_t>(n, sizeof(kZeros)));
+      if (in_weights) crc = plan_internal::Crc32cExtend(crc, chunk);
+      KILN_RETURN_IF_ERROR(sink.Append(chunk));
+      if (data) data += chunk.size();
+      n -= chunk.size();
+    }
+    return absl::OkStatus();
+  };
+  KILN_RETURN_IF_ERROR(emit(nullptr, weights_offset - kHeaderBytes - meta.size(), false));
+  uint64_t at = 0;
+  for (const PlanWeightPiece& p : pieces) {
+    KILN_RETURN_IF_ERROR(emit(nullptr, p.offset - at, true));
+    KILN_RETURN_IF_ERROR(emit(p.bytes.data(), p.bytes.size(), true));
+    at = p.offset + p.bytes.size();
+  }
+  KILN_RETURN_IF_ERROR(emit(nullptr, weights_bytes - at, true));
+  h.weights.crc = crc;
+  return sink.Overwrite(0, plan_internal::EncodeHeader(h));
+}
+
+std::vector<PlanWeightPiece> WholeBlob(const PlanWeights& w) {
+  if (w.size() == 0) return {};
+  return {PlanWeightPiece{0, w.bytes()}};
 }
 
 // Written to a temporary file beside `path` and renamed over it, so a process that has the
 // old plan mapped (LoadPlanFile) keeps reading the old inode instead of seeing a truncated
 // or half-written file, and a failed write never leaves a partial plan at `path`.
-absl::Status WritePlanFile(const Plan& plan, const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::string bytes, SerializePlan(plan));
+absl::Status WriteEncodedPlan(const Plan& plan, uint64_t weights_bytes,
+                              std::span<const PlanWeightPiece> pieces, const std::string& path) {
   const std::string tmp = absl::StrFormat("%s.tmp%d", path, static_cast<int>(::getpid()));
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f)
-      return absl::NotFoundError(absl::StrFormat("cannot write plan file %s: cannot create %s",
-                                                 path, tmp));
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    f.close();
-    if (!f) {
-      std::remove(tmp.c_str());
-      return absl::DataLossError(absl::StrFormat("failed writing plan file %s", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::NotFoundError(
-        absl::StrFormat("cannot replace %s: %s", path, std::strerror(err)));
-  }
-  return absl::OkStatus();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return absl::NotFoundError(absl::StrFormat("cannot write plan file %s: cannot create %s: %s",
+                                               path, tmp, std::strerror(errno)));
+  FileSink sink(fd, tmp);
+  absl::Status s = EncodePlan(plan, weights_bytes, pieces, sink);
+  if (s.ok()) s = sink.Flush();
+  if (::close(fd) != 0 && s.ok())
+    s = absl::DataLossError(absl::StrFormat("failed writing plan file %s", tmp));
+  if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    s = absl::NotFoundError(absl::StrFormat("cannot replace %s: %s", path, std::strerror(errno)));
+  if (!s.ok()) std::remove(tmp.c_str());
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SerializePlan(const Plan& plan) {
+  std::string out;
+  StringSink sink(&out);
+  KILN_RETURN_IF_ERROR(EncodePlan(plan, plan.weights.size(), WholeBlob(plan.weights), sink));
+  return out;
+}
+
+absl::Status WritePlanFile(const Plan& plan, const std::string& path) {
+  return WriteEncodedPlan(plan, plan.weights.size(), WholeBlob(plan.weights), path);
+}
+
+absl::Status WritePlanFile(const Plan& plan, uint64_t weights_bytes,
+                           std::span<const PlanWeightPiece> pieces, const std::string& path) {
+  if (plan.weights.size() != 0)
+    return absl::InvalidArgumentError(
+        "WritePlanFile with weight pieces: the plan's own weights must be empty");
+  return WriteEncodedPlan(plan, weights_bytes, pieces, path);
 }
 
 namespace {

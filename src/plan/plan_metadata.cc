@@ -161,7 +161,7 @@ absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> EncodeMetadata(const Plan& plan) {
+absl::StatusOr<std::string> EncodeMetadata(const Plan& plan, uint64_t weights_bytes) {
   pb::PlanMetadata m;
   m.set_target(static_cast<uint32_t>(plan.target));
   for (int32_t sm : plan.cuda_sms) m.add_cuda_sms(sm);
@@ -227,7 +227,7 @@ absl::StatusOr<std::string> EncodeMetadata(const Plan& plan) {
       for (const std::string& prov : step.provenance) ps->add_provenance(prov);
     }
   }
-  m.set_weights_bytes(plan.weights.size());
+  m.set_weights_bytes(weights_bytes);
   for (const std::string& sym : plan.paddable_symbols) m.add_paddable_symbols(sym);
 
   std::string out;

@@ -17,8 +17,12 @@ namespace kiln::plan_internal {
 // (passed separately: ReadPlanInfo validates without loading the weights).
 absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes);
 
-// Deterministic serialization of everything but the weights bytes.
-absl::StatusOr<std::string> EncodeMetadata(const Plan& plan);
+// Deterministic serialization of everything but the weights bytes, recording a weights
+// section of `weights_bytes` bytes.
+absl::StatusOr<std::string> EncodeMetadata(const Plan& plan, uint64_t weights_bytes);
+inline absl::StatusOr<std::string> EncodeMetadata(const Plan& plan) {
+  return EncodeMetadata(plan, plan.weights.size());
+}
 
 // Parses metadata into `plan` (all fields but weights) and returns the weights size it
 // records. Checks encodings (known dtype codes and enums, set oneofs); ValidatePlan

@@ -1,11 +1,16 @@
 // External tensor data: a positive case (offset/length/checksum, a subfolder, only the
-// needed bytes read) and one test per rejection rule: absolute path, `..`, symlinked
-// file, symlinked folder component, non-regular file, unknown key, bad offset/length,
-// range past the end, missing file, and bytes imported without a model folder.
+// needed bytes read), large aligned ranges mapped rather than copied (the tensor views a
+// private mapping of the file: copy-on-write, released with the graph) while small and
+// misaligned ones are read, and one test per rejection rule: absolute path, `..`,
+// symlinked file, symlinked folder component, non-regular file, unknown key, bad
+// offset/length, range past the end (small and mapped sizes), missing file, and bytes
+// imported without a model folder.
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "gtest/gtest.h"
 #include "tests/onnx/onnx_test_util.h"
@@ -15,14 +20,15 @@ namespace {
 
 using namespace kiln::testing;  // NOLINT
 
-// A model whose initializer "w" (f32[4]) lives in external data described by `kv`.
-onnx::ModelProto ExternalModel(const std::vector<std::pair<std::string, std::string>>& kv) {
+// A model whose initializer "w" (f32[n]) lives in external data described by `kv`.
+onnx::ModelProto ExternalModel(const std::vector<std::pair<std::string, std::string>>& kv,
+                               int64_t n = 4) {
   onnx::ModelProto m = MakeModel();
-  AddInput(m, "x", onnx::TensorProto::FLOAT, {"4"});
+  AddInput(m, "x", onnx::TensorProto::FLOAT, {std::to_string(n)});
   auto* w = m.mutable_graph()->add_initializer();
   w->set_name("w");
   w->set_data_type(onnx::TensorProto::FLOAT);
-  w->add_dims(4);
+  w->add_dims(n);
   w->set_data_location(onnx::TensorProto::EXTERNAL);
   for (const auto& [k, v] : kv) {
     auto* e = w->add_external_data();
@@ -30,7 +36,7 @@ onnx::ModelProto ExternalModel(const std::vector<std::pair<std::string, std::str
     e->set_value(v);
   }
   AddNode(m, "Add", {"x", "w"}, {"y"}, "add");
-  AddOutput(m, "y", onnx::TensorProto::FLOAT, {"4"});
+  AddOutput(m, "y", onnx::TensorProto::FLOAT, {std::to_string(n)});
   return m;
 }
 
@@ -58,6 +64,40 @@ void ExpectError(const absl::StatusOr<std::unique_ptr<Graph>>& g, const std::str
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << g.status();
   EXPECT_NE(g.status().message().find(substr), std::string::npos) << g.status();
   EXPECT_NE(g.status().message().find("initializer 'w'"), std::string::npos) << g.status();
+}
+
+// 64 KiB and up is mapped (external_data.cc): 32768 floats, 128 KiB.
+constexpr int64_t kBig = 32768;
+
+// `junk` 0x7f bytes, then 0, 1, ..., kBig - 1 as f32, then 16 junk bytes.
+std::string BigBlob(size_t junk) {
+  std::string s(junk, '\x7f');
+  for (int64_t i = 0; i < kBig; ++i) {
+    const float v = static_cast<float>(i);
+    s.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  s.append(16, '\x7f');
+  return s;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The file this process has mapped at `p` (/proc/self/maps), or "" when none is.
+std::string MappedFileAt(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || addr < lo || addr >= hi) continue;
+    const size_t slash = line.find('/');
+    return slash == std::string::npos ? "" : line.substr(slash);
+  }
+  return "";
 }
 
 class ExternalData : public ::testing::Test {
@@ -168,6 +208,59 @@ TEST_F(ExternalData, RejectsInlineDataToo) {
   onnx::ModelProto m = ExternalModel({{"location", "weights/w.bin"}, {"offset", "8"}});
   m.mutable_graph()->mutable_initializer(0)->set_raw_data(std::string(16, '\0'));
   ExpectError(ImportIn(dir_, m), "external tensor also has inline data");
+}
+
+TEST_F(ExternalData, MapsALargeAlignedRangeInsteadOfCopyingIt) {
+  const std::string file = dir_ + "/weights/big.bin";
+  WriteFile(file, BigBlob(64));
+  const std::string mapped_path = std::filesystem::canonical(file).string();
+  const std::byte* at = nullptr;
+  {
+    auto g = ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"},
+                                           {"offset", "64"},
+                                           {"length", std::to_string(kBig * 4)}},
+                                          kBig));
+    ASSERT_TRUE(g.ok()) << g.status();
+    Tensor t = *FindConstant(**g, "w")->constant_value();
+    ASSERT_EQ(t.NumElements(), kBig);
+    for (int64_t i : {int64_t{0}, int64_t{1}, kBig / 2, kBig - 1})
+      EXPECT_EQ(t.data<float>()[i], static_cast<float>(i));
+    EXPECT_TRUE(t.storage()->is_view());
+    at = t.raw();
+    EXPECT_EQ(MappedFileAt(at), mapped_path) << "the tensor's bytes are not the file's mapping";
+    // A write lands in a private copy of the page, never in the file.
+    t.data<float>()[0] = 42.f;
+    EXPECT_EQ(FindConstant(**g, "w")->constant_value()->data<float>()[0], 42.f);
+    EXPECT_EQ(ReadAll(file), BigBlob(64));
+  }
+  // The mapping went with the last tensor that shared it.
+  EXPECT_NE(MappedFileAt(at), mapped_path);
+}
+
+TEST_F(ExternalData, ReadsSmallAndMisalignedRanges) {
+  WriteFile(dir_ + "/weights/big.bin", BigBlob(66));  // offset 66: not a multiple of 4
+  auto big =
+      ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"}, {"offset", "66"}}, kBig));
+  ASSERT_TRUE(big.ok()) << big.status();
+  const Tensor* t = FindConstant(**big, "w")->constant_value();
+  EXPECT_FALSE(t->storage()->is_view());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t->raw()) % 64, 0u);
+  EXPECT_EQ(t->data<float>()[kBig - 1], static_cast<float>(kBig - 1));
+  auto small = ImportIn(dir_, ExternalModel({{"location", "weights/w.bin"}, {"offset", "8"}}));
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_FALSE(FindConstant(**small, "w")->constant_value()->storage()->is_view());
+}
+
+TEST_F(ExternalData, RejectsAMappableRangePastTheEndOrOfTheWrongLength) {
+  WriteFile(dir_ + "/weights/big.bin", BigBlob(64));  // 64 + 131072 + 16 bytes
+  ExpectError(
+      ImportIn(dir_, ExternalModel({{"location", "weights/big.bin"}, {"offset", "128"}}, kBig)),
+      "range [128, 131200) is past the end of 'weights/big.bin' (131152 bytes)");
+  ExpectError(
+      ImportIn(dir_, ExternalModel(
+                         {{"location", "weights/big.bin"}, {"offset", "64"}, {"length", "131076"}},
+                         kBig)),
+      "length 131076 does not match the tensor's 131072 bytes");
 }
 
 }  // namespace

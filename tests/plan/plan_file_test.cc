@@ -1,6 +1,8 @@
 // Round trip, determinism, mmap loading, ReadPlanInfo, and corruption robustness of
 // `.kiln` files: truncation at every byte and a flip of every bit of a small plan file
-// must give an error (never a crash, never an accepted file).
+// must give an error (never a crash, never an accepted file). The streaming writer: a file
+// written from one blob or from weight pieces is byte-identical to the independently
+// assembled image, loads with a correct CRC, and bad pieces are refused with no file left.
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +17,8 @@ namespace {
 
 using plan_test::SamplePlan;
 
+using plan_test::AssembleUnchecked;
+
 std::string TmpPath(const std::string& name) {
   std::filesystem::create_directories(KILN_TEST_TMPDIR);
   return std::string(KILN_TEST_TMPDIR) + "/" + name;
@@ -23,6 +27,82 @@ std::string TmpPath(const std::string& name) {
 void WriteBytes(const std::string& path, std::string_view bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// SamplePlan with a weights section of 3 MiB + 100 bytes: three non-zero pieces (one past
+// the writer's 1 MiB chunk) separated by zero gaps, both as a blob and as those pieces.
+struct PiecedPlan {
+  Plan with_blob;
+  std::string blob;
+  std::vector<PlanWeightPiece> pieces;
+};
+PiecedPlan MakePiecedPlan() {
+  PiecedPlan p;
+  p.blob.assign((size_t{3} << 20) + 100, '\0');
+  const std::pair<size_t, size_t> ranges[] = {{0, 10240}, {10304, 2600000}, {3000000, 145828}};
+  for (const auto& [at, n] : ranges)
+    for (size_t i = at; i < at + n; ++i) p.blob[i] = static_cast<char>((i * 37 + 1) | 1);
+  for (const auto& [at, n] : ranges)
+    p.pieces.push_back({at, std::string_view(p.blob).substr(at, n)});
+  p.with_blob = SamplePlan();
+  p.with_blob.weights = PlanWeights::Copy(p.blob);
+  return p;
+}
+
+TEST(PlanFile, WritePlanFileStreamsTheSameBytesAsTheImage) {
+  const Plan plan = SamplePlan();
+  const std::string path = TmpPath("streamed.kiln");
+  ASSERT_TRUE(WritePlanFile(plan, path).ok());
+  EXPECT_EQ(ReadBytes(path), SerializePlan(plan).value());
+  EXPECT_EQ(ReadBytes(path), AssembleUnchecked(plan));
+}
+
+TEST(PlanFile, WeightPiecesGiveTheFileOfTheirBlob) {
+  const PiecedPlan p = MakePiecedPlan();
+  Plan bare = p.with_blob;
+  bare.weights = PlanWeights();
+  const std::string path = TmpPath("pieces.kiln");
+  ASSERT_TRUE(WritePlanFile(bare, p.blob.size(), p.pieces, path).ok());
+  const std::string file = ReadBytes(path);
+  EXPECT_EQ(file, AssembleUnchecked(p.with_blob));
+  EXPECT_EQ(file, SerializePlan(p.with_blob).value());
+  absl::StatusOr<Plan> loaded = LoadPlanFile(path);  // checks both CRCs
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(*loaded == p.with_blob);
+  // The stored CRC covers the streamed bytes: one changed weight byte is caught.
+  std::string bad = file;
+  bad[bad.size() - 2000] ^= 0x10;
+  WriteBytes(path, bad);
+  ASSERT_FALSE(LoadPlanFile(path).ok());
+  EXPECT_NE(LoadPlanFile(path).status().message().find("section 'weights'"), std::string::npos);
+}
+
+TEST(PlanFile, BadWeightPiecesAreRefusedAndLeaveNoFile) {
+  const PiecedPlan p = MakePiecedPlan();
+  Plan bare = p.with_blob;
+  bare.weights = PlanWeights();
+  const std::string path = TmpPath("bad-pieces.kiln");
+  std::filesystem::remove(path);
+  auto refused = [&](const Plan& plan, uint64_t size, std::vector<PlanWeightPiece> pieces,
+                     const std::string& why) {
+    absl::Status s = WritePlanFile(plan, size, pieces, path);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(why), std::string::npos) << s;
+    EXPECT_FALSE(std::filesystem::exists(path));
+  };
+  std::vector<PlanWeightPiece> overlap = p.pieces;
+  overlap[1].offset = 10000;  // starts inside piece 0
+  refused(bare, p.blob.size(), overlap, "weights piece 1 [10000, +2600000) overlaps");
+  refused(bare, 3000000, p.pieces, "runs past the 3000000-byte weights section");
+  refused(bare, 1000, {}, "beyond the 1000-byte weights section");  // a buffer needs 10240
+  refused(p.with_blob, p.blob.size(), p.pieces, "the plan's own weights must be empty");
+  for (const auto& e : std::filesystem::directory_iterator(KILN_TEST_TMPDIR))
+    EXPECT_EQ(e.path().filename().string().find("bad-pieces.kiln.tmp"), std::string::npos);
 }
 
 TEST(PlanFile, RoundTripIsIdenticalPlanAndBytes) {

@@ -1,6 +1,9 @@
 // Element types and dense tensors. A Tensor is a dtype, a concrete shape and a
 // reference-counted Storage; copies of a Tensor share bytes (weight sharing and dedup
-// for free). Storage is 64-byte aligned so kernels may use aligned vector loads.
+// for free). Storage the library allocates is 64-byte aligned so kernels may use aligned
+// vector loads; a Storage that views bytes someone else owns (a file mapping: the
+// importer's external data) is aligned as that owner placed them, at least to the
+// element size.
 #pragma once
 
 #include <cstddef>
@@ -56,10 +59,17 @@ uint16_t FloatToBF16(float f);
 // Product of dims, or an error if any dim is negative or the product overflows int64.
 absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> dims);
 
-// Owned, 64-byte aligned, zero-initialised bytes.
+// Tensor bytes: owned (64-byte aligned, zero-initialised) or a view of bytes kept alive
+// by an owner, e.g. a private file mapping, so that importing a model's external data
+// maps it instead of copying it.
 class Storage {
  public:
   static std::shared_ptr<Storage> Allocate(size_t bytes);
+  // Views [data, data + bytes), kept alive by `owner` (non-null; else nullptr is
+  // returned) until this Storage goes. The bytes
+  // must stay writable for whoever holds the Storage (a MAP_PRIVATE mapping is: writes
+  // are copy-on-write and never reach the file).
+  static std::shared_ptr<Storage> View(std::byte* data, size_t bytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -67,11 +77,14 @@ class Storage {
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
+  bool is_view() const { return owner_ != nullptr; }
 
  private:
-  Storage(std::byte* data, size_t size) : data_(data), size_(size) {}
+  Storage(std::byte* data, size_t size, std::shared_ptr<void> owner = nullptr)
+      : data_(data), size_(size), owner_(std::move(owner)) {}
   std::byte* data_;
   size_t size_;
+  std::shared_ptr<void> owner_;  // null: data_ is ours (aligned_alloc)
 };
 
 class Tensor {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kiln/ir/graph.h"
@@ -32,6 +33,11 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path,
 absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxBytes(std::string_view bytes,
                                                        const std::string& model_dir,
                                                        const ImportOptions& options = {});
+
+// The names of the model's graph inputs that are not also initializers (the graph's Input
+// nodes), in order, from a parse of the file that builds no graph and decodes no tensor:
+// what `--shape NAME=...` resolves against before a compile imports the model itself.
+absl::StatusOr<std::vector<std::string>> OnnxGraphInputNames(const std::string& path);
 
 // Reads a serialized TensorProto (e.g. the backend tests' input_0.pb) into a Tensor.
 absl::StatusOr<Tensor> ReadTensorProtoFile(const std::string& path);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -147,7 +148,23 @@ inline constexpr uint32_t kPlanFormatVersion = 1;
 // Serializes a Plan to the `.kiln` byte layout. Validates the Plan first (the same
 // checks the loader makes), so a file that is written can always be read back.
 absl::StatusOr<std::string> SerializePlan(const Plan& plan);
+// Writes the same bytes as SerializePlan to `path` (through a temporary file renamed over
+// it), streaming the weights from plan.weights instead of building the image in memory.
 absl::Status WritePlanFile(const Plan& plan, const std::string& path);
+
+// A weights section given in pieces instead of one blob: each piece's bytes go at its
+// offset; offsets increase, pieces do not overlap, and the bytes between them are zero.
+struct PlanWeightPiece {
+  uint64_t offset = 0;
+  std::string_view bytes;
+};
+// As WritePlanFile, with a weights section of `weights_bytes` bytes assembled from
+// `pieces` as it is written (the CRC computed on the way); plan.weights must be empty.
+// The file is byte-identical to SerializePlan of the plan whose weights are that blob.
+// kiln::CompileToFile writes its plans this way, so the weights are never copied into
+// memory a second time.
+absl::Status WritePlanFile(const Plan& plan, uint64_t weights_bytes,
+                           std::span<const PlanWeightPiece> pieces, const std::string& path);
 
 // Parses and validates a `.kiln` image; the weights are copied out of `bytes`.
 absl::StatusOr<Plan> ParsePlan(std::string_view bytes);
