@@ -34,7 +34,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "kiln/ir/ops.h"
+#include "kiln/support/status.h"
 #include "passes/passes.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln {
 namespace {
@@ -118,7 +120,7 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
     if (to == low) lowered.insert(key_of(c->output(0)));
     return cast_to[key] = c->output(0);
   };
-  auto low_operand = [&](Node* n, int i) {
+  auto low_operand = [&](Node* n, int i) -> absl::Status {
     const Value v = n->input(i);
     if (const Tensor* t = v.node->constant_value()) {
       Node*& c = converted[v.node->id()];
@@ -131,10 +133,16 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
         c->set_provenance(v.node->provenance());
         Count("constants converted");
       }
+      Node* original = v.node;
       g.SetInput(n, i, c->output(0));
+      // The f32 original goes once nothing reads it, so a model's weights are never held
+      // in both widths (the topological order has visited it: producers come first).
+      if (original->output_info(0).uses.empty() && !rewrite::IsGraphOutput(g, original->output(0)))
+        return g.RemoveNode(original);
     } else {
       g.SetInput(n, i, cast(n, v, low));
     }
+    return absl::OkStatus();
   };
   // Graph outputs that are f32 now must still be f32 afterwards.
   std::vector<bool> output_was_f32;
@@ -183,7 +191,7 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
         if (kept(i)) {
           if (lowered.count(key_of(v))) g.SetInput(n, i, cast(n, v, DType::kF32));
         } else if (IsF32(v)) {
-          low_operand(n, i);
+          KILN_RETURN_IF_ERROR(low_operand(n, i));
         }
       }
       // LayerNormalization's mean / inv-std-dev outputs keep their stash_type.

@@ -49,19 +49,17 @@ graph g opset=21 {
   %0 = Input() : f32[2,3] "x"
   %1 = Input() : f32[2,4] "r"
   %2 = Constant() {value=tensor<f16[3,4]>[1,2,3,4,5,6,7,8,9,10,11,12]} : f16[3,4] "w"
-  %3 = Constant() {value=tensor<f32[3,4]>[1,2,3,4,5,6,7,8,9,10,11,12]} : f32[3,4] "w"
-  %4 = Constant() {value=tensor<f16[4]>[0.5,0.25,0.125,1]} : f16[4] "b"
-  %5 = Constant() {value=tensor<f32[4]>[0.5,0.25,0.125,1]} : f32[4] "b"
-  %6 = Constant() {value=tensor<f32[]>[65504]} : f32[] "kiln_fp16_max"
-  %7 = Constant() {value=tensor<f32[]>[-65504]} : f32[] "kiln_fp16_lowest"
-  %8 = Clip(%0, %7, %6) : f32[2,3] "x_sat"
-  %9 = Cast(%8) {to=10} : f16[2,3] "x_f16"
-  %10 = kiln.Linear(%9, %2, %4) : f16[2,4] "y"
-  %11 = Clip(%1, %7, %6) : f32[2,4] "r_sat"
-  %12 = Cast(%11) {to=10} : f16[2,4] "r_f16"
-  %13 = Add(%10, %12) : f16[2,4] "z"
-  %14 = Cast(%13) {to=1} : f32[2,4] "z"
-  return "z": %14
+  %3 = Constant() {value=tensor<f16[4]>[0.5,0.25,0.125,1]} : f16[4] "b"
+  %4 = Constant() {value=tensor<f32[]>[65504]} : f32[] "kiln_fp16_max"
+  %5 = Constant() {value=tensor<f32[]>[-65504]} : f32[] "kiln_fp16_lowest"
+  %6 = Clip(%0, %5, %4) : f32[2,3] "x_sat"
+  %7 = Cast(%6) {to=10} : f16[2,3] "x_f16"
+  %8 = kiln.Linear(%7, %2, %3) : f16[2,4] "y"
+  %9 = Clip(%1, %5, %4) : f32[2,4] "r_sat"
+  %10 = Cast(%9) {to=10} : f16[2,4] "r_f16"
+  %11 = Add(%8, %10) : f16[2,4] "z"
+  %12 = Cast(%11) {to=1} : f32[2,4] "z"
+  return "z": %12
 })",
                 At(Precision::kFp16));
 }
@@ -179,10 +177,9 @@ graph g opset=21 {
 graph g opset=21 {
   %0 = Input() : i64[2] "ids"
   %1 = Constant() {value=tensor<f16[3,2]>[1,2,3,4,5,6]} : f16[3,2] "table"
-  %2 = Constant() {value=tensor<f32[3,2]>[1,2,3,4,5,6]} : f32[3,2] "table"
-  %3 = Gather(%1, %0) {axis=0} : f16[2,2] "rows"
-  %4 = Cast(%3) {to=1} : f32[2,2] "rows"
-  return "rows": %4
+  %2 = Gather(%1, %0) {axis=0} : f16[2,2] "rows"
+  %3 = Cast(%2) {to=1} : f32[2,2] "rows"
+  return "rows": %3
 })",
                 At(Precision::kFp16));
 }
