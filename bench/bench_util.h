@@ -17,7 +17,10 @@ inline CpuContext BenchContext() {
   if (const char* t = std::getenv("KILN_BENCH_THREADS")) ctx.num_threads = std::atoi(t);
   if (const char* isa = std::getenv("KILN_BENCH_ISA")) {
     const std::string s(isa);
-    ctx.isa = s == "scalar" ? Isa::kScalar : s == "avx2" ? Isa::kAvx2 : s == "avx512" ? Isa::kAvx512 : Isa::kAuto;
+    ctx.isa = s == "scalar"   ? Isa::kScalar
+              : s == "avx2"   ? Isa::kAvx2
+              : s == "avx512" ? Isa::kAvx512
+                              : Isa::kAuto;
   }
   return ctx;
 }

@@ -22,7 +22,10 @@ void BM_LayerNorm(benchmark::State& state) {
   }
   SetFlops(state, 8.0 * rows * h, 8.0 * rows * h);
 }
-BENCHMARK(BM_LayerNorm)->ArgsProduct({{128, 4096}, {384, 768}})->ArgNames({"rows", "H"})->UseRealTime();
+BENCHMARK(BM_LayerNorm)
+    ->ArgsProduct({{128, 4096}, {384, 768}})
+    ->ArgNames({"rows", "H"})
+    ->UseRealTime();
 
 void BM_SkipLayerNorm(benchmark::State& state) {
   const int64_t rows = state.range(0), h = state.range(1);
@@ -47,7 +50,10 @@ void BM_SkipLayerNorm(benchmark::State& state) {
   }
   SetFlops(state, 10.0 * rows * h, 16.0 * rows * h);
 }
-BENCHMARK(BM_SkipLayerNorm)->ArgsProduct({{128, 4096}, {384, 768}})->ArgNames({"rows", "H"})->UseRealTime();
+BENCHMARK(BM_SkipLayerNorm)
+    ->ArgsProduct({{128, 4096}, {384, 768}})
+    ->ArgNames({"rows", "H"})
+    ->UseRealTime();
 
 void BM_Softmax(benchmark::State& state) {
   const int64_t rows = state.range(0), n = state.range(1);
@@ -61,7 +67,12 @@ void BM_Softmax(benchmark::State& state) {
   SetFlops(state, 5.0 * rows * n, 8.0 * rows * n);
 }
 // rows = B·N·S for N = 12 heads: (1, 128), (8, 128).
-BENCHMARK(BM_Softmax)->Args({1536, 128})->Args({12288, 128})->Args({3072, 256})->ArgNames({"rows", "n"})->UseRealTime();
+BENCHMARK(BM_Softmax)
+    ->Args({1536, 128})
+    ->Args({12288, 128})
+    ->Args({3072, 256})
+    ->ArgNames({"rows", "n"})
+    ->UseRealTime();
 
 void BM_Gelu(benchmark::State& state) {
   const int64_t n = state.range(0);
@@ -74,7 +85,10 @@ void BM_Gelu(benchmark::State& state) {
   }
   SetFlops(state, 20.0 * n, 8.0 * n);
 }
-BENCHMARK(BM_Gelu)->ArgsProduct({{128 * 1536, 1024 * 3072}, {0, 1}})->ArgNames({"n", "tanh"})->UseRealTime();
+BENCHMARK(BM_Gelu)
+    ->ArgsProduct({{128 * 1536, 1024 * 3072}, {0, 1}})
+    ->ArgNames({"n", "tanh"})
+    ->UseRealTime();
 
 void BM_EmbedLayerNorm(benchmark::State& state) {
   const int64_t nb = state.range(0), s = 128, h = state.range(1), vocab = 30522;
@@ -105,7 +119,10 @@ void BM_EmbedLayerNorm(benchmark::State& state) {
   }
   SetFlops(state, 10.0 * nb * s * h, 16.0 * nb * s * h);
 }
-BENCHMARK(BM_EmbedLayerNorm)->ArgsProduct({{1, 32}, {384, 768}})->ArgNames({"B", "H"})->UseRealTime();
+BENCHMARK(BM_EmbedLayerNorm)
+    ->ArgsProduct({{1, 32}, {384, 768}})
+    ->ArgNames({"B", "H"})
+    ->UseRealTime();
 
 void BM_MeanPool(benchmark::State& state) {
   const int64_t nb = state.range(0), s = 128, h = 384;

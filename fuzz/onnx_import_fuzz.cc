@@ -31,8 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.max_tensor_bytes = int64_t{64} << 20;  // keep one run's memory small
   options.max_total_bytes = int64_t{256} << 20;
   options.max_nodes = 100000;
-  auto g = kiln::ImportOnnxBytes(
-      std::string_view(reinterpret_cast<const char*>(data), size), ModelDir(), options);
+  auto g = kiln::ImportOnnxBytes(std::string_view(reinterpret_cast<const char*>(data), size),
+                                 ModelDir(), options);
   if (g.ok() && !kiln::VerifyGraph(**g).ok()) __builtin_trap();
   return 0;
 }

@@ -36,9 +36,10 @@ Value SkipScales(Value v, HeadPath& p, std::string* issue) {
     std::optional<int> data = ScaleOperand(v.node, &f);
     if (!data) break;
     if (!f && issue->empty())
-      *issue = absl::StrFormat("the attention scale (%s) is computed at run time and did not "
-                               "fold to a constant (give static shapes, --shape)",
-                               Name(v.node));
+      *issue = absl::StrFormat(
+          "the attention scale (%s) is computed at run time and did not "
+          "fold to a constant (give static shapes, --shape)",
+          Name(v.node));
     p.nodes.push_back(v.node);
     p.scale_ops.push_back(v.node);
     p.scale *= f.value_or(1.0);
@@ -60,8 +61,10 @@ std::optional<int> ScaleOperand(const Node* n, std::optional<double>* factor) {
   const bool mul = IsOp(n, "Mul"), div = IsOp(n, "Div");
   if (!mul && !div) return std::nullopt;
   int data = -1;
-  if (ScalarShaped(n->input(1)) && !ScalarShaped(n->input(0))) data = 0;
-  else if (mul && ScalarShaped(n->input(0)) && !ScalarShaped(n->input(1))) data = 1;
+  if (ScalarShaped(n->input(1)) && !ScalarShaped(n->input(0)))
+    data = 0;
+  else if (mul && ScalarShaped(n->input(0)) && !ScalarShaped(n->input(1)))
+    data = 1;
   if (data < 0) return std::nullopt;
   const Tensor* c = ConstantOf(n->input(1 - data));
   if (c != nullptr && IsFloat(c->dtype())) {
@@ -92,15 +95,17 @@ std::string AnalyzeSplit(HeadPath& p, const char* which) {
   const std::vector<Dim>* in = ShapeOf(r->input(0));
   const std::vector<Dim>* out = ShapeOf(p.reshape->output(0));
   if ((in && in->size() != 3) || (out && out->size() != 4))
-    return absl::StrFormat("the %s head split reshapes %s to %s; expected [B, S, H] -> "
-                           "[B, S, N, D]",
-                           which, in ? DimsString(*in) : "?", out ? DimsString(*out) : "?");
+    return absl::StrFormat(
+        "the %s head split reshapes %s to %s; expected [B, S, H] -> "
+        "[B, S, N, D]",
+        which, in ? DimsString(*in) : "?", out ? DimsString(*out) : "?");
   std::vector<Value> same_bs = {r->input(0), p.proj};
   if (Value src = ProjectionInput(p.proj)) same_bs.push_back(src);
   if (!KeepsBatchAndSequence(r, same_bs))
-    return absl::StrFormat("the %s head split Reshape does not provably keep the [batch, "
-                           "sequence] dims of its input",
-                           which);
+    return absl::StrFormat(
+        "the %s head split Reshape does not provably keep the [batch, "
+        "sequence] dims of its input",
+        which);
   std::optional<std::vector<ShapeElem>> target = DescribeShape(r->input(1));
   int64_t n = -1, d = -1;
   if (target && target->size() == 4) {
@@ -117,13 +122,15 @@ std::string AnalyzeSplit(HeadPath& p, const char* which) {
   if (n == -1 && d > 0 && h > 0 && h % d == 0) n = h / d;
   if (d == -1 && n > 0 && h > 0 && h % n == 0) d = h / n;
   if (n <= 0 || d <= 0)
-    return absl::StrFormat("the number of heads or the head size of the %s head split is "
-                           "not known",
-                           which);
+    return absl::StrFormat(
+        "the number of heads or the head size of the %s head split is "
+        "not known",
+        which);
   if (h > 0 && n * d != h)
-    return absl::StrFormat("head split inconsistent: %s is split into %d heads of %d but "
-                           "its hidden size is %d",
-                           which, n, d, h);
+    return absl::StrFormat(
+        "head split inconsistent: %s is split into %d heads of %d but "
+        "its hidden size is %d",
+        which, n, d, h);
   p.heads = n;
   p.head_dim = d;
   return "";
@@ -147,9 +154,8 @@ bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
     p.nodes.insert(p.nodes.end(), via.begin(), via.end());
     t = ProducerIs(SkipScales(kt, p, issue), "Transpose");
     if (t == nullptr || !PermIs(t, {0, 2, 1, 3})) return false;
-  } else if (t == nullptr ||
-             !PermIs(t, kind == PathKind::kK ? std::vector<int64_t>{0, 2, 3, 1}
-                                             : std::vector<int64_t>{0, 2, 1, 3})) {
+  } else if (t == nullptr || !PermIs(t, kind == PathKind::kK ? std::vector<int64_t>{0, 2, 3, 1}
+                                                             : std::vector<int64_t>{0, 2, 1, 3})) {
     return false;
   }
   p.nodes.push_back(t);

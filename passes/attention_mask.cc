@@ -55,10 +55,11 @@ std::string CheckMaskShape(Value mask, const std::vector<Dim>& scores) {
     why = "does not broadcast to them";
   }
   if (why.empty()) return "";
-  return absl::StrFormat("mask has shape %s, which %s (scores [B, N, S, S] = %s); masks "
-                         "broadcastable to [B, N, S, S] such as [B, 1, 1, S], [B, 1, S, S] or "
-                         "[1, 1, S, S] are fused",
-                         DimsString(*m), why, DimsString(scores));
+  return absl::StrFormat(
+      "mask has shape %s, which %s (scores [B, N, S, S] = %s); masks "
+      "broadcastable to [B, N, S, S] such as [B, 1, 1, S], [B, 1, S, S] or "
+      "[1, 1, S, S] are fused",
+      DimsString(*m), why, DimsString(scores));
 }
 
 }  // namespace
@@ -78,8 +79,8 @@ std::string AnalyzeMasks(const std::vector<MaskLayer>& layers, const std::vector
     const Node* n = l.node;
     if (!l.is_where) {
       const Value m = n->input(1 - l.scores_operand);
-      if (CausalConstant(m, [](double x) { return x <= kLargeNegative; },
-                         [](double x) { return x == 0; })) {
+      if (CausalConstant(
+              m, [](double x) { return x <= kLargeNegative; }, [](double x) { return x == 0; })) {
         b.causal = true;
         continue;
       }
@@ -96,12 +97,14 @@ std::string AnalyzeMasks(const std::vector<MaskLayer>& layers, const std::vector
     const Value fill_v = n->input(keep ? 2 : 1);
     std::optional<double> fill = UniformConstant(fill_v);
     if (!fill || !(*fill <= kLargeNegative))
-      return absl::StrFormat("Where fills masked scores with %s; only -inf or a large "
-                             "negative constant (<= -1e4) is fused",
-                             fill ? absl::StrCat(*fill) : "a non-constant value");
+      return absl::StrFormat(
+          "Where fills masked scores with %s; only -inf or a large "
+          "negative constant (<= -1e4) is fused",
+          fill ? absl::StrCat(*fill) : "a non-constant value");
     if (cond.type().dtype != DType::kBool) return "the Where mask condition is not bool";
-    if (CausalConstant(cond, [&](double x) { return (x != 0) != keep; },
-                       [&](double x) { return (x != 0) == keep; })) {
+    if (CausalConstant(
+            cond, [&](double x) { return (x != 0) != keep; },
+            [&](double x) { return (x != 0) == keep; })) {
       b.causal = true;
       continue;
     }

@@ -21,10 +21,6 @@
 namespace kiln::attention {
 namespace {
 
-using rewrite::ConstantOf;
-using rewrite::IsGraphOutput;
-using rewrite::IsOp;
-using rewrite::ProducerIs;
 using internal::AnalyzeMasks;
 using internal::AnalyzeSplit;
 using internal::LastDim;
@@ -36,6 +32,10 @@ using internal::ScaleOperand;
 using internal::ShapeOf;
 using internal::UniformConstant;
 using internal::WalkHeadPath;
+using rewrite::ConstantOf;
+using rewrite::IsGraphOutput;
+using rewrite::IsOp;
+using rewrite::ProducerIs;
 
 // True when `v` is computed from a MatMul through at most `depth` Add/Mul/Div/Where ops.
 bool LeadsToMatMul(Value v, int depth = 6) {
@@ -154,10 +154,11 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
       cur = n->input(a ? 0 : 1);
     } else if (std::optional<int> data = ScaleOperand(n, &f)) {
       if (!f && scale_issue.empty())
-        scale_issue = absl::StrFormat("the attention scale (%s) is computed at run time and "
-                                      "did not fold to a constant (give static shapes, "
-                                      "--shape)",
-                                      Name(n));
+        scale_issue = absl::StrFormat(
+            "the attention scale (%s) is computed at run time and "
+            "did not fold to a constant (give static shapes, "
+            "--shape)",
+            Name(n));
       score_scales.push_back(n);
       b.scale *= f.value_or(1.0);
       cur = n->input(*data);
@@ -200,8 +201,9 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
   if (!WalkHeadPath(b.scores->input(0), PathKind::kQ, b.q, &path_issue))
     return fail("Q is not split into heads by Reshape [B, S, N, D] + Transpose [0, 2, 1, 3]");
   if (!WalkHeadPath(b.scores->input(1), PathKind::kK, b.k, &path_issue))
-    return fail("K is not split into heads and transposed by Reshape [B, S, N, D] + "
-                "Transpose [0, 2, 3, 1] (or [0, 2, 1, 3] then [0, 1, 3, 2])");
+    return fail(
+        "K is not split into heads and transposed by Reshape [B, S, N, D] + "
+        "Transpose [0, 2, 3, 1] (or [0, 2, 1, 3] then [0, 1, 3, 2])");
   if (!WalkHeadPath(b.context->input(1), PathKind::kV, b.v, &path_issue))
     return fail("V is not split into heads by Reshape [B, S, N, D] + Transpose [0, 2, 1, 3]");
   r.stage = Stage::kProjections;
@@ -214,10 +216,10 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
   }
   if (b.q.heads != b.k.heads || b.q.heads != b.v.heads || b.q.head_dim != b.k.head_dim ||
       b.q.head_dim != b.v.head_dim)
-    return fail(absl::StrFormat("Q, K and V are split into different heads (%dx%d, %dx%d, "
-                                "%dx%d)",
-                                b.q.heads, b.q.head_dim, b.k.heads, b.k.head_dim, b.v.heads,
-                                b.v.head_dim));
+    return fail(
+        absl::StrFormat("Q, K and V are split into different heads (%dx%d, %dx%d, "
+                        "%dx%d)",
+                        b.q.heads, b.q.head_dim, b.k.heads, b.k.head_dim, b.v.heads, b.v.head_dim));
   b.num_heads = b.q.heads;
   b.head_dim = b.q.head_dim;
 
@@ -228,8 +230,9 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
                        (b.k.scale_ops.empty() ? 0 : 1);
   if (score_scales.size() > 1 || b.q.scale_ops.size() > 1 || b.k.scale_ops.size() > 1 ||
       (!score_scales.empty() && sites > 1))
-    return fail("scores scaled twice (expected one scale: on the scores, on Q, or "
-                "sqrt(scale) on both Q and K)");
+    return fail(
+        "scores scaled twice (expected one scale: on the scores, on Q, or "
+        "sqrt(scale) on both Q and K)");
   b.scale *= b.q.scale * b.k.scale;
   if (!(b.scale > 0) || !std::isfinite(b.scale))
     return fail(absl::StrFormat("attention scale %g is not a positive finite number", b.scale));
@@ -259,8 +262,9 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
   // only the IsNaN guard turns into the kernel's zeros.
   if ((b.mask.kind == MaskKind::kBoolKeep || b.mask.kind == MaskKind::kBoolDrop) &&
       b.guard == nullptr)
-    return fail("a fully masked row would be NaN in the model but 0 in "
-                "kiln.MultiHeadAttention: add the IsNaN guard or use a finite fill");
+    return fail(
+        "a fully masked row would be NaN in the model but 0 in "
+        "kiln.MultiHeadAttention: add the IsNaN guard or use a finite fill");
 
   // Head merge: Transpose [0, 2, 1, 3] then Reshape [B, S, H].
   // (The TorchScript SDPA export first reshapes P·V to [B, -1, S, D], the shape it already
@@ -279,8 +283,9 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
     for (const Use& u : mt->output_info(0).uses)
       if (IsOp(u.user, "Reshape") && u.operand == 0 && u.user->num_inputs() >= 2) mr = u.user;
   if (mr == nullptr)
-    return fail("the attention output is not merged back by Transpose [0, 2, 1, 3] + "
-                "Reshape [B, S, H]");
+    return fail(
+        "the attention output is not merged back by Transpose [0, 2, 1, 3] + "
+        "Reshape [B, S, H]");
   b.merge_transpose = mt;
   b.output = mr;
   {
@@ -289,8 +294,7 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
     const std::vector<Dim>* out = ShapeOf(mr->output(0));
     std::optional<std::vector<ShapeElem>> target = DescribeShape(mr->input(1));
     bool last_ok = out && out->size() == 3 && (*out)[2].is_known() && (*out)[2].value() == h;
-    if (!last_ok && target && target->size() == 3 &&
-        (*target)[2].kind == ShapeElem::kConst)
+    if (!last_ok && target && target->size() == 3 && (*target)[2].kind == ShapeElem::kConst)
       last_ok = (*target)[2].value == h || (*target)[2].value == -1;
     const bool rank_ok = (out && out->size() == 3) || (target && target->size() == 3);
     if (!rank_ok || !last_ok || !KeepsBatchAndSequence(mr, same_bs)) {
@@ -302,10 +306,11 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
         keepable = mr->attr_int_or("allowzero", 0) != 0 ||
                    ((*target)[i].kind == ShapeElem::kConst && (*target)[i].value != 0);
       if (!keepable)
-        return fail(absl::StrFormat("the head merge Reshape's target %s may copy the head "
-                                    "dims (a 0 past the [B, S] entries); only targets that "
-                                    "do not are fused",
-                                    out ? DimsString(*out) : "of unknown shape"));
+        return fail(
+            absl::StrFormat("the head merge Reshape's target %s may copy the head "
+                            "dims (a 0 past the [B, S] entries); only targets that "
+                            "do not are fused",
+                            out ? DimsString(*out) : "of unknown shape"));
       b.merge_kept = true;
     }
   }
@@ -340,15 +345,16 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
       const std::string value_name =
           n->output_info(i).name.empty() ? Name(n) : n->output_info(i).name;
       if (IsGraphOutput(g, n->output(i)))
-        return fail(absl::StrFormat("interior value %s (%s) is a graph output", value_name,
-                                    n->op()));
+        return fail(
+            absl::StrFormat("interior value %s (%s) is a graph output", value_name, n->op()));
       for (const Use& u : n->output_info(i).uses)
         if (!std::binary_search(sorted.begin(), sorted.end(), u.user) &&
             !(b.merge_kept && n == mt && u.user == mr && u.operand == 0) &&
             !(IsOp(u.user, "Shape") && OnlyFeeds(g, u.user, sorted, 6)))
-          return fail(absl::StrFormat("interior value %s (%s) is also read outside the "
-                                      "attention by %s",
-                                      value_name, n->op(), u.user->Describe()));
+          return fail(
+              absl::StrFormat("interior value %s (%s) is also read outside the "
+                              "attention by %s",
+                              value_name, n->op(), u.user->Describe()));
     }
   }
 
@@ -359,11 +365,14 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
     const Value sq = ProjectionInput(b.q.proj), sk = ProjectionInput(b.k.proj),
                 sv = ProjectionInput(b.v.proj);
     if (!sq || !sk || !sv)
-      return fail("Q, K and V are not projections (Linear, MatMul, MatMul + Add) of one "
-                  "input");
+      return fail(
+          "Q, K and V are not projections (Linear, MatMul, MatMul + Add) of one "
+          "input");
     if (sq != sk || sq != sv) {
-      if (sk == sv) return fail("cross-attention (K/V from a different input than Q) is not "
-                                "fused yet");
+      if (sk == sv)
+        return fail(
+            "cross-attention (K/V from a different input than Q) is not "
+            "fused yet");
       return fail("Q, K and V are projections of different inputs");
     }
     for (const Value& pv : {b.q.proj, b.k.proj, b.v.proj})

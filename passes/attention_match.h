@@ -53,12 +53,12 @@ struct Mask {
 
 struct AttentionBlock {
   Node* softmax = nullptr;
-  Node* scores = nullptr;   // MatMul(Q, Kᵀ)
-  Node* context = nullptr;  // MatMul(P, V)
-  Node* guard = nullptr;    // Where(IsNaN(P), 0, P) after the Softmax, if any
+  Node* scores = nullptr;           // MatMul(Q, Kᵀ)
+  Node* context = nullptr;          // MatMul(P, V)
+  Node* guard = nullptr;            // Where(IsNaN(P), 0, P) after the Softmax, if any
   Node* context_reshape = nullptr;  // a Reshape of P·V to the shape it has, if any
   Node* merge_transpose = nullptr;
-  Node* output = nullptr;   // the head-merge Reshape
+  Node* output = nullptr;  // the head-merge Reshape
   // False: `output` produces [B, S, H] and the fused op replaces it. True: `output`
   // reshapes the heads straight to another shape (GPT-2's [B·S, H] in front of its
   // Conv1D Gemm): it stays, reading the fused op's [B, S, H] result (same elements in the
@@ -79,8 +79,8 @@ enum class Stage { kNotAttention, kAttention, kProjections, kComplete };
 
 struct MatchResult {
   Stage stage = Stage::kNotAttention;
-  std::string reason;               // why the match stopped short of kComplete
-  std::vector<const Node*> nodes;   // the nodes a report names
+  std::string reason;              // why the match stopped short of kComplete
+  std::vector<const Node*> nodes;  // the nodes a report names
   AttentionBlock block;
 };
 

@@ -183,8 +183,8 @@ std::optional<ShapeElem> ScalarElem(Value v) {
 
 // True when element `i` (< 2) of a Reshape target provably copies dim i of the Reshape
 // input `x`; `same_bs` lists values known to share x's leading [B, S] dims (x included).
-bool CopiesDim(const std::optional<std::vector<ShapeElem>>& target, int i, Value x,
-               bool allowzero, const std::vector<Value>& same_bs) {
+bool CopiesDim(const std::optional<std::vector<ShapeElem>>& target, int i, Value x, bool allowzero,
+               const std::vector<Value>& same_bs) {
   if (!target || static_cast<int>(target->size()) <= i) return false;
   const ShapeElem& e = (*target)[i];
   const std::vector<Dim>* xs = ShapeOf(x);
@@ -219,8 +219,8 @@ bool KeepsBatchAndSequence(const Node* r, const std::vector<Value>& same_bs) {
   for (const Value& y : SameLeadingDims(r->input(0)))
     if (std::find(related.begin(), related.end(), y) == related.end()) related.push_back(y);
   for (int i = 0; i < 2; ++i) {
-    const bool by_type = in && out && in->size() > 2 && out->size() > 2 &&
-                         SameKnownDim((*in)[i], (*out)[i]);
+    const bool by_type =
+        in && out && in->size() > 2 && out->size() > 2 && SameKnownDim((*in)[i], (*out)[i]);
     if (!by_type && !CopiesDim(target, i, r->input(0), allowzero, related)) return false;
   }
   return true;

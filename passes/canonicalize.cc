@@ -39,8 +39,8 @@
 namespace kiln {
 namespace {
 
-using rewrite::InsertConstant;
 using rewrite::ConstantOf;
+using rewrite::InsertConstant;
 using rewrite::IsOp;
 using rewrite::ProducerIs;
 
@@ -49,9 +49,12 @@ bool IsConst(Value v) { return v && v.node->is_constant(); }
 // Smallest positive normal number of a float dtype.
 double MinNormal(DType t) {
   switch (t) {
-    case DType::kF16: return std::ldexp(1.0, -14);
-    case DType::kF64: return std::numeric_limits<double>::min();
-    default: return std::numeric_limits<float>::min();  // f32, bf16
+    case DType::kF16:
+      return std::ldexp(1.0, -14);
+    case DType::kF64:
+      return std::numeric_limits<double>::min();
+    default:
+      return std::numeric_limits<float>::min();  // f32, bf16
   }
 }
 
@@ -87,21 +90,29 @@ bool Lossless(DType from, DType to) {
   using D = DType;
   if (from == to) return true;
   switch (from) {
-    case D::kBool: return to != D::kString && to != D::kUndefined;
+    case D::kBool:
+      return to != D::kString && to != D::kUndefined;
     case D::kF16:
-    case D::kBF16: return to == D::kF32 || to == D::kF64;
-    case D::kF32: return to == D::kF64;
-    case D::kI8: return to == D::kI16 || to == D::kI32 || to == D::kI64 || IsFloat(to);
+    case D::kBF16:
+      return to == D::kF32 || to == D::kF64;
+    case D::kF32:
+      return to == D::kF64;
+    case D::kI8:
+      return to == D::kI16 || to == D::kI32 || to == D::kI64 || IsFloat(to);
     case D::kU8:
-      return to == D::kI16 || to == D::kU16 || to == D::kI32 || to == D::kU32 ||
-             to == D::kI64 || to == D::kU64 || IsFloat(to);
-    case D::kI16: return to == D::kI32 || to == D::kI64 || to == D::kF32 || to == D::kF64;
+      return to == D::kI16 || to == D::kU16 || to == D::kI32 || to == D::kU32 || to == D::kI64 ||
+             to == D::kU64 || IsFloat(to);
+    case D::kI16:
+      return to == D::kI32 || to == D::kI64 || to == D::kF32 || to == D::kF64;
     case D::kU16:
-      return to == D::kI32 || to == D::kU32 || to == D::kI64 || to == D::kU64 ||
-             to == D::kF32 || to == D::kF64;
-    case D::kI32: return to == D::kI64 || to == D::kF64;
-    case D::kU32: return to == D::kI64 || to == D::kU64 || to == D::kF64;
-    default: return false;
+      return to == D::kI32 || to == D::kU32 || to == D::kI64 || to == D::kU64 || to == D::kF32 ||
+             to == D::kF64;
+    case D::kI32:
+      return to == D::kI64 || to == D::kF64;
+    case D::kU32:
+      return to == D::kI64 || to == D::kU64 || to == D::kF64;
+    default:
+      return false;
   }
 }
 
@@ -130,8 +141,8 @@ class CanonicalizePass final : public Pass {
   bool Visit(Node* n) {
     if (!n->domain().empty()) return false;
     if (n->num_inputs() == 2 && n->num_outputs() == 1 &&
-        HasTrait(FindOp("", n->op()), kCommutative) && IsConst(n->input(0)) &&
-        n->input(1) && !IsConst(n->input(1))) {
+        HasTrait(FindOp("", n->op()), kCommutative) && IsConst(n->input(0)) && n->input(1) &&
+        !IsConst(n->input(1))) {
       const Value a = n->input(0), b = n->input(1);
       g_->SetInput(n, 0, b);
       g_->SetInput(n, 1, a);

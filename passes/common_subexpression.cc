@@ -9,8 +9,8 @@
 // every layer, and duplicate tied or repeated weights; one copy is enough.
 // Nodes are visited in topological order and inputs compared after earlier merges, so a
 // chain of duplicates collapses in one run. The survivor keeps its output names and
-// gains the merged node's provenance (a constant keeps its own: see Merge); a graph output that pointed at a merged-away value
-// keeps its name (GraphOutput::name) and now points at the survivor.
+// gains the merged node's provenance (a constant keeps its own: see Merge); a graph output that
+// pointed at a merged-away value keeps its name (GraphOutput::name) and now points at the survivor.
 // Limits: outputs must have equal types, or one of them fully unknown (the survivor then
 // takes the known type); Dropout merges only in inference form (training_mode absent or
 // constant false), since training masks are random. Not global value numbering: no

@@ -140,8 +140,8 @@ int64_t PadBound(const Node& n, In in, int64_t elem) {
     const int64_t ax = axes[i] < 0 ? axes[i] + r : axes[i];
     if (ax < 0 || ax >= r) return 0;
     // Negative pads crop; only growth can push the output over the limit.
-    dims[ax] = SatAdd(dims[ax], SatAdd(std::max<int64_t>((*pads)[i], 0),
-                                       std::max<int64_t>((*pads)[na + i], 0)));
+    dims[ax] = SatAdd(
+        dims[ax], SatAdd(std::max<int64_t>((*pads)[i], 0), std::max<int64_t>((*pads)[na + i], 0)));
   }
   return SatMul(Product(dims), elem);
 }
@@ -216,32 +216,32 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
       BoundRule rule;
     };
     static const Entry kEntries[] = {
-      {"", "ConstantOfShape", &ConstantOfShapeBound},
-      {"", "Expand", &ExpandBound},
-      {"", "Range", &RangeBound},
-      {"", "MatMul", &MatMulBound},
-      {"", "Gemm", &MatMulBound},
-      {"", "Gather", &GatherBound},
-      {"", "Tile", &TileBound},
-      {"", "Pad", &PadBound},
-      {"", "OneHot", &OneHotBound},
-      {"", "GatherND", &GatherNDBound},
-      {"", "NonZero", &NonZeroBound},
-      {"", "Shape", &ShapeBound},
-      {"", "ReduceMean", &ReduceBound},
-      {"", "ReduceSum", &ReduceBound},
-      {"", "ReduceMax", &ReduceBound},
-      {"", "ReduceMin", &ReduceBound},
-      {"", "ReduceProd", &ReduceBound},
-      {"", "ReduceL1", &ReduceBound},
-      {"", "ReduceL2", &ReduceBound},
-      {"", "ReduceSumSquare", &ReduceBound},
-      {"", "ReduceLogSum", &ReduceBound},
-      {"", "ReduceLogSumExp", &ReduceBound},
-      {"", "ArgMax", &ReduceBound},
-      {"kiln", "Linear", &LinearBound},
-      {"kiln", "Pool", &PoolBound},
-      {"kiln", "EmbedLayerNorm", &EmbedLayerNormBound},
+        {"", "ConstantOfShape", &ConstantOfShapeBound},
+        {"", "Expand", &ExpandBound},
+        {"", "Range", &RangeBound},
+        {"", "MatMul", &MatMulBound},
+        {"", "Gemm", &MatMulBound},
+        {"", "Gather", &GatherBound},
+        {"", "Tile", &TileBound},
+        {"", "Pad", &PadBound},
+        {"", "OneHot", &OneHotBound},
+        {"", "GatherND", &GatherNDBound},
+        {"", "NonZero", &NonZeroBound},
+        {"", "Shape", &ShapeBound},
+        {"", "ReduceMean", &ReduceBound},
+        {"", "ReduceSum", &ReduceBound},
+        {"", "ReduceMax", &ReduceBound},
+        {"", "ReduceMin", &ReduceBound},
+        {"", "ReduceProd", &ReduceBound},
+        {"", "ReduceL1", &ReduceBound},
+        {"", "ReduceL2", &ReduceBound},
+        {"", "ReduceSumSquare", &ReduceBound},
+        {"", "ReduceLogSum", &ReduceBound},
+        {"", "ReduceLogSumExp", &ReduceBound},
+        {"", "ArgMax", &ReduceBound},
+        {"kiln", "Linear", &LinearBound},
+        {"kiln", "Pool", &PoolBound},
+        {"kiln", "EmbedLayerNorm", &EmbedLayerNormBound},
     };
     auto* m = new absl::flat_hash_map<std::string, BoundRule>();
     for (const Entry& e : kEntries) (*m)[Key(e.domain, e.op)] = e.rule;

@@ -79,9 +79,9 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
   bool changed = false;
   using Key = std::pair<int, int>;  // (node id, output index)
   auto key_of = [](Value v) { return Key{v.node->id(), v.index}; };
-  std::map<int, Node*> converted;                          // constant node id -> low copy
-  std::map<std::pair<Key, DType>, Value> cast_to;          // (value, dtype) -> its Cast
-  std::set<Key> lowered;  // values this run made 16-bit (never the model's own 16-bit ones)
+  std::map<int, Node*> converted;                  // constant node id -> low copy
+  std::map<std::pair<Key, DType>, Value> cast_to;  // (value, dtype) -> its Cast
+  std::set<Key> lowered;        // values this run made 16-bit (never the model's own 16-bit ones)
   Value fp16_max, fp16_lowest;  // the Clip bounds, made once
   auto constant = [&](Node* before, float x, const std::string& name) {
     Node* k = g.InsertNodeBefore(before, "Constant", {}, 1);
@@ -114,7 +114,8 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
     Type t = v.type();
     t.dtype = to;
     c->set_output_type(0, t);
-    c->set_output_name(0, absl::StrCat(v.node->output_info(v.index).name, "_", std::string(DTypeName(to))));
+    c->set_output_name(
+        0, absl::StrCat(v.node->output_info(v.index).name, "_", std::string(DTypeName(to))));
     c->set_provenance(v.node->provenance());
     Count("casts inserted");
     if (to == low) lowered.insert(key_of(c->output(0)));
@@ -165,7 +166,8 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
       for (int i = 0; i < n->num_inputs(); ++i) {
         const Value v = n->input(i);
         if (!v) continue;
-        if (lowered.count(key_of(v))) go_low = true;
+        if (lowered.count(key_of(v)))
+          go_low = true;
         else if (IsF32(v) && !kept(i))
           (v.node->constant_value() ? constant_f32 : runtime_f32) = true;
       }

@@ -94,7 +94,8 @@ absl::Status PassManager::Run(const Pipeline& pipeline, Graph& g, const PassCont
   for (const auto* list : {&options_.print_before, &options_.print_after})
     for (const std::string& d : *list)
       if (d != "all" && !CreatePass(d))
-        return absl::InvalidArgumentError(absl::StrCat("--print-before/--print-after: unknown pass '", d, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--print-before/--print-after: unknown pass '", d, "'"));
 
   for (const PipelineStage& stage : pipeline.stages) {
     std::vector<std::unique_ptr<Pass>> passes;
@@ -118,9 +119,9 @@ absl::Status PassManager::Run(const Pipeline& pipeline, Graph& g, const PassCont
         if (st.nodes_before < 0) st.nodes_before = CountComputeNodes(g);
         const auto t0 = std::chrono::steady_clock::now();
         absl::StatusOr<bool> changed = pass->Run(g, ctx);
-        st.millis += std::chrono::duration<double, std::milli>(
-                         std::chrono::steady_clock::now() - t0)
-                         .count();
+        st.millis +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
         if (!changed.ok())
           return absl::Status(changed.status().code(),
                               absl::StrCat(name, ": ", changed.status().message()));

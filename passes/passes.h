@@ -15,16 +15,16 @@ std::unique_ptr<Pass> CreateCommonSubexpressionPass();    // common_subexpressio
 std::unique_ptr<Pass> CreateTransposeEliminationPass();   // transpose_elimination.cc
 std::unique_ptr<Pass> CreateReshapeSimplificationPass();  // reshape_simplification.cc
 // Fusions (docs/fused-ops.md) and the canonicalization that runs before them.
-std::unique_ptr<Pass> CreateCanonicalizePass();           // canonicalize.cc
-std::unique_ptr<Pass> CreateFuseLayerNormPass();          // fuse_layernorm.cc (+ RMSNorm)
-std::unique_ptr<Pass> CreateFuseGeluPass();               // fuse_gelu.cc
-std::unique_ptr<Pass> CreateFuseLinearPass();             // fuse_linear.cc (+ activation)
-std::unique_ptr<Pass> CreateFuseSkipLayerNormPass();      // fuse_skip_layernorm.cc
-std::unique_ptr<Pass> CreateFuseQkvPass();                // fuse_qkv.cc
-std::unique_ptr<Pass> CreateFuseAttentionPass();          // fuse_attention.cc
-std::unique_ptr<Pass> CreateFuseEmbedLayerNormPass();     // fuse_embed_layernorm.cc
-std::unique_ptr<Pass> CreateFusePoolingPass();            // fuse_pooling.cc
+std::unique_ptr<Pass> CreateCanonicalizePass();        // canonicalize.cc
+std::unique_ptr<Pass> CreateFuseLayerNormPass();       // fuse_layernorm.cc (+ RMSNorm)
+std::unique_ptr<Pass> CreateFuseGeluPass();            // fuse_gelu.cc
+std::unique_ptr<Pass> CreateFuseLinearPass();          // fuse_linear.cc (+ activation)
+std::unique_ptr<Pass> CreateFuseSkipLayerNormPass();   // fuse_skip_layernorm.cc
+std::unique_ptr<Pass> CreateFuseQkvPass();             // fuse_qkv.cc
+std::unique_ptr<Pass> CreateFuseAttentionPass();       // fuse_attention.cc
+std::unique_ptr<Pass> CreateFuseEmbedLayerNormPass();  // fuse_embed_layernorm.cc
+std::unique_ptr<Pass> CreateFusePoolingPass();         // fuse_pooling.cc
 // Target lowering.
-std::unique_ptr<Pass> CreateLowerPrecisionPass();         // lower_precision.cc
+std::unique_ptr<Pass> CreateLowerPrecisionPass();  // lower_precision.cc
 
 }  // namespace kiln

@@ -14,22 +14,25 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
   p.name = absl::StrCat("O", level);
   auto add_precision = [&] {
     if (precision == Precision::kFp32) return;
-    p.stages.push_back({{"lower-precision"}, 1,
+    p.stages.push_back({{"lower-precision"},
+                        1,
                         "fp16/bf16: the compute path in 16 bits, weights converted once, "
                         "casts only at the boundaries (docs/precision.md)",
                         "last: after the fusions, whose ops (and their kernels' fp32 "
                         "statistics) are what it lowers"});
-    p.stages.push_back({{"shape-inference", "cse", "dce"}, 4,
+    p.stages.push_back({{"shape-inference", "cse", "dce"},
+                        4,
                         "type the casts and drop the f32 constants the conversion replaced",
                         "after lower-precision"});
   };
   if (level == 0) return p;  // import only
   p.stages = {
-      {{"shape-inference"}, 1,
+      {{"shape-inference"},
+       1,
        "types and shapes (symbolic or specialized by --shape) for every value",
        "first: every other pass reads types and shapes"},
-      {{"constant-folding", "shape-inference", "reshape-simplification",
-        "transpose-elimination", "cse", "dce"},
+      {{"constant-folding", "shape-inference", "reshape-simplification", "transpose-elimination",
+        "cse", "dce"},
        8,
        "folding exposes constant shapes, shapes expose more folding and simplification",
        "after shape-inference; repeated until nothing changes (at most 8 rounds)"},
@@ -38,7 +41,8 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
     add_precision();
     return p;
   }
-  p.stages.push_back({{"canonicalize"}, 1,
+  p.stages.push_back({{"canonicalize"},
+                      1,
                       "one form per pattern (Div by constant -> Mul, commuted operands, "
                       "no-op Casts) so each fusion rule covers every exporter",
                       "after the -O1 group (needs folded constants and types), before fusions"});
@@ -49,7 +53,8 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
                       "LayerNorm and Gelu before Linear (which absorbs a following Gelu); "
                       "Linear before SkipLayerNorm and QKV; QKV before attention; "
                       "embeddings and pooling last"});
-  p.stages.push_back({{"shape-inference", "constant-folding", "cse", "dce"}, 4,
+  p.stages.push_back({{"shape-inference", "constant-folding", "cse", "dce"},
+                      4,
                       "type the fused ops and remove what the fusions left dead",
                       "after the fusions"});
   add_precision();

@@ -6,7 +6,8 @@ set -euo pipefail
 
 DEB_PACKAGES=(cmake g++ make libonnx-dev libprotobuf-dev protobuf-compiler libabsl-dev
               libgtest-dev libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev python3 python3-pip ccache
-              clang libclang-rt-dev libomp-dev)  # clang + its libFuzzer/OpenMP: scripts/fuzz.sh
+              clang libclang-rt-dev libomp-dev  # clang + its libFuzzer/OpenMP: scripts/fuzz.sh
+              clang-format)                     # scripts/format.sh
 PY_REQUIREMENTS="$(dirname "$0")/../requirements-test.txt"
 
 missing=()

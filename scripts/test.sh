@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds kiln and runs every test (GoogleTest through CTest, the ONNX conformance floor and
-# the end-to-end comparisons against onnxruntime), then the fuzz targets for 25 s each
-# (scripts/fuzz.sh). `.ci/run` calls this.
+# Checks the formatting (scripts/format.sh --check), builds kiln and runs every test
+# (GoogleTest through CTest, the ONNX conformance floor and the end-to-end comparisons
+# against onnxruntime), then the fuzz targets for 25 s each (scripts/fuzz.sh). `.ci/run`
+# calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/format.sh --check
 BUILD=${KILN_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j"${KILN_JOBS:-2}"

@@ -86,7 +86,10 @@ int RunBench(int argc, char** argv) {
       if (!flag_error.ok()) return Fail(flag_error);
       continue;
     }
-    if (args.Flag("--json")) { json = true; continue; }
+    if (args.Flag("--json")) {
+      json = true;
+      continue;
+    }
     if (args.Option("--warmup", &v)) {
       if (!absl::SimpleAtoi(v, &warmup) || warmup < 0)
         return Fail(absl::InvalidArgumentError(absl::StrCat("--warmup: bad value '", v, "'")));
@@ -196,12 +199,13 @@ int RunBench(int argc, char** argv) {
         absl::StrCat(plan.inputs[i].name, "[", absl::StrJoin(input_dims[i], ","), "]"));
   std::printf("plan %s, inputs %s\n", plan_path.c_str(), absl::StrJoin(shapes, " ").c_str());
   std::printf("bucket %d [%s]%s, %d threads\n", stats.bucket,
-              bindings.empty() ? "static" : bindings.c_str(),
-              stats.padded ? " (padded)" : "", used_threads);
+              bindings.empty() ? "static" : bindings.c_str(), stats.padded ? " (padded)" : "",
+              used_threads);
   std::printf("load %.2f ms, first run %.3f ms\n", load_ms, first_run_ms);
-  std::printf("%d runs (after %d warm-up): p50 %.3f ms  p90 %.3f ms  min %.3f ms  mean %.3f ms  "
-              "max %.3f ms\n",
-              runs, warmup, p50, p90, times.front(), mean, times.back());
+  std::printf(
+      "%d runs (after %d warm-up): p50 %.3f ms  p90 %.3f ms  min %.3f ms  mean %.3f ms  "
+      "max %.3f ms\n",
+      runs, warmup, p50, p90, times.front(), mean, times.back());
   std::printf("throughput %.1f rows/s (batch %lld), peak RSS %.1f MiB\n", throughput,
               static_cast<long long>(batch), peak_rss_mb);
   return kExitOk;

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -156,8 +156,8 @@ absl::Status ParseCudaArchs(const std::string& text, std::vector<int>* out) {
     if (absl::StartsWith(p, "sm_")) p = p.substr(3);
     int sm = 0;
     if (p.empty() || !absl::SimpleAtoi(p, &sm))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--cuda-arch: '", std::string(part), "' is not an architecture like sm_90"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cuda-arch: '", std::string(part), "' is not an architecture like sm_90"));
     out->push_back(sm);
   }
   if (out->empty()) return absl::InvalidArgumentError("--cuda-arch: no architecture given");
@@ -189,30 +189,56 @@ int RunCompile(int argc, char** argv) {
     for (int l = 0; l <= 3; ++l)
       if (args.Flag(absl::StrCat("-O", l))) co.opt_level = l, matched_level = true;
     if (matched_level) continue;
-    if (args.Flag("--quiet")) { quiet = true; continue; }
-    if (args.Flag("--allow-tf32")) { co.allow_tf32 = true; continue; }
-    if (args.Flag("--no-flash-attention")) { co.cuda_flash_attention = false; continue; }
-    if (args.Flag("--verbose") || args.Flag("-v")) { verbose = true; continue; }
-    if (args.Option("-o", &v) || args.Option("--output", &v)) { out = v; continue; }
+    if (args.Flag("--quiet")) {
+      quiet = true;
+      continue;
+    }
+    if (args.Flag("--allow-tf32")) {
+      co.allow_tf32 = true;
+      continue;
+    }
+    if (args.Flag("--no-flash-attention")) {
+      co.cuda_flash_attention = false;
+      continue;
+    }
+    if (args.Flag("--verbose") || args.Flag("-v")) {
+      verbose = true;
+      continue;
+    }
+    if (args.Option("-o", &v) || args.Option("--output", &v)) {
+      out = v;
+      continue;
+    }
     if (args.Option("--target", &v)) {
-      if (v == "cpu") co.target = PlanTarget::kCpu;
-      else if (v == "cuda") co.target = PlanTarget::kCuda;
+      if (v == "cpu")
+        co.target = PlanTarget::kCpu;
+      else if (v == "cuda")
+        co.target = PlanTarget::kCuda;
       else
         return Fail(absl::InvalidArgumentError(
             absl::StrCat("--target: unknown target '", v, "' (want cpu or cuda)")));
       continue;
     }
-    if (args.Option("--shape", &v)) { shape_specs.push_back(v); continue; }
+    if (args.Option("--shape", &v)) {
+      shape_specs.push_back(v);
+      continue;
+    }
     if (args.Option("--profile", &v)) {
       if (absl::Status s = ParseProfileSpec(v, &co.profile); !s.ok()) return Fail(s);
       continue;
     }
-    if (args.Option("--precision", &v)) { co.precision = v; continue; }
+    if (args.Option("--precision", &v)) {
+      co.precision = v;
+      continue;
+    }
     if (args.Option("--cuda-arch", &v)) {
       if (absl::Status s = ParseCudaArchs(v, &co.cuda_sms); !s.ok()) return Fail(s);
       continue;
     }
-    if (args.Option("--disable-pass", &v)) { co.disabled_passes.push_back(v); continue; }
+    if (args.Option("--disable-pass", &v)) {
+      co.disabled_passes.push_back(v);
+      continue;
+    }
     if (!args.status().ok()) return Fail(args.status());
     if (model.empty() && args.Positional(&model)) continue;
     return Fail(absl::InvalidArgumentError(absl::StrCat(
@@ -221,8 +247,7 @@ int RunCompile(int argc, char** argv) {
   if (!args.status().ok()) return Fail(args.status());
   if (model.empty())
     return Fail(absl::InvalidArgumentError("compile: no model given (see kiln compile --help)"));
-  if (out.empty())
-    return Fail(absl::InvalidArgumentError("compile: no output given: -o OUT.kiln"));
+  if (out.empty()) return Fail(absl::InvalidArgumentError("compile: no output given: -o OUT.kiln"));
 
   if (!shape_specs.empty()) {
     // Tell graph inputs from symbols by the model's input names (a parse, not an import:
@@ -235,8 +260,8 @@ int RunCompile(int argc, char** argv) {
   }
   for (const auto& [sym, values] : co.profile)
     if (co.symbols.count(sym))
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "compile: symbol '", sym, "' is given by both --shape and --profile")));
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("compile: symbol '", sym, "' is given by both --shape and --profile")));
 
   ProgressSink sink(quiet, verbose);
   co.progress = [&sink](std::string_view line) { sink.Line(line); };

@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kiln/ir/text.h"
 #include "absl/strings/str_join.h"
+#include "kiln/ir/text.h"
 #include "kiln/onnx/importer.h"
 #include "kiln/plan/plan.h"
 #include "tools/cli.h"
@@ -64,7 +64,8 @@ std::string ParamString(const PlanParam& p) {
   return std::visit(
       [&](const auto& v) -> std::string {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, int64_t>) return absl::StrCat(p.name, "=", v);
+        if constexpr (std::is_same_v<T, int64_t>)
+          return absl::StrCat(p.name, "=", v);
         else if constexpr (std::is_same_v<T, double>)
           return absl::StrCat(p.name, "=", absl::StrFormat("%g", v));
         else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
@@ -150,12 +151,12 @@ int InspectPlan(const std::string& path, bool json, bool full) {
     const std::string label = BucketLabel(plan, static_cast<int>(i));
     std::printf("\nbucket %zu [%s]: %zu steps, %zu buffers\n", i,
                 label.empty() ? "static" : label.c_str(), b.steps.size(), b.buffers.size());
-    std::printf("  arena %s, no-reuse %s (arena/no-reuse %s), peak live %s "
-                "(arena/peak-live %s)\n",
-                HumanBytes(b.arena_bytes).c_str(), HumanBytes(b.no_reuse_bytes).c_str(),
-                RatioText(b.arena_bytes, b.no_reuse_bytes).c_str(),
-                HumanBytes(b.peak_live_bytes).c_str(),
-                RatioText(b.arena_bytes, b.peak_live_bytes).c_str());
+    std::printf(
+        "  arena %s, no-reuse %s (arena/no-reuse %s), peak live %s "
+        "(arena/peak-live %s)\n",
+        HumanBytes(b.arena_bytes).c_str(), HumanBytes(b.no_reuse_bytes).c_str(),
+        RatioText(b.arena_bytes, b.no_reuse_bytes).c_str(), HumanBytes(b.peak_live_bytes).c_str(),
+        RatioText(b.arena_bytes, b.peak_live_bytes).c_str());
     std::map<std::string, int> by_kernel;
     for (const PlanStep& s : b.steps) by_kernel[s.kernel]++;
     std::multimap<int, std::string, std::greater<int>> by_count;
@@ -188,8 +189,14 @@ int RunInspect(int argc, char** argv) {
       std::fputs(kHelp, stdout);
       return kExitOk;
     }
-    if (args.Flag("--json")) { json = true; continue; }
-    if (args.Flag("--full")) { full = true; continue; }
+    if (args.Flag("--json")) {
+      json = true;
+      continue;
+    }
+    if (args.Flag("--full")) {
+      full = true;
+      continue;
+    }
     if (model.empty() && args.Positional(&model)) continue;
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "inspect: unexpected argument '", args.Next(), "' (see kiln inspect --help)")));

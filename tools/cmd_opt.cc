@@ -104,18 +104,55 @@ int RunOpt(int argc, char** argv) {
     for (int l = 0; l <= 3; ++l)
       if (args.Flag(absl::StrCat("-O", l))) level = l, matched_level = true;
     if (matched_level) continue;
-    if (args.Flag("--pass-stats")) { pass_stats = true; continue; }
-    if (args.Flag("--verify-each")) { ctx.verify_each = true; continue; }
-    if (args.Flag("--quiet")) { quiet = true; continue; }
-    if (args.Option("--passes", &v)) { pass_list = SplitList(v); custom = true; continue; }
-    if (args.Option("--disable-pass", &v)) { pmo.disabled.push_back(v); continue; }
-    if (args.Option("--print-before", &v)) { pmo.print_before.push_back(v); continue; }
-    if (args.Option("--print-after", &v)) { pmo.print_after.push_back(v); continue; }
-    if (args.Option("--shape", &v)) { shape_specs.push_back(v); continue; }
-    if (args.Option("--outputs", &v)) { ctx.keep_outputs = SplitList(v); continue; }
-    if (args.Option("--emit-onnx", &v)) { emit_onnx = v; continue; }
-    if (args.Option("--dot", &v)) { dot_file = v; continue; }
-    if (args.Option("--fusion-report", &v)) { report_file = v; continue; }
+    if (args.Flag("--pass-stats")) {
+      pass_stats = true;
+      continue;
+    }
+    if (args.Flag("--verify-each")) {
+      ctx.verify_each = true;
+      continue;
+    }
+    if (args.Flag("--quiet")) {
+      quiet = true;
+      continue;
+    }
+    if (args.Option("--passes", &v)) {
+      pass_list = SplitList(v);
+      custom = true;
+      continue;
+    }
+    if (args.Option("--disable-pass", &v)) {
+      pmo.disabled.push_back(v);
+      continue;
+    }
+    if (args.Option("--print-before", &v)) {
+      pmo.print_before.push_back(v);
+      continue;
+    }
+    if (args.Option("--print-after", &v)) {
+      pmo.print_after.push_back(v);
+      continue;
+    }
+    if (args.Option("--shape", &v)) {
+      shape_specs.push_back(v);
+      continue;
+    }
+    if (args.Option("--outputs", &v)) {
+      ctx.keep_outputs = SplitList(v);
+      continue;
+    }
+    if (args.Option("--emit-onnx", &v)) {
+      emit_onnx = v;
+      continue;
+    }
+    if (args.Option("--dot", &v)) {
+      dot_file = v;
+      continue;
+    }
+    if (args.Option("--fusion-report", &v)) {
+      report_file = v;
+      continue;
+    }
     if (args.Option("--precision", &v)) {
       const std::optional<Precision> p = PrecisionFromName(v);
       if (!p)
@@ -165,7 +202,8 @@ int RunOpt(int argc, char** argv) {
   PassManager pm(pmo);
   if (absl::Status s = pm.Run(*pipeline, g, ctx); !s.ok()) return Fail(s);
   if (absl::Status s = VerifyGraph(g); !s.ok())
-    return Fail(absl::InternalError(absl::StrCat("optimized graph fails verification: ", s.message())));
+    return Fail(
+        absl::InternalError(absl::StrCat("optimized graph fails verification: ", s.message())));
   if (pass_stats) {
     PrintStats(pm);
     const std::string summary = report.Summary();
@@ -185,7 +223,8 @@ int RunOpt(int argc, char** argv) {
   }
   if (!emit_onnx.empty())
     if (absl::Status s = ExportOnnxFile(g, emit_onnx); !s.ok()) return Fail(s);
-  if (!quiet && emit_onnx.empty() && dot_file.empty()) std::fputs(PrintGraph(g, po).c_str(), stdout);
+  if (!quiet && emit_onnx.empty() && dot_file.empty())
+    std::fputs(PrintGraph(g, po).c_str(), stdout);
   std::fprintf(stderr, "kiln opt -%s: %d -> %d nodes\n",
                custom ? "-passes" : absl::StrCat("O", level).c_str(), nodes_before,
                CountComputeNodes(g));

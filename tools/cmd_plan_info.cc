@@ -67,12 +67,11 @@ Compat CheckCompat(const Plan& plan) {
     c.reasons.push_back(absl::StrCat("kiln ", here, " = this kiln"));
   } else {
     c.ok = false;
-    c.reasons.push_back(absl::StrCat("compiled by kiln ", plan.manifest.kiln_version,
-                                     ", this is kiln ", here));
+    c.reasons.push_back(
+        absl::StrCat("compiled by kiln ", plan.manifest.kiln_version, ", this is kiln ", here));
   }
-  c.reasons.push_back(
-      absl::StrCat("cpu isa ", std::string(cpu::IsaName(cpu::DetectIsa())),
-                   ", chosen at run time"));
+  c.reasons.push_back(absl::StrCat("cpu isa ", std::string(cpu::IsaName(cpu::DetectIsa())),
+                                   ", chosen at run time"));
   return c;
 }
 
@@ -87,7 +86,10 @@ int RunPlanInfo(int argc, char** argv) {
       std::fputs(kHelp, stdout);
       return kExitOk;
     }
-    if (args.Flag("--json")) { json = true; continue; }
+    if (args.Flag("--json")) {
+      json = true;
+      continue;
+    }
     if (path.empty() && args.Positional(&path)) continue;
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "plan-info: unexpected argument '", args.Next(), "' (see kiln plan-info --help)")));
@@ -174,8 +176,8 @@ int RunPlanInfo(int argc, char** argv) {
     absl::StrAppend(&manifest, ", cublas ", plan.manifest.cublas_version);
   std::printf("manifest      %s\n", manifest.c_str());
   std::printf("model sha256  %s\n", HexSha256(plan.model_sha256).c_str());
-  std::printf("options       %s\n", plan.compile_options.empty() ? "(none recorded)"
-                                                                  : plan.compile_options.c_str());
+  std::printf("options       %s\n",
+              plan.compile_options.empty() ? "(none recorded)" : plan.compile_options.c_str());
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     std::printf("%-13s %s\n", i == 0 ? "inputs" : "", SigString(plan.inputs[i]).c_str());
   for (size_t i = 0; i < plan.outputs.size(); ++i)

@@ -11,11 +11,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cpu/cpu_context.h"
 #include "kiln/kiln.h"
 #include "kiln/onnx/importer.h"
 #include "kiln/passes/pass_manager.h"
 #include "kiln/reference/executor.h"
-#include "kernels/cpu/cpu_context.h"
 #include "tools/cli.h"
 #include "tools/plan_util.h"
 #include "tools/run_inputs.h"
@@ -109,17 +109,17 @@ int RunOnnx(Options& o) {
   if (!o.output_dir.empty())
     if (absl::Status s = WriteOutputs(o.output_dir, names, *outputs); !s.ok()) return Fail(s);
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  std::printf("import %.1f ms%s, run %.1f ms (reference executor, %zu outputs)\n",
-              ms(t1 - t0), opt_line.c_str(), ms(t3 - t2), outputs->size());
+  std::printf("import %.1f ms%s, run %.1f ms (reference executor, %zu outputs)\n", ms(t1 - t0),
+              opt_line.c_str(), ms(t3 - t2), outputs->size());
   return kExitOk;
 }
 
 int RunPlan(Options& o) {
   using Clock = std::chrono::steady_clock;
   if (o.opt_level >= 0)
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "run: -O", o.opt_level, " applies to ONNX models; '", o.model,
-        "' is a compiled plan (choose -O at `kiln compile`)")));
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("run: -O", o.opt_level, " applies to ONNX models; '", o.model,
+                     "' is a compiled plan (choose -O at `kiln compile`)")));
   const auto t0 = Clock::now();
   auto loaded = LoadPlanAndExecutor(o.model, o.exec);
   if (!loaded.ok()) return Fail(loaded.status());
@@ -147,12 +147,11 @@ int RunPlan(Options& o) {
   if (!o.trace_file.empty())
     if (absl::Status s = WriteChromeTrace(o.trace_file, plan, stats); !s.ok()) return Fail(s);
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  std::printf("load %.1f ms, run %.1f ms (%s executor, bucket %d [%s]%s, %zu outputs)\n",
-              ms(t1 - t0), ms(t3 - t2), std::string(PlanTargetName(plan.target)).c_str(),
-              stats.bucket, BucketLabel(plan, stats.bucket).empty()
-                                ? "static"
-                                : BucketLabel(plan, stats.bucket).c_str(),
-              stats.padded ? ", padded" : "", outputs->size());
+  std::printf(
+      "load %.1f ms, run %.1f ms (%s executor, bucket %d [%s]%s, %zu outputs)\n", ms(t1 - t0),
+      ms(t3 - t2), std::string(PlanTargetName(plan.target)).c_str(), stats.bucket,
+      BucketLabel(plan, stats.bucket).empty() ? "static" : BucketLabel(plan, stats.bucket).c_str(),
+      stats.padded ? ", padded" : "", outputs->size());
   return kExitOk;
 }
 
@@ -172,12 +171,30 @@ int RunRun(int argc, char** argv) {
       if (!flag_error.ok()) return Fail(flag_error);
       continue;
     }
-    if (args.Flag("--quiet")) { o.quiet = true; continue; }
-    if (args.Flag("-O0")) { o.opt_level = 0; continue; }
-    if (args.Flag("-O1")) { o.opt_level = 1; continue; }
-    if (args.Flag("-O2")) { o.opt_level = 2; continue; }
-    if (args.Option("--output-dir", &v)) { o.output_dir = v; continue; }
-    if (args.Option("--trace", &v)) { o.trace_file = v; continue; }
+    if (args.Flag("--quiet")) {
+      o.quiet = true;
+      continue;
+    }
+    if (args.Flag("-O0")) {
+      o.opt_level = 0;
+      continue;
+    }
+    if (args.Flag("-O1")) {
+      o.opt_level = 1;
+      continue;
+    }
+    if (args.Flag("-O2")) {
+      o.opt_level = 2;
+      continue;
+    }
+    if (args.Option("--output-dir", &v)) {
+      o.output_dir = v;
+      continue;
+    }
+    if (args.Option("--trace", &v)) {
+      o.trace_file = v;
+      continue;
+    }
     if (absl::Status e; ParseExecutorFlag(args, &o.exec, &e, &o.exec_flags)) {
       if (!e.ok()) return Fail(e);
       continue;

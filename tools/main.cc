@@ -11,8 +11,10 @@ namespace kiln::cli {
 
 int ExitCodeFor(const absl::Status& s) {
   switch (s.code()) {
-    case absl::StatusCode::kOk: return kExitOk;
-    case absl::StatusCode::kUnimplemented: return kExitUnsupported;
+    case absl::StatusCode::kOk:
+      return kExitOk;
+    case absl::StatusCode::kUnimplemented:
+      return kExitUnsupported;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kOutOfRange:
@@ -20,7 +22,8 @@ int ExitCodeFor(const absl::Status& s) {
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kResourceExhausted:
       return kExitInvalid;
-    default: return kExitInternal;
+    default:
+      return kExitInternal;
   }
 }
 
@@ -77,7 +80,8 @@ std::string Args::Next() { return Done() ? "" : args_[i_++]; }
 namespace {
 
 constexpr char kUsage[] =
-    "kiln " KILN_VERSION " - an ahead-of-time graph compiler for ONNX models\n"
+    "kiln " KILN_VERSION
+    " - an ahead-of-time graph compiler for ONNX models\n"
     "\n"
     "usage: kiln <command> [options]\n"
     "\n"

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -51,9 +51,9 @@ absl::StatusOr<std::vector<int64_t>> ResolveShape(const std::string& name, const
     }
   }
   if (!missing.empty())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input '", name, "' has dims [", absl::StrJoin(missing, ", "),
-        "] with no size: give --shape SYMBOL=N or --shape ", name, "=D0xD1..."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", name, "' has dims [", absl::StrJoin(missing, ", "),
+                     "] with no size: give --shape SYMBOL=N or --shape ", name, "=D0xD1..."));
   return dims;
 }
 
@@ -77,16 +77,16 @@ absl::StatusOr<Tensor> RandomTensor(const std::string& name, DType dtype,
   }
   if (IsInteger(dtype)) {  // the drawn values must be representable in the input's dtype
     const size_t bits = 8 * DTypeSize(dtype);
-    const bool is_unsigned = dtype == DType::kU8 || dtype == DType::kU16 || dtype == DType::kU32 ||
-                             dtype == DType::kU64;
+    const bool is_unsigned =
+        dtype == DType::kU8 || dtype == DType::kU16 || dtype == DType::kU32 || dtype == DType::kU64;
     const long double max =
         is_unsigned ? std::ldexp(1.0L, bits) - 1 : std::ldexp(1.0L, bits - 1) - 1;
     const long double min = is_unsigned ? 0 : -std::ldexp(1.0L, bits - 1);
     if (static_cast<long double>(lo) < min || static_cast<long double>(hi) - 1 > max)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "random values for input '", name, "' would be drawn from [", lo, ", ", hi,
-          "), which does not fit its dtype ", std::string(DTypeName(dtype)),
-          ": use --vocab or --int-range NAME=LO:HI"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("random values for input '", name, "' would be drawn from [", lo, ", ", hi,
+                       "), which does not fit its dtype ", std::string(DTypeName(dtype)),
+                       ": use --vocab or --int-range NAME=LO:HI"));
   }
   // hi - lo computed unsigned: the span of any int64 range [lo, hi) fits in uint64.
   const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
@@ -98,9 +98,12 @@ absl::StatusOr<Tensor> RandomTensor(const std::string& name, DType dtype,
     } else if (IsInteger(dtype)) {
       const uint64_t offset = rng() % span;  // span >= 1: hi > lo is checked at parse time
       const int64_t v = static_cast<int64_t>(static_cast<uint64_t>(lo) + offset);
-      if (dtype == DType::kI64) t.data<int64_t>()[i] = v;
-      else if (dtype == DType::kU64) t.data<uint64_t>()[i] = static_cast<uint64_t>(v);
-      else t.SetFromDouble(i, static_cast<double>(v));
+      if (dtype == DType::kI64)
+        t.data<int64_t>()[i] = v;
+      else if (dtype == DType::kU64)
+        t.data<uint64_t>()[i] = static_cast<uint64_t>(v);
+      else
+        t.SetFromDouble(i, static_cast<double>(v));
     } else {
       return absl::UnimplementedError(absl::StrCat("cannot generate random input '", name,
                                                    "' of dtype ", std::string(DTypeName(dtype))));
@@ -174,9 +177,9 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const std::vector<InputDecl>& dec
     if (it == o->input_files.end()) continue;
     KILN_ASSIGN_OR_RETURN(Tensor t, ReadNpy(it->second));
     if (t.dtype() != d.type.dtype)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input '", d.name, "' is declared ", d.type.ToString(), " but '", it->second,
-          "' holds ", std::string(DTypeName(t.dtype()))));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", d.name, "' is declared ", d.type.ToString(), " but '", it->second,
+                       "' holds ", std::string(DTypeName(t.dtype()))));
     BindSymbolsFrom(d.type, t, o);
     feeds[i] = std::move(t);
     bound[i] = true;
@@ -186,9 +189,9 @@ absl::StatusOr<std::vector<Tensor>> BindInputs(const std::vector<InputDecl>& dec
     if (bound[i]) continue;
     const InputDecl& d = decls[i];
     if (!o->random_inputs)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input '", d.name, "' is not bound: use --input ", d.name,
-          "=FILE.npy or --random-inputs"));
+      return absl::InvalidArgumentError(absl::StrCat("input '", d.name,
+                                                     "' is not bound: use --input ", d.name,
+                                                     "=FILE.npy or --random-inputs"));
     KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ResolveShape(d.name, d.type, *o));
     KILN_ASSIGN_OR_RETURN(feeds[i], RandomTensor(d.name, d.type.dtype, dims, *o, rng));
   }

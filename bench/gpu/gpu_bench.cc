@@ -121,7 +121,8 @@ int PlanBench(const std::string& path, const std::map<std::string, int64_t>& sha
   auto out_dims = (*exec)->OutputDims(in_dims);
   if (!out_dims.ok()) Die(std::string(out_dims.status().message()));
   std::vector<kiln::Tensor> host_out;
-  for (size_t o = 0; o < out_dims->size(); ++o) host_out.emplace_back(p.outputs[o].dtype, (*out_dims)[o]);
+  for (size_t o = 0; o < out_dims->size(); ++o)
+    host_out.emplace_back(p.outputs[o].dtype, (*out_dims)[o]);
   std::vector<void*> dev;
   std::vector<kiln::TensorView> dv, hv;
   std::vector<kiln::MutableTensorView> dov, hov;
@@ -203,7 +204,8 @@ int KernelBench(int64_t rows, int64_t hidden, int runs) {
   void *x, *skip, *y, *sum, *gamma, *beta;
   for (void** p : {&x, &skip, &y, &sum}) Check(cudaMalloc(p, bytes), "cudaMalloc");
   for (void** p : {&gamma, &beta}) Check(cudaMalloc(p, hidden * 2), "cudaMalloc");
-  for (void* p : {x, skip, y, sum}) Check(cudaMemset(p, 0x3c, bytes), "cudaMemset");  // ~1.0 in fp16
+  for (void* p : {x, skip, y, sum})
+    Check(cudaMemset(p, 0x3c, bytes), "cudaMemset");  // ~1.0 in fp16
   for (void* p : {gamma, beta}) Check(cudaMemset(p, 0x3c, hidden * 2), "cudaMemset");
   const Stats copy = TimeEvents(stream, 5, runs, [&] {
     Check(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
@@ -213,10 +215,12 @@ int KernelBench(int64_t rows, int64_t hidden, int runs) {
   a.kind = kiln::cuda::NormKind::kSkipLayerNorm;
   a.dtype = kiln::cuda::ElemType::kF16;
   a.x = x, a.skip = skip, a.gamma = gamma, a.beta = beta, a.rows = rows, a.h = hidden, a.y = y;
-  const Stats sln = TimeEvents(stream, 5, runs, [&] { Check(kiln::cuda::Norm(a, stream), "Norm"); });
+  const Stats sln =
+      TimeEvents(stream, 5, runs, [&] { Check(kiln::cuda::Norm(a, stream), "Norm"); });
   const double sln_gbs = 3.0 * bytes / (sln.p50 * 1e-3) / 1e9;  // x + skip read, y written
   a.sum = sum;
-  const Stats sln_sum = TimeEvents(stream, 5, runs, [&] { Check(kiln::cuda::Norm(a, stream), "Norm"); });
+  const Stats sln_sum =
+      TimeEvents(stream, 5, runs, [&] { Check(kiln::cuda::Norm(a, stream), "Norm"); });
   const double sln_sum_gbs = 4.0 * bytes / (sln_sum.p50 * 1e-3) / 1e9;
   // Dense fp16 GEMM, 8192^3, through the same cuBLASLt wrapper the Linear steps use.
   const int64_t g = 8192;
@@ -233,7 +237,8 @@ int KernelBench(int64_t rows, int64_t hidden, int runs) {
   gd.dtype = kiln::cuda::ElemType::kF16;
   gd.m = gd.n = gd.k = g;
   kiln::cuda::LtGemm gemm;
-  if (cublasStatus_t s = gemm.Init(lt, gd, kiln::cuda::kGemmWorkspaceBytes); s != CUBLAS_STATUS_SUCCESS)
+  if (cublasStatus_t s = gemm.Init(lt, gd, kiln::cuda::kGemmWorkspaceBytes);
+      s != CUBLAS_STATUS_SUCCESS)
     Die(std::string("cuBLASLt init: ") + kiln::cuda::CublasStatusName(s));
   const Stats mm = TimeEvents(stream, 3, std::max(5, runs / 4), [&] {
     if (gemm.Run(lt, ga, gb, nullptr, gc, ws, kiln::cuda::kGemmWorkspaceBytes, stream) !=
@@ -258,9 +263,12 @@ int KernelBench(int64_t rows, int64_t hidden, int runs) {
 float HalfToFloat(uint16_t h) {
   const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
   float v;
-  if (exp == 0) v = std::ldexp(static_cast<float>(man), -24);
-  else if (exp == 31) v = man ? NAN : INFINITY;
-  else v = std::ldexp(static_cast<float>(man | 0x400), static_cast<int>(exp) - 25);
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31)
+    v = man ? NAN : INFINITY;
+  else
+    v = std::ldexp(static_cast<float>(man | 0x400), static_cast<int>(exp) - 25);
   return sign ? -v : v;
 }
 
@@ -271,8 +279,10 @@ struct AttentionCase {
 
 int AttentionBench(int runs) {
   namespace kc = kiln::cuda;
-  const AttentionCase cases[] = {{32, 128, 12, 64, true, false}, {8, 512, 12, 64, false, false},
-                                 {8, 512, 12, 64, false, true},  {4, 1024, 16, 128, false, false},
+  const AttentionCase cases[] = {{32, 128, 12, 64, true, false},
+                                 {8, 512, 12, 64, false, false},
+                                 {8, 512, 12, 64, false, true},
+                                 {4, 1024, 16, 128, false, false},
                                  {4, 1024, 16, 128, false, true}};
   cudaStream_t stream;
   Check(cudaStreamCreate(&stream), "cudaStreamCreate");
@@ -285,8 +295,9 @@ int AttentionBench(int runs) {
     const int64_t nd = c.n * c.d, qkv_elems = c.b * c.s * 3 * nd;
     std::vector<uint16_t> host(qkv_elems);
     std::mt19937 gen(3);
-    for (uint16_t& h : host) h = 0x3000 + static_cast<uint16_t>(gen() % 0x0c00);  // fp16 in ~[0.125, 1)
-    for (size_t i = 0; i < host.size(); i += 2) host[i] |= 0x8000;                 // half negative
+    for (uint16_t& h : host)
+      h = 0x3000 + static_cast<uint16_t>(gen() % 0x0c00);           // fp16 in ~[0.125, 1)
+    for (size_t i = 0; i < host.size(); i += 2) host[i] |= 0x8000;  // half negative
     void *qkv, *y, *mask = nullptr;
     Check(cudaMalloc(&qkv, qkv_elems * 2), "cudaMalloc");
     Check(cudaMalloc(&y, c.b * c.s * nd * 2), "cudaMalloc");
@@ -305,7 +316,10 @@ int AttentionBench(int runs) {
           "{\"attention\": \"%lldx%lldx%lldx%lld\", \"mask\": \"%s\", \"kernel\": \"%s\", "
           "\"launch\": \"%s\", \"p50_ms\": %.4f, \"tflops\": %.1f, \"sm\": %d}\n",
           static_cast<long long>(c.b), static_cast<long long>(c.s), static_cast<long long>(c.n),
-          static_cast<long long>(c.d), c.keypad ? "keypad" : c.causal ? "causal" : "none",
+          static_cast<long long>(c.d),
+          c.keypad   ? "keypad"
+          : c.causal ? "causal"
+                     : "none",
           kernel, launch.c_str(), st.p50, flops / (st.p50 * 1e-3) / 1e12, sm);
       std::fflush(stdout);
     };
@@ -334,15 +348,16 @@ int AttentionBench(int runs) {
     std::vector<uint16_t> y_flash(y_elems), y_simple(y_elems);
     for (const kc::FlashLaunch& l : kc::kFlashLaunches) {
       if (l.SmemBytes(c.d) > static_cast<int64_t>(prop.sharedMemPerBlockOptin)) {
-        std::fprintf(stderr, "attention: launch %dx%d needs %lld bytes of shared memory; the "
-                     "device allows %zu: skipped\n", l.block_q, l.block_k,
-                     static_cast<long long>(l.SmemBytes(c.d)), prop.sharedMemPerBlockOptin);
+        std::fprintf(stderr,
+                     "attention: launch %dx%d needs %lld bytes of shared memory; the "
+                     "device allows %zu: skipped\n",
+                     l.block_q, l.block_k, static_cast<long long>(l.SmemBytes(c.d)),
+                     prop.sharedMemPerBlockOptin);
         continue;
       }
       Check(kc::FlashAttentionInit(f.dtype, c.d, l), "FlashAttentionInit");
-      const Stats st = TimeEvents(stream, 10, runs, [&] {
-        Check(kc::FlashAttention(f, l, stream), "FlashAttention");
-      });
+      const Stats st = TimeEvents(
+          stream, 10, runs, [&] { Check(kc::FlashAttention(f, l, stream), "FlashAttention"); });
       const bool is_chosen = l.block_q == chosen.block_q && l.block_k == chosen.block_k;
       if (is_chosen)
         Check(cudaMemcpy(y_flash.data(), y, y_elems * 2, cudaMemcpyDeviceToHost), "cudaMemcpy");
@@ -362,9 +377,8 @@ int AttentionBench(int runs) {
     a.mask_stride[0] = f.mask_stride[0];
     a.mask_stride[3] = f.mask_stride[3];
     a.y = y;
-    const Stats st = TimeEvents(stream, 3, std::max(5, runs / 5), [&] {
-      Check(kc::Attention(a, stream), "Attention");
-    });
+    const Stats st = TimeEvents(stream, 3, std::max(5, runs / 5),
+                                [&] { Check(kc::Attention(a, stream), "Attention"); });
     report("simple", "8 warps", st);
     // The two kernels on the same inputs: both fp32 softmax and accumulation, so they
     // differ by the flash kernel's 16-bit P and the output rounding (a few fp16 ulps).
@@ -373,11 +387,15 @@ int AttentionBench(int runs) {
     for (size_t i = 0; i < y_elems; ++i)
       max_abs = std::max(max_abs, std::fabs(static_cast<double>(HalfToFloat(y_flash[i])) -
                                             HalfToFloat(y_simple[i])));
-    std::printf("{\"attention\": \"%lldx%lldx%lldx%lld\", \"mask\": \"%s\", "
-                "\"flash_vs_simple_max_abs\": %.3g}\n",
-                static_cast<long long>(c.b), static_cast<long long>(c.s),
-                static_cast<long long>(c.n), static_cast<long long>(c.d),
-                c.keypad ? "keypad" : c.causal ? "causal" : "none", max_abs);
+    std::printf(
+        "{\"attention\": \"%lldx%lldx%lldx%lld\", \"mask\": \"%s\", "
+        "\"flash_vs_simple_max_abs\": %.3g}\n",
+        static_cast<long long>(c.b), static_cast<long long>(c.s), static_cast<long long>(c.n),
+        static_cast<long long>(c.d),
+        c.keypad   ? "keypad"
+        : c.causal ? "causal"
+                   : "none",
+        max_abs);
     for (void* p : {qkv, y, mask})
       if (p) cudaFree(p);
   }
@@ -388,7 +406,8 @@ int AttentionBench(int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) Die("usage: kiln_gpu_bench plan|create|kernels|attention ... (see bench/gpu/README.md)");
+  if (argc < 2)
+    Die("usage: kiln_gpu_bench plan|create|kernels|attention ... (see bench/gpu/README.md)");
   const std::string mode = argv[1];
   std::string path, shape;
   int runs = 100, warmup = 20;
@@ -400,14 +419,22 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) Die(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--shape") shape = next();
-    else if (a == "--runs") runs = std::atoi(next().c_str());
-    else if (a == "--warmup") warmup = std::atoi(next().c_str());
-    else if (a == "--rows") rows = std::atoll(next().c_str());
-    else if (a == "--hidden") hidden = std::atoll(next().c_str());
-    else if (a == "--no-cuda-graph") graphs = false;
-    else if (path.empty() && a[0] != '-') path = a;
-    else Die("unexpected argument " + a);
+    if (a == "--shape")
+      shape = next();
+    else if (a == "--runs")
+      runs = std::atoi(next().c_str());
+    else if (a == "--warmup")
+      warmup = std::atoi(next().c_str());
+    else if (a == "--rows")
+      rows = std::atoll(next().c_str());
+    else if (a == "--hidden")
+      hidden = std::atoll(next().c_str());
+    else if (a == "--no-cuda-graph")
+      graphs = false;
+    else if (path.empty() && a[0] != '-')
+      path = a;
+    else
+      Die("unexpected argument " + a);
   }
   if (runs < 1) Die("--runs must be >= 1");
   if (mode == "plan") return PlanBench(path, ParseShape(shape), runs, warmup, graphs);

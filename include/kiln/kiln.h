@@ -37,16 +37,16 @@ std::string_view Version();
 
 // The CUDA side of this build and this machine (`kiln --version`, `kiln plan-info`).
 struct CudaDeviceInfo {
-  bool built = false;       // kiln was built with its CUDA backend
-  std::string build;        // e.g. "CUDA 13.0.88, cuBLAS 13.1.0, sm_80 sm_90"
+  bool built = false;          // kiln was built with its CUDA backend
+  std::string build;           // e.g. "CUDA 13.0.88, cuBLAS 13.1.0, sm_80 sm_90"
   std::vector<int> build_sms;  // the architectures the kernels were compiled for
-  bool available = false;   // device `ordinal` answered
-  std::string reason;       // why not, when not (no driver, no device, ...)
-  std::string name;         // e.g. "NVIDIA H200"
-  int sm = 0;               // compute capability as major*10 + minor (90)
+  bool available = false;      // device `ordinal` answered
+  std::string reason;          // why not, when not (no driver, no device, ...)
+  std::string name;            // e.g. "NVIDIA H200"
+  int sm = 0;                  // compute capability as major*10 + minor (90)
   int64_t memory_bytes = 0;
   int multiprocessors = 0;
-  int driver_version = 0;   // cudaDriverGetVersion (13000 = 13.0)
+  int driver_version = 0;  // cudaDriverGetVersion (13000 = 13.0)
 };
 // Never fails: without CUDA support or a device, `available` is false with the reason.
 CudaDeviceInfo QueryCudaDevice(int ordinal = 0);
@@ -139,8 +139,8 @@ struct TraceEvent {
 };
 
 struct RunStats {
-  int bucket = -1;      // index into Plan::buckets
-  bool padded = false;  // inputs were padded up to the bucket's shape
+  int bucket = -1;                // index into Plan::buckets
+  bool padded = false;            // inputs were padded up to the bucket's shape
   bool collect_trace = false;     // in: fill `trace`
   std::vector<TraceEvent> trace;  // out, when collect_trace
 };

@@ -46,8 +46,8 @@ struct MaskLayout {
 absl::StatusOr<MaskLayout> CheckArgs(const MultiHeadAttentionArgs& a) {
   const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
   if (nb < 0 || s < 0 || nh <= 0 || d <= 0)
-    return absl::InvalidArgumentError(absl::StrCat("MultiHeadAttention got B=", nb, " S=", s,
-                                                   " N=", nh, " D=", d));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MultiHeadAttention got B=", nb, " S=", s, " N=", nh, " D=", d));
   MaskLayout m;
   if (nb == 0 || s == 0) return m;
   if (!a.qkv || !a.y) return absl::InvalidArgumentError("MultiHeadAttention: null pointer");
@@ -63,17 +63,16 @@ absl::StatusOr<MaskLayout> CheckArgs(const MultiHeadAttentionArgs& a) {
   int64_t stride = 1;
   for (int i = static_cast<int>(md.size()) - 1, t = 3; i >= 0; --i, --t) {
     if (md[i] != 1 && md[i] != target[t])
-      return absl::InvalidArgumentError(absl::StrCat(
-          "attention mask [", absl::StrJoin(md, ","), "] does not broadcast to [B, N, S, S] = [",
-          nb, ",", nh, ",", s, ",", s, "]"));
+      return absl::InvalidArgumentError(absl::StrCat("attention mask [", absl::StrJoin(md, ","),
+                                                     "] does not broadcast to [B, N, S, S] = [", nb,
+                                                     ",", nh, ",", s, ",", s, "]"));
     m.stride[t] = md[i] == 1 ? 0 : stride;
     stride *= md[i];
   }
   return m;
 }
 
-absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
-                     const MaskLayout& m) {
+absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a, const MaskLayout& m) {
   const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
   const internal::IsaKernels& k = internal::KernelsFor(ctx);
   const int64_t vw = k.vector_width;
@@ -170,8 +169,8 @@ void MaskExpRows(const internal::IsaKernels& k, const MultiHeadAttentionArgs& a,
 }
 
 // out row i (D floats at out + i·ldo) *= inv[i] for i < rows.
-void ScaleRows(const internal::IsaKernels& k, const float* inv, int64_t rows, int64_t d,
-               float* out, int64_t ldo) {
+void ScaleRows(const internal::IsaKernels& k, const float* inv, int64_t rows, int64_t d, float* out,
+               int64_t ldo) {
   for (int64_t i = 0; i < rows; ++i) k.scale(inv[i], out + i * ldo, d);
 }
 
@@ -250,7 +249,7 @@ absl::Status RunGemmHeads(const CpuContext& ctx, const MultiHeadAttentionArgs& a
   const internal::IsaKernels& k = internal::KernelsFor(ctx);
   const int64_t threads = std::min<int64_t>(ctx.threads(), items);
   const int64_t block = shape.heads * shape.rows;  // score rows per item
-  const int64_t per_worker = block * s + block;     // scores, then 1/row sums
+  const int64_t per_worker = block * s + block;    // scores, then 1/row sums
   std::vector<float> scratch(static_cast<size_t>(threads * per_worker));
   std::vector<absl::Status> status(static_cast<size_t>(threads));
   CpuContext inner = ctx;
@@ -302,8 +301,7 @@ absl::Status RunGemmBatch(const CpuContext& ctx, const MultiHeadAttentionArgs& a
     float* out = a.y + b * s * h;
     KILN_RETURN_IF_ERROR(BatchedMatMul(ctx, pv, scores.data(), base + 2 * h, out));
     ParallelFor(ctx, nh * s, min_rows, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        k.scale(inv[r], out + r % s * h + r / s * d, d);
+      for (int64_t r = begin; r < end; ++r) k.scale(inv[r], out + r % s * h + r / s * d, d);
     });
   }
   return absl::OkStatus();
@@ -330,9 +328,12 @@ absl::Status MultiHeadAttentionWithPath(const CpuContext& ctx, const MultiHeadAt
   if (path == AttentionPath::kAuto) path = ChooseAttentionPath(ctx, a);
   switch (path) {
     case AttentionPath::kAuto:
-    case AttentionPath::kRows: return RunRows(ctx, a, m);
-    case AttentionPath::kGemmHeads: return RunGemmHeads(ctx, a, m);
-    case AttentionPath::kGemmBatch: return RunGemmBatch(ctx, a, m);
+    case AttentionPath::kRows:
+      return RunRows(ctx, a, m);
+    case AttentionPath::kGemmHeads:
+      return RunGemmHeads(ctx, a, m);
+    case AttentionPath::kGemmBatch:
+      return RunGemmBatch(ctx, a, m);
   }
   return absl::OkStatus();
 }

@@ -10,13 +10,13 @@
 namespace kiln::cpu::internal {
 
 enum class AttentionPath {
-  kAuto,        // what MultiHeadAttention does: chosen from the shape and thread count
-  kRows,        // hand-written row kernel (isa_impl.inc): one query row at a time
-  kGemmHeads,   // work items = (batch, group of heads); per item two single-threaded
-                // oneDNN batched matmuls around an in-place mask + softmax
-  kGemmBatch,   // per batch item, oneDNN parallelizes each batched matmul over all heads;
-                // kiln parallelizes the mask + softmax rows in between (kept to compare;
-                // kAuto never picks it, attention.cc says why)
+  kAuto,       // what MultiHeadAttention does: chosen from the shape and thread count
+  kRows,       // hand-written row kernel (isa_impl.inc): one query row at a time
+  kGemmHeads,  // work items = (batch, group of heads); per item two single-threaded
+               // oneDNN batched matmuls around an in-place mask + softmax
+  kGemmBatch,  // per batch item, oneDNN parallelizes each batched matmul over all heads;
+               // kiln parallelizes the mask + softmax rows in between (kept to compare;
+               // kAuto never picks it, attention.cc says why)
 };
 
 absl::Status MultiHeadAttentionWithPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a,

@@ -10,10 +10,14 @@ namespace kiln::cpu {
 
 std::string_view IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kAuto: return "auto";
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kAuto:
+      return "auto";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }
@@ -54,13 +58,12 @@ void ParallelForWorkers(const CpuContext& ctx, int64_t n, int64_t min_chunk,
                         const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
   min_chunk = std::max<int64_t>(min_chunk, 1);
-  const int64_t parts =
-      std::min<int64_t>(ctx.threads(), (n + min_chunk - 1) / min_chunk);
+  const int64_t parts = std::min<int64_t>(ctx.threads(), (n + min_chunk - 1) / min_chunk);
   if (parts <= 1 || omp_in_parallel()) {
     fn(0, n, 0);
     return;
   }
-#pragma omp parallel num_threads(static_cast<int>(parts))
+#pragma omp parallel num_threads(static_cast <int>(parts))
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t begin = n * t / nt, end = n * (t + 1) / nt;

@@ -48,8 +48,8 @@ absl::Status EmbedLayerNorm(const CpuContext& ctx, const EmbedLayerNormArgs& a) 
       !st.ok())
     return st;
   if (has_seg) {
-    if (auto st = ResolveIds(a.segment_ids, a.segment_ids32, count, a.segment_rows,
-                             "segment_ids", seg_row);
+    if (auto st = ResolveIds(a.segment_ids, a.segment_ids32, count, a.segment_rows, "segment_ids",
+                             seg_row);
         !st.ok())
       return st;
   }

@@ -27,8 +27,7 @@ struct V {
   }
   static T LoadN(const float* p, int64_t n, float fill) {
     const __m256i m = Mask(n);
-    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m),
-                            _mm256_castsi256_ps(m));
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
   }
   static void StoreN(float* p, T v, int64_t n) { _mm256_maskstore_ps(p, Mask(n), v); }
   static T Add(T a, T b) { return _mm256_add_ps(a, b); }
@@ -38,14 +37,12 @@ struct V {
   static T Fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
   static T Max(T a, T b) { return _mm256_max_ps(a, b); }
   static T Min(T a, T b) { return _mm256_min_ps(a, b); }
-  static T Abs(T a) {
-    return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-  }
+  static T Abs(T a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
   static T Round(T a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // n is integer-valued in [-126, 127] (Exp clamps its argument).
   static T Pow2Scale(T v, T n) {
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(v, _mm256_castsi256_ps(e));
   }
   static T ZeroIfBelow(T v, T x, T t) { return _mm256_and_ps(v, _mm256_cmp_ps(x, t, _CMP_NLT_UQ)); }

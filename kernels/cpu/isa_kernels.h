@@ -16,21 +16,21 @@ constexpr int kAttentionRowBlock = 8;
 
 // One block of query rows of one (batch, head) of multi-head attention.
 struct AttentionRows {
-  const float* q = nullptr;   // query row i at q + i * ldq
+  const float* q = nullptr;  // query row i at q + i * ldq
   int64_t ldq = 0;
   const float* kt = nullptr;  // Kᵀ packed [d, sp], columns s..sp-1 zero
   int64_t sp = 0;             // padded key count (a multiple of the vector width)
   const float* v = nullptr;   // value row j at v + j * ldv
   int64_t ldv = 0;
-  int64_t s = 0, d = 0;       // keys, head size
+  int64_t s = 0, d = 0;  // keys, head size
   float scale = 1.0f;
-  const float* mask_add = nullptr;    // additive mask: row i, key j at i*mask_si + j*mask_sj
-  const uint8_t* mask_bool = nullptr; // bool mask (0 = masked out), same indexing
+  const float* mask_add = nullptr;     // additive mask: row i, key j at i*mask_si + j*mask_sj
+  const uint8_t* mask_bool = nullptr;  // bool mask (0 = masked out), same indexing
   int64_t mask_si = 0, mask_sj = 0;
   bool causal = false;
   int64_t row_begin = 0, row_end = 0;
-  float* scores = nullptr;    // scratch, kAttentionRowBlock · sp floats
-  float* out = nullptr;       // output row i at out + i * ldo
+  float* scores = nullptr;  // scratch, kAttentionRowBlock · sp floats
+  float* out = nullptr;     // output row i at out + i * ldo
   int64_t ldo = 0;
 };
 

@@ -45,9 +45,12 @@ const IsaKernels& ScalarKernels() { return kKernels; }
 
 const IsaKernels& KernelsFor(const CpuContext& ctx) {
   switch (ctx.ResolvedIsa()) {
-    case Isa::kAvx512: return Avx512Kernels();
-    case Isa::kAvx2: return Avx2Kernels();
-    default: return ScalarKernels();
+    case Isa::kAvx512:
+      return Avx512Kernels();
+    case Isa::kAvx2:
+      return Avx2Kernels();
+    default:
+      return ScalarKernels();
   }
 }
 

@@ -6,8 +6,8 @@
 
 namespace kiln::cpu {
 
-absl::Status LayerNorm(const CpuContext& ctx, const float* x, const float* gamma,
-                       const float* beta, int64_t rows, int64_t h, float eps, float* y) {
+absl::Status LayerNorm(const CpuContext& ctx, const float* x, const float* gamma, const float* beta,
+                       int64_t rows, int64_t h, float eps, float* y) {
   if (rows < 0 || h < 0)
     return absl::InvalidArgumentError(absl::StrCat("LayerNorm got rows=", rows, " h=", h));
   if (rows == 0 || h == 0) return absl::OkStatus();
@@ -21,8 +21,8 @@ absl::Status LayerNorm(const CpuContext& ctx, const float* x, const float* gamma
 
 absl::Status SkipLayerNorm(const CpuContext& ctx, const SkipLayerNormArgs& a) {
   if (a.rows < 0 || a.h < 0 || a.skip_rows <= 0 || (a.rows > 0 && a.rows % a.skip_rows != 0))
-    return absl::InvalidArgumentError(absl::StrCat("SkipLayerNorm got rows=", a.rows, " h=", a.h,
-                                                   " skip_rows=", a.skip_rows));
+    return absl::InvalidArgumentError(
+        absl::StrCat("SkipLayerNorm got rows=", a.rows, " h=", a.h, " skip_rows=", a.skip_rows));
   if (a.rows == 0 || a.h == 0) return absl::OkStatus();
   if (!a.x || !a.skip || !a.gamma || !a.y)
     return absl::InvalidArgumentError("SkipLayerNorm: null pointer");

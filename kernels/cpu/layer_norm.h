@@ -14,8 +14,8 @@
 namespace kiln::cpu {
 
 // y[r] = (x[r] - mean) / sqrt(var + eps) · gamma + beta (beta may be null); y may equal x.
-absl::Status LayerNorm(const CpuContext& ctx, const float* x, const float* gamma,
-                       const float* beta, int64_t rows, int64_t h, float eps, float* y);
+absl::Status LayerNorm(const CpuContext& ctx, const float* x, const float* gamma, const float* beta,
+                       int64_t rows, int64_t h, float eps, float* y);
 
 struct SkipLayerNormArgs {
   const float* x = nullptr;     // [rows, h]

@@ -26,8 +26,8 @@ dnnl::engine& Engine() {
 }
 
 absl::Status DnnlError(const char* what, const dnnl::error& e) {
-  return absl::InternalError(absl::StrCat("oneDNN ", what, " failed: ", e.what(),
-                                          " (status ", static_cast<int>(e.status), ")"));
+  return absl::InternalError(absl::StrCat("oneDNN ", what, " failed: ", e.what(), " (status ",
+                                          static_cast<int>(e.status), ")"));
 }
 
 // The calling thread's scratchpad for one primitive execution. Every primitive here is
@@ -65,7 +65,8 @@ dnnl::primitive_attr UserScratchpad() {
 dnnl::post_ops PostOps(Activation act) {
   dnnl::post_ops po;
   switch (act) {
-    case Activation::kNone: break;
+    case Activation::kNone:
+      break;
     case Activation::kGeluErf:
       po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
       break;
@@ -85,10 +86,10 @@ dnnl::post_ops PostOps(Activation act) {
 }  // namespace
 
 struct PackedLinear::State {
-  memory::desc plain_w_md;   // the caller's layout, kept only for re-packing
-  std::vector<float> plain_w;       // owned copy, unless the caller lends its buffer
-  const float* plain = nullptr;     // plain_w.data() or the caller's (borrowed) weights
-  memory bias;               // [1, N] or empty
+  memory::desc plain_w_md;       // the caller's layout, kept only for re-packing
+  std::vector<float> plain_w;    // owned copy, unless the caller lends its buffer
+  const float* plain = nullptr;  // plain_w.data() or the caller's (borrowed) weights
+  memory bias;                   // [1, N] or empty
   struct Packed {
     memory::desc md;
     memory mem;
@@ -100,7 +101,7 @@ struct PackedLinear::State {
     std::string impl;
   };
   mutable std::mutex mu;
-  mutable std::vector<Packed> packed;                 // weight layouts in use
+  mutable std::vector<Packed> packed;                     // weight layouts in use
   mutable std::map<std::pair<int64_t, int>, Prim> prims;  // (M, threads) -> primitive
 
   // Primitive for m rows (creating and caching it, and a weight layout, on first use).
@@ -111,8 +112,9 @@ PackedLinear::PackedLinear(const LinearDesc& desc)
     : desc_(desc), state_(std::make_unique<State>()) {}
 PackedLinear::~PackedLinear() = default;
 
-absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(
-    const LinearDesc& d, int64_t m, int threads) const {
+absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(const LinearDesc& d,
+                                                                          int64_t m,
+                                                                          int threads) const {
   std::lock_guard<std::mutex> lock(mu);
   auto it = prims.find({m, threads});
   if (it != prims.end()) return &it->second;
@@ -149,12 +151,9 @@ absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(
   }
 }
 
-absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(const LinearDesc& desc,
-                                                                   const float* w,
-                                                                   const float* bias,
-                                                                   const CpuContext& ctx,
-                                                                   int64_t typical_m,
-                                                                   bool borrow_weights) {
+absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(
+    const LinearDesc& desc, const float* w, const float* bias, const CpuContext& ctx,
+    int64_t typical_m, bool borrow_weights) {
   if (desc.k <= 0 || desc.n <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("Linear needs K > 0 and N > 0, got K=", desc.k, " N=", desc.n));
@@ -182,8 +181,7 @@ absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(const LinearD
   return pl;
 }
 
-absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
-                               float* y) const {
+absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m, float* y) const {
   if (m < 0) return absl::InvalidArgumentError(absl::StrCat("Linear got M=", m));
   if (m == 0) return absl::OkStatus();
   if (x == nullptr || y == nullptr)
@@ -246,8 +244,8 @@ absl::Status BatchedMatMul(const CpuContext& ctx, const BatchedMatMulDesc& d, co
     return absl::InvalidArgumentError("BatchedMatMul row strides are smaller than the rows");
   static BmmCache* cache = new BmmCache;
   const int threads = ctx.threads();
-  const BmmKey key{d.batch, d.m, d.n, d.k, d.trans_b, d.alpha, d.lda, d.sa, d.ldb, d.sb,
-                   d.ldc, d.sc, threads};
+  const BmmKey key{d.batch, d.m,   d.n,  d.k,   d.trans_b, d.alpha, d.lda,
+                   d.sa,    d.ldb, d.sb, d.ldc, d.sc,      threads};
   ScopedOmpThreads omp_threads(threads);
   try {
     memory::desc a_md({d.batch, d.m, d.k}, dt::f32, memory::dims{d.sa, d.lda, 1});
@@ -262,8 +260,8 @@ absl::Status BatchedMatMul(const CpuContext& ctx, const BatchedMatMulDesc& d, co
         dnnl::primitive_attr attr = UserScratchpad();
         if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
         dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, Engine());
-        it = cache->prims.emplace(key, BmmCache::Prim{dnnl::matmul(pd), pd.scratchpad_desc()})
-                 .first;
+        it =
+            cache->prims.emplace(key, BmmCache::Prim{dnnl::matmul(pd), pd.scratchpad_desc()}).first;
       }
       prim = it->second;
     }

@@ -23,9 +23,9 @@ namespace kiln::cpu {
 enum class Activation { kNone, kGeluErf, kGeluTanh, kRelu, kTanh };
 
 struct LinearDesc {
-  int64_t k = 0;             // reduction dimension
-  int64_t n = 0;             // output features
-  bool trans_w = false;      // W is [N, K] (Gemm transB, tied embeddings) instead of [K, N]
+  int64_t k = 0;         // reduction dimension
+  int64_t n = 0;         // output features
+  bool trans_w = false;  // W is [N, K] (Gemm transB, tied embeddings) instead of [K, N]
   Activation activation = Activation::kNone;
 };
 
@@ -37,8 +37,7 @@ class PackedLinear {
   // new M needs a weight layout not packed yet (saves a plain copy of every weight; the
   // executor lends the plan's read-only weights).
   static absl::StatusOr<std::unique_ptr<PackedLinear>> Create(const LinearDesc& desc,
-                                                              const float* w,
-                                                              const float* bias,
+                                                              const float* w, const float* bias,
                                                               const CpuContext& ctx,
                                                               int64_t typical_m = 128,
                                                               bool borrow_weights = false);

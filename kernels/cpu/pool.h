@@ -15,8 +15,8 @@ namespace kiln::cpu {
 enum class PoolMode { kMean, kCls };
 
 struct PoolArgs {
-  const float* hidden = nullptr;  // [B, S, H]
-  const float* mask = nullptr;    // [B, S] f32, or
+  const float* hidden = nullptr;      // [B, S, H]
+  const float* mask = nullptr;        // [B, S] f32, or
   const int64_t* mask_i64 = nullptr;  // [B, S] i64; neither: every position counts
   int64_t batch = 0, seq = 0, hidden_size = 0;
   PoolMode mode = PoolMode::kMean;

@@ -116,10 +116,14 @@ cudaError_t Attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.mask && a.mask_type != ElemType::kF32 && a.mask_type != ElemType::kBool)
     return cudaErrorInvalidValue;
   switch (a.dtype) {
-    case ElemType::kF32: return LaunchT<float>(a, stream);
-    case ElemType::kF16: return LaunchT<__half>(a, stream);
-    case ElemType::kBF16: return LaunchT<__nv_bfloat16>(a, stream);
-    default: return cudaErrorInvalidValue;
+    case ElemType::kF32:
+      return LaunchT<float>(a, stream);
+    case ElemType::kF16:
+      return LaunchT<__half>(a, stream);
+    case ElemType::kBF16:
+      return LaunchT<__nv_bfloat16>(a, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

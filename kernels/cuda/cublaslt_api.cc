@@ -22,9 +22,9 @@ Loaded Load() {
   // The soname the toolkit's headers describe (ABI-compatible within a major) through the
   // library search, then in the toolkit kiln was built with (where a linked library would
   // have been found through its RPATH), then the unversioned name.
-  const char* const names[] = {
-      "libcublasLt.so." KILN_STR_(CUBLAS_VER_MAJOR),
-      KILN_CUDA_LIBRARY_DIR "/libcublasLt.so." KILN_STR_(CUBLAS_VER_MAJOR), "libcublasLt.so"};
+  const char* const names[] = {"libcublasLt.so." KILN_STR_(CUBLAS_VER_MAJOR),
+                               KILN_CUDA_LIBRARY_DIR "/libcublasLt.so." KILN_STR_(CUBLAS_VER_MAJOR),
+                               "libcublasLt.so"};
   void* h = nullptr;
   for (const char* n : names) {
     h = dlopen(n, RTLD_NOW | RTLD_LOCAL);

@@ -90,19 +90,32 @@ struct alignas(sizeof(T) * VEC) Vec {
 // Element i of a buffer of runtime type `t`, as double (index/elementwise kernels).
 __device__ __forceinline__ double LoadAsDouble(const void* p, ElemType t, int64_t i) {
   switch (t) {
-    case ElemType::kF32: return static_cast<const float*>(p)[i];
-    case ElemType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    case ElemType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case ElemType::kF64: return static_cast<const double*>(p)[i];
-    case ElemType::kI8: return static_cast<const int8_t*>(p)[i];
-    case ElemType::kU8: return static_cast<const uint8_t*>(p)[i];
-    case ElemType::kI16: return static_cast<const int16_t*>(p)[i];
-    case ElemType::kU16: return static_cast<const uint16_t*>(p)[i];
-    case ElemType::kI32: return static_cast<const int32_t*>(p)[i];
-    case ElemType::kU32: return static_cast<const uint32_t*>(p)[i];
-    case ElemType::kI64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case ElemType::kU64: return static_cast<double>(static_cast<const uint64_t*>(p)[i]);
-    case ElemType::kBool: return static_cast<const uint8_t*>(p)[i] != 0 ? 1.0 : 0.0;
+    case ElemType::kF32:
+      return static_cast<const float*>(p)[i];
+    case ElemType::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case ElemType::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case ElemType::kF64:
+      return static_cast<const double*>(p)[i];
+    case ElemType::kI8:
+      return static_cast<const int8_t*>(p)[i];
+    case ElemType::kU8:
+      return static_cast<const uint8_t*>(p)[i];
+    case ElemType::kI16:
+      return static_cast<const int16_t*>(p)[i];
+    case ElemType::kU16:
+      return static_cast<const uint16_t*>(p)[i];
+    case ElemType::kI32:
+      return static_cast<const int32_t*>(p)[i];
+    case ElemType::kU32:
+      return static_cast<const uint32_t*>(p)[i];
+    case ElemType::kI64:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case ElemType::kU64:
+      return static_cast<double>(static_cast<const uint64_t*>(p)[i]);
+    case ElemType::kBool:
+      return static_cast<const uint8_t*>(p)[i] != 0 ? 1.0 : 0.0;
   }
   return 0;
 }
@@ -117,19 +130,35 @@ __device__ __forceinline__ int64_t LoadIndex(const void* p, bool i32, int64_t i)
 __device__ __forceinline__ void CopyElem(const void* src, int64_t si, void* dst, int64_t di,
                                          int size) {
   switch (size) {
-    case 1: static_cast<uint8_t*>(dst)[di] = static_cast<const uint8_t*>(src)[si]; break;
-    case 2: static_cast<uint16_t*>(dst)[di] = static_cast<const uint16_t*>(src)[si]; break;
-    case 4: static_cast<uint32_t*>(dst)[di] = static_cast<const uint32_t*>(src)[si]; break;
-    default: static_cast<uint64_t*>(dst)[di] = static_cast<const uint64_t*>(src)[si]; break;
+    case 1:
+      static_cast<uint8_t*>(dst)[di] = static_cast<const uint8_t*>(src)[si];
+      break;
+    case 2:
+      static_cast<uint16_t*>(dst)[di] = static_cast<const uint16_t*>(src)[si];
+      break;
+    case 4:
+      static_cast<uint32_t*>(dst)[di] = static_cast<const uint32_t*>(src)[si];
+      break;
+    default:
+      static_cast<uint64_t*>(dst)[di] = static_cast<const uint64_t*>(src)[si];
+      break;
   }
 }
 
 __device__ __forceinline__ void ZeroElem(void* dst, int64_t di, int size) {
   switch (size) {
-    case 1: static_cast<uint8_t*>(dst)[di] = 0; break;
-    case 2: static_cast<uint16_t*>(dst)[di] = 0; break;
-    case 4: static_cast<uint32_t*>(dst)[di] = 0; break;
-    default: static_cast<uint64_t*>(dst)[di] = 0; break;
+    case 1:
+      static_cast<uint8_t*>(dst)[di] = 0;
+      break;
+    case 2:
+      static_cast<uint16_t*>(dst)[di] = 0;
+      break;
+    case 4:
+      static_cast<uint32_t*>(dst)[di] = 0;
+      break;
+    default:
+      static_cast<uint64_t*>(dst)[di] = 0;
+      break;
   }
 }
 

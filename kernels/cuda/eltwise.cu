@@ -13,20 +13,32 @@ namespace {
 template <typename D>
 __device__ __forceinline__ D Load(const void* p, ElemType t, int64_t i) {
   switch (t) {
-    case ElemType::kF32: return static_cast<D>(static_cast<const float*>(p)[i]);
-    case ElemType::kF16: return static_cast<D>(__half2float(static_cast<const __half*>(p)[i]));
+    case ElemType::kF32:
+      return static_cast<D>(static_cast<const float*>(p)[i]);
+    case ElemType::kF16:
+      return static_cast<D>(__half2float(static_cast<const __half*>(p)[i]));
     case ElemType::kBF16:
       return static_cast<D>(__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]));
-    case ElemType::kF64: return static_cast<D>(static_cast<const double*>(p)[i]);
-    case ElemType::kI8: return static_cast<D>(static_cast<const int8_t*>(p)[i]);
-    case ElemType::kU8: return static_cast<D>(static_cast<const uint8_t*>(p)[i]);
-    case ElemType::kI16: return static_cast<D>(static_cast<const int16_t*>(p)[i]);
-    case ElemType::kU16: return static_cast<D>(static_cast<const uint16_t*>(p)[i]);
-    case ElemType::kI32: return static_cast<D>(static_cast<const int32_t*>(p)[i]);
-    case ElemType::kU32: return static_cast<D>(static_cast<const uint32_t*>(p)[i]);
-    case ElemType::kI64: return static_cast<D>(static_cast<const int64_t*>(p)[i]);
-    case ElemType::kU64: return static_cast<D>(static_cast<const uint64_t*>(p)[i]);
-    case ElemType::kBool: return static_cast<D>(static_cast<const uint8_t*>(p)[i] != 0);
+    case ElemType::kF64:
+      return static_cast<D>(static_cast<const double*>(p)[i]);
+    case ElemType::kI8:
+      return static_cast<D>(static_cast<const int8_t*>(p)[i]);
+    case ElemType::kU8:
+      return static_cast<D>(static_cast<const uint8_t*>(p)[i]);
+    case ElemType::kI16:
+      return static_cast<D>(static_cast<const int16_t*>(p)[i]);
+    case ElemType::kU16:
+      return static_cast<D>(static_cast<const uint16_t*>(p)[i]);
+    case ElemType::kI32:
+      return static_cast<D>(static_cast<const int32_t*>(p)[i]);
+    case ElemType::kU32:
+      return static_cast<D>(static_cast<const uint32_t*>(p)[i]);
+    case ElemType::kI64:
+      return static_cast<D>(static_cast<const int64_t*>(p)[i]);
+    case ElemType::kU64:
+      return static_cast<D>(static_cast<const uint64_t*>(p)[i]);
+    case ElemType::kBool:
+      return static_cast<D>(static_cast<const uint8_t*>(p)[i] != 0);
   }
   return D{};
 }
@@ -53,23 +65,45 @@ __device__ __forceinline__ I ToInt(D v) {
 template <typename D>
 __device__ __forceinline__ void Store(void* p, ElemType t, int64_t i, D v) {
   switch (t) {
-    case ElemType::kF32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    case ElemType::kF32:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
     case ElemType::kF16:
       static_cast<__half*>(p)[i] = __float2half_rn(static_cast<float>(v));
       break;
     case ElemType::kBF16:
       static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(static_cast<float>(v));
       break;
-    case ElemType::kF64: static_cast<double*>(p)[i] = static_cast<double>(v); break;
-    case ElemType::kI8: static_cast<int8_t*>(p)[i] = ToInt<int8_t>(v); break;
-    case ElemType::kU8: static_cast<uint8_t*>(p)[i] = ToInt<uint8_t>(v); break;
-    case ElemType::kI16: static_cast<int16_t*>(p)[i] = ToInt<int16_t>(v); break;
-    case ElemType::kU16: static_cast<uint16_t*>(p)[i] = ToInt<uint16_t>(v); break;
-    case ElemType::kI32: static_cast<int32_t*>(p)[i] = ToInt<int32_t>(v); break;
-    case ElemType::kU32: static_cast<uint32_t*>(p)[i] = ToInt<uint32_t>(v); break;
-    case ElemType::kI64: static_cast<int64_t*>(p)[i] = ToInt<int64_t>(v); break;
-    case ElemType::kU64: static_cast<uint64_t*>(p)[i] = ToInt<uint64_t>(v); break;
-    case ElemType::kBool: static_cast<uint8_t*>(p)[i] = v != D{0} ? 1 : 0; break;
+    case ElemType::kF64:
+      static_cast<double*>(p)[i] = static_cast<double>(v);
+      break;
+    case ElemType::kI8:
+      static_cast<int8_t*>(p)[i] = ToInt<int8_t>(v);
+      break;
+    case ElemType::kU8:
+      static_cast<uint8_t*>(p)[i] = ToInt<uint8_t>(v);
+      break;
+    case ElemType::kI16:
+      static_cast<int16_t*>(p)[i] = ToInt<int16_t>(v);
+      break;
+    case ElemType::kU16:
+      static_cast<uint16_t*>(p)[i] = ToInt<uint16_t>(v);
+      break;
+    case ElemType::kI32:
+      static_cast<int32_t*>(p)[i] = ToInt<int32_t>(v);
+      break;
+    case ElemType::kU32:
+      static_cast<uint32_t*>(p)[i] = ToInt<uint32_t>(v);
+      break;
+    case ElemType::kI64:
+      static_cast<int64_t*>(p)[i] = ToInt<int64_t>(v);
+      break;
+    case ElemType::kU64:
+      static_cast<uint64_t*>(p)[i] = ToInt<uint64_t>(v);
+      break;
+    case ElemType::kBool:
+      static_cast<uint8_t*>(p)[i] = v != D{0} ? 1 : 0;
+      break;
   }
 }
 
@@ -77,9 +111,16 @@ __device__ __forceinline__ void Store(void* p, ElemType t, int64_t i, D v) {
 
 __device__ __forceinline__ bool IsBoolOp(EltOp op) {
   switch (op) {
-    case EltOp::kIsNaN: case EltOp::kNot: case EltOp::kEqual: case EltOp::kLess:
-    case EltOp::kLessOrEqual: case EltOp::kGreater: case EltOp::kGreaterOrEqual:
-    case EltOp::kAnd: case EltOp::kOr: case EltOp::kXor:
+    case EltOp::kIsNaN:
+    case EltOp::kNot:
+    case EltOp::kEqual:
+    case EltOp::kLess:
+    case EltOp::kLessOrEqual:
+    case EltOp::kGreater:
+    case EltOp::kGreaterOrEqual:
+    case EltOp::kAnd:
+    case EltOp::kOr:
+    case EltOp::kXor:
       return true;
     default:
       return false;
@@ -89,17 +130,28 @@ __device__ __forceinline__ bool IsBoolOp(EltOp op) {
 template <typename D>
 __device__ __forceinline__ bool BoolResult(EltOp op, D a, D b) {
   switch (op) {
-    case EltOp::kIsNaN: return a != a;
-    case EltOp::kNot: return !(a != D{0});
-    case EltOp::kEqual: return a == b;
-    case EltOp::kLess: return a < b;
-    case EltOp::kLessOrEqual: return a <= b;
-    case EltOp::kGreater: return a > b;
-    case EltOp::kGreaterOrEqual: return a >= b;
-    case EltOp::kAnd: return (a != D{0}) && (b != D{0});
-    case EltOp::kOr: return (a != D{0}) || (b != D{0});
-    case EltOp::kXor: return (a != D{0}) != (b != D{0});
-    default: return false;
+    case EltOp::kIsNaN:
+      return a != a;
+    case EltOp::kNot:
+      return !(a != D{0});
+    case EltOp::kEqual:
+      return a == b;
+    case EltOp::kLess:
+      return a < b;
+    case EltOp::kLessOrEqual:
+      return a <= b;
+    case EltOp::kGreater:
+      return a > b;
+    case EltOp::kGreaterOrEqual:
+      return a >= b;
+    case EltOp::kAnd:
+      return (a != D{0}) && (b != D{0});
+    case EltOp::kOr:
+      return (a != D{0}) || (b != D{0});
+    case EltOp::kXor:
+      return (a != D{0}) != (b != D{0});
+    default:
+      return false;
   }
 }
 
@@ -108,42 +160,67 @@ template <typename F>
 __device__ __forceinline__ F FloatResult(EltOp op, F a, F b) {
   constexpr F kNaN = F(NAN);
   switch (op) {
-    case EltOp::kIdentity: return a;
-    case EltOp::kNeg: return -a;
-    case EltOp::kAbs: return fabs(a);
-    case EltOp::kSign: return a != a ? a : (a > F(0) ? F(1) : (a < F(0) ? F(-1) : F(0)));
-    case EltOp::kRelu: return a < F(0) ? F(0) : a;
-    case EltOp::kSqrt: return sqrt(a);
-    case EltOp::kReciprocal: return F(1) / a;
-    case EltOp::kExp: return exp(a);
-    case EltOp::kLog: return log(a);
-    case EltOp::kErf: return erf(a);
-    case EltOp::kTanh: return tanh(a);
+    case EltOp::kIdentity:
+      return a;
+    case EltOp::kNeg:
+      return -a;
+    case EltOp::kAbs:
+      return fabs(a);
+    case EltOp::kSign:
+      return a != a ? a : (a > F(0) ? F(1) : (a < F(0) ? F(-1) : F(0)));
+    case EltOp::kRelu:
+      return a < F(0) ? F(0) : a;
+    case EltOp::kSqrt:
+      return sqrt(a);
+    case EltOp::kReciprocal:
+      return F(1) / a;
+    case EltOp::kExp:
+      return exp(a);
+    case EltOp::kLog:
+      return log(a);
+    case EltOp::kErf:
+      return erf(a);
+    case EltOp::kTanh:
+      return tanh(a);
     case EltOp::kSigmoid:
       return a >= F(0) ? F(1) / (F(1) + exp(-a)) : exp(a) / (F(1) + exp(a));
-    case EltOp::kSin: return sin(a);
-    case EltOp::kCos: return cos(a);
-    case EltOp::kFloor: return floor(a);
-    case EltOp::kCeil: return ceil(a);
-    case EltOp::kRound: return rint(a);  // half to even
-    case EltOp::kGelu: return F(0.5) * a * (F(1) + erf(a * F(0.70710678118654752440)));
+    case EltOp::kSin:
+      return sin(a);
+    case EltOp::kCos:
+      return cos(a);
+    case EltOp::kFloor:
+      return floor(a);
+    case EltOp::kCeil:
+      return ceil(a);
+    case EltOp::kRound:
+      return rint(a);  // half to even
+    case EltOp::kGelu:
+      return F(0.5) * a * (F(1) + erf(a * F(0.70710678118654752440)));
     case EltOp::kGeluTanh:
-      return F(0.5) * a *
-             (F(1) + tanh(F(0.79788456080286535588) * (a + F(0.044715) * a * a * a)));
-    case EltOp::kAdd: return a + b;
-    case EltOp::kSub: return a - b;
-    case EltOp::kMul: return a * b;
-    case EltOp::kDiv: return a / b;
-    case EltOp::kPow: return pow(a, b);
-    case EltOp::kMax: return (a != a || b != b) ? kNaN : (b > a ? b : a);
-    case EltOp::kMin: return (a != a || b != b) ? kNaN : (b < a ? b : a);
-    case EltOp::kFMod: return fmod(a, b);
+      return F(0.5) * a * (F(1) + tanh(F(0.79788456080286535588) * (a + F(0.044715) * a * a * a)));
+    case EltOp::kAdd:
+      return a + b;
+    case EltOp::kSub:
+      return a - b;
+    case EltOp::kMul:
+      return a * b;
+    case EltOp::kDiv:
+      return a / b;
+    case EltOp::kPow:
+      return pow(a, b);
+    case EltOp::kMax:
+      return (a != a || b != b) ? kNaN : (b > a ? b : a);
+    case EltOp::kMin:
+      return (a != a || b != b) ? kNaN : (b < a ? b : a);
+    case EltOp::kFMod:
+      return fmod(a, b);
     case EltOp::kMod: {
       F r = fmod(a, b);
       if (r != F(0) && ((r < F(0)) != (b < F(0)))) r += b;
       return r;
     }
-    default: return F(0);
+    default:
+      return F(0);
   }
 }
 
@@ -153,10 +230,13 @@ template <typename I>
 __device__ __forceinline__ I IntResult(EltOp op, I a, I b, bool* bad) {
   using U = uint64_t;
   switch (op) {
-    case EltOp::kIdentity: return a;
-    case EltOp::kNeg: return static_cast<I>(U{0} - static_cast<U>(a));
+    case EltOp::kIdentity:
+      return a;
+    case EltOp::kNeg:
+      return static_cast<I>(U{0} - static_cast<U>(a));
     case EltOp::kAbs:
-      if constexpr (std::is_signed_v<I>) return a < I{0} ? static_cast<I>(U{0} - static_cast<U>(a)) : a;
+      if constexpr (std::is_signed_v<I>)
+        return a < I{0} ? static_cast<I>(U{0} - static_cast<U>(a)) : a;
       return a;
     case EltOp::kSign:
       if constexpr (std::is_signed_v<I>) return a > I{0} ? I{1} : (a < I{0} ? I{-1} : I{0});
@@ -164,11 +244,16 @@ __device__ __forceinline__ I IntResult(EltOp op, I a, I b, bool* bad) {
     case EltOp::kRelu:
       if constexpr (std::is_signed_v<I>) return a < I{0} ? I{0} : a;
       return a;
-    case EltOp::kAdd: return static_cast<I>(static_cast<U>(a) + static_cast<U>(b));
-    case EltOp::kSub: return static_cast<I>(static_cast<U>(a) - static_cast<U>(b));
-    case EltOp::kMul: return static_cast<I>(static_cast<U>(a) * static_cast<U>(b));
-    case EltOp::kMax: return b > a ? b : a;
-    case EltOp::kMin: return b < a ? b : a;
+    case EltOp::kAdd:
+      return static_cast<I>(static_cast<U>(a) + static_cast<U>(b));
+    case EltOp::kSub:
+      return static_cast<I>(static_cast<U>(a) - static_cast<U>(b));
+    case EltOp::kMul:
+      return static_cast<I>(static_cast<U>(a) * static_cast<U>(b));
+    case EltOp::kMax:
+      return b > a ? b : a;
+    case EltOp::kMin:
+      return b < a ? b : a;
     case EltOp::kDiv:
     case EltOp::kMod:
     case EltOp::kFMod: {
@@ -188,7 +273,8 @@ __device__ __forceinline__ I IntResult(EltOp op, I a, I b, bool* bad) {
       }
       return r;
     }
-    default: return I{0};
+    default:
+      return I{0};
   }
 }
 
@@ -211,8 +297,8 @@ __global__ void EltKernel(EltwiseArgs a) {
     }
     if (a.op == EltOp::kWhere) {
       const bool c = Load<bool>(a.in[0].data, a.in[0].type, off0);
-      const D v = c ? Load<D>(a.in[1].data, a.in[1].type, off1)
-                    : Load<D>(a.in[2].data, a.in[2].type, off2);
+      const D v =
+          c ? Load<D>(a.in[1].data, a.in[1].type, off1) : Load<D>(a.in[2].data, a.in[2].type, off2);
       Store<D>(a.y, a.out_type, o, v);
       continue;
     }
@@ -260,11 +346,16 @@ cudaError_t Eltwise(const EltwiseArgs& a, cudaStream_t stream) {
   if (a.num_inputs < 1 || a.num_inputs > 3 || a.rank < 0 || a.rank > kMaxRank)
     return cudaErrorInvalidValue;
   switch (a.domain) {
-    case EltDomainKind::kF32: return LaunchD<float>(a, stream);
-    case EltDomainKind::kF64: return LaunchD<double>(a, stream);
-    case EltDomainKind::kI64: return LaunchD<int64_t>(a, stream);
-    case EltDomainKind::kU64: return LaunchD<uint64_t>(a, stream);
-    case EltDomainKind::kBool: return LaunchD<bool>(a, stream);
+    case EltDomainKind::kF32:
+      return LaunchD<float>(a, stream);
+    case EltDomainKind::kF64:
+      return LaunchD<double>(a, stream);
+    case EltDomainKind::kI64:
+      return LaunchD<int64_t>(a, stream);
+    case EltDomainKind::kU64:
+      return LaunchD<uint64_t>(a, stream);
+    case EltDomainKind::kBool:
+      return LaunchD<bool>(a, stream);
   }
   return cudaErrorInvalidValue;
 }

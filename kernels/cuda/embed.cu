@@ -93,10 +93,14 @@ cudaError_t EmbedLayerNorm(const EmbedArgs& a, cudaStream_t stream) {
   if (!ChooseNormLaunch(a.dtype, a.hidden, aligned16, &l, kEmbedMaxThreads))
     return cudaErrorInvalidValue;
   switch (a.dtype) {
-    case ElemType::kF32: return LaunchT<float>(a, l, stream);
-    case ElemType::kF16: return LaunchT<__half>(a, l, stream);
-    case ElemType::kBF16: return LaunchT<__nv_bfloat16>(a, l, stream);
-    default: return cudaErrorInvalidValue;
+    case ElemType::kF32:
+      return LaunchT<float>(a, l, stream);
+    case ElemType::kF16:
+      return LaunchT<__half>(a, l, stream);
+    case ElemType::kBF16:
+      return LaunchT<__nv_bfloat16>(a, l, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -19,8 +19,8 @@ inline constexpr int kEmbedMaxThreads = 512;
 inline constexpr int64_t kEmbedMaxHidden = 512 * 16;
 
 struct EmbedArgs {
-  ElemType dtype = ElemType::kF32;  // of the tables, gamma, beta and y
-  bool ids_i32 = false;             // every id tensor is i32 (else i64)
+  ElemType dtype = ElemType::kF32;     // of the tables, gamma, beta and y
+  bool ids_i32 = false;                // every id tensor is i32 (else i64)
   const void* input_ids = nullptr;     // [B, S]
   const void* segment_ids = nullptr;   // [B, S] or null
   const void* position_ids = nullptr;  // [B, S] (position_rows = B) or [S] (1); null: 0..S-1

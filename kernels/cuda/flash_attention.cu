@@ -21,8 +21,8 @@ __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
 
 // 16 bytes global -> shared, asynchronously; zero-filled when !valid (src is then unread).
 __device__ __forceinline__ void CpAsync16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)),
-               "l"(src), "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n"); }
 template <int N>
@@ -96,8 +96,8 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
   constexpr int kOTiles = DP / 8;   // 8-wide output tiles
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* q_s = reinterpret_cast<T*>(smem_raw);
-  T* k_s = q_s + BQ * kRow;       // [2][BK][kRow]
-  T* v_s = k_s + 2 * BK * kRow;   // [2][BK][kRow]
+  T* k_s = q_s + BQ * kRow;      // [2][BK][kRow]
+  T* v_s = k_s + 2 * BK * kRow;  // [2][BK][kRow]
   __shared__ int kept_end_s;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -154,10 +154,10 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
   auto load_kv = [&](int tile, int buf) {
     const int64_t j0 = static_cast<int64_t>(tile) * BK;
     const int rows = static_cast<int>(kv_len - j0 < BK ? kv_len - j0 : BK);
-    LoadTile<T, D, BK, kThreads>(k_s + buf * BK * kRow, kp + j0 * a.kv_row_stride,
-                                 a.kv_row_stride, rows);
-    LoadTile<T, D, BK, kThreads>(v_s + buf * BK * kRow, vp + j0 * a.kv_row_stride,
-                                 a.kv_row_stride, rows);
+    LoadTile<T, D, BK, kThreads>(k_s + buf * BK * kRow, kp + j0 * a.kv_row_stride, a.kv_row_stride,
+                                 rows);
+    LoadTile<T, D, BK, kThreads>(v_s + buf * BK * kRow, vp + j0 * a.kv_row_stride, a.kv_row_stride,
+                                 rows);
   };
   if (n_tiles > 0) load_kv(0, 0);
   CpAsyncCommit();
@@ -195,8 +195,8 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
       for (int kk = 0; kk < kKSteps; ++kk) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
-          qf[kk][r] = *reinterpret_cast<const uint32_t*>(
-              qw + kk * 16 + flash::AFragOffset(lane, r, kRow));
+          qf[kk][r] =
+              *reinterpret_cast<const uint32_t*>(qw + kk * 16 + flash::AFragOffset(lane, r, kRow));
       }
     }
     const T* kt = k_s + buf * BK * kRow;
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
         l_run[r] += p;
       }
 
-    // O += P·V, 16 keys per k-step; P's A fragment from two neighbouring score tiles.
+      // O += P·V, 16 keys per k-step; P's A fragment from two neighbouring score tiles.
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
       uint32_t pf[4];
@@ -331,8 +331,7 @@ template <typename T, int D>
 cudaError_t LaunchD(const FlashAttentionArgs& a, const FlashLaunch& l, cudaStream_t stream,
                     bool init_only) {
   if (l.block_q == 64 && l.block_k == 64) return LaunchShape<T, D, 64, 64>(a, stream, init_only);
-  if (l.block_q == 128 && l.block_k == 64)
-    return LaunchShape<T, D, 128, 64>(a, stream, init_only);
+  if (l.block_q == 128 && l.block_k == 64) return LaunchShape<T, D, 128, 64>(a, stream, init_only);
   return cudaErrorInvalidValue;
 }
 
@@ -340,21 +339,30 @@ template <typename T>
 cudaError_t LaunchT(const FlashAttentionArgs& a, const FlashLaunch& l, cudaStream_t stream,
                     bool init_only) {
   switch (a.head_size) {
-    case 8: return LaunchD<T, 8>(a, l, stream, init_only);
-    case 16: return LaunchD<T, 16>(a, l, stream, init_only);
-    case 32: return LaunchD<T, 32>(a, l, stream, init_only);
-    case 64: return LaunchD<T, 64>(a, l, stream, init_only);
-    case 128: return LaunchD<T, 128>(a, l, stream, init_only);
-    default: return cudaErrorInvalidValue;
+    case 8:
+      return LaunchD<T, 8>(a, l, stream, init_only);
+    case 16:
+      return LaunchD<T, 16>(a, l, stream, init_only);
+    case 32:
+      return LaunchD<T, 32>(a, l, stream, init_only);
+    case 64:
+      return LaunchD<T, 64>(a, l, stream, init_only);
+    case 128:
+      return LaunchD<T, 128>(a, l, stream, init_only);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
 cudaError_t Dispatch(const FlashAttentionArgs& a, const FlashLaunch& l, cudaStream_t stream,
                      bool init_only) {
   switch (a.dtype) {
-    case ElemType::kF16: return LaunchT<__half>(a, l, stream, init_only);
-    case ElemType::kBF16: return LaunchT<__nv_bfloat16>(a, l, stream, init_only);
-    default: return cudaErrorInvalidValue;
+    case ElemType::kF16:
+      return LaunchT<__half>(a, l, stream, init_only);
+    case ElemType::kBF16:
+      return LaunchT<__nv_bfloat16>(a, l, stream, init_only);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -378,8 +386,7 @@ const char* FlashAttentionUnsupported(const FlashAttentionArgs& a, const FlashLa
   for (const FlashLaunch& k : kFlashLaunches)
     shape_ok |= k.block_q == l.block_q && k.block_k == l.block_k;
   if (!shape_ok) return "the launch shape is not instantiated";
-  if (a.batch < 0 || a.q_len < 0 || a.kv_len < 0 || a.q_len > 0x7fffffff ||
-      a.kv_len > 0x7fffffff)
+  if (a.batch < 0 || a.q_len < 0 || a.kv_len < 0 || a.q_len > 0x7fffffff || a.kv_len > 0x7fffffff)
     return "a length is out of range";
   if (a.heads <= 0 || a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     return "kv_heads does not divide heads";

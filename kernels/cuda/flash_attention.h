@@ -117,8 +117,7 @@ __host__ __device__ inline bool KeyIsKept(float additive_mask_value) {
 // so kept_end it is (0: every row is zeros). Additive masks: the same when some key is kept;
 // with none kept the decomposed graph gives the softmax over the huge negative scores, so
 // every key is visited.
-__host__ __device__ inline int64_t PaddedKeyEnd(bool bool_mask, int64_t kept_end,
-                                                int64_t kv_len) {
+__host__ __device__ inline int64_t PaddedKeyEnd(bool bool_mask, int64_t kept_end, int64_t kv_len) {
   if (bool_mask || kept_end > 0) return kept_end < kv_len ? kept_end : kv_len;
   return kv_len;
 }

@@ -11,9 +11,12 @@ namespace {
 
 cudaDataType_t DataType(ElemType t) {
   switch (t) {
-    case ElemType::kF16: return CUDA_R_16F;
-    case ElemType::kBF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
+    case ElemType::kF16:
+      return CUDA_R_16F;
+    case ElemType::kBF16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
   }
 }
 
@@ -24,27 +27,38 @@ uint32_t AlignmentOf(int64_t bytes, uint32_t cap) {
   return a;
 }
 
-#define LT_TRY(expr)                                    \
-  do {                                                  \
-    const cublasStatus_t _s = (expr);                   \
-    if (_s != CUBLAS_STATUS_SUCCESS) return _s;         \
+#define LT_TRY(expr)                            \
+  do {                                          \
+    const cublasStatus_t _s = (expr);           \
+    if (_s != CUBLAS_STATUS_SUCCESS) return _s; \
   } while (0)
 
 }  // namespace
 
 const char* CublasStatusName(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
-    default: return "CUBLAS_STATUS_(unknown)";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+    default:
+      return "CUBLAS_STATUS_(unknown)";
   }
 }
 
@@ -98,12 +112,12 @@ cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t w
   if (d.batch > 1) {
     const int32_t count = static_cast<int32_t>(d.batch);
     const int64_t sa = d.stride_w, sb = d.stride_x, sc = d.stride_y;
-    for (auto [layout, stride] : {std::pair{a_, sa}, std::pair{b_, sb}, std::pair{c_, sc},
-                                  std::pair{d_, sc}}) {
+    for (auto [layout, stride] :
+         {std::pair{a_, sa}, std::pair{b_, sb}, std::pair{c_, sc}, std::pair{d_, sc}}) {
       LT_TRY(lt->MatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
                                           sizeof(count)));
-      LT_TRY(lt->MatrixLayoutSetAttribute(
-          layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+      LT_TRY(lt->MatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                          &stride, sizeof(stride)));
     }
   }
   cublasLtMatmulPreference_t pref = nullptr;
@@ -112,16 +126,15 @@ cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t w
   const uint32_t align_a = AlignmentOf(d.batch > 1 ? d.stride_w * elem : 0, d.align_w);
   const uint32_t align_b = AlignmentOf(d.batch > 1 ? d.stride_x * elem : 0, d.align_x);
   const uint32_t align_d = AlignmentOf(d.batch > 1 ? d.stride_y * elem : 0, d.align_y);
-  const uint32_t align_c = AlignmentOf(d.batch > 1 ? d.stride_y * elem : 0,
-                                       d.residual ? d.align_residual : d.align_y);
+  const uint32_t align_c =
+      AlignmentOf(d.batch > 1 ? d.stride_y * elem : 0, d.residual ? d.align_residual : d.align_y);
   cublasStatus_t s = lt->MatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
   for (auto [attr, v] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
                          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
                          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
                          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}}) {
-    if (s == CUBLAS_STATUS_SUCCESS)
-      s = lt->MatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v));
+    if (s == CUBLAS_STATUS_SUCCESS) s = lt->MatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v));
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -136,8 +149,8 @@ cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t w
 }
 
 cublasStatus_t LtGemm::Run(cublasLtHandle_t handle, const void* x, const void* w,
-                           const void* residual, void* y, void* workspace,
-                           size_t workspace_bytes, cudaStream_t stream) const {
+                           const void* residual, void* y, void* workspace, size_t workspace_bytes,
+                           cudaStream_t stream) const {
   if (!ready_) return CUBLAS_STATUS_NOT_INITIALIZED;  // (ready: cuBLASLt is loaded)
   if (desc_.m == 0 || desc_.n == 0) return CUBLAS_STATUS_SUCCESS;
   const LtApi* lt = Lt();

@@ -33,9 +33,9 @@ struct GemmDesc {
   ElemType dtype = ElemType::kF32;  // x, w, bias, residual, y
   int64_t m = 0, n = 0, k = 0;
   bool trans_w = false;
-  int64_t batch = 1;  // > 1: strided batches (MatMul)
+  int64_t batch = 1;                                 // > 1: strided batches (MatMul)
   int64_t stride_x = 0, stride_w = 0, stride_y = 0;  // elements between batches
-  const void* bias = nullptr;  // [n], fixed for the GEMM's life, or null
+  const void* bias = nullptr;                        // [n], fixed for the GEMM's life, or null
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   bool residual = false;  // y = ... + residual[m,n] (epilogue kNone only)
   bool allow_tf32 = false;

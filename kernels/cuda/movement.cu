@@ -145,11 +145,20 @@ __global__ void CumSumKernel(CumSumArgs a) {
 template <template <int> class K, typename A>
 cudaError_t BySize(int size, unsigned grid, const A& a, cudaStream_t stream) {
   switch (size) {
-    case 1: K<1>::Launch(grid, a, stream); break;
-    case 2: K<2>::Launch(grid, a, stream); break;
-    case 4: K<4>::Launch(grid, a, stream); break;
-    case 8: K<8>::Launch(grid, a, stream); break;
-    default: return cudaErrorInvalidValue;
+    case 1:
+      K<1>::Launch(grid, a, stream);
+      break;
+    case 2:
+      K<2>::Launch(grid, a, stream);
+      break;
+    case 4:
+      K<4>::Launch(grid, a, stream);
+      break;
+    case 8:
+      K<8>::Launch(grid, a, stream);
+      break;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }
@@ -182,11 +191,20 @@ cudaError_t StridedCopy(const StridedCopyArgs& a, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const unsigned grid = GridFor(n, kThreads, 4);
   switch (a.elem_size) {
-    case 1: StridedCopyKernel<1><<<grid, kThreads, 0, stream>>>(a, n); break;
-    case 2: StridedCopyKernel<2><<<grid, kThreads, 0, stream>>>(a, n); break;
-    case 4: StridedCopyKernel<4><<<grid, kThreads, 0, stream>>>(a, n); break;
-    case 8: StridedCopyKernel<8><<<grid, kThreads, 0, stream>>>(a, n); break;
-    default: return cudaErrorInvalidValue;
+    case 1:
+      StridedCopyKernel<1><<<grid, kThreads, 0, stream>>>(a, n);
+      break;
+    case 2:
+      StridedCopyKernel<2><<<grid, kThreads, 0, stream>>>(a, n);
+      break;
+    case 4:
+      StridedCopyKernel<4><<<grid, kThreads, 0, stream>>>(a, n);
+      break;
+    case 8:
+      StridedCopyKernel<8><<<grid, kThreads, 0, stream>>>(a, n);
+      break;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }
@@ -216,14 +234,29 @@ cudaError_t CumSum(const CumSumArgs& a, cudaStream_t stream) {
   if (lines == 0 || a.len == 0) return cudaSuccess;
   const unsigned grid = GridFor(lines, kThreads);
   switch (a.type) {
-    case ElemType::kF32: CumSumKernel<float><<<grid, kThreads, 0, stream>>>(a); break;
-    case ElemType::kF16: CumSumKernel<__half><<<grid, kThreads, 0, stream>>>(a); break;
-    case ElemType::kBF16: CumSumKernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(a); break;
-    case ElemType::kI32: CumSumKernel<int32_t><<<grid, kThreads, 0, stream>>>(a); break;
-    case ElemType::kI64: CumSumKernel<int64_t><<<grid, kThreads, 0, stream>>>(a); break;
-    case ElemType::kU32: CumSumKernel<uint32_t><<<grid, kThreads, 0, stream>>>(a); break;
-    case ElemType::kU64: CumSumKernel<uint64_t><<<grid, kThreads, 0, stream>>>(a); break;
-    default: return cudaErrorInvalidValue;
+    case ElemType::kF32:
+      CumSumKernel<float><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case ElemType::kF16:
+      CumSumKernel<__half><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case ElemType::kBF16:
+      CumSumKernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case ElemType::kI32:
+      CumSumKernel<int32_t><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case ElemType::kI64:
+      CumSumKernel<int64_t><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case ElemType::kU32:
+      CumSumKernel<uint32_t><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    case ElemType::kU64:
+      CumSumKernel<uint64_t><<<grid, kThreads, 0, stream>>>(a);
+      break;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

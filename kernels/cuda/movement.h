@@ -53,10 +53,10 @@ struct GatherNDArgs {
   const void* indices = nullptr;
   bool idx_i32 = false;
   int elem_size = 4;
-  int64_t batch = 1;         // product of the batch dims
-  int64_t batch_stride = 0;  // data elements per batch
-  int64_t tuples = 0;        // index tuples per batch
-  int k = 0;                 // tuple length (indices' last dim), <= kMaxRank
+  int64_t batch = 1;               // product of the batch dims
+  int64_t batch_stride = 0;        // data elements per batch
+  int64_t tuples = 0;              // index tuples per batch
+  int k = 0;                       // tuple length (indices' last dim), <= kMaxRank
   int64_t dims[kMaxRank] = {};     // data dims indexed by the tuple
   int64_t strides[kMaxRank] = {};  // their strides in elements
   int64_t slice = 1;               // elements copied per tuple

@@ -25,8 +25,7 @@ __global__ void __launch_bounds__(1024) NormKernel(NormParams p) {
   const int64_t row = blockIdx.x;
   const int64_t h = p.h;
   const T* x = static_cast<const T*>(p.x) + row * h;
-  const T* skip =
-      p.skip ? static_cast<const T*>(p.skip) + (row % p.skip_rows) * h : nullptr;
+  const T* skip = p.skip ? static_cast<const T*>(p.skip) + (row % p.skip_rows) * h : nullptr;
   const T* bias = static_cast<const T*>(p.bias);
   float v[ITEMS * VEC];
   float local = 0.f;
@@ -63,8 +62,9 @@ __global__ void __launch_bounds__(1024) NormKernel(NormParams p) {
 
 template <typename T>
 cudaError_t LaunchT(const NormArgs& a, const NormLaunch& l, cudaStream_t stream) {
-  NormParams p{a.kind, a.x,    a.skip, a.skip_rows > 0 ? a.skip_rows : 1, a.gamma, a.beta, a.bias,
-               a.rows, a.h,    a.eps,  a.y,    a.sum};
+  NormParams p{a.kind,  a.x,    a.skip, a.skip_rows > 0 ? a.skip_rows : 1,
+               a.gamma, a.beta, a.bias, a.rows,
+               a.h,     a.eps,  a.y,    a.sum};
   if (a.kind != NormKind::kSkipLayerNorm) p.skip = p.bias = p.sum = nullptr;
   constexpr int kVec = 16 / sizeof(T);
   const dim3 grid(static_cast<unsigned>(a.rows)), block(l.threads);
@@ -81,18 +81,21 @@ cudaError_t Norm(const NormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return cudaSuccess;
   if (a.rows > 0x7fffffff) return cudaErrorInvalidValue;
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  const bool aligned16 = aligned(a.x) && aligned(a.y) && aligned(a.gamma) &&
-                         (!a.beta || aligned(a.beta)) &&
-                         (a.kind != NormKind::kSkipLayerNorm ||
-                          (aligned(a.skip) && (!a.bias || aligned(a.bias)) &&
-                           (!a.sum || aligned(a.sum))));
+  const bool aligned16 =
+      aligned(a.x) && aligned(a.y) && aligned(a.gamma) && (!a.beta || aligned(a.beta)) &&
+      (a.kind != NormKind::kSkipLayerNorm ||
+       (aligned(a.skip) && (!a.bias || aligned(a.bias)) && (!a.sum || aligned(a.sum))));
   NormLaunch l;
   if (!ChooseNormLaunch(a.dtype, a.h, aligned16, &l)) return cudaErrorInvalidValue;
   switch (a.dtype) {
-    case ElemType::kF32: return LaunchT<float>(a, l, stream);
-    case ElemType::kF16: return LaunchT<__half>(a, l, stream);
-    case ElemType::kBF16: return LaunchT<__nv_bfloat16>(a, l, stream);
-    default: return cudaErrorInvalidValue;
+    case ElemType::kF32:
+      return LaunchT<float>(a, l, stream);
+    case ElemType::kF16:
+      return LaunchT<__half>(a, l, stream);
+    case ElemType::kBF16:
+      return LaunchT<__nv_bfloat16>(a, l, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -5,8 +5,7 @@
 
 namespace kiln::cuda {
 
-bool ChooseNormLaunch(ElemType dtype, int64_t h, bool aligned16, NormLaunch* out,
-                      int max_threads) {
+bool ChooseNormLaunch(ElemType dtype, int64_t h, bool aligned16, NormLaunch* out, int max_threads) {
   const int size = ElemSize(dtype);
   if (h <= 0 || size == 0) return false;
   const int vec16 = 16 / size;

@@ -66,10 +66,14 @@ cudaError_t Pool(const PoolArgs& a, cudaStream_t stream) {
   if (a.batch > 0x7fffffff || (a.cls && a.seq == 0)) return cudaErrorInvalidValue;
   if (a.normalize && a.hidden_size > kPoolMaxNormalizedHidden) return cudaErrorInvalidValue;
   switch (a.dtype) {
-    case ElemType::kF32: return LaunchT<float>(a, stream);
-    case ElemType::kF16: return LaunchT<__half>(a, stream);
-    case ElemType::kBF16: return LaunchT<__nv_bfloat16>(a, stream);
-    default: return cudaErrorInvalidValue;
+    case ElemType::kF32:
+      return LaunchT<float>(a, stream);
+    case ElemType::kF16:
+      return LaunchT<__half>(a, stream);
+    case ElemType::kBF16:
+      return LaunchT<__nv_bfloat16>(a, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -9,19 +9,27 @@ constexpr int kWarpsPerBlock = 8;
 
 __device__ __forceinline__ double Combine(ReduceOp op, double a, double v) {
   switch (op) {
-    case ReduceOp::kProd: return a * v;
-    case ReduceOp::kMax: return (a != a || v != v) ? NAN : fmax(a, v);
-    case ReduceOp::kMin: return (a != a || v != v) ? NAN : fmin(a, v);
-    default: return a + v;  // sums (the per-element part is applied before)
+    case ReduceOp::kProd:
+      return a * v;
+    case ReduceOp::kMax:
+      return (a != a || v != v) ? NAN : fmax(a, v);
+    case ReduceOp::kMin:
+      return (a != a || v != v) ? NAN : fmin(a, v);
+    default:
+      return a + v;  // sums (the per-element part is applied before)
   }
 }
 
 __device__ __forceinline__ double Init(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kProd: return 1.0;
-    case ReduceOp::kMax: return -INFINITY;
-    case ReduceOp::kMin: return INFINITY;
-    default: return 0.0;
+    case ReduceOp::kProd:
+      return 1.0;
+    case ReduceOp::kMax:
+      return -INFINITY;
+    case ReduceOp::kMin:
+      return INFINITY;
+    default:
+      return 0.0;
   }
 }
 
@@ -68,10 +76,17 @@ cudaError_t Reduce(const ReduceArgs& a, cudaStream_t stream) {
   const unsigned grid = GridFor(a.out_count, kWarpsPerBlock);
   const int threads = kWarpsPerBlock * 32;
   switch (a.type) {
-    case ElemType::kF32: ReduceKernel<float><<<grid, threads, 0, stream>>>(a); break;
-    case ElemType::kF16: ReduceKernel<__half><<<grid, threads, 0, stream>>>(a); break;
-    case ElemType::kBF16: ReduceKernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(a); break;
-    default: return cudaErrorInvalidValue;
+    case ElemType::kF32:
+      ReduceKernel<float><<<grid, threads, 0, stream>>>(a);
+      break;
+    case ElemType::kF16:
+      ReduceKernel<__half><<<grid, threads, 0, stream>>>(a);
+      break;
+    case ElemType::kBF16:
+      ReduceKernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(a);
+      break;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

@@ -21,13 +21,13 @@ struct ReduceArgs {
   const void* x = nullptr;
   void* y = nullptr;
   int64_t out_count = 0;
-  int out_rank = 0;                     // kept dims (reduced ones dropped)
+  int out_rank = 0;  // kept dims (reduced ones dropped)
   int64_t out_dims[kMaxRank] = {};
-  int64_t out_strides[kMaxRank] = {};   // input strides of the kept dims
+  int64_t out_strides[kMaxRank] = {};  // input strides of the kept dims
   int red_rank = 0;
   int64_t red_dims[kMaxRank] = {};
-  int64_t red_strides[kMaxRank] = {};   // input strides of the reduced dims
-  int64_t group = 1;                    // product of red_dims
+  int64_t red_strides[kMaxRank] = {};  // input strides of the reduced dims
+  int64_t group = 1;                   // product of red_dims
 };
 
 cudaError_t Reduce(const ReduceArgs& a, cudaStream_t stream);

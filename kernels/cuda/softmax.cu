@@ -61,10 +61,14 @@ cudaError_t Softmax(const SoftmaxArgs& a, cudaStream_t stream) {
   if (a.rows == 0 || a.n == 0) return cudaSuccess;
   if (a.rows > 0x7fffffff) return cudaErrorInvalidValue;
   switch (a.dtype) {
-    case ElemType::kF32: return LaunchT<float>(a, stream);
-    case ElemType::kF16: return LaunchT<__half>(a, stream);
-    case ElemType::kBF16: return LaunchT<__nv_bfloat16>(a, stream);
-    default: return cudaErrorInvalidValue;
+    case ElemType::kF32:
+      return LaunchT<float>(a, stream);
+    case ElemType::kF16:
+      return LaunchT<__half>(a, stream);
+    case ElemType::kBF16:
+      return LaunchT<__nv_bfloat16>(a, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -61,8 +61,8 @@ absl::Status ValidateOptions(const CompileOptions& o) {
     return absl::UnimplementedError(absl::StrCat(
         "precision '", o.precision, "' is not supported by the CPU backend (only fp32)"));
   if (*p != Precision::kFp32 && !CreatePass("lower-precision"))
-    return absl::UnimplementedError(absl::StrCat("precision '", o.precision,
-                                                 "' needs the lower-precision pass"));
+    return absl::UnimplementedError(
+        absl::StrCat("precision '", o.precision, "' needs the lower-precision pass"));
   if (o.target == PlanTarget::kCuda && o.opt_level == 0)
     return absl::InvalidArgumentError(
         "a cuda plan needs -O1 or higher: -O0 keeps the graph's shape arithmetic (Shape, "
@@ -227,8 +227,7 @@ std::string CompileOptionsString(const CompileOptions& o) {
     std::vector<int> v = o.cuda_sms.empty() ? std::vector<int>{80, 90} : o.cuda_sms;
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
-    sms = absl::StrCat(" cuda_sms={", absl::StrJoin(v, ","), "}",
-                       o.allow_tf32 ? " allow_tf32" : "",
+    sms = absl::StrCat(" cuda_sms={", absl::StrJoin(v, ","), "}", o.allow_tf32 ? " allow_tf32" : "",
                        o.cuda_flash_attention ? "" : " no_flash_attention");
   }
   return absl::StrCat("target=", std::string(PlanTargetName(o.target)), sms,
@@ -255,9 +254,9 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   plan.target = options.target;
   plan.manifest.kiln_version = std::string(Version());
   if (options.target == PlanTarget::kCuda) {
-    plan.cuda_sms = options.cuda_sms.empty() ? std::vector<int32_t>{80, 90}
-                                             : std::vector<int32_t>(options.cuda_sms.begin(),
-                                                                    options.cuda_sms.end());
+    plan.cuda_sms = options.cuda_sms.empty()
+                        ? std::vector<int32_t>{80, 90}
+                        : std::vector<int32_t>(options.cuda_sms.begin(), options.cuda_sms.end());
     std::sort(plan.cuda_sms.begin(), plan.cuda_sms.end());
     plan.cuda_sms.erase(std::unique(plan.cuda_sms.begin(), plan.cuda_sms.end()),
                         plan.cuda_sms.end());
@@ -359,21 +358,21 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     if (bg->outputs().size() != graph->outputs().size())
       return KILN_INTERNAL("%sthe specialized graph has %d outputs, the symbolic one %d", where,
                            bg->outputs().size(), graph->outputs().size());
-    absl::StatusOr<PlanBucket> lowered = compiler::LowerBucket(
-        *bg, input_names,
-        {options.target, /*optimized_kernels=*/options.opt_level > 0, options.allow_tf32,
-         options.cuda_flash_attention},
-        weights);
+    absl::StatusOr<PlanBucket> lowered =
+        compiler::LowerBucket(*bg, input_names,
+                              {options.target, /*optimized_kernels=*/options.opt_level > 0,
+                               options.allow_tf32, options.cuda_flash_attention},
+                              weights);
     if (!lowered.ok())
       return absl::Status(lowered.status().code(),
                           absl::StrCat(where, std::string(lowered.status().message())));
     lowered->bindings = buckets[b];
     const std::string label = BindingsText(buckets[b]);
-    say(absl::StrFormat("bucket %d (%d of %d)%s: %d steps, arena %.2f MiB (no reuse %.2f MiB) "
-                        "(%.2f s)",
-                        b, b + 1, buckets.size(), label.empty() ? "" : " " + label,
-                        lowered->steps.size(), MiB(lowered->arena_bytes),
-                        MiB(lowered->no_reuse_bytes), Seconds(t0)));
+    say(absl::StrFormat(
+        "bucket %d (%d of %d)%s: %d steps, arena %.2f MiB (no reuse %.2f MiB) "
+        "(%.2f s)",
+        b, b + 1, buckets.size(), label.empty() ? "" : " " + label, lowered->steps.size(),
+        MiB(lowered->arena_bytes), MiB(lowered->no_reuse_bytes), Seconds(t0)));
     plan.buckets.push_back(*std::move(lowered));
   }
   say(absl::StrFormat("weights: %d unique constants, %.1f MiB", weights.num_unique(),

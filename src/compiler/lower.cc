@@ -434,8 +434,8 @@ class BucketLowering {
   std::vector<int> group_of_;                             // buffer -> arena group or -1
   std::vector<Group> groups_;
   std::vector<InplaceCandidate> inplace_;
-  std::set<int> deferred_;                                         // Linear nodes taken by
-  std::map<int, std::pair<const Node*, Value>> residual_at_;      // their Add: node, residual
+  std::set<int> deferred_;                                    // Linear nodes taken by
+  std::map<int, std::pair<const Node*, Value>> residual_at_;  // their Add: node, residual
   PlanBucket bucket_;
 };
 

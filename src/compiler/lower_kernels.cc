@@ -184,9 +184,9 @@ std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
     }
   }
   if (OutDims(n, 0) != Dims{b, s, *heads * d}) return std::nullopt;
-  std::vector<PlanParam> params = {Int("batch", b),       Int("seq", s),
+  std::vector<PlanParam> params = {Int("batch", b),          Int("seq", s),
                                    Int("num_heads", *heads), Int("head_size", d),
-                                   Real("scale", *scale), Int("causal", causal)};
+                                   Real("scale", *scale),    Int("causal", causal)};
   // cuda: 16-bit attention at a head size the tensor-core kernel has (its contract takes
   // fp16/bf16 only); everything else the simple kernel.
   if (t == PlanTarget::kCuda && FlashAttentionHeadSizeOk(d))
@@ -274,18 +274,24 @@ bool IsAliasOp(const Node& n) {
   return IsView(FindOp(n.domain(), n.op()));
 }
 
-std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target,
-                                         std::string* why_not) {
+std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::string* why_not) {
   std::optional<KernelChoice> k;
   bool known = true;
   if (n.domain() == "kiln") {
-    if (n.op() == "Linear") k = Linear(n, target);
-    else if (n.op() == "SkipLayerNorm") k = SkipLayerNorm(n, target);
-    else if (n.op() == "RMSNorm") k = RmsNorm(n, target);
-    else if (n.op() == "MultiHeadAttention") k = Attention(n, target);
-    else if (n.op() == "EmbedLayerNorm") k = EmbedLayerNorm(n, target);
-    else if (n.op() == "Pool") k = Pool(n, target);
-    else known = false;
+    if (n.op() == "Linear")
+      k = Linear(n, target);
+    else if (n.op() == "SkipLayerNorm")
+      k = SkipLayerNorm(n, target);
+    else if (n.op() == "RMSNorm")
+      k = RmsNorm(n, target);
+    else if (n.op() == "MultiHeadAttention")
+      k = Attention(n, target);
+    else if (n.op() == "EmbedLayerNorm")
+      k = EmbedLayerNorm(n, target);
+    else if (n.op() == "Pool")
+      k = Pool(n, target);
+    else
+      known = false;
   } else if (n.domain().empty() && n.op() == "LayerNormalization") {
     k = LayerNorm(n, target);
   } else if (n.domain().empty() && n.op() == "Gelu") {
@@ -297,8 +303,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target,
   }
   if (!k && !known && target == PlanTarget::kCuda) return ChooseCudaStandardKernel(n, why_not);
   if (!k && why_not)
-    *why_not = known ? "its dtypes or shapes are outside the kernel's rule"
-                     : "no kernel for this op";
+    *why_not =
+        known ? "its dtypes or shapes are outside the kernel's rule" : "no kernel for this op";
   return k;
 }
 

@@ -61,9 +61,9 @@ Choice Emit(const Node& n, std::string_view id, std::vector<PlanParam> params,
             std::vector<int> operands) {
   const KernelContract* c = FindKernelContract(PlanTarget::kCuda, id);
   if (c == nullptr) return No(absl::StrCat("no cuda kernel '", std::string(id), "'"));
-  KernelChoice k{std::string(id), std::move(params), c->inplace_ok,
-                 c->variadic_inputs ? static_cast<int>(operands.size())
-                                    : static_cast<int>(c->inputs.size())};
+  KernelChoice k{
+      std::string(id), std::move(params), c->inplace_ok,
+      c->variadic_inputs ? static_cast<int>(operands.size()) : static_cast<int>(c->inputs.size())};
   k.operands = std::move(operands);
   return {std::move(k), ""};
 }
@@ -249,8 +249,8 @@ Choice ChooseStandard(const Node& n) {
   if (op == "CumSum") return CumSum(n);
   if (op == "MatMul") return MatMul(n);
   static const std::pair<const char*, const char*> kReduce[] = {
-      {"ReduceSum", "sum"}, {"ReduceMean", "mean"}, {"ReduceMax", "max"},
-      {"ReduceMin", "min"}, {"ReduceProd", "prod"}, {"ReduceL1", "l1"},
+      {"ReduceSum", "sum"}, {"ReduceMean", "mean"},           {"ReduceMax", "max"},
+      {"ReduceMin", "min"}, {"ReduceProd", "prod"},           {"ReduceL1", "l1"},
       {"ReduceL2", "l2"},   {"ReduceSumSquare", "sum_square"}};
   for (const auto& [onnx, kind] : kReduce)
     if (op == onnx) return Reduce(n, kind);

@@ -36,9 +36,7 @@ bool AlignUp(int64_t v, int64_t align, int64_t* out) {
   return true;
 }
 
-bool Intersect(const Buf& a, const Buf& b) {
-  return a.first <= b.last && b.first <= a.last;
-}
+bool Intersect(const Buf& a, const Buf& b) { return a.first <= b.last && b.first <= a.last; }
 
 absl::Status Overflow(const char* what) {
   return absl::InvalidArgumentError(
@@ -60,13 +58,13 @@ absl::StatusOr<MemoryPlan> PlanMemory(std::span<const BufferRequest> requests) {
     }
     if (r.last_step < r.first_step) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("memory plan: buffer %d has last_step %d before first_step %d",
-                          r.id, r.last_step, r.first_step));
+          absl::StrFormat("memory plan: buffer %d has last_step %d before first_step %d", r.id,
+                          r.last_step, r.first_step));
     }
     if (!IsPowerOfTwo(r.alignment)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "memory plan: buffer %d has alignment %d, not a positive power of two", r.id,
-          r.alignment));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("memory plan: buffer %d has alignment %d, not a positive power of two",
+                          r.id, r.alignment));
     }
     if (!index.emplace(r.id, i).second) {
       return absl::InvalidArgumentError(
@@ -92,9 +90,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(std::span<const BufferRequest> requests) {
     if (!r.inplace_of.has_value()) continue;
     auto it = index.find(*r.inplace_of);
     if (it == index.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("memory plan: buffer %d is in place of unknown buffer %d", r.id,
-                          *r.inplace_of));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "memory plan: buffer %d is in place of unknown buffer %d", r.id, *r.inplace_of));
     }
     const size_t src = it->second;
     if (src == i) {
@@ -102,10 +99,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(std::span<const BufferRequest> requests) {
           absl::StrFormat("memory plan: buffer %d is in place of itself", r.id));
     }
     if (bufs[src].last != r.first_step) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "memory plan: buffer %d (first_step %d) cannot be in place of buffer %d "
-          "(last_step %d): the live ranges must touch exactly",
-          r.id, r.first_step, bufs[src].id, bufs[src].last));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("memory plan: buffer %d (first_step %d) cannot be in place of buffer %d "
+                          "(last_step %d): the live ranges must touch exactly",
+                          r.id, r.first_step, bufs[src].id, bufs[src].last));
     }
     // A source written and last read at the same step is never taken over: this keeps
     // first_step strictly increasing along a chain, so chains are acyclic and members

@@ -20,8 +20,9 @@ std::string Escape(const std::string& s) {
 }  // namespace
 
 std::string GraphToDot(const Graph& g) {
-  std::string out = absl::StrCat("digraph \"", Escape(g.name().empty() ? "kiln" : g.name()),
-                                 "\" {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
+  std::string out =
+      absl::StrCat("digraph \"", Escape(g.name().empty() ? "kiln" : g.name()),
+                   "\" {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
   for (const auto& p : g.nodes()) {
     const Node& n = *p;
     std::vector<std::string> types;
@@ -32,17 +33,19 @@ std::string GraphToDot(const Graph& g) {
       label = absl::StrCat("input ", n.output_info(0).name, "\\n", types_text);
       attrs = "shape=invhouse, style=filled, fillcolor=\"#d8e8ff\"";
     } else if (n.is_constant()) {
-      label = absl::StrCat(n.output_info(0).name.empty() ? "const" : n.output_info(0).name,
-                           "\\n", types_text);
+      label = absl::StrCat(n.output_info(0).name.empty() ? "const" : n.output_info(0).name, "\\n",
+                           types_text);
       attrs = "shape=box, style=filled, fillcolor=\"#eeeeee\", fontsize=8";
     } else {
       const std::string op = n.domain().empty() ? n.op() : absl::StrCat(n.domain(), ".", n.op());
       label = absl::StrCat(op, "\\n", types_text);
       if (!n.provenance().empty()) {
-        std::vector<std::string> prov(n.provenance().begin(),
-                                      n.provenance().begin() + std::min<size_t>(3, n.provenance().size()));
-        absl::StrAppend(&label, "\\n@ ", absl::StrJoin(prov, ", "),
-                        n.provenance().size() > 3 ? absl::StrCat(" +", n.provenance().size() - 3) : "");
+        std::vector<std::string> prov(
+            n.provenance().begin(),
+            n.provenance().begin() + std::min<size_t>(3, n.provenance().size()));
+        absl::StrAppend(
+            &label, "\\n@ ", absl::StrJoin(prov, ", "),
+            n.provenance().size() > 3 ? absl::StrCat(" +", n.provenance().size() - 3) : "");
       }
       attrs = n.domain().empty() ? "shape=box, style=rounded"
                                  : "shape=box, style=\"rounded,filled\", fillcolor=\"#ffe8c0\"";

@@ -41,10 +41,10 @@ std::optional<std::vector<int64_t>> Type::StaticDims() const {
 std::string Type::ToString() const {
   std::string s(DTypeName(dtype));
   if (!shape) return s + "[*]";
-  absl::StrAppend(&s, "[",
-                  absl::StrJoin(*shape, ",",
-                                [](std::string* o, const Dim& d) { o->append(d.ToString()); }),
-                  "]");
+  absl::StrAppend(
+      &s, "[",
+      absl::StrJoin(*shape, ",", [](std::string* o, const Dim& d) { o->append(d.ToString()); }),
+      "]");
   return s;
 }
 

@@ -21,10 +21,10 @@ struct DTypeRow {
 // ONNX TensorProto.DataType: FLOAT=1 UINT8=2 INT8=3 UINT16=4 INT16=5 INT32=6 INT64=7
 // STRING=8 BOOL=9 FLOAT16=10 DOUBLE=11 UINT32=12 UINT64=13 BFLOAT16=16.
 constexpr DTypeRow kRows[] = {
-    {DType::kF32, "f32", 4, 1},   {DType::kF16, "f16", 2, 10}, {DType::kBF16, "bf16", 2, 16},
-    {DType::kF64, "f64", 8, 11},  {DType::kI8, "i8", 1, 3},    {DType::kU8, "u8", 1, 2},
-    {DType::kI16, "i16", 2, 5},   {DType::kU16, "u16", 2, 4},  {DType::kI32, "i32", 4, 6},
-    {DType::kU32, "u32", 4, 12},  {DType::kI64, "i64", 8, 7},  {DType::kU64, "u64", 8, 13},
+    {DType::kF32, "f32", 4, 1},   {DType::kF16, "f16", 2, 10},      {DType::kBF16, "bf16", 2, 16},
+    {DType::kF64, "f64", 8, 11},  {DType::kI8, "i8", 1, 3},         {DType::kU8, "u8", 1, 2},
+    {DType::kI16, "i16", 2, 5},   {DType::kU16, "u16", 2, 4},       {DType::kI32, "i32", 4, 6},
+    {DType::kU32, "u32", 4, 12},  {DType::kI64, "i64", 8, 7},       {DType::kU64, "u64", 8, 13},
     {DType::kBool, "bool", 1, 9}, {DType::kString, "string", 0, 8},
 };
 
@@ -58,8 +58,14 @@ bool IsFloat(DType t) {
 
 bool IsInteger(DType t) {
   switch (t) {
-    case DType::kI8: case DType::kU8: case DType::kI16: case DType::kU16:
-    case DType::kI32: case DType::kU32: case DType::kI64: case DType::kU64:
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kI16:
+    case DType::kU16:
+    case DType::kI32:
+    case DType::kU32:
+    case DType::kI64:
+    case DType::kU64:
       return true;
     default:
       return false;
@@ -150,8 +156,7 @@ absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < 0) return absl::InvalidArgumentError(absl::StrCat("negative dimension ", d));
-    if (MulOverflows(n, d, &n))
-      return absl::InvalidArgumentError("element count overflows int64");
+    if (MulOverflows(n, d, &n)) return absl::InvalidArgumentError("element count overflows int64");
   }
   return n;
 }
@@ -180,8 +185,7 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(st
 absl::StatusOr<Tensor> Tensor::Create(DType dtype, std::vector<int64_t> dims) {
   KILN_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(dims));
   int64_t bytes;
-  if (MulOverflows(n, static_cast<int64_t>(DTypeSize(dtype)), &bytes) ||
-      bytes > (int64_t{1} << 40))
+  if (MulOverflows(n, static_cast<int64_t>(DTypeSize(dtype)), &bytes) || bytes > (int64_t{1} << 40))
     return absl::ResourceExhaustedError(absl::StrCat("tensor of ", n, " elements is too large"));
   Tensor t;
   t.dtype_ = dtype;
@@ -218,35 +222,58 @@ int64_t Tensor::NumElements() const {
 double Tensor::GetAsDouble(int64_t i) const {
   const std::byte* p = raw();
   switch (dtype_) {
-    case DType::kF32: return reinterpret_cast<const float*>(p)[i];
-    case DType::kF16: return HalfToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
-    case DType::kBF16: return BF16ToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
-    case DType::kF64: return reinterpret_cast<const double*>(p)[i];
-    case DType::kI8: return reinterpret_cast<const int8_t*>(p)[i];
-    case DType::kU8: return reinterpret_cast<const uint8_t*>(p)[i];
-    case DType::kI16: return reinterpret_cast<const int16_t*>(p)[i];
-    case DType::kU16: return reinterpret_cast<const uint16_t*>(p)[i];
-    case DType::kI32: return reinterpret_cast<const int32_t*>(p)[i];
-    case DType::kU32: return reinterpret_cast<const uint32_t*>(p)[i];
-    case DType::kI64: return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
-    case DType::kU64: return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
-    case DType::kBool: return reinterpret_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
-    default: return 0.0;
+    case DType::kF32:
+      return reinterpret_cast<const float*>(p)[i];
+    case DType::kF16:
+      return HalfToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::kBF16:
+      return BF16ToFloat(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::kF64:
+      return reinterpret_cast<const double*>(p)[i];
+    case DType::kI8:
+      return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::kU8:
+      return reinterpret_cast<const uint8_t*>(p)[i];
+    case DType::kI16:
+      return reinterpret_cast<const int16_t*>(p)[i];
+    case DType::kU16:
+      return reinterpret_cast<const uint16_t*>(p)[i];
+    case DType::kI32:
+      return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::kU32:
+      return reinterpret_cast<const uint32_t*>(p)[i];
+    case DType::kI64:
+      return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
+    case DType::kU64:
+      return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
+    case DType::kBool:
+      return reinterpret_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    default:
+      return 0.0;
   }
 }
 
 int64_t Tensor::GetAsInt64(int64_t i) const {
   const std::byte* p = raw();
   switch (dtype_) {
-    case DType::kI64: return reinterpret_cast<const int64_t*>(p)[i];
-    case DType::kU64: return static_cast<int64_t>(reinterpret_cast<const uint64_t*>(p)[i]);
-    case DType::kI32: return reinterpret_cast<const int32_t*>(p)[i];
-    case DType::kU32: return reinterpret_cast<const uint32_t*>(p)[i];
-    case DType::kI16: return reinterpret_cast<const int16_t*>(p)[i];
-    case DType::kU16: return reinterpret_cast<const uint16_t*>(p)[i];
-    case DType::kI8: return reinterpret_cast<const int8_t*>(p)[i];
-    case DType::kU8: return reinterpret_cast<const uint8_t*>(p)[i];
-    case DType::kBool: return reinterpret_cast<const uint8_t*>(p)[i] ? 1 : 0;
+    case DType::kI64:
+      return reinterpret_cast<const int64_t*>(p)[i];
+    case DType::kU64:
+      return static_cast<int64_t>(reinterpret_cast<const uint64_t*>(p)[i]);
+    case DType::kI32:
+      return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::kU32:
+      return reinterpret_cast<const uint32_t*>(p)[i];
+    case DType::kI16:
+      return reinterpret_cast<const int16_t*>(p)[i];
+    case DType::kU16:
+      return reinterpret_cast<const uint16_t*>(p)[i];
+    case DType::kI8:
+      return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::kU8:
+      return reinterpret_cast<const uint8_t*>(p)[i];
+    case DType::kBool:
+      return reinterpret_cast<const uint8_t*>(p)[i] ? 1 : 0;
     default: {
       const double d = GetAsDouble(i);
       if (!(d == d)) return 0;  // NaN
@@ -260,20 +287,47 @@ int64_t Tensor::GetAsInt64(int64_t i) const {
 void Tensor::SetFromDouble(int64_t i, double v) {
   std::byte* p = raw();
   switch (dtype_) {
-    case DType::kF32: reinterpret_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case DType::kF16: reinterpret_cast<uint16_t*>(p)[i] = FloatToHalf(static_cast<float>(v)); break;
-    case DType::kBF16: reinterpret_cast<uint16_t*>(p)[i] = FloatToBF16(static_cast<float>(v)); break;
-    case DType::kF64: reinterpret_cast<double*>(p)[i] = v; break;
-    case DType::kI8: reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); break;
-    case DType::kU8: reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); break;
-    case DType::kI16: reinterpret_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); break;
-    case DType::kU16: reinterpret_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v); break;
-    case DType::kI32: reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case DType::kU32: reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v); break;
-    case DType::kI64: reinterpret_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
-    case DType::kU64: reinterpret_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v); break;
-    case DType::kBool: reinterpret_cast<uint8_t*>(p)[i] = v != 0.0 ? 1 : 0; break;
-    default: break;
+    case DType::kF32:
+      reinterpret_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case DType::kF16:
+      reinterpret_cast<uint16_t*>(p)[i] = FloatToHalf(static_cast<float>(v));
+      break;
+    case DType::kBF16:
+      reinterpret_cast<uint16_t*>(p)[i] = FloatToBF16(static_cast<float>(v));
+      break;
+    case DType::kF64:
+      reinterpret_cast<double*>(p)[i] = v;
+      break;
+    case DType::kI8:
+      reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
+      break;
+    case DType::kU8:
+      reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v);
+      break;
+    case DType::kI16:
+      reinterpret_cast<int16_t*>(p)[i] = static_cast<int16_t>(v);
+      break;
+    case DType::kU16:
+      reinterpret_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v);
+      break;
+    case DType::kI32:
+      reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::kU32:
+      reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v);
+      break;
+    case DType::kI64:
+      reinterpret_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+      break;
+    case DType::kU64:
+      reinterpret_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v);
+      break;
+    case DType::kBool:
+      reinterpret_cast<uint8_t*>(p)[i] = v != 0.0 ? 1 : 0;
+      break;
+    default:
+      break;
   }
 }
 

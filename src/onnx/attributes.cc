@@ -12,10 +12,10 @@ namespace kiln::onnx_import {
 
 using onnx::AttributeProto;
 
-std::string DescribeOnnxNode(std::string_view name, std::string_view domain,
-                             std::string_view op, int64_t opset) {
-  std::string full = domain.empty() ? std::string(op)
-                                    : absl::StrCat(std::string(domain), ".", std::string(op));
+std::string DescribeOnnxNode(std::string_view name, std::string_view domain, std::string_view op,
+                             int64_t opset) {
+  std::string full =
+      domain.empty() ? std::string(op) : absl::StrCat(std::string(domain), ".", std::string(op));
   return absl::StrCat("node '", std::string(name), "' (", full, ", opset ", opset, ")");
 }
 
@@ -36,8 +36,9 @@ absl::StatusOr<Type> TypeFromProto(const onnx::TypeProto& tp, std::string_view w
     return absl::InvalidArgumentError(absl::StrCat(w, " has no type"));
   if (!tp.has_tensor_type())
     return absl::UnimplementedError(
-        absl::StrCat(w, ": only tensor types are supported (not sequence, map, optional or "
-                        "sparse tensor)"));
+        absl::StrCat(w,
+                     ": only tensor types are supported (not sequence, map, optional or "
+                     "sparse tensor)"));
   const onnx::TypeProto::Tensor& tt = tp.tensor_type();
   Type type;
   if (tt.elem_type() == 0) {
@@ -57,8 +58,8 @@ absl::StatusOr<Type> TypeFromProto(const onnx::TypeProto& tp, std::string_view w
     const auto& d = sp.dim(i);
     if (d.has_dim_value()) {
       if (d.dim_value() < 0)
-        return absl::InvalidArgumentError(absl::StrCat(w, ": dimension ", i, " is negative (",
-                                                       d.dim_value(), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(w, ": dimension ", i, " is negative (", d.dim_value(), ")"));
       type.shape->push_back(Dim::Known(d.dim_value()));
     } else if (d.has_dim_param() && !d.dim_param().empty()) {
       type.shape->push_back(Dim::Symbol(d.dim_param()));
@@ -93,13 +94,17 @@ absl::StatusOr<Attribute> AttributeFromProto(const AttributeProto& ap, std::stri
                                              TensorContext& ctx) {
   const std::string w = absl::StrCat(std::string(where), " attribute '", ap.name(), "'");
   if (ap.has_ref_attr_name())
-    return absl::UnimplementedError(absl::StrCat(w, ": function attribute references are not "
-                                                    "supported"));
+    return absl::UnimplementedError(absl::StrCat(w,
+                                                 ": function attribute references are not "
+                                                 "supported"));
   AttributeProto::AttributeType type = ap.has_type() ? ap.type() : InferType(ap);
   switch (type) {
-    case AttributeProto::FLOAT: return Attribute(ap.f());
-    case AttributeProto::INT: return Attribute(static_cast<int64_t>(ap.i()));
-    case AttributeProto::STRING: return Attribute(ap.s());
+    case AttributeProto::FLOAT:
+      return Attribute(ap.f());
+    case AttributeProto::INT:
+      return Attribute(static_cast<int64_t>(ap.i()));
+    case AttributeProto::STRING:
+      return Attribute(ap.s());
     case AttributeProto::TENSOR: {
       KILN_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(ap.t(), w, ctx));
       return Attribute(std::move(t));
@@ -117,12 +122,14 @@ absl::StatusOr<Attribute> AttributeFromProto(const AttributeProto& ap, std::stri
     case AttributeProto::SPARSE_TENSORS:
       return absl::UnimplementedError(absl::StrCat(w, ": sparse tensors are not supported"));
     case AttributeProto::TENSORS:
-      return absl::UnimplementedError(absl::StrCat(w, ": tensor-list attributes are not "
-                                                      "supported"));
+      return absl::UnimplementedError(absl::StrCat(w,
+                                                   ": tensor-list attributes are not "
+                                                   "supported"));
     case AttributeProto::TYPE_PROTO:
     case AttributeProto::TYPE_PROTOS:
-      return absl::UnimplementedError(absl::StrCat(w, ": type-proto attributes are not "
-                                                      "supported"));
+      return absl::UnimplementedError(absl::StrCat(w,
+                                                   ": type-proto attributes are not "
+                                                   "supported"));
     case AttributeProto::UNDEFINED:
       break;
   }

@@ -20,8 +20,8 @@ namespace {
 
 bool IsAxesAttrReduce(const std::string& op) {
   static const auto* ops = new absl::flat_hash_set<std::string>{
-      "ReduceMean",   "ReduceMax",    "ReduceMin",       "ReduceProd",     "ReduceL1",
-      "ReduceL2",     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
+      "ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",     "ReduceL1",
+      "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
   return ops->contains(op);
 }
 
@@ -62,7 +62,8 @@ absl::Status CanonicalizeReduce(Graph& graph, Node* node, int64_t opset,
   }
   if (node->num_inputs() > 1)
     return Invalid(node, absl::StrCat("takes 1 input before opset 18 (axes is an attribute), "
-                                      "got ", node->num_inputs()));
+                                      "got ",
+                                      node->num_inputs()));
   if (node->has_attr("noop_with_empty_axes"))
     return Invalid(node, "attribute 'noop_with_empty_axes' is only defined from opset 18");
   if (!node->has_attr("axes")) return absl::OkStatus();

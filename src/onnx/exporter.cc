@@ -29,8 +29,10 @@ void TypeToProto(const Type& t, onnx::TypeProto* tp) {
   auto* shape = tt->mutable_shape();
   for (const Dim& d : *t.shape) {
     auto* dim = shape->add_dim();
-    if (d.is_known()) dim->set_dim_value(d.value());
-    else if (d.is_symbol()) dim->set_dim_param(d.symbol());
+    if (d.is_known())
+      dim->set_dim_value(d.value());
+    else if (d.is_symbol())
+      dim->set_dim_param(d.symbol());
   }
 }
 
@@ -131,8 +133,8 @@ absl::StatusOr<std::string> ExportOnnxBytes(const Graph& g) {
     }
     // The name is the first ONNX node this came from (unique names; a suffix otherwise);
     // the whole provenance travels in doc_string, which the importer reads back.
-    std::string node_name = n.provenance().empty() ? absl::StrCat("kiln_node_", n.id())
-                                                   : n.provenance().front();
+    std::string node_name =
+        n.provenance().empty() ? absl::StrCat("kiln_node_", n.id()) : n.provenance().front();
     if (!node_names.insert(node_name).second) {
       node_name = absl::StrCat(node_name, "#", n.id());
       node_names.insert(node_name);
@@ -151,7 +153,8 @@ absl::StatusOr<std::string> ExportOnnxBytes(const Graph& g) {
         TypeToProto(t, vi->mutable_type());
       }
     }
-    for (const auto& [k, a] : n.attrs()) KILN_RETURN_IF_ERROR(AttrToProto(k, a, np->add_attribute()));
+    for (const auto& [k, a] : n.attrs())
+      KILN_RETURN_IF_ERROR(AttrToProto(k, a, np->add_attribute()));
   }
   for (const auto& o : g.outputs()) {
     std::string vname = name_of(o.value);

@@ -51,10 +51,15 @@ absl::StatusOr<int64_t> ParseCount(const std::string& key, const std::string& s,
 class Fd {
  public:
   explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { if (fd_ >= 0) close(fd_); }
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
-  void reset(int fd) { if (fd_ >= 0) close(fd_); fd_ = fd; }
+  void reset(int fd) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
   int get() const { return fd_; }
 
  private:
@@ -125,13 +130,13 @@ absl::StatusOr<std::shared_ptr<Storage>> ReadExternalData(const onnx::TensorProt
   if (parts.empty()) return Invalid(what, absl::StrCat("location '", location, "' names no file"));
   const int64_t off = offset.value_or(0);
   if (length && *length != nbytes)
-    return Invalid(what, absl::StrCat("length ", *length, " does not match the tensor's ",
-                                      nbytes, " bytes"));
+    return Invalid(
+        what, absl::StrCat("length ", *length, " does not match the tensor's ", nbytes, " bytes"));
 
   Fd dir(open(model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0)
-    return Invalid(what, absl::StrCat("cannot open model folder '", model_dir,
-                                      "': ", std::strerror(errno)));
+    return Invalid(
+        what, absl::StrCat("cannot open model folder '", model_dir, "': ", std::strerror(errno)));
   Fd file;
   for (size_t i = 0; i < parts.size(); ++i) {
     const bool last = i + 1 == parts.size();
@@ -140,8 +145,8 @@ absl::StatusOr<std::shared_ptr<Storage>> ReadExternalData(const onnx::TensorProt
       return Invalid(what, absl::StrCat("cannot stat '", location, "' (component '", parts[i],
                                         "'): ", std::strerror(errno)));
     if (S_ISLNK(st.st_mode))
-      return Invalid(what, absl::StrCat("location '", location, "' component '", parts[i],
-                                        "' is a symlink"));
+      return Invalid(
+          what, absl::StrCat("location '", location, "' component '", parts[i], "' is a symlink"));
     if (!last && !S_ISDIR(st.st_mode))
       return Invalid(what, absl::StrCat("location '", location, "' component '", parts[i],
                                         "' is not a directory"));
@@ -152,18 +157,19 @@ absl::StatusOr<std::shared_ptr<Storage>> ReadExternalData(const onnx::TensorProt
     if (fd < 0)
       return Invalid(what, absl::StrCat("cannot open '", location, "' (component '", parts[i],
                                         "'): ", std::strerror(errno)));
-    if (last) file.reset(fd); else dir.reset(fd);
+    if (last)
+      file.reset(fd);
+    else
+      dir.reset(fd);
   }
   struct stat st;
   if (fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode))
     return Invalid(what, absl::StrCat("location '", location, "' is not a regular file"));
   int64_t end;
-  if (AddOverflows(off, nbytes, &end))
-    return Invalid(what, "offset + length overflows int64");
+  if (AddOverflows(off, nbytes, &end)) return Invalid(what, "offset + length overflows int64");
   if (end > static_cast<int64_t>(st.st_size))
-    return Invalid(what, absl::StrCat("range [", off, ", ", end, ") is past the end of '",
-                                      location, "' (", static_cast<int64_t>(st.st_size),
-                                      " bytes)"));
+    return Invalid(what, absl::StrCat("range [", off, ", ", end, ") is past the end of '", location,
+                                      "' (", static_cast<int64_t>(st.st_size), " bytes)"));
   const bool aligned = element_bytes > 0 && off % static_cast<int64_t>(element_bytes) == 0;
   if (nbytes >= kMapMinBytes && aligned)
     if (std::shared_ptr<Storage> mapped = MapRange(file.get(), off, nbytes)) return mapped;
@@ -172,8 +178,8 @@ absl::StatusOr<std::shared_ptr<Storage>> ReadExternalData(const onnx::TensorProt
     return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": out of memory"));
   int64_t done = 0;
   while (done < nbytes) {
-    const ssize_t r = pread(file.get(), storage->data() + done,
-                            static_cast<size_t>(nbytes - done), off + done);
+    const ssize_t r =
+        pread(file.get(), storage->data() + done, static_cast<size_t>(nbytes - done), off + done);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0)
       return Invalid(what, absl::StrCat("read of '", location, "' failed at byte ", off + done,

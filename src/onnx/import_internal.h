@@ -55,8 +55,8 @@ absl::StatusOr<Type> TypeFromProto(const onnx::TypeProto& tp, std::string_view w
 
 // AttributeProto -> Attribute. GRAPH(S), SPARSE_TENSOR(S), TENSORS, TYPE_PROTO(S) ->
 // Unimplemented. `where` is the node's description.
-absl::StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& ap,
-                                             std::string_view where, TensorContext& ctx);
+absl::StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& ap, std::string_view where,
+                                             TensorContext& ctx);
 
 // 1-D tensors from attribute values. (Tensor::FromI64/FromF32 memcpy from a null
 // pointer when the span is empty, which is undefined behaviour; these avoid that.)
@@ -64,8 +64,8 @@ Tensor VectorI64(absl::Span<const int64_t> v);
 Tensor VectorF32(absl::Span<const float> v);
 
 // "node 'name' (Op, opset N)", the same text as Node::Describe().
-std::string DescribeOnnxNode(std::string_view name, std::string_view domain,
-                             std::string_view op, int64_t opset);
+std::string DescribeOnnxNode(std::string_view name, std::string_view domain, std::string_view op,
+                             int64_t opset);
 
 // Rewrites `node` (already built from ONNX, inputs resolved) into its opset-21
 // signature. May add Constant nodes (e.g. Reduce* axes) to `graph`. `names` holds every

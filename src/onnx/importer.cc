@@ -7,10 +7,10 @@
 // types; graph outputs; TopoSort (a cycle is InvalidArgument naming a node on it).
 // Limits: no subgraphs, sparse tensors, model-local functions or training info. See
 // docs/importer.md for what is accepted, canonicalized and rejected.
-#include <algorithm>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cerrno>
 #include <climits>
@@ -57,7 +57,7 @@ struct PendingNode {
   const onnx::NodeProto* proto;
   std::string name;  // ONNX name or synthesized "<op>_<index>"
   std::string domain;
-  Node* node;        // nullptr for ONNX Constant nodes (already complete)
+  Node* node;  // nullptr for ONNX Constant nodes (already complete)
   std::string where;
 };
 
@@ -81,9 +81,8 @@ class Importer {
           absl::StrCat("model has ", total, " nodes, initializers and inputs; the limit is ",
                        ctx_.options.max_nodes, " (ImportOptions.max_nodes)"));
     if (g.sparse_initializer_size() > 0)
-      return absl::UnimplementedError(absl::StrCat("sparse initializer '",
-                                                   g.sparse_initializer(0).values().name(),
-                                                   "' is not supported"));
+      return absl::UnimplementedError(absl::StrCat(
+          "sparse initializer '", g.sparse_initializer(0).values().name(), "' is not supported"));
     NameNodes(g);
     KILN_RETURN_IF_ERROR(CheckSupport());
     KILN_RETURN_IF_ERROR(AddInitializers(g));
@@ -104,9 +103,9 @@ class Importer {
     for (const auto& imp : model.opset_import()) {
       if (!NormalizeDomain(imp.domain()).empty()) continue;
       if (opset && *opset != imp.version())
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model imports the default ONNX domain twice (opsets ", *opset, " and ",
-            imp.version(), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("model imports the default ONNX domain twice (opsets ", *opset, " and ",
+                         imp.version(), ")"));
       opset = imp.version();
     }
     if (!opset) {
@@ -115,17 +114,16 @@ class Importer {
       std::vector<std::string> others;
       for (const auto& imp : model.opset_import()) others.push_back(imp.domain());
       if (others.empty())
-        return absl::InvalidArgumentError(
-            "model has no opset_import for the default ONNX domain");
-      return absl::UnimplementedError(absl::StrCat(
-          "model has no opset_import for the default ONNX domain, only for: ",
-          absl::StrJoin(others, ", ")));
+        return absl::InvalidArgumentError("model has no opset_import for the default ONNX domain");
+      return absl::UnimplementedError(
+          absl::StrCat("model has no opset_import for the default ONNX domain, only for: ",
+                       absl::StrJoin(others, ", ")));
     }
     if (*opset < kMinOpset || *opset > kMaxOpset)
       return absl::UnimplementedError(absl::StrCat("opset ", *opset,
                                                    " is not supported (kiln imports default-"
-                                                   "domain opsets ", kMinOpset, " to ",
-                                                   kMaxOpset, ")"));
+                                                   "domain opsets ",
+                                                   kMinOpset, " to ", kMaxOpset, ")"));
     opset_ = *opset;
     // kiln's own domain (fused ops, docs/fused-ops.md) exists in version 1 only.
     for (const auto& imp : model.opset_import())
@@ -184,19 +182,18 @@ class Importer {
       for (size_t i = 0; i < e.nodes.size() && i < kMaxNames; ++i)
         quoted.push_back(absl::StrCat("'", e.nodes[i], "'"));
       if (e.nodes.size() > kMaxNames) quoted.push_back("...");
-      parts.push_back(absl::StrCat(e.label, " (", e.nodes.size(), " nodes: ",
-                                   absl::StrJoin(quoted, ", "), ")"));
+      parts.push_back(absl::StrCat(e.label, " (", e.nodes.size(),
+                                   " nodes: ", absl::StrJoin(quoted, ", "), ")"));
     }
-    return absl::UnimplementedError(absl::StrCat("unsupported ops: ", absl::StrJoin(parts, ", "),
-                                                 " at opset ", opset_));
+    return absl::UnimplementedError(
+        absl::StrCat("unsupported ops: ", absl::StrJoin(parts, ", "), " at opset ", opset_));
   }
 
   absl::Status Define(const std::string& name, Value v, std::string by) {
     auto [it, inserted] = names_.try_emplace(name, v);
     if (!inserted)
-      return absl::InvalidArgumentError(absl::StrCat(by, " defines value '", name,
-                                                     "', which is already defined by ",
-                                                     definers_[name]));
+      return absl::InvalidArgumentError(absl::StrCat(
+          by, " defines value '", name, "', which is already defined by ", definers_[name]));
     definers_[name] = std::move(by);
     return absl::OkStatus();
   }
@@ -229,9 +226,9 @@ class Importer {
         if (vi.has_type() && vi.type().has_tensor_type() &&
             vi.type().tensor_type().elem_type() != 0 &&
             vi.type().tensor_type().elem_type() != DTypeToOnnx(have))
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, " declares element type ", vi.type().tensor_type().elem_type(),
-              " but its initializer is ", std::string(DTypeName(have))));
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, " declares element type ", vi.type().tensor_type().elem_type(),
+                           " but its initializer is ", std::string(DTypeName(have))));
         continue;
       }
       if (!vi.has_type()) return absl::InvalidArgumentError(absl::StrCat(what, " has no type"));
@@ -254,8 +251,7 @@ class Importer {
       return absl::InvalidArgumentError(absl::StrCat(p.where, " has ", n_in, " inputs; expected ",
                                                      range(info.min_inputs, info.max_inputs)));
     if (n_out < info.min_outputs || (info.max_outputs >= 0 && n_out > info.max_outputs))
-      return absl::InvalidArgumentError(absl::StrCat(p.where, " has ", n_out,
-                                                     " outputs; expected ",
+      return absl::InvalidArgumentError(absl::StrCat(p.where, " has ", n_out, " outputs; expected ",
                                                      range(info.min_outputs, info.max_outputs)));
     for (int i = 0; i < info.min_inputs; ++i)
       if (np.input(i).empty() && !OptionalInputSlot(info, i))
@@ -298,9 +294,11 @@ class Importer {
     }
     KILN_ASSIGN_OR_RETURN(auto attrs, ReadAttributes(p));
     if (attrs.size() != 1)
-      return absl::InvalidArgumentError(absl::StrCat(
-          p.where, " must have exactly one of value, value_float, value_floats, value_int, "
-                   "value_ints; it has ", attrs.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.where,
+                       " must have exactly one of value, value_float, value_floats, value_int, "
+                       "value_ints; it has ",
+                       attrs.size()));
     // Not a structured binding: clang 14 (the fuzz build's compiler) cannot capture one in
     // a lambda.
     const std::string& name = attrs.begin()->first;
@@ -322,8 +320,7 @@ class Importer {
       return bad_type();
     }
     if (name == "value_floats") {
-      if (const auto* v = std::get_if<std::vector<float>>(&a))
-        return VectorF32(*v);
+      if (const auto* v = std::get_if<std::vector<float>>(&a)) return VectorF32(*v);
       return bad_type();
     }
     if (const auto* v = std::get_if<std::vector<int64_t>>(&a))  // value_ints
@@ -333,11 +330,11 @@ class Importer {
 
   // A node kiln exported carries its full provenance in doc_string (see exporter.cc);
   // any other node's provenance is its own name.
-  static std::vector<std::string> ProvenanceOf(const onnx::NodeProto& np,
-                                               const std::string& name) {
+  static std::vector<std::string> ProvenanceOf(const onnx::NodeProto& np, const std::string& name) {
     constexpr absl::string_view kPrefix = "kiln provenance: ";
     const std::string& doc = np.doc_string();
-    if (doc.size() > kPrefix.size() && absl::string_view(doc).substr(0, kPrefix.size()) == kPrefix) {
+    if (doc.size() > kPrefix.size() &&
+        absl::string_view(doc).substr(0, kPrefix.size()) == kPrefix) {
       std::vector<std::string> out = absl::StrSplit(doc.substr(kPrefix.size()), '\n');
       out.erase(std::remove(out.begin(), out.end(), std::string()), out.end());
       if (!out.empty()) return out;
@@ -405,9 +402,9 @@ class Importer {
     for (const onnx::ValueInfoProto& vi : g.value_info()) {
       auto it = names_.find(vi.name());
       if (it == names_.end() || !vi.has_type() || !vi.type().has_tensor_type()) continue;
-      KILN_ASSIGN_OR_RETURN(Type t, TypeFromProto(vi.type(),
-                                                  absl::StrCat("value_info '", vi.name(), "'"),
-                                                  true, ctx_.options));
+      KILN_ASSIGN_OR_RETURN(
+          Type t, TypeFromProto(vi.type(), absl::StrCat("value_info '", vi.name(), "'"), true,
+                                ctx_.options));
       RecordType(it->second, std::move(t));
     }
     return absl::OkStatus();
@@ -548,11 +545,9 @@ absl::StatusOr<Tensor> ReadTensorProtoFile(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, onnx_import::ReadSmallFile(path));
   onnx::TensorProto tp;
   if (bytes.empty() || !tp.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    return absl::InvalidArgumentError(absl::StrCat("cannot parse a TensorProto from '", path,
-                                                   "'"));
+    return absl::InvalidArgumentError(absl::StrCat("cannot parse a TensorProto from '", path, "'"));
   onnx_import::TensorContext ctx{ImportOptions{}, onnx_import::FolderOf(path), 0};
-  const std::string what =
-      absl::StrCat("tensor '", tp.name(), "' in '", path, "'");
+  const std::string what = absl::StrCat("tensor '", tp.name(), "' in '", path, "'");
   return onnx_import::TensorFromProto(tp, what, ctx);
 }
 

@@ -22,20 +22,34 @@ namespace {
 // ONNX types kiln does not implement, by code, for a precise Unimplemented message.
 std::string_view UnsupportedOnnxTypeName(int32_t code) {
   switch (code) {
-    case 8: return "STRING";
-    case 14: return "COMPLEX64";
-    case 15: return "COMPLEX128";
-    case 17: return "FLOAT8E4M3FN";
-    case 18: return "FLOAT8E4M3FNUZ";
-    case 19: return "FLOAT8E5M2";
-    case 20: return "FLOAT8E5M2FNUZ";
-    case 21: return "UINT4";
-    case 22: return "INT4";
-    case 23: return "FLOAT4E2M1";
-    case 24: return "FLOAT8E8M0";
-    case 25: return "UINT2";
-    case 26: return "INT2";
-    default: return "";
+    case 8:
+      return "STRING";
+    case 14:
+      return "COMPLEX64";
+    case 15:
+      return "COMPLEX128";
+    case 17:
+      return "FLOAT8E4M3FN";
+    case 18:
+      return "FLOAT8E4M3FNUZ";
+    case 19:
+      return "FLOAT8E5M2";
+    case 20:
+      return "FLOAT8E5M2FNUZ";
+    case 21:
+      return "UINT4";
+    case 22:
+      return "INT4";
+    case 23:
+      return "FLOAT4E2M1";
+    case 24:
+      return "FLOAT8E8M0";
+    case 25:
+      return "UINT2";
+    case 26:
+      return "INT2";
+    default:
+      return "";
   }
 }
 
@@ -48,32 +62,48 @@ enum class Field { kFloat, kInt32, kInt64, kDouble, kUInt64 };
 
 Field FieldFor(DType dt) {
   switch (dt) {
-    case DType::kF32: return Field::kFloat;
-    case DType::kF64: return Field::kDouble;
-    case DType::kI64: return Field::kInt64;
-    case DType::kU32: case DType::kU64: return Field::kUInt64;
-    default: return Field::kInt32;  // i32, f16, bf16, bool, i8, u8, i16, u16
+    case DType::kF32:
+      return Field::kFloat;
+    case DType::kF64:
+      return Field::kDouble;
+    case DType::kI64:
+      return Field::kInt64;
+    case DType::kU32:
+    case DType::kU64:
+      return Field::kUInt64;
+    default:
+      return Field::kInt32;  // i32, f16, bf16, bool, i8, u8, i16, u16
   }
 }
 
 std::string_view FieldName(Field f) {
   switch (f) {
-    case Field::kFloat: return "float_data";
-    case Field::kInt32: return "int32_data";
-    case Field::kInt64: return "int64_data";
-    case Field::kDouble: return "double_data";
-    case Field::kUInt64: return "uint64_data";
+    case Field::kFloat:
+      return "float_data";
+    case Field::kInt32:
+      return "int32_data";
+    case Field::kInt64:
+      return "int64_data";
+    case Field::kDouble:
+      return "double_data";
+    case Field::kUInt64:
+      return "uint64_data";
   }
   return "?";
 }
 
 int64_t FieldCount(const onnx::TensorProto& tp, Field f) {
   switch (f) {
-    case Field::kFloat: return tp.float_data_size();
-    case Field::kInt32: return tp.int32_data_size();
-    case Field::kInt64: return tp.int64_data_size();
-    case Field::kDouble: return tp.double_data_size();
-    case Field::kUInt64: return tp.uint64_data_size();
+    case Field::kFloat:
+      return tp.float_data_size();
+    case Field::kInt32:
+      return tp.int32_data_size();
+    case Field::kInt64:
+      return tp.int64_data_size();
+    case Field::kDouble:
+      return tp.double_data_size();
+    case Field::kUInt64:
+      return tp.uint64_data_size();
   }
   return 0;
 }
@@ -81,12 +111,20 @@ int64_t FieldCount(const onnx::TensorProto& tp, Field f) {
 // Range of int32_data values that fit `dt` (bit patterns for f16/bf16).
 std::pair<int64_t, int64_t> Int32FieldRange(DType dt) {
   switch (dt) {
-    case DType::kBool: return {0, 1};
-    case DType::kI8: return {-128, 127};
-    case DType::kU8: return {0, 255};
-    case DType::kI16: return {-32768, 32767};
-    case DType::kU16: case DType::kF16: case DType::kBF16: return {0, 65535};
-    default: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case DType::kBool:
+      return {0, 1};
+    case DType::kI8:
+      return {-128, 127};
+    case DType::kU8:
+      return {0, 255};
+    case DType::kI16:
+      return {-32768, 32767};
+    case DType::kU16:
+    case DType::kF16:
+    case DType::kBF16:
+      return {0, 65535};
+    default:
+      return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
   }
 }
 
@@ -113,8 +151,7 @@ absl::Status DecodeTypedField(const onnx::TensorProto& tp, DType dt, int64_t n,
       for (int64_t i = 0; i < n; ++i) {
         const uint64_t v = tp.uint64_data(static_cast<int>(i));
         if (v > std::numeric_limits<uint32_t>::max())
-          return Invalid(what, absl::StrCat("uint64_data[", i, "] = ", v,
-                                            " does not fit uint32"));
+          return Invalid(what, absl::StrCat("uint64_data[", i, "] = ", v, " does not fit uint32"));
         const uint32_t u = static_cast<uint32_t>(v);
         std::memcpy(out + i * 4, &u, 4);
       }
@@ -183,8 +220,7 @@ absl::StatusOr<Tensor> Decode(const onnx::TensorProto& tp, std::string_view what
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0)
       return Invalid(what, absl::StrCat("dimension ", i, " is negative (", dims[i], ")"));
-    if (MulOverflows(n, dims[i], &n))
-      return Invalid(what, "element count overflows int64");
+    if (MulOverflows(n, dims[i], &n)) return Invalid(what, "element count overflows int64");
   }
   int64_t nbytes;
   if (MulOverflows(n, static_cast<int64_t>(DTypeSize(dt)), &nbytes))
@@ -216,9 +252,9 @@ absl::StatusOr<Tensor> Decode(const onnx::TensorProto& tp, std::string_view what
     if (tp.has_raw_data()) {
       if (typed_values > 0) return Invalid(what, "both raw_data and a typed data field are set");
       if (static_cast<int64_t>(tp.raw_data().size()) != nbytes)
-        return Invalid(what, absl::StrCat("raw_data has ", tp.raw_data().size(),
-                                          " bytes, expected ", nbytes, " (", n, " x ",
-                                          std::string(DTypeName(dt)), ")"));
+        return Invalid(
+            what, absl::StrCat("raw_data has ", tp.raw_data().size(), " bytes, expected ", nbytes,
+                               " (", n, " x ", std::string(DTypeName(dt)), ")"));
       if (take) storage = AdoptRawData(*take, nbytes, DTypeSize(dt));
       if (!storage) {
         storage = Storage::Allocate(static_cast<size_t>(nbytes));
@@ -229,15 +265,15 @@ absl::StatusOr<Tensor> Decode(const onnx::TensorProto& tp, std::string_view what
     } else {
       const int64_t have = FieldCount(tp, field);
       if (have != typed_values)
-        return Invalid(what, absl::StrCat(std::string(DTypeName(dt)), " values must be in ",
-                                          std::string(FieldName(field)),
-                                          " (other typed fields are set)"));
+        return Invalid(
+            what, absl::StrCat(std::string(DTypeName(dt)), " values must be in ",
+                               std::string(FieldName(field)), " (other typed fields are set)"));
       if (have != n)
         return Invalid(what, absl::StrCat(std::string(FieldName(field)), " has ", have,
                                           " values, expected ", n));
       storage = Storage::Allocate(static_cast<size_t>(nbytes));
-      if (!storage) return absl::ResourceExhaustedError(absl::StrCat(std::string(what),
-                                                                     ": out of memory"));
+      if (!storage)
+        return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": out of memory"));
       Tensor tmp(dt, dims, storage);
       KILN_RETURN_IF_ERROR(DecodeTypedField(tp, dt, n, what, tmp));
     }

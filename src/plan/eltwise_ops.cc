@@ -100,8 +100,8 @@ absl::StatusOr<EltDomain> TypeEltwise(std::string_view op, const std::vector<DTy
   if (info == nullptr)
     return absl::InvalidArgumentError(absl::StrCat("no eltwise op '", std::string(op), "'"));
   if (static_cast<int>(inputs.size()) != info->arity)
-    return absl::InvalidArgumentError(absl::StrCat(std::string(op), " takes ", info->arity,
-                                                   " inputs, got ", inputs.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(op), " takes ", info->arity, " inputs, got ", inputs.size()));
   // Where: bool condition, then two values of the output's dtype.
   const bool where = op == "Where";
   const size_t first = where ? 1 : 0;
@@ -111,17 +111,16 @@ absl::StatusOr<EltDomain> TypeEltwise(std::string_view op, const std::vector<DTy
   for (size_t i = first + 1; i < inputs.size(); ++i)
     if (inputs[i] != inputs[first])
       return absl::InvalidArgumentError(absl::StrCat(std::string(op), ": input dtypes differ (",
-                                                     Name(inputs[first]), " vs ",
-                                                     Name(inputs[i]), ")"));
+                                                     Name(inputs[first]), " vs ", Name(inputs[i]),
+                                                     ")"));
   const std::optional<EltDomain> d = DomainOf(inputs[first]);
   if (!d || !DomainOf(output))
-    return absl::InvalidArgumentError(absl::StrCat(std::string(op), ": unsupported dtype ",
-                                                   Name(d ? output : inputs[first])));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(op), ": unsupported dtype ", Name(d ? output : inputs[first])));
   const bool is_float = *d == EltDomain::kF32 || *d == EltDomain::kF64;
   const bool is_int = *d == EltDomain::kI64 || *d == EltDomain::kU64;
   if ((is_float && !info->floats) || (is_int && !info->ints) ||
-      (*d == EltDomain::kBool && !info->bools) ||
-      (*d == EltDomain::kU64 && info->signed_only))
+      (*d == EltDomain::kBool && !info->bools) || (*d == EltDomain::kU64 && info->signed_only))
     return absl::InvalidArgumentError(
         absl::StrCat(std::string(op), " is not defined on ", Name(inputs[first])));
   if (info->returns_bool) {
@@ -129,8 +128,8 @@ absl::StatusOr<EltDomain> TypeEltwise(std::string_view op, const std::vector<DTy
       return absl::InvalidArgumentError(
           absl::StrCat(std::string(op), " returns bool, not ", Name(output)));
   } else if (op != "Identity" && output != inputs[first]) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(op), " returns ",
-                                                   Name(inputs[first]), ", not ", Name(output)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(op), " returns ", Name(inputs[first]), ", not ", Name(output)));
   }
   return *d;
 }

@@ -26,8 +26,8 @@ namespace kiln {
 enum class EltDomain : uint8_t { kF32, kF64, kI64, kU64, kBool };
 
 struct EltOpInfo {
-  std::string_view name;  // the ONNX op name ("Identity" also stands for Cast and Expand)
-  int arity;              // 1, 2 or 3
+  std::string_view name;     // the ONNX op name ("Identity" also stands for Cast and Expand)
+  int arity;                 // 1, 2 or 3
   bool floats, ints, bools;  // domains the op is defined on
   bool returns_bool;         // comparisons, logic, IsNaN
   bool signed_only = false;  // ints: signed ones only (Neg, Relu, as the reference)

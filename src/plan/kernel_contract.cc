@@ -126,8 +126,8 @@ absl::Status CheckStepContract(const KernelContract& c, const PlanBucket& bucket
   const size_t nin = step.inputs.size(), nout = step.outputs.size();
   if (!c.variadic_inputs && (nin < c.min_inputs() || nin > c.inputs.size()))
     return Err("takes %d to %d inputs, got %d", c.min_inputs(), c.inputs.size(), nin);
-  if (!c.variadic_outputs && (nout < std::max<size_t>(c.min_outputs(), 1) ||
-                              nout > c.outputs.size()))
+  if (!c.variadic_outputs &&
+      (nout < std::max<size_t>(c.min_outputs(), 1) || nout > c.outputs.size()))
     return Err("takes %d to %d outputs, got %d", std::max<size_t>(c.min_outputs(), 1),
                c.outputs.size(), nout);
   for (const ParamSpec& spec : c.params) {
@@ -161,8 +161,7 @@ absl::Status CheckStepContract(const KernelContract& c, const PlanBucket& bucket
         if (!spec.choices.empty()) {
           bool known = false;
           for (std::string_view ch : spec.choices) known |= *v == ch;
-          if (!known)
-            return Err("unknown %s '%s' (%s)", spec.name, *v, Join(spec.choices, ", "));
+          if (!known) return Err("unknown %s '%s' (%s)", spec.name, *v, Join(spec.choices, ", "));
         }
         break;
       }
@@ -171,17 +170,16 @@ absl::Status CheckStepContract(const KernelContract& c, const PlanBucket& bucket
         if (v == nullptr) return Err("parameter '%s' must be a list of ints", spec.name);
         for (size_t i = 0; i < v->size(); ++i)
           if ((*v)[i] < spec.lo || (*v)[i] > spec.hi)
-            return Err("parameter '%s'[%d] is %d, outside [%d, %d]", spec.name, i, (*v)[i],
-                       spec.lo, spec.hi);
+            return Err("parameter '%s'[%d] is %d, outside [%d, %d]", spec.name, i, (*v)[i], spec.lo,
+                       spec.hi);
         break;
       }
     }
   }
   auto check = [&](const OperandSpec& spec, const PlanBuffer& b) -> absl::Status {
     if (spec.same_dtype_as >= 0) {
-      const int32_t other = static_cast<size_t>(spec.same_dtype_as) < nin
-                                ? step.inputs[spec.same_dtype_as]
-                                : -1;
+      const int32_t other =
+          static_cast<size_t>(spec.same_dtype_as) < nin ? step.inputs[spec.same_dtype_as] : -1;
       if (other >= 0 && bucket.buffers[other].dtype != b.dtype)
         return Err("%s is %s but %s is %s", spec.name, std::string(DTypeName(b.dtype)),
                    c.inputs[spec.same_dtype_as].name,

@@ -50,7 +50,7 @@ struct ParamSpec {
   int64_t lo = 0, hi = kMaxInt;           // kInt: the allowed range; kInts: each element's
   std::vector<std::string_view> choices;  // kString: the allowed values (empty: any)
   bool optional = false;
-  std::string_view doc;                   // one phrase for the docs table
+  std::string_view doc;  // one phrase for the docs table
 };
 
 struct KernelContract {

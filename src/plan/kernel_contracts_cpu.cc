@@ -5,8 +5,7 @@
 namespace kiln::contracts_internal {
 
 std::vector<KernelContract> CpuContracts() {
-  const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu",
-                                                     "tanh"};
+  const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu", "tanh"};
   std::vector<KernelContract> t;
   t.push_back({.name = "copy",
                .inputs = {Req("x", kAnyDType)},
@@ -24,14 +23,14 @@ std::vector<KernelContract> CpuContracts() {
                                       "its outputs in order")},
                .any_overlap = true,
                .doc = "operands and results match the node text's types"});
-  t.push_back({.name = "linear",
-               .inputs = {Req("x", kF32Only), Weight("w", kF32Only),
-                          Weight("bias", kF32Only, /*optional=*/true)},
-               .outputs = {Req("y", kF32Only)},
-               .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
-                          FlagParam("trans_w", "w is [n,k]"),
-                          StringParam("activation", activations)},
-               .doc = "`y[m,n] = act(x[m,k] · w' + bias)`, w' = w [k,n] or wᵀ"});
+  t.push_back(
+      {.name = "linear",
+       .inputs = {Req("x", kF32Only), Weight("w", kF32Only),
+                  Weight("bias", kF32Only, /*optional=*/true)},
+       .outputs = {Req("y", kF32Only)},
+       .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
+                  FlagParam("trans_w", "w is [n,k]"), StringParam("activation", activations)},
+       .doc = "`y[m,n] = act(x[m,k] · w' + bias)`, w' = w [k,n] or wᵀ"});
   t.push_back({.name = "layer_norm",
                .inputs = {Req("x", kF32Only), Req("gamma", kF32Only), Opt("beta", kF32Only)},
                .outputs = {Req("y", kF32Only)},
@@ -54,15 +53,15 @@ std::vector<KernelContract> CpuContracts() {
                           PositiveParam("head_size"), FloatParam("scale"), FlagParam("causal")},
                .doc = "qkv [B,S,3·N·D] → y [B,S,N·D]; mask additive (f32) or bool, rank ≤ 4, "
                       "broadcastable to [B,N,S,S]"});
-  t.push_back({.name = "embed_layer_norm",
-               .inputs = {Req("input_ids", kIndexTypes), Same("segment_ids", 0, true),
-                          Same("position_ids", 0, true), Req("word", kF32Only),
-                          Req("pos", kF32Only), Opt("segment", kF32Only), Req("gamma", kF32Only),
-                          Req("beta", kF32Only)},
-               .outputs = {Req("y", kF32Only)},
-               .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("hidden"),
-                          FloatParam("epsilon")},
-               .doc = "ids [B,S]; position ids [B,S], [1,S] or [S]; y [B,S,hidden]"});
+  t.push_back(
+      {.name = "embed_layer_norm",
+       .inputs = {Req("input_ids", kIndexTypes), Same("segment_ids", 0, true),
+                  Same("position_ids", 0, true), Req("word", kF32Only), Req("pos", kF32Only),
+                  Opt("segment", kF32Only), Req("gamma", kF32Only), Req("beta", kF32Only)},
+       .outputs = {Req("y", kF32Only)},
+       .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("hidden"),
+                  FloatParam("epsilon")},
+       .doc = "ids [B,S]; position ids [B,S], [1,S] or [S]; y [B,S,hidden]"});
   t.push_back({.name = "pool",
                .inputs = {Req("hidden", kF32Only),
                           Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kI64))},

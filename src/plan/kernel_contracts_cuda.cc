@@ -16,8 +16,7 @@ bool FlashAttentionHeadSizeOk(int64_t head_size) {
 namespace contracts_internal {
 
 std::vector<KernelContract> CudaContracts() {
-  const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu",
-                                                     "tanh"};
+  const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu", "tanh"};
   const DTypeSet scan_types = kFloatTypes | DTypeBit(DType::kI32) | DTypeBit(DType::kI64) |
                               DTypeBit(DType::kU32) | DTypeBit(DType::kU64);
   std::vector<KernelContract> t;
@@ -26,16 +25,18 @@ std::vector<KernelContract> CudaContracts() {
                .outputs = {Req("y", kAnyDType)},
                .inplace_ok = true,
                .doc = "`y` has `x`'s byte size (a device-to-device copy)"});
-  t.push_back({.name = "linear",
-               .inputs = {Req("x", kFloatTypes), {"w", kAnyDType, false, 0, true},
-                          {"bias", kAnyDType, true, 0, true}, Same("residual", 0, true)},
-               .outputs = {Same("y", 0)},
-               .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
-                          FlagParam("trans_w", "w is [n,k]"),
-                          StringParam("activation", activations),
-                          OptionalFlag("tf32", "fp32 GEMM in TF32 (--allow-tf32)")},
-               .doc = "cuBLASLt: `y[m,n] = act(x[m,k] · w' + bias) (+ residual)`; residual only "
-                      "with activation none"});
+  t.push_back(
+      {.name = "linear",
+       .inputs = {Req("x", kFloatTypes),
+                  {"w", kAnyDType, false, 0, true},
+                  {"bias", kAnyDType, true, 0, true},
+                  Same("residual", 0, true)},
+       .outputs = {Same("y", 0)},
+       .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
+                  FlagParam("trans_w", "w is [n,k]"), StringParam("activation", activations),
+                  OptionalFlag("tf32", "fp32 GEMM in TF32 (--allow-tf32)")},
+       .doc = "cuBLASLt: `y[m,n] = act(x[m,k] · w' + bias) (+ residual)`; residual only "
+              "with activation none"});
   t.push_back({.name = "matmul",
                .inputs = {Req("a", kFloatTypes), Same("b", 0)},
                .outputs = {Same("y", 0)},
@@ -64,15 +65,15 @@ std::vector<KernelContract> CudaContracts() {
                .params = {SizeParam("rows"), SizeParam("h"), FloatParam("epsilon")},
                .inplace_ok = true,
                .doc = "y = x / sqrt(mean(x²) + epsilon) · gamma over the last axis"});
-  t.push_back({.name = "attention",
-               .inputs = {Req("qkv", kFloatTypes),
-                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
-               .outputs = {Same("y", 0)},
-               .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
-                          PositiveParam("head_size", "≤ 256"), FloatParam("scale"),
-                          FlagParam("causal")},
-               .doc = "qkv [B,S,3·N·D] read in place → y [B,S,N·D]; mask additive (f32) or "
-                      "bool, rank ≤ 4, broadcastable to [B,N,S,S]"});
+  t.push_back(
+      {.name = "attention",
+       .inputs = {Req("qkv", kFloatTypes),
+                  Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
+       .outputs = {Same("y", 0)},
+       .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
+                  PositiveParam("head_size", "≤ 256"), FloatParam("scale"), FlagParam("causal")},
+       .doc = "qkv [B,S,3·N·D] read in place → y [B,S,N·D]; mask additive (f32) or "
+              "bool, rank ≤ 4, broadcastable to [B,N,S,S]"});
   t.push_back({.name = "flash_attention",
                .inputs = {Req("qkv", DTypeBit(DType::kF16) | DTypeBit(DType::kBF16)),
                           Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
@@ -111,14 +112,14 @@ std::vector<KernelContract> CudaContracts() {
                .params = {SizeParam("rows"), SizeParam("n")},
                .inplace_ok = true,
                .doc = "x [rows,n], over the last axis"});
-  t.push_back({.name = "eltwise",
-               .inputs = {Req("a", kAnyDType), Opt("b", kAnyDType), Opt("c", kAnyDType)},
-               .outputs = {Req("y", kAnyDType)},
-               .params = {StringParam("op", EltOpNames(),
-                                      "the ONNX op (Identity: Cast and Expand too)")},
-               .inplace_ok = true,
-               .doc = "numpy broadcasting of the inputs to y's dims; typing and semantics: "
-                      "src/plan/eltwise_ops.h"});
+  t.push_back(
+      {.name = "eltwise",
+       .inputs = {Req("a", kAnyDType), Opt("b", kAnyDType), Opt("c", kAnyDType)},
+       .outputs = {Req("y", kAnyDType)},
+       .params = {StringParam("op", EltOpNames(), "the ONNX op (Identity: Cast and Expand too)")},
+       .inplace_ok = true,
+       .doc = "numpy broadcasting of the inputs to y's dims; typing and semantics: "
+              "src/plan/eltwise_ops.h"});
   t.push_back({.name = "transpose",
                .inputs = {Req("x", kAnyDType)},
                .outputs = {Same("y", 0)},

@@ -76,9 +76,9 @@ absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes) {
       }
     }
     if (bucket.arena_bytes < 0 || bucket.no_reuse_bytes < 0 || bucket.peak_live_bytes < 0) {
-      return Invalid(absl::StrFormat(
-          "bucket %d has a negative arena size %d, no-reuse size %d or peak %d", b,
-          bucket.arena_bytes, bucket.no_reuse_bytes, bucket.peak_live_bytes));
+      return Invalid(
+          absl::StrFormat("bucket %d has a negative arena size %d, no-reuse size %d or peak %d", b,
+                          bucket.arena_bytes, bucket.no_reuse_bytes, bucket.peak_live_bytes));
     }
     for (size_t i = 0; i < bucket.buffers.size(); ++i) {
       const PlanBuffer& buf = bucket.buffers[i];

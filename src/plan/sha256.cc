@@ -74,9 +74,8 @@ void Compress(uint32_t h[8], const uint8_t block[64]) {
 #if KILN_SHA_NI
 // The 4-round SHA-NI step: state registers hold (A,B,E,F) and (C,D,G,H) in the order the
 // instructions expect; message words are kept in groups of four (w[4g .. 4g+3]).
-__attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(uint32_t h[8],
-                                                                 const uint8_t* p,
-                                                                 size_t blocks) {
+__attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(uint32_t h[8], const uint8_t* p,
+                                                               size_t blocks) {
   const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
   __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)), 0xB1);
   __m128i st1 = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 4)), 0x1B);
@@ -86,16 +85,15 @@ __attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(uint32_t h[8],
     const __m128i save0 = st0, save1 = st1;
     __m128i w[4];
     for (int g = 0; g < 4; ++g)
-      w[g] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * g)),
-                              bswap);
+      w[g] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * g)), bswap);
     for (int g = 0; g < 16; ++g) {
       if (g >= 4) {  // w[g] from w[g-4] .. w[g-1], kept in a ring of four
         __m128i next = _mm_sha256msg1_epu32(w[g % 4], w[(g - 3) % 4]);
         next = _mm_add_epi32(next, _mm_alignr_epi8(w[(g - 1) % 4], w[(g - 2) % 4], 4));
         w[g % 4] = _mm_sha256msg2_epu32(next, w[(g - 1) % 4]);
       }
-      __m128i msg = _mm_add_epi32(
-          w[g % 4], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kK + 4 * g)));
+      __m128i msg =
+          _mm_add_epi32(w[g % 4], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kK + 4 * g)));
       st1 = _mm_sha256rnds2_epu32(st1, st0, msg);
       st0 = _mm_sha256rnds2_epu32(st0, st1, _mm_shuffle_epi32(msg, 0x0E));
     }

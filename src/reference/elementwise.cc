@@ -116,9 +116,8 @@ Result CastKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
   const std::optional<int64_t> code = node.attr_int("to");
   if (!code) return absl::InvalidArgumentError("Cast needs the 'to' attribute");
-  const std::optional<DType> to = *code >= 0 && *code <= INT32_MAX
-                                      ? DTypeFromOnnx(static_cast<int32_t>(*code))
-                                      : std::nullopt;
+  const std::optional<DType> to =
+      *code >= 0 && *code <= INT32_MAX ? DTypeFromOnnx(static_cast<int32_t>(*code)) : std::nullopt;
   if (!to) return absl::UnimplementedError(absl::StrCat("Cast to ONNX dtype ", *code));
   return One(CastTensor(*x, *to));
 }

@@ -33,8 +33,8 @@ absl::Status CheckBufferSize(absl::Span<const int64_t> dims, const char* what) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " of shape ", DimsStr(dims), ": ", n.status().message()));
   if (*n > (int64_t{1} << 40) / static_cast<int64_t>(sizeof(double)))
-    return absl::ResourceExhaustedError(absl::StrCat(what, " of shape ", DimsStr(dims), " (",
-                                                     *n, " elements) is too large"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " of shape ", DimsStr(dims), " (", *n, " elements) is too large"));
   return absl::OkStatus();
 }
 

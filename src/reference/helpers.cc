@@ -18,8 +18,7 @@ absl::StatusOr<std::vector<int64_t>> BroadcastShapes(absl::Span<const int64_t> a
       out[i] = db;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("shapes [", absl::StrJoin(a, ","), "] and [",
-                                                     absl::StrJoin(b, ","),
-                                                     "] do not broadcast"));
+                                                     absl::StrJoin(b, ","), "] do not broadcast"));
     }
   }
   return out;

@@ -97,8 +97,8 @@ Outputs GatherND(const Node& node, Inputs in) {
   const std::vector<int64_t>& id = it->dims();
   for (int64_t a = 0; a < b; ++a)
     if (dd[a] != id[a])
-      return Invalid(absl::StrCat("batch dim ", a, " differs: data ", DimsString(dd),
-                                  ", indices ", DimsString(id)));
+      return Invalid(absl::StrCat("batch dim ", a, " differs: data ", DimsString(dd), ", indices ",
+                                  DimsString(id)));
   const int64_t k = id[q - 1];
   if (k < 1 || k > r - b)
     return Invalid(absl::StrCat("indices last dim ", k, " must be in [1, ", r - b, "]"));
@@ -107,8 +107,8 @@ Outputs GatherND(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(data->dtype(), od));
   const std::vector<int64_t> strides = Strides(dd);
   const int64_t batches = Product(id, 0, b);
-  const int64_t per_batch = Product(id, b, q - 1);  // index tuples per batch entry
-  const int64_t batch_stride = Product(dd, b, r);   // data elements per batch entry
+  const int64_t per_batch = Product(id, b, q - 1);    // index tuples per batch entry
+  const int64_t batch_stride = Product(dd, b, r);     // data elements per batch entry
   std::vector<int64_t> offsets(batches * per_batch);  // element offset of each slice in data
   for (int64_t g = 0; g < batches * per_batch; ++g) {
     int64_t off = (g / per_batch) * batch_stride;

@@ -300,8 +300,7 @@ namespace kiln {
 absl::StatusOr<SliceBounds> NormalizeSlice(const std::vector<int64_t>& data_dims,
                                            const std::vector<int64_t>& starts,
                                            const std::vector<int64_t>& ends,
-                                           std::vector<int64_t> axes,
-                                           std::vector<int64_t> steps) {
+                                           std::vector<int64_t> axes, std::vector<int64_t> steps) {
   using reference::movement::Invalid;
   const size_t n = starts.size();
   if (ends.size() != n)

@@ -18,9 +18,9 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
     case PlanTarget::kCuda:
       return runtime::CreateCudaExecutor(std::move(plan), options);
   }
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "kiln::Executor: the plan targets %s, which no executor runs",
-      std::string(PlanTargetName(plan->target))));
+  return absl::FailedPreconditionError(
+      absl::StrFormat("kiln::Executor: the plan targets %s, which no executor runs",
+                      std::string(PlanTargetName(plan->target))));
 }
 
 absl::StatusOr<std::vector<Tensor>> Executor::Run(std::span<const TensorView> inputs,

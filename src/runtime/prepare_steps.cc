@@ -12,8 +12,8 @@ absl::Status CheckOutputsWritten(const Plan& plan, const PlanSession& session, i
         written[bucket.buffers[idx].binding] = true;
   for (size_t o = 0; o < plan.outputs.size(); ++o)
     if (!written[o] && session.bucket(b).output_bytes[o] > 0)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "bucket %d: no step writes graph output '%s'", b, plan.outputs[o].name));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("bucket %d: no step writes graph output '%s'", b, plan.outputs[o].name));
   return absl::OkStatus();
 }
 

@@ -39,10 +39,10 @@ absl::Status PrepareSteps(const Plan& plan, const PlanSession& session, PlanTarg
       const KernelContract* contract = FindKernelContract(target, step.kernel);
       auto fn = prepare(step.kernel);
       if (contract == nullptr || fn == nullptr)
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%s: unknown kernel '%s' for target %s",
-            StepWhere(static_cast<int>(b), static_cast<int>(s), step), step.kernel,
-            std::string(PlanTargetName(target))));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: unknown kernel '%s' for target %s",
+                            StepWhere(static_cast<int>(b), static_cast<int>(s), step), step.kernel,
+                            std::string(PlanTargetName(target))));
       StepChecker c(plan, static_cast<int>(b), static_cast<int>(s),
                     session.bucket(static_cast<int>(b)), *contract);
       KILN_RETURN_IF_ERROR(c.CheckContract());

@@ -94,8 +94,9 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
   if (d == "=f4" || d == "f4") d = "<f4";  // tolerate native-order spellings
   for (const auto& e : kDescrs)
     if (d == e.code) dtype = e.dtype;
-  if (!dtype) return absl::UnimplementedError(absl::StrCat("'", path, "': npy dtype '", *descr,
-                                                           "' is not supported"));
+  if (!dtype)
+    return absl::UnimplementedError(
+        absl::StrCat("'", path, "': npy dtype '", *descr, "' is not supported"));
   std::vector<int64_t> dims;
   if (shape_text->size() < 2 || shape_text->front() != '(' || shape_text->back() != ')')
     return Bad(path, absl::StrCat("shape '", *shape_text, "' is not a tuple"));
@@ -140,7 +141,14 @@ absl::Status WriteNpy(const std::string& path, const Tensor& t) {
   header += '\n';
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
-  const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  const unsigned char pre[10] = {0x93,
+                                 'N',
+                                 'U',
+                                 'M',
+                                 'P',
+                                 'Y',
+                                 1,
+                                 0,
                                  static_cast<unsigned char>(header.size() & 0xff),
                                  static_cast<unsigned char>(header.size() >> 8)};
   f.write(reinterpret_cast<const char*>(pre), 10);

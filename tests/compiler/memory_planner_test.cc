@@ -22,8 +22,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 BufferRequest Buf(int64_t id, int64_t bytes, int64_t first, int64_t last,
-                  std::optional<int64_t> inplace_of = std::nullopt,
-                  int64_t alignment = 64) {
+                  std::optional<int64_t> inplace_of = std::nullopt, int64_t alignment = 64) {
   BufferRequest r;
   r.id = id;
   r.bytes = bytes;
@@ -56,8 +55,8 @@ TEST(MemoryPlannerTest, ChainReusesFreedSlot) {
 
 // A feeds B (step 1) and C (step 2); D = f(B, C) at step 3.
 TEST(MemoryPlannerTest, Diamond) {
-  MemoryPlan p = PlanOrDie(
-      {Buf(1, 256, 0, 2), Buf(2, 128, 1, 3), Buf(3, 128, 2, 3), Buf(4, 256, 3, 4)});
+  MemoryPlan p =
+      PlanOrDie({Buf(1, 256, 0, 2), Buf(2, 128, 1, 3), Buf(3, 128, 2, 3), Buf(4, 256, 3, 4)});
   // Order: A(256, step 0), D(256, step 3), B, C. D fits at 0 once A is dead.
   EXPECT_THAT(p.offsets, ElementsAre(0, 256, 384, 0));
   EXPECT_EQ(p.arena_bytes, 512);
@@ -117,8 +116,8 @@ TEST(MemoryPlannerTest, InPlaceHintNotTakenWhenIllegalButHarmless) {
 }
 
 TEST(MemoryPlannerTest, AlignmentAndZeroSize) {
-  MemoryPlan p = PlanOrDie({Buf(1, 10, 0, 1, std::nullopt, 8), Buf(2, 0, 0, 1),
-                            Buf(3, 5, 0, 1, std::nullopt, 256)});
+  MemoryPlan p = PlanOrDie(
+      {Buf(1, 10, 0, 1, std::nullopt, 8), Buf(2, 0, 0, 1), Buf(3, 5, 0, 1, std::nullopt, 256)});
   // Order: 3 (256 bytes) at 0, 1 (16 bytes) at 256, the empty buffer at 0.
   EXPECT_THAT(p.offsets, ElementsAre(256, 0, 0));
   EXPECT_EQ(p.arena_bytes, 272);
@@ -163,10 +162,8 @@ TEST(MemoryPlannerTest, ValidationErrors) {
   ExpectInvalid({Buf(1, kBig, 0, 1)}, "aligned size overflows");
   // Each fits alone but two live together cannot both be addressed.
   const int64_t half = (std::numeric_limits<int64_t>::max() / 2) & ~int64_t{63};
-  ExpectInvalid({Buf(1, half, 0, 1), Buf(2, half + 128, 5, 6)},
-                "no-reuse total overflows");
-  ExpectInvalid({Buf(1, half, 0, 1), Buf(2, half, 0, 1), Buf(3, half, 0, 1)},
-                "overflows");
+  ExpectInvalid({Buf(1, half, 0, 1), Buf(2, half + 128, 5, 6)}, "no-reuse total overflows");
+  ExpectInvalid({Buf(1, half, 0, 1), Buf(2, half, 0, 1), Buf(3, half, 0, 1)}, "overflows");
 }
 
 // Checks every guarantee of a plan against its requests, independently of the planner.
@@ -201,11 +198,11 @@ void CheckPlan(const std::vector<BufferRequest>& reqs, const MemoryPlan& p) {
       const BufferRequest &a = reqs[i], &b = reqs[j];
       if (a.last_step < b.first_step || b.last_step < a.first_step) continue;
       if (Aligned(a) == 0 || Aligned(b) == 0) continue;
-      const bool pair = (in_place[j] && *b.inplace_of == a.id) ||
-                        (in_place[i] && *a.inplace_of == b.id);
+      const bool pair =
+          (in_place[j] && *b.inplace_of == a.id) || (in_place[i] && *a.inplace_of == b.id);
       if (pair) continue;
-      const bool disjoint = p.offsets[i] + Aligned(a) <= p.offsets[j] ||
-                            p.offsets[j] + Aligned(b) <= p.offsets[i];
+      const bool disjoint =
+          p.offsets[i] + Aligned(a) <= p.offsets[j] || p.offsets[j] + Aligned(b) <= p.offsets[i];
       EXPECT_TRUE(disjoint) << "buffers " << a.id << " and " << b.id << " overlap";
     }
   }
@@ -305,8 +302,7 @@ class BertLikeBuilder {
     return r.id;
   }
   int64_t Layer(int64_t x, int64_t b, int64_t s, int64_t h, int64_t heads, int64_t ff) {
-    const int64_t bsh = b * s * h * 4, scores = b * heads * s * s * 4,
-                  bsf = b * s * ff * 4;
+    const int64_t bsh = b * s * h * 4, scores = b * heads * s * s * 4, bsf = b * s * ff * 4;
     const int64_t q = Op(bsh, {x}), k = Op(bsh, {x}), v = Op(bsh, {x});
     const int64_t qt = Op(bsh, {q}), kt = Op(bsh, {k}), vt = Op(bsh, {v});
     int64_t sc = Op(scores, {qt, kt});
@@ -342,11 +338,10 @@ void PlanBert(int layers, double* ratio, double* over_peak) {
   *ratio = static_cast<double>(p.arena_bytes) / p.no_reuse_bytes;
   *over_peak = static_cast<double>(p.arena_bytes) / p.peak_live_bytes;
   std::cout << "BERT-like, " << layers
-            << " layer(s), batch 8, seq 128: " << builder.requests().size()
-            << " buffers, arena " << p.arena_bytes << " B, no-reuse " << p.no_reuse_bytes
-            << " B, peak live " << p.peak_live_bytes << " B, in place "
-            << p.inplace.size() << ", arena/no-reuse " << *ratio << ", arena/peak "
-            << *over_peak << "\n";
+            << " layer(s), batch 8, seq 128: " << builder.requests().size() << " buffers, arena "
+            << p.arena_bytes << " B, no-reuse " << p.no_reuse_bytes << " B, peak live "
+            << p.peak_live_bytes << " B, in place " << p.inplace.size() << ", arena/no-reuse "
+            << *ratio << ", arena/peak " << *over_peak << "\n";
 }
 
 TEST(MemoryPlannerTest, BertLikeLayerMeetsHalfOfNoReuse) {

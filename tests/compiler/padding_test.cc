@@ -22,7 +22,8 @@ namespace {
 std::unique_ptr<Graph> Encoder(const std::string& att, const std::string& pool,
                                const std::string& mid = "",
                                const std::string& mask_type = "i64[batch,seq]") {
-  const std::string text = absl::StrReplaceAll(R"(graph g opset=21 {
+  const std::string text =
+      absl::StrReplaceAll(R"(graph g opset=21 {
   %0 = Input() : f32[batch,seq,8] "x"
   %1 = Input() : $MASK "attention_mask"
   %2 = Cast(%1) {to=1} : f32[batch,seq]
@@ -31,10 +32,7 @@ std::unique_ptr<Graph> Encoder(const std::string& att, const std::string& pool,
   %9 = kiln.Pool$POOL : f32[batch,8]
   return "y": %9
 })",
-                                               {{"$ATT", att},
-                                                {"$POOL", pool},
-                                                {"$MID", mid},
-                                                {"$MASK", mask_type}});
+                          {{"$ATT", att}, {"$POOL", pool}, {"$MID", mid}, {"$MASK", mask_type}});
   auto g = ParseGraph(text);
   EXPECT_TRUE(g.ok()) << g.status() << "\n" << text;
   return g.ok() ? std::move(*g) : std::make_unique<Graph>();
@@ -53,11 +51,10 @@ TEST(PaddingTest, CausalAttentionAndClsPoolingNeedNoMask) {
   // Causal attention without a mask, masked pooling: padded keys come after every query.
   EXPECT_TRUE(SequencePaddable(*Encoder("(%0) {num_heads=2, causal=1}", kMeanPool), "seq"));
   // CLS pooling reads position 0 only; the attention takes the mask.
-  EXPECT_TRUE(
-      SequencePaddable(*Encoder(kMaskedAtt, "(%3) {mode=\"cls\"}"), "seq"));
+  EXPECT_TRUE(SequencePaddable(*Encoder(kMaskedAtt, "(%3) {mode=\"cls\"}"), "seq"));
   // Nothing takes the mask at all: nothing shows the padding is honoured.
-  EXPECT_FALSE(SequencePaddable(
-      *Encoder("(%0) {num_heads=2, causal=1}", "(%3) {mode=\"cls\"}"), "seq"));
+  EXPECT_FALSE(
+      SequencePaddable(*Encoder("(%0) {num_heads=2, causal=1}", "(%3) {mode=\"cls\"}"), "seq"));
 }
 
 TEST(PaddingTest, UnmaskedMixingBlocksTheSequence) {
@@ -67,8 +64,7 @@ TEST(PaddingTest, UnmaskedMixingBlocksTheSequence) {
   EXPECT_FALSE(SequencePaddable(*Encoder(kMaskedAtt, "(%3) {mode=\"mean\"}"), "seq"));
   // An unfused Softmax: its masking cannot be checked.
   EXPECT_FALSE(SequencePaddable(
-      *Encoder(kMaskedAtt, kMeanPool, "%4 = Softmax(%3) {axis=1} : f32[batch,seq,8]"),
-      "seq"));
+      *Encoder(kMaskedAtt, kMeanPool, "%4 = Softmax(%3) {axis=1} : f32[batch,seq,8]"), "seq"));
 }
 
 TEST(PaddingTest, ReductionsBlockOnlyOverTheSymbol) {
@@ -81,15 +77,13 @@ TEST(PaddingTest, ReductionsBlockOnlyOverTheSymbol) {
   EXPECT_TRUE(SequencePaddable(
       *Encoder(kMaskedAtt, kMeanPool, absl::StrReplaceAll(over, {{"AXIS", "2"}})), "seq"));
   // No axes: every axis, the sequence's too.
-  EXPECT_FALSE(SequencePaddable(
-      *Encoder(kMaskedAtt, kMeanPool, "%5 = ReduceSum(%3) : f32[1,1,1]"), "seq"));
+  EXPECT_FALSE(
+      SequencePaddable(*Encoder(kMaskedAtt, kMeanPool, "%5 = ReduceSum(%3) : f32[1,1,1]"), "seq"));
 }
 
 TEST(PaddingTest, TheMaskMustBeAnIntegerInputOverTheSymbol) {
-  EXPECT_FALSE(SequencePaddable(*Encoder(kMaskedAtt, kMeanPool, "", "f32[batch,seq]"),
-                                "seq"));
-  EXPECT_FALSE(SequencePaddable(*Encoder(kMaskedAtt, kMeanPool, "", "i64[seq,batch]"),
-                                "seq"));
+  EXPECT_FALSE(SequencePaddable(*Encoder(kMaskedAtt, kMeanPool, "", "f32[batch,seq]"), "seq"));
+  EXPECT_FALSE(SequencePaddable(*Encoder(kMaskedAtt, kMeanPool, "", "i64[seq,batch]"), "seq"));
 }
 
 PlanTensorSig Sig(const std::string& name, std::vector<Dim> dims) {

@@ -27,10 +27,10 @@ bool NoGpu(std::string* why) {
   return !d.available;
 }
 
-#define SKIP_WITHOUT_GPU()                                                   \
-  do {                                                                       \
-    std::string why_;                                                        \
-    if (NoGpu(&why_)) GTEST_SKIP() << "no GPU: " << why_;                    \
+#define SKIP_WITHOUT_GPU()                                \
+  do {                                                    \
+    std::string why_;                                     \
+    if (NoGpu(&why_)) GTEST_SKIP() << "no GPU: " << why_; \
   } while (0)
 
 std::string Fixture(const std::string& rel) {
@@ -151,7 +151,8 @@ TEST(CudaExecutor, FixturesMatchTheCpuExecutor) {
 TEST(CudaExecutor, PaddedRunsMatchExactRunsOnTheRealRows) {
   SKIP_WITHOUT_GPU();
   const std::string model = Fixture("variants/st_mean_tiny_opset14.onnx");
-  auto profile = CompileFor(model, PlanTarget::kCuda, "fp32", {{"batch", {1, 4}}, {"sequence", {8, 32}}});
+  auto profile =
+      CompileFor(model, PlanTarget::kCuda, "fp32", {{"batch", {1, 4}}, {"sequence", {8, 32}}});
   auto exact = CompileFor(model, PlanTarget::kCuda, "fp32", {{"batch", {3}}, {"sequence", {20}}});
   ASSERT_TRUE(profile && exact);
   auto ep = Executor::Create(profile), ee = Executor::Create(exact);
@@ -215,8 +216,10 @@ TEST(CudaExecutor, DeviceMemoryIoGraphsAndThreadsAreBitIdentical) {
     threads.emplace_back([&] {
       for (int r = 0; r < 100; ++r) {
         auto out = (*with_graphs)->Run(Views(in));
-        if (!out.ok()) ++failures;
-        else if (!SameBytes(*out, *host)) ++mismatches;
+        if (!out.ok())
+          ++failures;
+        else if (!SameBytes(*out, *host))
+          ++mismatches;
       }
     });
   for (std::thread& th : threads) th.join();

@@ -36,9 +36,12 @@ struct Tol {
 };
 Tol TolFor(DType t) {
   switch (t) {
-    case DType::kF16: return {4e-3, 4e-3};
-    case DType::kBF16: return {3e-2, 3e-2};
-    default: return {1e-4, 1e-4};
+    case DType::kF16:
+      return {4e-3, 4e-3};
+    case DType::kBF16:
+      return {3e-2, 3e-2};
+    default:
+      return {1e-4, 1e-4};
   }
 }
 
@@ -142,9 +145,8 @@ CaseResult RunCase(const std::string& label, const std::string& ir, int64_t int_
 }
 
 // Runs every (label, ir) case; skips the test (after compiling them all) without a GPU.
-void RunCases(const std::vector<std::pair<std::string, std::string>>& cases,
-              int64_t int_high = 4, const FeedEdit& edit = nullptr,
-              const std::string& want_kernel = "") {
+void RunCases(const std::vector<std::pair<std::string, std::string>>& cases, int64_t int_high = 4,
+              const FeedEdit& edit = nullptr, const std::string& want_kernel = "") {
   int compiled = 0;
   for (const auto& [label, ir] : cases)
     compiled += RunCase(label, ir, int_high, edit, want_kernel).compiled;
@@ -174,18 +176,21 @@ TEST(CudaOps, Linear) {
         for (int trans : {0, 1}) {
           const int k = 37, n = 19;
           const std::string wd = trans ? absl::StrCat(n, ",", k) : absl::StrCat(k, ",", n);
-          cases.push_back(
-              {absl::StrCat("linear ", t, " b", b, " s", s, " ", act, " trans", trans),
-               WithType(absl::StrCat("graph g opset=21 {\n"
-                                     " %0 = Input() : $T[", b, ",", s, ",", k, "] \"x\"\n"
-                                     " %1 = Constant() {value=", Ramp(wd, k * n), "} : $T[", wd,
-                                     "] \"w\"\n"
-                                     " %2 = Constant() {value=", Ramp(absl::StrCat(n), n),
-                                     "} : $T[", n, "] \"b\"\n"
-                                     " %3 = kiln.Linear(%0, %1, %2) {activation=\"", act,
-                                     "\", trans_w=", trans, "} : $T[", b, ",", s, ",", n,
-                                     "] \"y\"\n return \"y\": %3\n}"),
-                        t)});
+          cases.push_back({absl::StrCat("linear ", t, " b", b, " s", s, " ", act, " trans", trans),
+                           WithType(absl::StrCat("graph g opset=21 {\n"
+                                                 " %0 = Input() : $T[",
+                                                 b, ",", s, ",", k,
+                                                 "] \"x\"\n"
+                                                 " %1 = Constant() {value=",
+                                                 Ramp(wd, k * n), "} : $T[", wd,
+                                                 "] \"w\"\n"
+                                                 " %2 = Constant() {value=",
+                                                 Ramp(absl::StrCat(n), n), "} : $T[", n,
+                                                 "] \"b\"\n"
+                                                 " %3 = kiln.Linear(%0, %1, %2) {activation=\"",
+                                                 act, "\", trans_w=", trans, "} : $T[", b, ",", s,
+                                                 ",", n, "] \"y\"\n return \"y\": %3\n}"),
+                                    t)});
         }
   // Linear + residual Add: one step, the residual through cuBLASLt's C operand.
   for (const char* t : kFloatTypes)
@@ -194,9 +199,12 @@ TEST(CudaOps, Linear) {
          WithType(absl::StrCat("graph g opset=21 {\n"
                                " %0 = Input() : $T[33,7,37] \"x\"\n"
                                " %1 = Input() : $T[33,7,19] \"r\"\n"
-                               " %2 = Constant() {value=", Ramp("37,19", 37 * 19),
+                               " %2 = Constant() {value=",
+                               Ramp("37,19", 37 * 19),
                                "} : $T[37,19] \"w\"\n"
-                               " %3 = Constant() {value=", Ramp("19", 19), "} : $T[19] \"b\"\n"
+                               " %3 = Constant() {value=",
+                               Ramp("19", 19),
+                               "} : $T[19] \"b\"\n"
                                " %4 = kiln.Linear(%0, %2, %3) : $T[33,7,19] \"y\"\n"
                                " %5 = Add(%4, %1) : $T[33,7,19] \"z\"\n return \"z\": %5\n}"),
                   t)});
@@ -228,22 +236,25 @@ TEST(CudaOps, Norms) {
       for (int rows : {1, 33}) {
         const std::string d = absl::StrCat(rows, ",", h), v = absl::StrCat(h);
         const std::string gamma = absl::StrCat("{value=", Ramp(v, h), "} : $T[", v, "]");
-        cases.push_back(
-            {absl::StrCat("layernorm ", t, " ", d),
-             WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", d,
-                                   "] \"x\"\n %1 = Constant() ", gamma, " \"g\"\n %2 = Constant() ",
-                                   gamma, " \"b\"\n %3 = LayerNormalization(%0, %1, %2) "
-                                          "{epsilon=1e-05} : $T[", d,
-                                   "] \"y\"\n return \"y\": %3\n}"),
-                      t)});
+        cases.push_back({absl::StrCat("layernorm ", t, " ", d),
+                         WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", d,
+                                               "] \"x\"\n %1 = Constant() ", gamma,
+                                               " \"g\"\n %2 = Constant() ", gamma,
+                                               " \"b\"\n %3 = LayerNormalization(%0, %1, %2) "
+                                               "{epsilon=1e-05} : $T[",
+                                               d, "] \"y\"\n return \"y\": %3\n}"),
+                                  t)});
         cases.push_back(
             {absl::StrCat("skiplayernorm ", t, " ", d),
              WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", d,
                                    "] \"x\"\n %1 = Input() : $T[", d, "] \"s\"\n %2 = Constant() ",
                                    gamma, " \"g\"\n %3 = Constant() ", gamma,
-                                   " \"b\"\n %4 = Constant() ", gamma, " \"bias\"\n"
+                                   " \"b\"\n %4 = Constant() ", gamma,
+                                   " \"bias\"\n"
                                    " %5, %6 = kiln.SkipLayerNorm(%0, %1, %2, %3, %4) "
-                                   "{epsilon=1e-05} : $T[", d, "] \"y\", $T[", d, "] \"sum\"\n"
+                                   "{epsilon=1e-05} : $T[",
+                                   d, "] \"y\", $T[", d,
+                                   "] \"sum\"\n"
                                    " return \"y\": %5, \"sum\": %6\n}"),
                       t)});
         cases.push_back(
@@ -265,7 +276,8 @@ TEST(CudaOps, Attention) {
       for (const char* mask : {"none", "additive", "bool", "causal"}) {
         const std::string qkv = absl::StrCat(b, ",", s, ",", 3 * n * d);
         const std::string y = absl::StrCat(b, ",", s, ",", n * d);
-        std::string ir = absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", qkv, "] \"qkv\"\n");
+        std::string ir =
+            absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", qkv, "] \"qkv\"\n");
         std::string args = "%0", attrs = absl::StrCat("num_heads=", n, ", scale=0.125");
         if (std::string(mask) == "additive") {
           absl::StrAppend(&ir, " %1 = Input() : f32[", b, ",1,1,", s, "] \"mask\"\n");
@@ -335,9 +347,9 @@ TEST(CudaOps, FlashAttention) {
       for (int64_t r = 0; r < b; ++r) {
         const int64_t kept = r == 1 ? 0 : s - (7 * r) % s;
         for (int64_t j = 0; j < s; ++j)
-          m.SetFromDouble(r * s + j, is_bool ? (j < kept ? 1 : 0)
-                                             : (j < kept ? 0.0
-                                                         : std::numeric_limits<float>::lowest()));
+          m.SetFromDouble(r * s + j, is_bool
+                                         ? (j < kept ? 1 : 0)
+                                         : (j < kept ? 0.0 : std::numeric_limits<float>::lowest()));
       }
     }
   };
@@ -352,24 +364,22 @@ TEST(CudaOps, EmbeddingsPoolingSoftmaxGelu) {
         const int b = 3, s = 7, h = 36, vocab = 4;
         cases.push_back(
             {absl::StrCat("embed ", t, " ", ids, two_outputs ? " sum" : ""),
-             WithType(absl::StrCat(
-                          "graph g opset=21 {\n %0 = Input() : ", ids, "[", b, ",", s,
-                          "] \"ids\"\n %1 = Input() : ", ids, "[", b, ",", s, "] \"seg\"\n",
-                          " %2 = Constant() {value=", Ramp(absl::StrCat(vocab, ",", h), vocab * h),
-                          "} : $T[", vocab, ",", h, "] \"word\"\n",
-                          " %3 = Constant() {value=", Ramp(absl::StrCat(s, ",", h), s * h),
-                          "} : $T[", s, ",", h, "] \"pos\"\n",
-                          " %4 = Constant() {value=", Ramp(absl::StrCat(4, ",", h), 4 * h),
-                          "} : $T[4,", h, "] \"segtab\"\n",
-                          " %5 = Constant() {value=", Ramp(absl::StrCat(h), h), "} : $T[", h,
-                          "] \"g\"\n %6 = Constant() {value=", Ramp(absl::StrCat(h), h),
-                          "} : $T[", h, "] \"b\"\n",
-                          two_outputs ? " %7, %8 = " : " %7 = ",
-                          "kiln.EmbedLayerNorm(%0, %1, _, %2, %3, %4, %5, %6) {epsilon=1e-12} : $T[",
-                          b, ",", s, ",", h, "] \"y\"",
-                          two_outputs ? absl::StrCat(", $T[", b, ",", s, ",", h, "] \"sum\"") : "",
-                          "\n return \"y\": %7", two_outputs ? ", \"sum\": %8" : "", "\n}"),
-                      t)});
+             WithType(
+                 absl::StrCat(
+                     "graph g opset=21 {\n %0 = Input() : ", ids, "[", b, ",", s,
+                     "] \"ids\"\n %1 = Input() : ", ids, "[", b, ",", s, "] \"seg\"\n",
+                     " %2 = Constant() {value=", Ramp(absl::StrCat(vocab, ",", h), vocab * h),
+                     "} : $T[", vocab, ",", h, "] \"word\"\n", " %3 = Constant() {value=",
+                     Ramp(absl::StrCat(s, ",", h), s * h), "} : $T[", s, ",", h, "] \"pos\"\n",
+                     " %4 = Constant() {value=", Ramp(absl::StrCat(4, ",", h), 4 * h), "} : $T[4,",
+                     h, "] \"segtab\"\n", " %5 = Constant() {value=", Ramp(absl::StrCat(h), h),
+                     "} : $T[", h, "] \"g\"\n %6 = Constant() {value=", Ramp(absl::StrCat(h), h),
+                     "} : $T[", h, "] \"b\"\n", two_outputs ? " %7, %8 = " : " %7 = ",
+                     "kiln.EmbedLayerNorm(%0, %1, _, %2, %3, %4, %5, %6) {epsilon=1e-12} : $T[", b,
+                     ",", s, ",", h, "] \"y\"",
+                     two_outputs ? absl::StrCat(", $T[", b, ",", s, ",", h, "] \"sum\"") : "",
+                     "\n return \"y\": %7", two_outputs ? ", \"sum\": %8" : "", "\n}"),
+                 t)});
       }
     for (const char* mode : {"mean", "cls"})
       for (int norm : {0, 1})
@@ -377,7 +387,8 @@ TEST(CudaOps, EmbeddingsPoolingSoftmaxGelu) {
             {absl::StrCat("pool ", t, " ", mode, norm ? " normalize" : ""),
              WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[33,7,36] \"h\"\n"
                                    " %1 = Input() : i64[33,7] \"mask\"\n"
-                                   " %2 = kiln.Pool(%0, %1) {mode=\"", mode, "\", normalize=", norm,
+                                   " %2 = kiln.Pool(%0, %1) {mode=\"",
+                                   mode, "\", normalize=", norm,
                                    "} : $T[33,36] \"y\"\n return \"y\": %2\n}"),
                       t)});
     for (int n : {1, 7, 5000})
@@ -387,11 +398,12 @@ TEST(CudaOps, EmbeddingsPoolingSoftmaxGelu) {
                                              "] \"y\"\n return \"y\": %1\n}"),
                                 t)});
     for (const char* approx : {"none", "tanh"})
-      cases.push_back({absl::StrCat("gelu ", t, " ", approx),
-                       WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[3,1001] \"x\"\n"
-                                             " %1 = Gelu(%0) {approximate=\"", approx,
-                                             "\"} : $T[3,1001] \"y\"\n return \"y\": %1\n}"),
-                                t)});
+      cases.push_back(
+          {absl::StrCat("gelu ", t, " ", approx),
+           WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[3,1001] \"x\"\n"
+                                 " %1 = Gelu(%0) {approximate=\"",
+                                 approx, "\"} : $T[3,1001] \"y\"\n return \"y\": %1\n}"),
+                    t)});
   }
   RunCases(cases, /*int_high=*/2);
 }

@@ -18,16 +18,16 @@ TEST(CudaPlanChecks, KernelTableMatchesContracts) {
   for (const KernelContract& c : KernelContracts(PlanTarget::kCuda))
     EXPECT_NE(runtime::FindCudaKernel(c.name), nullptr) << "no CUDA kernel for " << c.name;
   for (std::string_view id : runtime::CudaKernelIds())
-    EXPECT_NE(FindKernelContract(PlanTarget::kCuda, id), nullptr)
-        << "no cuda contract for " << id;
+    EXPECT_NE(FindKernelContract(PlanTarget::kCuda, id), nullptr) << "no cuda contract for " << id;
 }
 
 TEST(CudaPlanChecks, FixturesAreRefusedCleanlyWithoutAGpu) {
   const CudaDeviceInfo dev = QueryCudaDevice(0);
-  if (!dev.available) std::printf("no GPU here (%s): expecting FailedPrecondition\n", dev.reason.c_str());
+  if (!dev.available)
+    std::printf("no GPU here (%s): expecting FailedPrecondition\n", dev.reason.c_str());
   int n = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(
-           std::string(KILN_SOURCE_DIR) + "/models/fixtures")) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(std::string(KILN_SOURCE_DIR) +
+                                                                     "/models/fixtures")) {
     if (e.path().extension() != ".onnx") continue;
     CompileOptions o;
     o.target = PlanTarget::kCuda;
@@ -41,8 +41,7 @@ TEST(CudaPlanChecks, FixturesAreRefusedCleanlyWithoutAGpu) {
     } else {
       ASSERT_FALSE(exec.ok());
       EXPECT_EQ(exec.status().code(), absl::StatusCode::kFailedPrecondition) << exec.status();
-      EXPECT_THAT(std::string(exec.status().message()),
-                  HasSubstr("cannot run a cuda plan here"));
+      EXPECT_THAT(std::string(exec.status().message()), HasSubstr("cannot run a cuda plan here"));
     }
   }
   EXPECT_GE(n, 31);
@@ -63,8 +62,7 @@ void ExpectInvalid(const absl::Status& st, const std::string& msg) {
 
 // x f32[dims_x] -> kernel -> y f32[dims_y]
 absl::Status Unary(const std::string& kernel, std::vector<int64_t> dx, std::vector<int64_t> dy,
-                   std::vector<PlanParam> params, DType tx = DType::kF32,
-                   DType ty = DType::kF32) {
+                   std::vector<PlanParam> params, DType tx = DType::kF32, DType ty = DType::kF32) {
   OneStep s;
   std::vector<Dim> sx, sy;
   for (int64_t d : dx) sx.push_back(Dim::Known(d));
@@ -89,7 +87,8 @@ TEST(CudaPlanChecks, StridedCopiesStayInsideTheirBuffers) {
                 "starts, steps and y need x's rank 2");
   // Transpose: not a permutation, dims that disagree.
   ExpectInvalid(Unary("transpose", {2, 3}, {3, 2}, {P("perm", V{0, 0})}), "not a permutation");
-  ExpectInvalid(Unary("transpose", {2, 3}, {2, 3}, {P("perm", V{1, 0})}), "is not x [2,3] permuted");
+  ExpectInvalid(Unary("transpose", {2, 3}, {2, 3}, {P("perm", V{1, 0})}),
+                "is not x [2,3] permuted");
   // Expand that does not broadcast.
   ExpectInvalid(Unary("expand", {3}, {2, 4}, {}), "does not broadcast to y [2,4]");
   // The valid forms of each are accepted as far as the host goes.
@@ -133,23 +132,23 @@ TEST(CudaPlanChecks, GathersAndReductions) {
     s.pb.Input("i", DType::kI64, {Dim::Known(2)});
     s.pb.Output("y", DType::kF32, {Dim::Known(3), Dim::Known(3)});
     s.pb.Bucket({});
-    s.pb.Step("gather", {s.pb.In(0, {5, 3}), s.pb.In(1, {2}, DType::kI64)},
-              {s.pb.Out(0, {3, 3})}, {P("axis", int64_t{0})});
+    s.pb.Step("gather", {s.pb.In(0, {5, 3}), s.pb.In(1, {2}, DType::kI64)}, {s.pb.Out(0, {3, 3})},
+              {P("axis", int64_t{0})});
     ExpectInvalid(s.Create(), "y [3,3] should be [2,3]");
   }
-  ExpectInvalid(Unary("reduce", {2, 3, 4}, {2, 4},
-                      {P("op", "mean"), P("axes", std::vector<int64_t>{2, 1})}),
-                "axes must be ascending dims of x");
-  ExpectInvalid(Unary("reduce", {2, 3, 4}, {2, 3},
-                      {P("op", "mean"), P("axes", std::vector<int64_t>{1})}),
-                "y [2,3] does not hold x [2,3,4] reduced over [1]");
+  ExpectInvalid(
+      Unary("reduce", {2, 3, 4}, {2, 4}, {P("op", "mean"), P("axes", std::vector<int64_t>{2, 1})}),
+      "axes must be ascending dims of x");
+  ExpectInvalid(
+      Unary("reduce", {2, 3, 4}, {2, 3}, {P("op", "mean"), P("axes", std::vector<int64_t>{1})}),
+      "y [2,3] does not hold x [2,3,4] reduced over [1]");
   ExpectInvalid(Unary("reduce", std::vector<int64_t>(9, 1), std::vector<int64_t>(9, 1),
                       {P("op", "sum"), P("axes", std::vector<int64_t>{})}),
                 "x [1,1,1,1,1,1,1,1,1] has rank above 8");
-  ExpectInvalid(Unary("cumsum", {2, 3}, {2, 3},
-                      {P("axis", int64_t{2}), P("exclusive", int64_t{0}),
-                       P("reverse", int64_t{0})}),
-                "axis 2 is past x's rank");
+  ExpectInvalid(
+      Unary("cumsum", {2, 3}, {2, 3},
+            {P("axis", int64_t{2}), P("exclusive", int64_t{0}), P("reverse", int64_t{0})}),
+      "axis 2 is past x's rank");
 }
 
 TEST(CudaPlanChecks, ComputeKernelLimits) {
@@ -161,8 +160,7 @@ TEST(CudaPlanChecks, ComputeKernelLimits) {
     s.pb.Output("y", DType::kF32, {Dim::Known(2), Dim::Known(h)});
     const int64_t g = s.pb.AddWeight(RandomVec(h, 1));
     s.pb.Bucket({});
-    s.pb.Step("layer_norm", {s.pb.In(0, {2, h}), s.pb.Weight(g, {h}), -1},
-              {s.pb.Out(0, {2, h})},
+    s.pb.Step("layer_norm", {s.pb.In(0, {2, h}), s.pb.Weight(g, {h}), -1}, {s.pb.Out(0, {2, h})},
               {P("rows", int64_t{2}), P("h", h), P("epsilon", 1e-5)});
     ExpectInvalid(s.Create(), "h 20000 is beyond the CUDA norm kernel's 16384 elements");
   }
@@ -210,8 +208,8 @@ TEST(CudaPlanChecks, ComputeKernelLimits) {
     s.pb.Bucket({});
     s.pb.Step("matmul", {s.pb.In(0, {2, 4, 8}, DType::kF16), s.pb.In(1, {8, 3}, DType::kF16)},
               {s.pb.Out(0, {2, 4, 3}, DType::kF16)},
-              {P("batch", int64_t{2}), P("m", int64_t{4}), P("k", int64_t{8}),
-               P("n", int64_t{3}), P("broadcast_a", int64_t{0}), P("broadcast_b", int64_t{0})});
+              {P("batch", int64_t{2}), P("m", int64_t{4}), P("k", int64_t{8}), P("n", int64_t{3}),
+               P("broadcast_a", int64_t{0}), P("broadcast_b", int64_t{0})});
     ExpectInvalid(s.Create(), "b [8,3] has 24 elements; the parameters need 48");
   }
   // Linear operands of mixed precision (the contract: one dtype per step).
@@ -223,8 +221,8 @@ TEST(CudaPlanChecks, ComputeKernelLimits) {
     s.pb.Bucket({});
     s.pb.Step("linear", {s.pb.In(0, {2, 4}, DType::kF16), s.pb.Weight(w, {4, 3}), -1, -1},
               {s.pb.Out(0, {2, 3}, DType::kF16)},
-              {P("m", int64_t{2}), P("k", int64_t{4}), P("n", int64_t{3}),
-               P("trans_w", int64_t{0}), P("activation", "none")});
+              {P("m", int64_t{2}), P("k", int64_t{4}), P("n", int64_t{3}), P("trans_w", int64_t{0}),
+               P("activation", "none")});
     ExpectInvalid(s.Create(), "w is f32 but x is f16");
   }
 }

@@ -80,11 +80,13 @@ TEST(FlashHost, UnsupportedSaysWhy) {
       {"kv_heads", [](FlashAttentionArgs& a) { a.kv_heads = 5; }},
       {"grid", [](FlashAttentionArgs& a) { a.batch = 70000; }},
       {"length", [](FlashAttentionArgs& a) { a.kv_len = int64_t{1} << 31; }},
-      {"mask", [](FlashAttentionArgs& a) {
+      {"mask",
+       [](FlashAttentionArgs& a) {
          a.mask = &a;
          a.mask_type = ElemType::kI64;
        }},
-      {"together", [](FlashAttentionArgs& a) {
+      {"together",
+       [](FlashAttentionArgs& a) {
          static const int32_t cu[2] = {0, 1};
          a.cu_seqlens_q = cu;
        }},
@@ -128,8 +130,8 @@ TEST(FlashHost, KeyRanges) {
 // rows, so every row gets the most generous end — the kernel's per-block ends are the
 // same rule per block and checked in KeyRanges).
 enum class MaskKind { kNone, kAdditive, kBool };
-std::vector<float> Model(const std::vector<float>& scores, int64_t q_len, int64_t kv_len,
-                         int64_t d, const std::vector<float>& v, bool causal, MaskKind mk,
+std::vector<float> Model(const std::vector<float>& scores, int64_t q_len, int64_t kv_len, int64_t d,
+                         const std::vector<float>& v, bool causal, MaskKind mk,
                          const std::vector<float>& key_mask, int64_t block_q, int bk) {
   std::vector<float> y(q_len * d, 0.f);
   const float log2e = 1.4426950408889634f;
@@ -205,15 +207,15 @@ TEST(FlashHost, SkippedTilesChangeNothing) {
   std::uniform_real_distribution<float> u(-3.f, 3.f);
   const float fmin = std::numeric_limits<float>::lowest();
   int checked = 0;
-  for (const auto& [q_len, kv_len] : {std::pair<int64_t, int64_t>{7, 7}, {129, 129}, {64, 200},
-                                      {1, 300}, {130, 70}})
+  for (const auto& [q_len, kv_len] :
+       {std::pair<int64_t, int64_t>{7, 7}, {129, 129}, {64, 200}, {1, 300}, {130, 70}})
     for (bool causal : {false, true})
       for (MaskKind mk : {MaskKind::kNone, MaskKind::kAdditive, MaskKind::kBool})
         for (int64_t valid : {kv_len, kv_len / 3 + 1, int64_t{0}}) {
           if (mk == MaskKind::kNone && valid != kv_len) continue;
-          SCOPED_TRACE(::testing::Message() << q_len << "x" << kv_len << " causal " << causal
-                                            << " mask " << static_cast<int>(mk) << " valid "
-                                            << valid);
+          SCOPED_TRACE(::testing::Message()
+                       << q_len << "x" << kv_len << " causal " << causal << " mask "
+                       << static_cast<int>(mk) << " valid " << valid);
           const int64_t d = 8;
           std::vector<float> scores(q_len * kv_len), v(kv_len * d), key_mask(kv_len);
           for (float& e : scores) e = u(rng);
@@ -225,7 +227,8 @@ TEST(FlashHost, SkippedTilesChangeNothing) {
           }
           if (mk == MaskKind::kAdditive && valid == 0)  // a fully padded row: HF's fill only
             for (float& e : key_mask) e = fmin;
-          const std::vector<double> want = Direct(scores, q_len, kv_len, d, v, causal, mk, key_mask);
+          const std::vector<double> want =
+              Direct(scores, q_len, kv_len, d, v, causal, mk, key_mask);
           for (int64_t block_q : {16, 64})
             for (int bk : {16, 64}) {
               const std::vector<float> got =
@@ -238,7 +241,6 @@ TEST(FlashHost, SkippedTilesChangeNothing) {
         }
   EXPECT_GT(checked, 100);
 }
-
 
 // ---- The fragment layout under an emulation of the PTX instructions ---------------------
 // Written from the PTX ISA's tables for mma.m16n8k16 with .f16/.bf16 inputs and f32
@@ -313,7 +315,8 @@ TEST(FlashHost, FragmentLayoutAssemblesBothProducts) {
     std::vector<float> q(kRows * stride), k(kKeys * stride), v(kKeys * stride);
     for (auto* t : {&q, &k, &v})
       for (float& e : *t) e = u(rng);
-    const std::vector<float> qs = PlaceTile(q, kRows, d, stride), ks = PlaceTile(k, kKeys, d, stride),
+    const std::vector<float> qs = PlaceTile(q, kRows, d, stride),
+                             ks = PlaceTile(k, kKeys, d, stride),
                              vs = PlaceTile(v, kKeys, d, stride);
     // S = Q·Kᵀ as the kernel computes it: score tile n (keys 8n..), k-steps kk.
     std::vector<std::array<std::array<float, 4>, 32>> s(kKeys / 8);
@@ -377,7 +380,8 @@ TEST(FlashHost, FragmentLayoutAssemblesBothProducts) {
             for (int x = 0; x < d; ++x) p += double{q[i * stride + x]} * k[j * stride + x];
             want += p * v[j * stride + c];
           }
-          ASSERT_NEAR(o[n][l][e], want, 1e-3 * (1 + std::fabs(want))) << "O[" << i << "][" << c << "]";
+          ASSERT_NEAR(o[n][l][e], want, 1e-3 * (1 + std::fabs(want)))
+              << "O[" << i << "][" << c << "]";
         }
   }
 }

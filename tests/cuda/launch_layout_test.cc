@@ -89,9 +89,9 @@ TEST(EltwiseLayout, CollapsesAndRefusesWhatDoesNotBroadcast) {
   EXPECT_EQ(a.in[1].strides[0], 0);
   EXPECT_EQ(a.in[1].strides[1], 1);
   EXPECT_FALSE(a.contiguous);
-  EXPECT_FALSE(EltwiseLayout({2, 3}, {{2, 4}}, &a));     // 4 does not broadcast to 3
-  EXPECT_FALSE(EltwiseLayout({3}, {{2, 3}}, &a));        // input of higher rank
-  ASSERT_TRUE(EltwiseLayout({1}, {{}, {1}}, &a));        // a scalar and a [1]
+  EXPECT_FALSE(EltwiseLayout({2, 3}, {{2, 4}}, &a));  // 4 does not broadcast to 3
+  EXPECT_FALSE(EltwiseLayout({3}, {{2, 3}}, &a));     // input of higher rank
+  ASSERT_TRUE(EltwiseLayout({1}, {{}, {1}}, &a));     // a scalar and a [1]
   EXPECT_EQ(a.n, 1);
   EXPECT_TRUE(a.contiguous);
 }

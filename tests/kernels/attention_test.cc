@@ -29,22 +29,34 @@ constexpr AttentionPath kAllPaths[] = {AttentionPath::kAuto, AttentionPath::kRow
 
 const char* PathName(AttentionPath p) {
   switch (p) {
-    case AttentionPath::kAuto: return "auto";
-    case AttentionPath::kRows: return "rows";
-    case AttentionPath::kGemmHeads: return "gemm-heads";
-    case AttentionPath::kGemmBatch: return "gemm-batch";
+    case AttentionPath::kAuto:
+      return "auto";
+    case AttentionPath::kRows:
+      return "rows";
+    case AttentionPath::kGemmHeads:
+      return "gemm-heads";
+    case AttentionPath::kGemmBatch:
+      return "gemm-batch";
   }
   return "?";
 }
 
 std::vector<int64_t> MaskDims(MaskKind k, int64_t b, int64_t n, int64_t s) {
   switch (k) {
-    case MaskKind::kPad: case MaskKind::kBoolPad: return {b, 1, 1, s};
-    case MaskKind::kFull: case MaskKind::kBoolFull: return {b, 1, s, s};
-    case MaskKind::kHeads: return {1, n, s, s};
-    case MaskKind::kSquare: return {s, s};
-    case MaskKind::kQueryCol: return {b, 1, s, 1};
-    default: return {};
+    case MaskKind::kPad:
+    case MaskKind::kBoolPad:
+      return {b, 1, 1, s};
+    case MaskKind::kFull:
+    case MaskKind::kBoolFull:
+      return {b, 1, s, s};
+    case MaskKind::kHeads:
+      return {1, n, s, s};
+    case MaskKind::kSquare:
+      return {s, s};
+    case MaskKind::kQueryCol:
+      return {b, 1, s, 1};
+    default:
+      return {};
   }
 }
 
@@ -92,7 +104,10 @@ void CheckAgainstReference(Isa isa, int64_t nb, int64_t s, int64_t nh, int64_t d
   a.causal = causal;
   if (mk != MaskKind::kNone) {
     a.mask.dims = mdims;
-    if (is_bool) a.mask.boolean = mbool.data(); else a.mask.additive = madd.data();
+    if (is_bool)
+      a.mask.boolean = mbool.data();
+    else
+      a.mask.additive = madd.data();
   }
   Tensor qt = F32({nb, s, 3 * h}, qkv);
   Tensor mt;
@@ -104,10 +119,10 @@ void CheckAgainstReference(Isa isa, int64_t nb, int64_t s, int64_t nh, int64_t d
       mt = F32(mdims, madd);
     }
   }
-  auto ref = testing::RunReferenceOp(
-      "kiln", "MultiHeadAttention",
-      {{"num_heads", nh}, {"scale", scale}, {"causal", int64_t{causal}}},
-      {&qt, mk == MaskKind::kNone ? nullptr : &mt});
+  auto ref =
+      testing::RunReferenceOp("kiln", "MultiHeadAttention",
+                              {{"num_heads", nh}, {"scale", scale}, {"causal", int64_t{causal}}},
+                              {&qt, mk == MaskKind::kNone ? nullptr : &mt});
   ASSERT_EQ(ref.size(), 1u);
   for (AttentionPath path : kAllPaths) {
     for (int t : threads) {
@@ -156,14 +171,13 @@ TEST_P(AttentionBigTest, MatchesReference) {
   CheckAgainstReference(Isa::kAuto, nb, s, 12, d, mk, causal, {1, 2, 3});
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Encoder, AttentionBigTest,
-    ::testing::Values(BigCase{1, 33, 40, MaskKind::kPad, false},
-                      BigCase{1, 129, 32, MaskKind::kBoolPad, false},
-                      BigCase{3, 64, 64, MaskKind::kPad, true},
-                      BigCase{1, 300, 8, MaskKind::kPad, false},
-                      BigCase{2, 300, 24, MaskKind::kBoolFull, true},
-                      BigCase{1, 600, 8, MaskKind::kFull, true}));
+INSTANTIATE_TEST_SUITE_P(Encoder, AttentionBigTest,
+                         ::testing::Values(BigCase{1, 33, 40, MaskKind::kPad, false},
+                                           BigCase{1, 129, 32, MaskKind::kBoolPad, false},
+                                           BigCase{3, 64, 64, MaskKind::kPad, true},
+                                           BigCase{1, 300, 8, MaskKind::kPad, false},
+                                           BigCase{2, 300, 24, MaskKind::kBoolFull, true},
+                                           BigCase{1, 600, 8, MaskKind::kFull, true}));
 
 TEST(AttentionArgs, RejectsBadMaskAndSizes) {
   const std::vector<float> qkv(2 * 4 * 3 * 8, 0.5f), mask(5, 0.f);

@@ -39,7 +39,10 @@ TEST_P(EmbedPoolTest, EmbedLayerNormMatchesReference) {
     std::vector<int32_t> ids32(ids.begin(), ids.end());
     for (int variant = 0; variant < 3; ++variant) {  // 0: all, 1: no segment/pos, 2: i32 ids
       EmbedLayerNormArgs a;
-      if (variant == 2) a.input_ids32 = ids32.data(); else a.input_ids = ids.data();
+      if (variant == 2)
+        a.input_ids32 = ids32.data();
+      else
+        a.input_ids = ids.data();
       if (variant != 1) {
         a.segment_ids = segs.data();
         a.segment = seg.data();
@@ -64,10 +67,10 @@ TEST_P(EmbedPoolTest, EmbedLayerNormMatchesReference) {
       Tensor pt = Tensor::FromI64({s}, pids);
       Tensor wt = F32({vocab, h}, word), pet = F32({max_pos, h}, pos), set = F32({types, h}, seg);
       Tensor gt = F32({h}, g), bt = F32({h}, be);
-      auto ref = testing::RunReferenceOp(
-          "kiln", "EmbedLayerNorm", {{"epsilon", 1e-12f}},
-          {&it, variant == 1 ? nullptr : &st, variant == 1 ? nullptr : &pt, &wt, &pet,
-           variant == 1 ? nullptr : &set, &gt, &bt});
+      auto ref =
+          testing::RunReferenceOp("kiln", "EmbedLayerNorm", {{"epsilon", 1e-12f}},
+                                  {&it, variant == 1 ? nullptr : &st, variant == 1 ? nullptr : &pt,
+                                   &wt, &pet, variant == 1 ? nullptr : &set, &gt, &bt});
       ASSERT_EQ(ref.size(), 1u);
       testing::ExpectClose(y.data(), ref[0], 1e-5, 1e-5, absl::StrCat("h=", h, " v=", variant));
     }
@@ -92,7 +95,7 @@ TEST_P(EmbedPoolTest, EmbedLayerNormRejectsOutOfRangeIds) {
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("input_ids contains 3"), std::string::npos) << st;
   EXPECT_EQ(y[0], -1.f);  // nothing written before the check
-  a.seq = 4;  // longer than the position table, implicit positions
+  a.seq = 4;              // longer than the position table, implicit positions
   const std::vector<int64_t> ids4 = {0, 1, 2, 1};
   a.input_ids = ids4.data();
   EXPECT_EQ(EmbedLayerNorm(Ctx(), a).code(), absl::StatusCode::kInvalidArgument);
@@ -123,11 +126,10 @@ TEST_P(EmbedPoolTest, PoolMatchesReference) {
             a.y = y.data();
             ASSERT_TRUE(Pool(Ctx(), a).ok());
             Tensor ht = F32({nb, s, h}, hid), mt = Tensor::FromI64({nb, s}, mask);
-            auto ref = testing::RunReferenceOp(
-                "kiln", "Pool",
-                {{"mode", std::string(mode == 0 ? "mean" : "cls")},
-                 {"normalize", int64_t{normalize}}},
-                {&ht, mask_kind == 0 ? nullptr : &mt});
+            auto ref = testing::RunReferenceOp("kiln", "Pool",
+                                               {{"mode", std::string(mode == 0 ? "mean" : "cls")},
+                                                {"normalize", int64_t{normalize}}},
+                                               {&ht, mask_kind == 0 ? nullptr : &mt});
             ASSERT_EQ(ref.size(), 1u);
             testing::ExpectClose(y.data(), ref[0], 2e-6, 1e-5,
                                  absl::StrCat("s=", s, " h=", h, " mode=", mode,

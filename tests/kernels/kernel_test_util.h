@@ -36,15 +36,13 @@ inline Tensor F32(std::vector<int64_t> dims, const std::vector<float>& v) {
 // Runs one node (domain, op, attributes) on the reference executor.
 inline std::vector<Tensor> RunReferenceOp(const std::string& domain, const std::string& op,
                                           const std::map<std::string, Attribute>& attrs,
-                                          std::vector<const Tensor*> inputs,
-                                          int num_outputs = 1) {
+                                          std::vector<const Tensor*> inputs, int num_outputs = 1) {
   Graph g;
   g.set_opset(21);
   std::vector<Value> operands;
   for (size_t i = 0; i < inputs.size(); ++i)
-    operands.push_back(inputs[i] ? g.AddInput("in" + std::to_string(i), Type::Of(*inputs[i]))
-                                       ->output()
-                                 : Value{});
+    operands.push_back(
+        inputs[i] ? g.AddInput("in" + std::to_string(i), Type::Of(*inputs[i]))->output() : Value{});
   Node* n = g.AddNode(op, operands, num_outputs, domain);
   for (const auto& [k, v] : attrs) n->set_attr(k, v);
   auto out = EvaluateNode(*n, inputs);
@@ -59,8 +57,8 @@ inline std::string IsaParamName(const ::testing::TestParamInfo<Isa>& info) {
   return std::string(IsaName(info.param));
 }
 
-#define KILN_SKIP_UNSUPPORTED_ISA(isa)                                               \
-  if (!::kiln::cpu::IsaSupported(isa))                                               \
+#define KILN_SKIP_UNSUPPORTED_ISA(isa) \
+  if (!::kiln::cpu::IsaSupported(isa)) \
   GTEST_SKIP() << "this CPU cannot run the " << ::kiln::cpu::IsaName(isa) << " path"
 
 // Expects |got[i] - want[i]| <= atol + rtol * |want[i]| for all i; reports the worst.

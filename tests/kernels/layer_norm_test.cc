@@ -4,8 +4,8 @@
 // fp32 sums whose error grows with the longest sequential chain (h/(2W) adds on the vector
 // paths, h/2 on the scalar one): ≤ 1e-5 relative for h ≤ 1100 with random-sign terms, and
 // the inputs carry a common offset (mean ≈ 3) to catch a one-pass variance formula.
-#include "kernel_test_util.h"
 #include "kernels/cpu/layer_norm.h"
+#include "kernel_test_util.h"
 
 namespace kiln::cpu {
 namespace {
@@ -38,9 +38,9 @@ TEST_P(LayerNormTest, LayerNormMatchesReference) {
                               rows, h, 1e-5f, y.data())
                         .ok());
         Tensor xt = F32({rows, h}, x), gt = F32({h}, g), bt = F32({h}, b);
-        auto ref = testing::RunReferenceOp(
-            "", "LayerNormalization", {{"axis", int64_t{-1}}, {"epsilon", 1e-5f}},
-            {&xt, &gt, with_beta ? &bt : nullptr});
+        auto ref = testing::RunReferenceOp("", "LayerNormalization",
+                                           {{"axis", int64_t{-1}}, {"epsilon", 1e-5f}},
+                                           {&xt, &gt, with_beta ? &bt : nullptr});
         ASSERT_EQ(ref.size(), 1u);
         testing::ExpectClose(y.data(), ref[0], kTol, kTol,
                              absl::StrCat("h=", h, " threads=", threads, " beta=", with_beta));

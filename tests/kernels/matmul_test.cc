@@ -22,11 +22,16 @@ using testing::RandomVec;
 
 const char* ActName(Activation a) {
   switch (a) {
-    case Activation::kNone: return "none";
-    case Activation::kGeluErf: return "gelu";
-    case Activation::kGeluTanh: return "gelu_tanh";
-    case Activation::kRelu: return "relu";
-    case Activation::kTanh: return "tanh";
+    case Activation::kNone:
+      return "none";
+    case Activation::kGeluErf:
+      return "gelu";
+    case Activation::kGeluTanh:
+      return "gelu_tanh";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kTanh:
+      return "tanh";
   }
   return "?";
 }
@@ -40,10 +45,9 @@ void CheckLinear(const std::vector<float>& x, const std::vector<float>& w,
   Tensor bt = bias ? F32({d.n}, *bias) : Tensor();
   std::vector<const Tensor*> in = {&xt, &wt};
   if (bias) in.push_back(&bt);
-  auto ref = testing::RunReferenceOp("kiln", "Linear",
-                                     {{"trans_w", int64_t{d.trans_w}},
-                                      {"activation", std::string(ActName(d.activation))}},
-                                     in);
+  auto ref = testing::RunReferenceOp(
+      "kiln", "Linear",
+      {{"trans_w", int64_t{d.trans_w}}, {"activation", std::string(ActName(d.activation))}}, in);
   ASSERT_EQ(ref.size(), 1u);
   const double u = std::ldexp(1.0, -24);
   int64_t bad = 0;
@@ -84,16 +88,15 @@ TEST_P(LinearTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LinearTest,
-    ::testing::Values(
-        LinearCase{1, 3, 5, false, Activation::kNone, false},
-        LinearCase{7, 17, 31, false, Activation::kNone, true},
-        LinearCase{33, 384, 37, true, Activation::kGeluErf, true},
-        LinearCase{128, 384, 1536, false, Activation::kGeluErf, true},
-        LinearCase{65, 768, 384, false, Activation::kGeluTanh, true},
-        LinearCase{19, 100, 77, true, Activation::kRelu, true},
-        LinearCase{19, 100, 77, false, Activation::kTanh, false},
-        LinearCase{5, 3072, 129, false, Activation::kNone, true},
-        LinearCase{9, 3072, 768, true, Activation::kGeluErf, true}));
+    ::testing::Values(LinearCase{1, 3, 5, false, Activation::kNone, false},
+                      LinearCase{7, 17, 31, false, Activation::kNone, true},
+                      LinearCase{33, 384, 37, true, Activation::kGeluErf, true},
+                      LinearCase{128, 384, 1536, false, Activation::kGeluErf, true},
+                      LinearCase{65, 768, 384, false, Activation::kGeluTanh, true},
+                      LinearCase{19, 100, 77, true, Activation::kRelu, true},
+                      LinearCase{19, 100, 77, false, Activation::kTanh, false},
+                      LinearCase{5, 3072, 129, false, Activation::kNone, true},
+                      LinearCase{9, 3072, 768, true, Activation::kGeluErf, true}));
 
 // One packed weight serves many batch sizes (a primitive per M, weights packed once or
 // re-laid-out on demand) and several thread counts.

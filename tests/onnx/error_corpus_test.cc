@@ -62,9 +62,14 @@ std::vector<Case> Corpus() {
                "model bytes are empty"});
   c.push_back({"random_bytes", [] { return std::string("\xff\xfe\x07garbage\x01\x02", 13); },
                StatusCode::kInvalidArgument, "cannot parse ModelProto"});
-  c.push_back({"truncated_bytes", Truncated, StatusCode::kInvalidArgument,
-               "cannot parse ModelProto"});
-  c.push_back({"no_graph", [] { auto m = Base(); m.clear_graph(); return Serialize(m); },
+  c.push_back(
+      {"truncated_bytes", Truncated, StatusCode::kInvalidArgument, "cannot parse ModelProto"});
+  c.push_back({"no_graph",
+               [] {
+                 auto m = Base();
+                 m.clear_graph();
+                 return Serialize(m);
+               },
                StatusCode::kInvalidArgument, "model has no graph"});
   c.push_back({"no_default_opset",
                [] {
@@ -94,8 +99,7 @@ std::vector<Case> Corpus() {
                "opset 12 is not supported (kiln imports default-domain opsets 13 to 21)"});
   c.push_back({"opset_too_new", [] { return Serialize(Base(22)); }, StatusCode::kUnimplemented,
                "opset 22 is not supported"});
-  c.push_back({"too_many_nodes", [] { return Serialize(Base()); },
-               StatusCode::kInvalidArgument,
+  c.push_back({"too_many_nodes", [] { return Serialize(Base()); }, StatusCode::kInvalidArgument,
                "model has 2 nodes, initializers and inputs; the limit is 1",
                ImportOptions{.max_nodes = 1}});
   c.push_back({"no_outputs",
@@ -120,8 +124,7 @@ std::vector<Case> Corpus() {
   c.push_back({"custom_domain_op",
                [] {
                  return WithNode([](auto& m) {
-                   AddNode(m, "FusedMatMul", {"x", "x"}, {"f"}, "fmm")
-                       ->set_domain("com.microsoft");
+                   AddNode(m, "FusedMatMul", {"x", "x"}, {"f"}, "fmm")->set_domain("com.microsoft");
                  });
                },
                StatusCode::kUnimplemented,
@@ -143,7 +146,8 @@ std::vector<Case> Corpus() {
                  AddOutput(m, "b");
                  return Serialize(m);
                },
-               StatusCode::kInvalidArgument, "graph has a cycle through node 'n_a' (Add, opset 17)"});
+               StatusCode::kInvalidArgument,
+               "graph has a cycle through node 'n_a' (Add, opset 17)"});
   c.push_back({"self_loop",
                [] {
                  auto m = MakeModel();
@@ -153,11 +157,12 @@ std::vector<Case> Corpus() {
                  return Serialize(m);
                },
                StatusCode::kInvalidArgument, "cycle through node 'selfish' (Add, opset 17)"});
-  c.push_back({"undefined_input",
-               [] { return WithNode([](auto& m) { AddNode(m, "Neg", {"nowhere"}, {"n"}, "neg"); }); },
-               StatusCode::kInvalidArgument,
-               "node 'neg' (Neg, opset 17) input 0 'nowhere' is not defined by any node, graph "
-               "input or initializer"});
+  c.push_back(
+      {"undefined_input",
+       [] { return WithNode([](auto& m) { AddNode(m, "Neg", {"nowhere"}, {"n"}, "neg"); }); },
+       StatusCode::kInvalidArgument,
+       "node 'neg' (Neg, opset 17) input 0 'nowhere' is not defined by any node, graph "
+       "input or initializer"});
   c.push_back({"value_defined_twice_by_nodes",
                [] { return WithNode([](auto& m) { AddNode(m, "Neg", {"x"}, {"y"}, "dup"); }); },
                StatusCode::kInvalidArgument,
@@ -187,17 +192,33 @@ std::vector<Case> Corpus() {
                },
                StatusCode::kInvalidArgument, "initializer 'w' is defined twice"});
   c.push_back({"unnamed_initializer",
-               [] { auto m = Base(); AddInitF32(m, "", {1}, {1}); return Serialize(m); },
+               [] {
+                 auto m = Base();
+                 AddInitF32(m, "", {1}, {1});
+                 return Serialize(m);
+               },
                StatusCode::kInvalidArgument, "an initializer has no name"});
   c.push_back({"duplicate_graph_input",
-               [] { auto m = Base(); AddInput(m, "x"); return Serialize(m); },
+               [] {
+                 auto m = Base();
+                 AddInput(m, "x");
+                 return Serialize(m);
+               },
                StatusCode::kInvalidArgument, "graph input 'x' is declared twice"});
   c.push_back({"graph_output_not_produced",
-               [] { auto m = Base(); AddOutput(m, "ghost"); return Serialize(m); },
+               [] {
+                 auto m = Base();
+                 AddOutput(m, "ghost");
+                 return Serialize(m);
+               },
                StatusCode::kInvalidArgument,
                "graph output 'ghost' is not produced by any node, graph input or initializer"});
   c.push_back({"duplicate_graph_output",
-               [] { auto m = Base(); AddOutput(m, "y"); return Serialize(m); },
+               [] {
+                 auto m = Base();
+                 AddOutput(m, "y");
+                 return Serialize(m);
+               },
                StatusCode::kInvalidArgument, "graph output 'y' is declared twice"});
   c.push_back({"input_initializer_dtype_mismatch",
                [] {
@@ -219,32 +240,42 @@ std::vector<Case> Corpus() {
   c.push_back({"input_without_elem_type",
                [] {
                  auto m = Base();
-                 m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
+                 m.mutable_graph()
+                     ->mutable_input(0)
+                     ->mutable_type()
+                     ->mutable_tensor_type()
                      ->clear_elem_type();
                  return Serialize(m);
                },
                StatusCode::kInvalidArgument, "graph input 'x' has no element type"});
-  c.push_back({"input_unknown_elem_type",
-               [] {
-                 auto m = Base();
-                 m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
-                     ->set_elem_type(77);
-                 return Serialize(m);
-               },
-               StatusCode::kInvalidArgument, "graph input 'x': unknown data type code 77"});
-  c.push_back({"input_string_elem_type",
-               [] {
-                 auto m = Base();
-                 m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
-                     ->set_elem_type(TensorProto::STRING);
-                 return Serialize(m);
-               },
-               StatusCode::kUnimplemented, "graph input 'x': data type STRING (8)"});
+  c.push_back(
+      {"input_unknown_elem_type",
+       [] {
+         auto m = Base();
+         m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+             77);
+         return Serialize(m);
+       },
+       StatusCode::kInvalidArgument, "graph input 'x': unknown data type code 77"});
+  c.push_back(
+      {"input_string_elem_type",
+       [] {
+         auto m = Base();
+         m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+             TensorProto::STRING);
+         return Serialize(m);
+       },
+       StatusCode::kUnimplemented, "graph input 'x': data type STRING (8)"});
   c.push_back({"input_negative_dim",
                [] {
                  auto m = Base();
-                 m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()
-                     ->mutable_shape()->mutable_dim(1)->set_dim_value(-3);
+                 m.mutable_graph()
+                     ->mutable_input(0)
+                     ->mutable_type()
+                     ->mutable_tensor_type()
+                     ->mutable_shape()
+                     ->mutable_dim(1)
+                     ->set_dim_value(-3);
                  return Serialize(m);
                },
                StatusCode::kInvalidArgument, "graph input 'x': dimension 1 is negative (-3)"});
@@ -258,23 +289,24 @@ std::vector<Case> Corpus() {
                },
                StatusCode::kInvalidArgument,
                "graph input 'x': rank 17 exceeds the limit of 16 (ImportOptions.max_rank)"});
-  c.push_back({"input_sequence_type",
-               [] {
-                 auto m = Base();
-                 auto* t = m.mutable_graph()->mutable_input(0)->mutable_type();
-                 t->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()
-                     ->set_elem_type(1);
-                 return Serialize(m);
-               },
-               StatusCode::kUnimplemented, "graph input 'x': only tensor types are supported"});
-  c.push_back({"output_unknown_elem_type",
-               [] {
-                 auto m = Base();
-                 m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()
-                     ->set_elem_type(1000);
-                 return Serialize(m);
-               },
-               StatusCode::kInvalidArgument, "graph output 'y': unknown data type code 1000"});
+  c.push_back(
+      {"input_sequence_type",
+       [] {
+         auto m = Base();
+         auto* t = m.mutable_graph()->mutable_input(0)->mutable_type();
+         t->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
+         return Serialize(m);
+       },
+       StatusCode::kUnimplemented, "graph input 'x': only tensor types are supported"});
+  c.push_back(
+      {"output_unknown_elem_type",
+       [] {
+         auto m = Base();
+         m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+             1000);
+         return Serialize(m);
+       },
+       StatusCode::kInvalidArgument, "graph output 'y': unknown data type code 1000"});
   // --- tensors
   c.push_back({"tensor_unknown_dtype",
                [] { return WithInit([](TensorProto* t) { t->set_data_type(42); }); },
@@ -357,10 +389,11 @@ std::vector<Case> Corpus() {
                    t->add_float_data(2);
                  });
                },
-               StatusCode::kInvalidArgument, "initializer 'w': float_data has 2 values, expected 3"});
-  c.push_back({"tensor_without_data",
-               [] { return WithInit([](TensorProto* t) { t->add_dims(2); }); },
-               StatusCode::kInvalidArgument, "initializer 'w': float_data has 0 values, expected 2"});
+               StatusCode::kInvalidArgument,
+               "initializer 'w': float_data has 2 values, expected 3"});
+  c.push_back(
+      {"tensor_without_data", [] { return WithInit([](TensorProto* t) { t->add_dims(2); }); },
+       StatusCode::kInvalidArgument, "initializer 'w': float_data has 0 values, expected 2"});
   c.push_back({"values_in_wrong_typed_field",
                [] {
                  return WithInit([](TensorProto* t) {
@@ -418,19 +451,26 @@ std::vector<Case> Corpus() {
                [] { return WithNode([](auto& m) { AddNode(m, "Add", {"x"}, {"a"}, "add1"); }); },
                StatusCode::kInvalidArgument,
                "node 'add1' (Add, opset 17) has 1 inputs; expected 2"});
-  c.push_back({"too_many_inputs",
-               [] {
-                 return WithNode([](auto& m) { AddNode(m, "Gemm", {"x", "x", "x", "x"}, {"a"}, "g4"); });
-               },
-               StatusCode::kInvalidArgument, "node 'g4' (Gemm, opset 17) has 4 inputs; expected 2 to 3"});
-  c.push_back({"too_many_outputs",
-               [] { return WithNode([](auto& m) { AddNode(m, "Relu", {"x"}, {"a", "b"}, "r2"); }); },
-               StatusCode::kInvalidArgument, "node 'r2' (Relu, opset 17) has 2 outputs; expected 1"});
+  c.push_back(
+      {"too_many_inputs",
+       [] {
+         return WithNode([](auto& m) { AddNode(m, "Gemm", {"x", "x", "x", "x"}, {"a"}, "g4"); });
+       },
+       StatusCode::kInvalidArgument, "node 'g4' (Gemm, opset 17) has 4 inputs; expected 2 to 3"});
+  c.push_back(
+      {"too_many_outputs",
+       [] { return WithNode([](auto& m) {
+              AddNode(m, "Relu", {"x"}, {"a", "b"}, "r2");
+            }); },
+       StatusCode::kInvalidArgument, "node 'r2' (Relu, opset 17) has 2 outputs; expected 1"});
   c.push_back({"no_outputs_on_node",
                [] { return WithNode([](auto& m) { AddNode(m, "Relu", {"x"}, {""}, "r0"); }); },
-               StatusCode::kInvalidArgument, "node 'r0' (Relu, opset 17) has 0 outputs; expected 1"});
+               StatusCode::kInvalidArgument,
+               "node 'r0' (Relu, opset 17) has 0 outputs; expected 1"});
   c.push_back({"required_input_empty",
-               [] { return WithNode([](auto& m) { AddNode(m, "Gather", {"", "x"}, {"a"}, "gth"); }); },
+               [] {
+                 return WithNode([](auto& m) { AddNode(m, "Gather", {"", "x"}, {"a"}, "gth"); });
+               },
                StatusCode::kInvalidArgument,
                "node 'gth' (Gather, opset 17) input 0 is required but its name is empty"});
   c.push_back({"subgraph_attribute",
@@ -454,7 +494,8 @@ std::vector<Case> Corpus() {
                    AttrInt(n, "axis", 0);
                  });
                },
-               StatusCode::kInvalidArgument, "node 'sm' (Softmax, opset 17) has attribute 'axis' twice"});
+               StatusCode::kInvalidArgument,
+               "node 'sm' (Softmax, opset 17) has attribute 'axis' twice"});
   c.push_back({"attribute_without_type_or_value",
                [] {
                  return WithNode([](auto& m) {
@@ -463,18 +504,19 @@ std::vector<Case> Corpus() {
                },
                StatusCode::kInvalidArgument,
                "node 'sm' (Softmax, opset 17) attribute 'axis' has no type and no value"});
-  c.push_back({"bad_tensor_in_attribute",
-               [] {
-                 return WithNode([](auto& m) {
-                   auto* n = AddNode(m, "ConstantOfShape", {"x"}, {"a"}, "cos");
-                   auto* a = n->add_attribute();
-                   a->set_name("value");
-                   a->set_type(onnx::AttributeProto::TENSOR);
-                   a->mutable_t()->set_data_type(55);
-                 });
-               },
-               StatusCode::kInvalidArgument,
-               "node 'cos' (ConstantOfShape, opset 17) attribute 'value': unknown data type code 55"});
+  c.push_back(
+      {"bad_tensor_in_attribute",
+       [] {
+         return WithNode([](auto& m) {
+           auto* n = AddNode(m, "ConstantOfShape", {"x"}, {"a"}, "cos");
+           auto* a = n->add_attribute();
+           a->set_name("value");
+           a->set_type(onnx::AttributeProto::TENSOR);
+           a->mutable_t()->set_data_type(55);
+         });
+       },
+       StatusCode::kInvalidArgument,
+       "node 'cos' (ConstantOfShape, opset 17) attribute 'value': unknown data type code 55"});
   // --- Constant nodes
   c.push_back({"constant_without_value",
                [] { return WithNode([](auto& m) { AddNode(m, "Constant", {}, {"k"}, "k0"); }); },
@@ -488,7 +530,8 @@ std::vector<Case> Corpus() {
                    AttrFloat(n, "value_float", 1);
                  });
                },
-               StatusCode::kInvalidArgument, "node 'k2' (Constant, opset 17) must have exactly one"});
+               StatusCode::kInvalidArgument,
+               "node 'k2' (Constant, opset 17) must have exactly one"});
   c.push_back({"constant_sparse_value",
                [] {
                  return WithNode([](auto& m) {
@@ -509,7 +552,8 @@ std::vector<Case> Corpus() {
                    a->add_strings("s");
                  });
                },
-               StatusCode::kUnimplemented, "node 'kstr' (Constant, opset 17) attribute 'value_strings'"});
+               StatusCode::kUnimplemented,
+               "node 'kstr' (Constant, opset 17) attribute 'value_strings'"});
   c.push_back({"constant_value_float_wrong_type",
                [] {
                  return WithNode([](auto& m) {
@@ -518,35 +562,39 @@ std::vector<Case> Corpus() {
                },
                StatusCode::kInvalidArgument,
                "node 'kt' (Constant, opset 17) attribute 'value_float' has the wrong type"});
-  c.push_back({"constant_with_input",
-               [] { return WithNode([](auto& m) { AddNode(m, "Constant", {"x"}, {"k"}, "kin"); }); },
-               StatusCode::kInvalidArgument, "node 'kin' (Constant, opset 17) has 1 inputs; expected 0"});
+  c.push_back(
+      {"constant_with_input",
+       [] { return WithNode([](auto& m) { AddNode(m, "Constant", {"x"}, {"k"}, "kin"); }); },
+       StatusCode::kInvalidArgument, "node 'kin' (Constant, opset 17) has 1 inputs; expected 0"});
   // --- canonicalization rules
-  c.push_back({"reduce_axes_attribute_at_opset_18",
-               [] {
-                 return WithNode([](auto& m) {
-                   AttrInts(AddNode(m, "ReduceMean", {"x"}, {"r"}, "rm"), "axes", {1});
-                 }, 18);
-               },
-               StatusCode::kInvalidArgument,
-               "node 'rm' (ReduceMean, opset 18): attribute 'axes' is not allowed from opset 18"});
+  c.push_back(
+      {"reduce_axes_attribute_at_opset_18",
+       [] {
+         return WithNode(
+             [](auto& m) { AttrInts(AddNode(m, "ReduceMean", {"x"}, {"r"}, "rm"), "axes", {1}); },
+             18);
+       },
+       StatusCode::kInvalidArgument,
+       "node 'rm' (ReduceMean, opset 18): attribute 'axes' is not allowed from opset 18"});
   c.push_back({"reduce_axes_input_before_opset_18",
                [] {
-                 return WithNode([](auto& m) {
-                   AddInitI64(m, "ax", {1}, {1});
-                   AddNode(m, "ReduceMax", {"x", "ax"}, {"r"}, "rmax");
-                 }, 13);
+                 return WithNode(
+                     [](auto& m) {
+                       AddInitI64(m, "ax", {1}, {1});
+                       AddNode(m, "ReduceMax", {"x", "ax"}, {"r"}, "rmax");
+                     },
+                     13);
                },
                StatusCode::kInvalidArgument,
                "node 'rmax' (ReduceMax, opset 13): takes 1 input before opset 18"});
-  c.push_back({"reduce_axes_wrong_attribute_type",
-               [] {
-                 return WithNode([](auto& m) {
-                   AttrInt(AddNode(m, "ReduceMean", {"x"}, {"r"}, "rm"), "axes", 1);
-                 }, 13);
-               },
-               StatusCode::kInvalidArgument,
-               "node 'rm' (ReduceMean, opset 13): attribute 'axes' must be of type INTS"});
+  c.push_back(
+      {"reduce_axes_wrong_attribute_type",
+       [] {
+         return WithNode(
+             [](auto& m) { AttrInt(AddNode(m, "ReduceMean", {"x"}, {"r"}, "rm"), "axes", 1); }, 13);
+       },
+       StatusCode::kInvalidArgument,
+       "node 'rm' (ReduceMean, opset 13): attribute 'axes' must be of type INTS"});
   c.push_back({"squeeze_axes_attribute",
                [] {
                  return WithNode([](auto& m) {
@@ -557,9 +605,8 @@ std::vector<Case> Corpus() {
                "node 'sq' (Squeeze, opset 17): attribute 'axes' is not allowed at opset 13"});
   c.push_back({"clip_min_attribute",
                [] {
-                 return WithNode([](auto& m) {
-                   AttrFloat(AddNode(m, "Clip", {"x"}, {"c"}, "clp"), "min", 0);
-                 });
+                 return WithNode(
+                     [](auto& m) { AttrFloat(AddNode(m, "Clip", {"x"}, {"c"}, "clp"), "min", 0); });
                },
                StatusCode::kInvalidArgument,
                "node 'clp' (Clip, opset 17): attribute 'min' is not allowed"});
@@ -572,32 +619,39 @@ std::vector<Case> Corpus() {
                },
                StatusCode::kInvalidArgument,
                "node 'topk' (TopK, opset 17): attribute 'k' is not allowed"});
-  c.push_back({"split_num_outputs_before_opset_18",
-               [] {
-                 return WithNode([](auto& m) {
-                   AttrInt(AddNode(m, "Split", {"x"}, {"s1", "s2"}, "sp"), "num_outputs", 2);
-                 }, 13);
-               },
-               StatusCode::kInvalidArgument,
-               "node 'sp' (Split, opset 13): attribute 'num_outputs' is only defined from opset 18"});
+  c.push_back(
+      {"split_num_outputs_before_opset_18",
+       [] {
+         return WithNode(
+             [](auto& m) {
+               AttrInt(AddNode(m, "Split", {"x"}, {"s1", "s2"}, "sp"), "num_outputs", 2);
+             },
+             13);
+       },
+       StatusCode::kInvalidArgument,
+       "node 'sp' (Split, opset 13): attribute 'num_outputs' is only defined from opset 18"});
   c.push_back({"split_num_outputs_mismatch",
                [] {
-                 return WithNode([](auto& m) {
-                   AttrInt(AddNode(m, "Split", {"x"}, {"s1", "s2"}, "sp"), "num_outputs", 3);
-                 }, 18);
+                 return WithNode(
+                     [](auto& m) {
+                       AttrInt(AddNode(m, "Split", {"x"}, {"s1", "s2"}, "sp"), "num_outputs", 3);
+                     },
+                     18);
                },
                StatusCode::kInvalidArgument,
                "node 'sp' (Split, opset 18): attribute num_outputs=3 but the node has 2 outputs"});
-  c.push_back({"split_input_and_num_outputs",
-               [] {
-                 return WithNode([](auto& m) {
-                   AddInitI64(m, "sizes", {2}, {1, 1});
-                   AttrInt(AddNode(m, "Split", {"x", "sizes"}, {"s1", "s2"}, "sp"),
-                           "num_outputs", 2);
-                 }, 18);
-               },
-               StatusCode::kInvalidArgument,
-               "node 'sp' (Split, opset 18): has both the 'split' input and the 'num_outputs'"});
+  c.push_back(
+      {"split_input_and_num_outputs",
+       [] {
+         return WithNode(
+             [](auto& m) {
+               AddInitI64(m, "sizes", {2}, {1, 1});
+               AttrInt(AddNode(m, "Split", {"x", "sizes"}, {"s1", "s2"}, "sp"), "num_outputs", 2);
+             },
+             18);
+       },
+       StatusCode::kInvalidArgument,
+       "node 'sp' (Split, opset 18): has both the 'split' input and the 'num_outputs'"});
   return c;
 }
 

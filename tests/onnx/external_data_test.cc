@@ -54,8 +54,7 @@ std::string WeightsBlob() {
   return s;
 }
 
-absl::StatusOr<std::unique_ptr<Graph>> ImportIn(const std::string& dir,
-                                                const onnx::ModelProto& m) {
+absl::StatusOr<std::unique_ptr<Graph>> ImportIn(const std::string& dir, const onnx::ModelProto& m) {
   return ImportOnnxBytes(Serialize(m), dir);
 }
 
@@ -113,7 +112,9 @@ class ExternalData : public ::testing::Test {
 
 TEST_F(ExternalData, ReadsTheRangeBeneathTheModelFolder) {
   for (const auto& kv : std::vector<std::vector<std::pair<std::string, std::string>>>{
-           {{"location", "weights/w.bin"}, {"offset", "8"}, {"length", "16"},
+           {{"location", "weights/w.bin"},
+            {"offset", "8"},
+            {"length", "16"},
             {"checksum", "0123abcd"}},
            {{"location", "./weights//w.bin"}, {"offset", "8"}}}) {
     auto g = ImportIn(dir_, ExternalModel(kv));
@@ -178,9 +179,10 @@ TEST_F(ExternalData, RejectsMissingFile) {
 TEST_F(ExternalData, RejectsUnknownAndDuplicateKeys) {
   ExpectError(ImportIn(dir_, ExternalModel({{"location", "weights/w.bin"}, {"basepath", "/"}})),
               "unknown key 'basepath'");
-  ExpectError(ImportIn(dir_, ExternalModel({{"location", "weights/w.bin"},
-                                            {"offset", "8"}, {"offset", "8"}})),
-              "duplicate key 'offset'");
+  ExpectError(
+      ImportIn(dir_,
+               ExternalModel({{"location", "weights/w.bin"}, {"offset", "8"}, {"offset", "8"}})),
+      "duplicate key 'offset'");
   ExpectError(ImportIn(dir_, ExternalModel({{"offset", "8"}})), "no 'location' given");
 }
 

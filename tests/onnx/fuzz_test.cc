@@ -2,9 +2,10 @@
 // PRNG and imported. Byte-level mutations (bit flips, overwrites, truncation, insertion,
 // chunk duplication) mostly test the protobuf parse; structure-aware mutations (through
 // protobuf reflection: a random scalar field set to an extreme or borrowed value, a
-// repeated element removed or duplicated) reach the importer's own checks. Every run must return (ok, or InvalidArgument / Unimplemented with a
-// message) - never crash, abort, throw or read out of bounds (run under ASan to see the
-// latter). Seeded, so a failure reproduces; runs in well under a second in Release.
+// repeated element removed or duplicated) reach the importer's own checks. Every run must return
+// (ok, or InvalidArgument / Unimplemented with a message) - never crash, abort, throw or read out
+// of bounds (run under ASan to see the latter). Seeded, so a failure reproduces; runs in well under
+// a second in Release.
 #include <climits>
 #include <random>
 
@@ -51,8 +52,8 @@ std::string Mutate(std::string s, std::mt19937_64& rng) {
         break;
       case 1:  // overwrite a byte with an "interesting" value
         if (!s.empty()) {
-          static const char kVals[] = {0, 1, 0x7f, static_cast<char>(0x80),
-                                       static_cast<char>(0xff), 0x08, 0x12};
+          static const char kVals[] = {
+              0, 1, 0x7f, static_cast<char>(0x80), static_cast<char>(0xff), 0x08, 0x12};
           s[pick(s.size())] = kVals[rng() % sizeof(kVals)];
         }
         break;
@@ -111,16 +112,20 @@ void CollectSpots(Message* msg, std::vector<Spot>& scalars, std::vector<Spot>& r
 }
 
 int64_t InterestingInt(std::mt19937_64& rng) {
-  static const int64_t kVals[] = {0, 1, -1, 2, 3, 7, 8, 12, 13, 16, 18, 21, 22, 255, 65536,
-                                  INT_MAX, INT_MIN, int64_t{1} << 40, INT64_MAX, INT64_MIN};
+  static const int64_t kVals[] = {0,         1,        -1,    2,       3,       7,
+                                  8,         12,       13,    16,      18,      21,
+                                  22,        255,      65536, INT_MAX, INT_MIN, int64_t{1} << 40,
+                                  INT64_MAX, INT64_MIN};
   return rng() % 4 == 0 ? static_cast<int64_t>(rng() % 100) - 10
                         : kVals[rng() % (sizeof(kVals) / sizeof(kVals[0]))];
 }
 
 std::string InterestingString(std::mt19937_64& rng) {
-  static const char* kVals[] = {"",  "x", "W", "b", "y", "z", "h", "s", "xw", "shape", "k",
-                                "mm", "Loop", "Relu", "Split", "ReduceMean", "ai.onnx",
-                                "com.microsoft", "axes", "value", "location", "../x"};
+  static const char* kVals[] = {
+      "",     "x",     "W",        "b",          "y",       "z",
+      "h",    "s",     "xw",       "shape",      "k",       "mm",
+      "Loop", "Relu",  "Split",    "ReduceMean", "ai.onnx", "com.microsoft",
+      "axes", "value", "location", "../x"};
   return kVals[rng() % (sizeof(kVals) / sizeof(kVals[0]))];
 }
 
@@ -151,8 +156,7 @@ void MutateScalar(const Spot& s, std::mt19937_64& rng) {
     case FieldDescriptor::CPPTYPE_STRING: {
       std::string v = InterestingString(rng);
       if (rng() % 8 == 0) v = std::string(rng() % 13, static_cast<char>(rng()));
-      rep ? r->SetRepeatedString(s.msg, s.field, s.index, v)
-          : r->SetString(s.msg, s.field, v);
+      rep ? r->SetRepeatedString(s.msg, s.field, s.index, v) : r->SetString(s.msg, s.field, v);
       break;
     }
     case FieldDescriptor::CPPTYPE_ENUM: {
@@ -253,8 +257,7 @@ TEST(ImporterFuzz, MutatedModelsNeverCrash) {
   // The mutations must exercise both outcomes, or the test is not testing anything.
   EXPECT_GT(ok, 0);
   EXPECT_GT(invalid, kIterations / 4);
-  std::printf("fuzz: %d ok, %d InvalidArgument, %d Unimplemented\n", ok, invalid,
-              unimplemented);
+  std::printf("fuzz: %d ok, %d InvalidArgument, %d Unimplemented\n", ok, invalid, unimplemented);
 }
 
 }  // namespace

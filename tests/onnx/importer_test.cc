@@ -410,8 +410,7 @@ TEST(Importer, TinyModelWrittenByOnnxPython) {
   std::vector<float> expect_w;
   for (int i = 0; i < 12; ++i) expect_w.push_back(i / 8.f);
   EXPECT_EQ(F32s(*w->constant_value()), expect_w);
-  EXPECT_EQ(F32s(*FindConstant(**g, "b")->constant_value()),
-            (std::vector<float>{0.5f, -1.f, 2.f}));
+  EXPECT_EQ(F32s(*FindConstant(**g, "b")->constant_value()), (std::vector<float>{0.5f, -1.f, 2.f}));
   Node* mean = FindNode(**g, "mean");
   ASSERT_EQ(mean->num_inputs(), 2);
   EXPECT_EQ(I64s(*mean->input(1).node->constant_value()), std::vector<int64_t>{1});

@@ -92,9 +92,8 @@ inline onnx::AttributeProto* AttrInts(onnx::NodeProto* n, const std::string& nam
   return a;
 }
 
-inline void FillF32(onnx::TensorProto* t, const std::string& name,
-                    const std::vector<int64_t>& dims, const std::vector<float>& vals,
-                    bool raw = true) {
+inline void FillF32(onnx::TensorProto* t, const std::string& name, const std::vector<int64_t>& dims,
+                    const std::vector<float>& vals, bool raw = true) {
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::FLOAT);
   for (int64_t d : dims) t->add_dims(d);

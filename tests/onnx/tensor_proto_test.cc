@@ -24,31 +24,96 @@ struct DTypeCase {
 
 const std::vector<DTypeCase>& Cases() {
   static const auto* cases = new std::vector<DTypeCase>{
-      {DType::kF32, 1, [](TensorProto& t) { t.add_float_data(1.f); t.add_float_data(-2.f); },
+      {DType::kF32,
+       1,
+       [](TensorProto& t) {
+         t.add_float_data(1.f);
+         t.add_float_data(-2.f);
+       },
        {0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0}},
-      {DType::kF64, 11, [](TensorProto& t) { t.add_double_data(1.0); t.add_double_data(-2.0); },
+      {DType::kF64,
+       11,
+       [](TensorProto& t) {
+         t.add_double_data(1.0);
+         t.add_double_data(-2.0);
+       },
        {0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0xc0}},
-      {DType::kF16, 10, [](TensorProto& t) { t.add_int32_data(0x3c00); t.add_int32_data(0xc000); },
+      {DType::kF16,
+       10,
+       [](TensorProto& t) {
+         t.add_int32_data(0x3c00);
+         t.add_int32_data(0xc000);
+       },
        {0x00, 0x3c, 0x00, 0xc0}},
-      {DType::kBF16, 16, [](TensorProto& t) { t.add_int32_data(0x3f80); t.add_int32_data(0xc000); },
+      {DType::kBF16,
+       16,
+       [](TensorProto& t) {
+         t.add_int32_data(0x3f80);
+         t.add_int32_data(0xc000);
+       },
        {0x80, 0x3f, 0x00, 0xc0}},
-      {DType::kI8, 3, [](TensorProto& t) { t.add_int32_data(-1); t.add_int32_data(127); },
+      {DType::kI8,
+       3,
+       [](TensorProto& t) {
+         t.add_int32_data(-1);
+         t.add_int32_data(127);
+       },
        {0xff, 0x7f}},
-      {DType::kU8, 2, [](TensorProto& t) { t.add_int32_data(255); t.add_int32_data(1); },
+      {DType::kU8,
+       2,
+       [](TensorProto& t) {
+         t.add_int32_data(255);
+         t.add_int32_data(1);
+       },
        {0xff, 0x01}},
-      {DType::kI16, 5, [](TensorProto& t) { t.add_int32_data(-2); t.add_int32_data(0x1234); },
+      {DType::kI16,
+       5,
+       [](TensorProto& t) {
+         t.add_int32_data(-2);
+         t.add_int32_data(0x1234);
+       },
        {0xfe, 0xff, 0x34, 0x12}},
-      {DType::kU16, 4, [](TensorProto& t) { t.add_int32_data(65535); t.add_int32_data(2); },
+      {DType::kU16,
+       4,
+       [](TensorProto& t) {
+         t.add_int32_data(65535);
+         t.add_int32_data(2);
+       },
        {0xff, 0xff, 0x02, 0x00}},
-      {DType::kI32, 6, [](TensorProto& t) { t.add_int32_data(-1); t.add_int32_data(0x01020304); },
+      {DType::kI32,
+       6,
+       [](TensorProto& t) {
+         t.add_int32_data(-1);
+         t.add_int32_data(0x01020304);
+       },
        {0xff, 0xff, 0xff, 0xff, 0x04, 0x03, 0x02, 0x01}},
-      {DType::kU32, 12, [](TensorProto& t) { t.add_uint64_data(0xffffffffu); t.add_uint64_data(5); },
+      {DType::kU32,
+       12,
+       [](TensorProto& t) {
+         t.add_uint64_data(0xffffffffu);
+         t.add_uint64_data(5);
+       },
        {0xff, 0xff, 0xff, 0xff, 0x05, 0, 0, 0}},
-      {DType::kI64, 7, [](TensorProto& t) { t.add_int64_data(-1); t.add_int64_data(258); },
+      {DType::kI64,
+       7,
+       [](TensorProto& t) {
+         t.add_int64_data(-1);
+         t.add_int64_data(258);
+       },
        {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0x01, 0, 0, 0, 0, 0, 0}},
-      {DType::kU64, 13, [](TensorProto& t) { t.add_uint64_data(~uint64_t{0}); t.add_uint64_data(3); },
+      {DType::kU64,
+       13,
+       [](TensorProto& t) {
+         t.add_uint64_data(~uint64_t{0});
+         t.add_uint64_data(3);
+       },
        {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x03, 0, 0, 0, 0, 0, 0, 0}},
-      {DType::kBool, 9, [](TensorProto& t) { t.add_int32_data(1); t.add_int32_data(0); },
+      {DType::kBool,
+       9,
+       [](TensorProto& t) {
+         t.add_int32_data(1);
+         t.add_int32_data(0);
+       },
        {0x01, 0x00}},
   };
   return *cases;
@@ -86,9 +151,8 @@ TEST(TensorProto, EveryDTypeFromTypedFieldAndRawData) {
     raw.set_raw_data(std::string(c.bytes.begin(), c.bytes.end()) + "x");
     auto bad = TensorFromProto(raw, "t", ctx);
     EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(bad.status().message().find(
-                  absl::StrCat("raw_data has ", c.bytes.size() + 1, " bytes, expected ",
-                               c.bytes.size())),
+    EXPECT_NE(bad.status().message().find(absl::StrCat("raw_data has ", c.bytes.size() + 1,
+                                                       " bytes, expected ", c.bytes.size())),
               std::string::npos)
         << bad.status();
 
@@ -133,16 +197,21 @@ TEST(TensorProto, BoolRawDataIsNormalised) {
 }
 
 TEST(TensorProto, NarrowTypedValuesOutOfRange) {
-  struct Row { int32_t code; int64_t value; };
-  for (Row r : {Row{3, 128}, Row{3, -129}, Row{2, 256}, Row{2, -1}, Row{5, 40000},
-                Row{4, -1}, Row{10, 65536}, Row{16, -5}, Row{9, 2}, Row{12, int64_t{1} << 32}}) {
+  struct Row {
+    int32_t code;
+    int64_t value;
+  };
+  for (Row r : {Row{3, 128}, Row{3, -129}, Row{2, 256}, Row{2, -1}, Row{5, 40000}, Row{4, -1},
+                Row{10, 65536}, Row{16, -5}, Row{9, 2}, Row{12, int64_t{1} << 32}}) {
     SCOPED_TRACE(r.code);
     TensorContext ctx;
     TensorProto t;
     t.set_data_type(r.code);
     t.add_dims(1);
-    if (r.code == 12) t.add_uint64_data(static_cast<uint64_t>(r.value));
-    else t.add_int32_data(static_cast<int32_t>(r.value));
+    if (r.code == 12)
+      t.add_uint64_data(static_cast<uint64_t>(r.value));
+    else
+      t.add_int32_data(static_cast<int32_t>(r.value));
     auto s = TensorFromProto(t, "t", ctx);
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_TRUE(s.status().message().find("out of range") != std::string::npos ||
@@ -185,8 +254,7 @@ TEST(TensorProto, HugeDimsNeverAllocate) {
   EXPECT_NE(s.status().message().find("byte size overflows"), std::string::npos) << s.status();
   t.add_dims(8);  // elements overflow
   s = TensorFromProto(t, "t", ctx);
-  EXPECT_NE(s.status().message().find("element count overflows"), std::string::npos)
-      << s.status();
+  EXPECT_NE(s.status().message().find("element count overflows"), std::string::npos) << s.status();
 }
 
 TEST(TensorProto, UnsupportedAndUnknownCodes) {

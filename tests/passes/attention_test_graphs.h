@@ -29,15 +29,15 @@ enum class Proj { kPacked, kLinear, kMatMulAdd };
 enum class Scale { kDiv, kMul, kOnQ, kOnQK, kNone, kTwice, kRuntime };
 enum class MaskStyle {
   kNone,
-  kAdditive,         // f32 input [B,1,1,S] added
-  kAttentionChain,   // (1 - Cast(Reshape(attention_mask))) * float_min, BERT style
-  kBoolKeep,         // Where(bool [B,1,1,S], scores, -inf)
-  kBoolDrop,         // Where(bool [B,1,1,S], -inf, scores)
-  kBoolFinite,       // Where(bool [B,1,1,S], scores, -10000)
-  kCausal,           // Where(tril constant [1,1,S,S], scores, float_min)
-  kCausalAdditive,   // causal Where, then the f32 [B,1,1,S] input added
-  kRank2,            // f32 input [B,S] added directly (malformed)
-  kBoolToAdditive,   // Where(bool [B,1,1,S], 0, float_min) added (transformers >= 4.48)
+  kAdditive,        // f32 input [B,1,1,S] added
+  kAttentionChain,  // (1 - Cast(Reshape(attention_mask))) * float_min, BERT style
+  kBoolKeep,        // Where(bool [B,1,1,S], scores, -inf)
+  kBoolDrop,        // Where(bool [B,1,1,S], -inf, scores)
+  kBoolFinite,      // Where(bool [B,1,1,S], scores, -10000)
+  kCausal,          // Where(tril constant [1,1,S,S], scores, float_min)
+  kCausalAdditive,  // causal Where, then the f32 [B,1,1,S] input added
+  kRank2,           // f32 input [B,S] added directly (malformed)
+  kBoolToAdditive,  // Where(bool [B,1,1,S], 0, float_min) added (transformers >= 4.48)
 };
 
 // How batch and sequence appear in the types and in the head split / merge targets.
@@ -54,21 +54,21 @@ struct Spec {
   Proj proj = Proj::kLinear;
   Dims dims = Dims::kStatic;
   bool k_two_transposes = false;
-  bool batched_k = false;        // Kᵀ via Reshape [B·N, S, D], Transpose [0, 2, 1], Reshape
-                                 // [B, N, D, S] (the dynamo SDPA export)
-  bool split_allowzero = false;  // head split Reshapes with allowzero=1 (dynamo)
-  bool context_reshape = false;  // P·V reshaped to [B, -1, S, D] first (TorchScript SDPA)
-  bool flat_merge = false;       // heads merged straight to [B·S, H] (GPT-2 static)
+  bool batched_k = false;           // Kᵀ via Reshape [B·N, S, D], Transpose [0, 2, 1], Reshape
+                                    // [B, N, D, S] (the dynamo SDPA export)
+  bool split_allowzero = false;     // head split Reshapes with allowzero=1 (dynamo)
+  bool context_reshape = false;     // P·V reshaped to [B, -1, S, D] first (TorchScript SDPA)
+  bool flat_merge = false;          // heads merged straight to [B·S, H] (GPT-2 static)
   bool merge_copies_heads = false;  // merge target [0, 0, 0, D]: keeps [B, S, N, D]
-  bool unrelated_dims = false;   // kSymbolicOtherInput with token_type_ids [b2, s2]
-  bool conv1d_qkv = false;       // GPT-2 c_attn: Reshape x to [B·S, H], packed Linear,
-                                 // Reshape to [B, S, 3H], Split into 3 without sizes
+  bool unrelated_dims = false;      // kSymbolicOtherInput with token_type_ids [b2, s2]
+  bool conv1d_qkv = false;          // GPT-2 c_attn: Reshape x to [B·S, H], packed Linear,
+                                    // Reshape to [B, S, 3H], Split into 3 without sizes
   Scale scale = Scale::kDiv;
   MaskStyle mask = MaskStyle::kNone;
   bool guard = false;
   int64_t softmax_axis = -1;
   bool probs_output = false;
-  bool cross = false;                 // K and V projected from input "enc"
+  bool cross = false;                  // K and V projected from input "enc"
   std::vector<int> order = {0, 1, 2};  // emission order of the Q, K, V projections
   std::string activation_q = "none";
   // Provenance of the packed Linear and of its Split (Proj::kPacked).
@@ -119,8 +119,8 @@ inline std::string TrilLiteral() {
 // Appends numbered nodes; each call returns the new value's name ("%7").
 class Emitter {
  public:
-  std::string Node(const std::string& expr, const std::string& type,
-                   const std::string& prov = "", const std::string& name = "") {
+  std::string Node(const std::string& expr, const std::string& type, const std::string& prov = "",
+                   const std::string& name = "") {
     std::string v = absl::StrCat("%", next_++);
     absl::StrAppend(&body_, "  ", v, " = ", expr, " : ", type);
     if (!name.empty()) absl::StrAppend(&body_, " \"", name, "\"");
@@ -184,8 +184,8 @@ inline MaskValues EmitMaskInputs(Emitter& e, MaskStyle m, const std::string& b =
           e.Node("Input()", absl::StrCat("i64[", b, ",", sq, "]"), "", "attention_mask");
       std::string r;
       if (b == "2" && sq == "4") {
-        const std::string shape = e.Const(
-            absl::StrFormat("tensor<i64[4]>[%d, 1, 1, %d]", kB, kS), "i64[4]");
+        const std::string shape =
+            e.Const(absl::StrFormat("tensor<i64[4]>[%d, 1, 1, %d]", kB, kS), "i64[4]");
         r = e.Node(absl::StrCat("Reshape(", am, ", ", shape, ")"), "i64" + m4);
       } else {
         const std::string axes = e.Const("tensor<i64[2]>[1, 2]", "i64[2]");
@@ -207,8 +207,8 @@ inline MaskValues EmitMaskInputs(Emitter& e, MaskStyle m, const std::string& b =
       mv.cond = e.Node("Input()", "bool" + m4, "", "mask");
       const std::string zero = e.Const("tensor<f32[]>[0.0]", "f32[]");
       const std::string mn = e.Const("tensor<f32[]>[-3.4028235e+38]", "f32[]");
-      mv.additive = e.Node(absl::StrCat("Where(", mv.cond, ", ", zero, ", ", mn, ")"),
-                           "f32" + m4, "mask_where");
+      mv.additive = e.Node(absl::StrCat("Where(", mv.cond, ", ", zero, ", ", mn, ")"), "f32" + m4,
+                           "mask_where");
       break;
     }
     default:
@@ -251,26 +251,24 @@ inline std::string AttentionGraph(const Spec& s) {
       const std::string flat = e.Const(absl::StrFormat("tensor<i64[2]>[-1, %d]", kH), "i64[2]");
       const std::string x2 = e.Node(absl::StrCat("Reshape(", x, ", ", flat, ")"),
                                     absl::StrFormat("f32[%d,%d]", kB * kS, kH));
-      const std::string l2 = e.Node(absl::StrCat("kiln.Linear(", x2, ", ", w, ", ", b,
-                                                 ") {activation=\"none\", trans_w=0}"),
-                                    absl::StrFormat("f32[%d,%d]", kB * kS, 3 * kH),
-                                    s.packed_prov);
-      const std::string back = e.Const(
-          absl::StrFormat("tensor<i64[3]>[%d, %d, %d]", kB, kS, 3 * kH), "i64[3]");
+      const std::string l2 = e.Node(
+          absl::StrCat("kiln.Linear(", x2, ", ", w, ", ", b, ") {activation=\"none\", trans_w=0}"),
+          absl::StrFormat("f32[%d,%d]", kB * kS, 3 * kH), s.packed_prov);
+      const std::string back =
+          e.Const(absl::StrFormat("tensor<i64[3]>[%d, %d, %d]", kB, kS, 3 * kH), "i64[3]");
       lin = e.Node(absl::StrCat("Reshape(", l2, ", ", back, ")"), t3p);
     } else {
-      lin = e.Node(absl::StrCat("kiln.Linear(", x, ", ", w, ", ", b,
-                                ") {activation=\"none\", trans_w=0}"),
-                   t3p, s.packed_prov);
+      lin = e.Node(
+          absl::StrCat("kiln.Linear(", x, ", ", w, ", ", b, ") {activation=\"none\", trans_w=0}"),
+          t3p, s.packed_prov);
     }
     const std::string sizes =
-        s.conv1d_qkv ? ""
-                     : absl::StrCat(", ", e.Const(absl::StrFormat("tensor<i64[3]>[%d, %d, %d]",
-                                                                  kH, kH, kH),
-                                                  "i64[3]"));
+        s.conv1d_qkv
+            ? ""
+            : absl::StrCat(", ", e.Const(absl::StrFormat("tensor<i64[3]>[%d, %d, %d]", kH, kH, kH),
+                                         "i64[3]"));
     std::vector<std::string> outs =
-        e.Nodes(3,
-                absl::StrCat("Split(", lin, sizes, ") {axis=", s.conv1d_qkv ? "2" : "-1", "}"),
+        e.Nodes(3, absl::StrCat("Split(", lin, sizes, ") {axis=", s.conv1d_qkv ? "2" : "-1", "}"),
                 absl::StrJoin(std::vector<std::string>{t3, t3, t3}, ", "), s.split_prov);
     for (int i = 0; i < 3; ++i) proj[i] = outs[i];
   } else {
@@ -285,8 +283,8 @@ inline std::string AttentionGraph(const Spec& s) {
       } else {
         const std::string mm = e.Node(absl::StrCat("MatMul(", src, ", ", w, ")"), t3,
                                       absl::StrCat(pname[p], "_matmul"));
-        proj[p] = e.Node(absl::StrCat("Add(", b, ", ", mm, ")"), t3,
-                         absl::StrCat(pname[p], "_add"));
+        proj[p] =
+            e.Node(absl::StrCat("Add(", b, ", ", mm, ")"), t3, absl::StrCat(pname[p], "_add"));
       }
     }
   }
@@ -307,16 +305,14 @@ inline std::string AttentionGraph(const Spec& s) {
       dims[i] = e.Node(absl::StrCat("Unsqueeze(", g, ", ", axes, ")"), "i64[1]");
     }
     const std::string rest = e.Const(absl::StrFormat("tensor<i64[2]>[%d, %d]", kN, kD), "i64[2]");
-    shape4 = e.Node(absl::StrCat("Concat(", dims[0], ", ", dims[1], ", ", rest, ") {axis=0}"),
-                    "i64[4]");
+    shape4 =
+        e.Node(absl::StrCat("Concat(", dims[0], ", ", dims[1], ", ", rest, ") {axis=0}"), "i64[4]");
   } else {
     shape4 = e.Const(absl::StrFormat("tensor<i64[4]>[%d, %d, %d, %d]", kB, kS, kN, kD), "i64[4]");
   }
-  const std::string shape3 =
-      e.Const(absl::StrFormat("tensor<i64[3]>[0, 0, %d]", kH), "i64[3]");
-  const std::string split_attrs = s.split_allowzero || s.dims == Dims::kSymbolicOtherInput
-                                      ? " {allowzero=1}"
-                                      : "";
+  const std::string shape3 = e.Const(absl::StrFormat("tensor<i64[3]>[0, 0, %d]", kH), "i64[3]");
+  const std::string split_attrs =
+      s.split_allowzero || s.dims == Dims::kSymbolicOtherInput ? " {allowzero=1}" : "";
   // (With unrelated dims, shape inference would type the split by the target: [b2, s2, ..].)
   const std::string t4split = s.unrelated_dims ? f32({"b2", "s2", N, D}) : t4;
   auto split = [&](const std::string& v) {
@@ -348,8 +344,8 @@ inline std::string AttentionGraph(const Spec& s) {
     }
     const std::string bnd = symbolic ? "?" : absl::StrCat(kB * kN);
     const std::string r1 = e.Node(absl::StrCat("Reshape(", kh, ", ", t1, ")"), f32({bnd, P, D}));
-    const std::string tr = e.Node(absl::StrCat("Transpose(", r1, ") {perm=[0, 2, 1]}"),
-                                  f32({bnd, D, P}));
+    const std::string tr =
+        e.Node(absl::StrCat("Transpose(", r1, ") {perm=[0, 2, 1]}"), f32({bnd, D, P}));
     k = e.Node(absl::StrCat("Reshape(", tr, ", ", t2, ")"), tt);
   } else {
     k = e.Node(absl::StrCat("Transpose(", split(proj[1]), ") {perm=[0, 2, 3, 1]}"), tt);
@@ -366,18 +362,14 @@ inline std::string AttentionGraph(const Spec& s) {
   std::string sc = e.Node(absl::StrCat("MatMul(", q, ", ", k, ")"), ts, "qk");
   switch (s.scale) {
     case Scale::kDiv:
-      sc = e.Node(absl::StrCat("Div(", sc, ", ", e.Const("tensor<f32[]>[2.0]", "f32[]"), ")"),
-                  ts);
+      sc = e.Node(absl::StrCat("Div(", sc, ", ", e.Const("tensor<f32[]>[2.0]", "f32[]"), ")"), ts);
       break;
     case Scale::kMul:
-      sc = e.Node(absl::StrCat("Mul(", sc, ", ", e.Const("tensor<f32[]>[0.5]", "f32[]"), ")"),
-                  ts);
+      sc = e.Node(absl::StrCat("Mul(", sc, ", ", e.Const("tensor<f32[]>[0.5]", "f32[]"), ")"), ts);
       break;
     case Scale::kTwice:
-      sc = e.Node(absl::StrCat("Mul(", sc, ", ", e.Const("tensor<f32[]>[0.5]", "f32[]"), ")"),
-                  ts);
-      sc = e.Node(absl::StrCat("Div(", sc, ", ", e.Const("tensor<f32[]>[2.0]", "f32[]"), ")"),
-                  ts);
+      sc = e.Node(absl::StrCat("Mul(", sc, ", ", e.Const("tensor<f32[]>[0.5]", "f32[]"), ")"), ts);
+      sc = e.Node(absl::StrCat("Div(", sc, ", ", e.Const("tensor<f32[]>[2.0]", "f32[]"), ")"), ts);
       break;
     case Scale::kRuntime:
       sc = e.Node(absl::StrCat("Mul(", sc, ", ", temp, ")"), ts, "runtime_scale");
@@ -424,9 +416,9 @@ inline std::string AttentionGraph(const Spec& s) {
   if (s.guard) {
     const std::string nan =
         e.Node(absl::StrCat("IsNaN(", probs, ")"), absl::StrCat("bool", ts.substr(3)));
-    p = e.Node(absl::StrCat("Where(", nan, ", ", e.Const("tensor<f32[]>[0.0]", "f32[]"), ", ",
-                            probs, ")"),
-               ts);
+    p = e.Node(
+        absl::StrCat("Where(", nan, ", ", e.Const("tensor<f32[]>[0.0]", "f32[]"), ", ", probs, ")"),
+        ts);
   }
   std::string ctx = e.Node(absl::StrCat("MatMul(", p, ", ", v, ")"), th, "pv");
   if (s.context_reshape) {
@@ -436,8 +428,7 @@ inline std::string AttentionGraph(const Spec& s) {
       const std::string m1 = e.Const("tensor<i64[1]>[-1]", "i64[1]");
       const std::string s0 = e.Node(absl::StrCat("Shape(", qh, ") {end=3, start=2}"), "i64[1]");
       const std::string d = e.Const(absl::StrFormat("tensor<i64[1]>[%d]", kD), "i64[1]");
-      t = e.Node(absl::StrCat("Concat(", b0, ", ", m1, ", ", s0, ", ", d, ") {axis=0}"),
-                 "i64[4]");
+      t = e.Node(absl::StrCat("Concat(", b0, ", ", m1, ", ", s0, ", ", d, ") {axis=0}"), "i64[4]");
     } else {
       t = e.Const(absl::StrFormat("tensor<i64[4]>[%d, -1, %d, %d]", kB, kS, kD), "i64[4]");
     }

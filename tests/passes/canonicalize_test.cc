@@ -190,9 +190,9 @@ TEST(Canonicalize, PowFormsBecomeSqrtAndReciprocal) {
 })");
   ExpectNumericallyEquivalent(kPass, kPowForms);
   EXPECT_EQ(CountersOf(kPowForms), (PassCounters{{"Pow(x, 0.5) -> Sqrt", 1},
-                                                  {"Pow(x, -0.5) -> Reciprocal(Sqrt)", 1},
-                                                  {"Pow(x, -1) -> Reciprocal", 1},
-                                                  {"Pow(x, 1) -> x", 1}}));
+                                                 {"Pow(x, -0.5) -> Reciprocal(Sqrt)", 1},
+                                                 {"Pow(x, -1) -> Reciprocal", 1},
+                                                 {"Pow(x, 1) -> x", 1}}));
 }
 
 TEST(Canonicalize, LeavesPowThatWouldBroadcastAndOtherExponents) {

@@ -26,8 +26,9 @@ TEST(FoldBoundsTest, EveryGrowingOpHasABoundRuleAndNoOtherDoes) {
   for (const OpInfo& op : AllOps()) {
     growing += op.grows;
     EXPECT_EQ(fold::HasBoundRule(op.domain, op.name), op.grows)
-        << OpName(op) << (op.grows ? " grows but has no bound rule in passes/fold_bounds.cc"
-                                   : " has a bound rule but the catalogue says it never grows");
+        << OpName(op)
+        << (op.grows ? " grows but has no bound rule in passes/fold_bounds.cc"
+                     : " has a bound rule but the catalogue says it never grows");
     EXPECT_FALSE(op.grows && HasTrait(&op, kBroadcasting))
         << OpName(op) << ": broadcasting ops are bounded by their broadcast, not a rule";
   }

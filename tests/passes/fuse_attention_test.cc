@@ -20,8 +20,8 @@ namespace {
 
 using namespace attention_test;  // NOLINT: the test graph vocabulary
 using testing::ExpectRewrite;
-using testing::RunWithReport;
 using testing::Parse;
+using testing::RunWithReport;
 
 constexpr char kPass[] = "fuse-attention";
 
@@ -43,13 +43,12 @@ TEST(FuseAttentionTest, BertTorchScriptForm) {
   const MaskValues mv = EmitMaskInputs(e, s.mask);
   const std::string w = e.Const(PackedWeightLiteral(), "f32[8,24]");
   const std::string b = e.Const(PackedBiasLiteral(), "f32[24]");
-  const std::string lin = e.Node(absl::StrCat("kiln.Linear(", x, ", ", w, ", ", b,
-                                              ") {activation=\"none\", trans_w=0}"),
-                                 "f32[2,4,24]", "qkv_proj");
-  const std::string mha = e.Node(
-      absl::StrCat("kiln.MultiHeadAttention(", lin, ", ", mv.additive,
-                   ") {causal=0, num_heads=2, scale=0.5}"),
-      kT3, "\"qk\", \"softmax\", \"pv\", \"merge\"", "attn");
+  const std::string lin = e.Node(
+      absl::StrCat("kiln.Linear(", x, ", ", w, ", ", b, ") {activation=\"none\", trans_w=0}"),
+      "f32[2,4,24]", "qkv_proj");
+  const std::string mha = e.Node(absl::StrCat("kiln.MultiHeadAttention(", lin, ", ", mv.additive,
+                                              ") {causal=0, num_heads=2, scale=0.5}"),
+                                 kT3, "\"qk\", \"softmax\", \"pv\", \"merge\"", "attn");
   ExpectRewrite(kPass, AttentionGraph(s), e.Finish({{"y", mha}}));
   EXPECT_LE(MaxDiffAfter({kPass}, AttentionGraph(s)), 1e-5);
   const testing::FusionRun r = RunWithReport({kPass}, AttentionGraph(s));
@@ -60,9 +59,9 @@ TEST(FuseAttentionTest, BertTorchScriptForm) {
 struct Variant {
   const char* name;
   Spec spec;
-  bool with_qkv;           // run fuse-qkv first
-  const char* qkv_from;    // op producing the fused op's qkv: "Linear" or "Concat"
-  const char* mask_from;   // "" (no mask), "Input", "Mul", "Not", "Where"
+  bool with_qkv;          // run fuse-qkv first
+  const char* qkv_from;   // op producing the fused op's qkv: "Linear" or "Concat"
+  const char* mask_from;  // "" (no mask), "Input", "Mul", "Not", "Where"
   int64_t causal;
   float scale;
 };
@@ -79,20 +78,19 @@ Spec Make(Proj p, Scale sc, MaskStyle m) {
 
 std::vector<Variant> Variants() {
   std::vector<Variant> v;
-  v.push_back({"BertLinearProjectionsWithQkv", Make(Proj::kLinear, Scale::kDiv,
-                                                    MaskStyle::kAttentionChain),
-               true, "Linear", "Mul", 0, 0.5f});
-  v.push_back({"BertLinearProjectionsConcat", Make(Proj::kLinear, Scale::kDiv,
-                                                   MaskStyle::kAttentionChain),
-               false, "Concat", "Mul", 0, 0.5f});
-  v.push_back({"MatMulAddProjections", Make(Proj::kMatMulAdd, Scale::kDiv,
-                                            MaskStyle::kAdditive),
+  v.push_back({"BertLinearProjectionsWithQkv",
+               Make(Proj::kLinear, Scale::kDiv, MaskStyle::kAttentionChain), true, "Linear", "Mul",
+               0, 0.5f});
+  v.push_back({"BertLinearProjectionsConcat",
+               Make(Proj::kLinear, Scale::kDiv, MaskStyle::kAttentionChain), false, "Concat", "Mul",
+               0, 0.5f});
+  v.push_back({"MatMulAddProjections", Make(Proj::kMatMulAdd, Scale::kDiv, MaskStyle::kAdditive),
                false, "Concat", "Input", 0, 0.5f});
   Spec two = Make(Proj::kPacked, Scale::kDiv, MaskStyle::kAdditive);
   two.k_two_transposes = true;
   v.push_back({"SeparateKTranspose", two, false, "Linear", "Input", 0, 0.5f});
-  v.push_back({"MulScale", Make(Proj::kPacked, Scale::kMul, MaskStyle::kAdditive), false,
-               "Linear", "Input", 0, 0.5f});
+  v.push_back({"MulScale", Make(Proj::kPacked, Scale::kMul, MaskStyle::kAdditive), false, "Linear",
+               "Input", 0, 0.5f});
   v.push_back({"ScaleFoldedIntoQ", Make(Proj::kPacked, Scale::kOnQ, MaskStyle::kNone), false,
                "Linear", "", 0, 0.5f});
   Spec sdpa = Make(Proj::kPacked, Scale::kOnQK, MaskStyle::kBoolKeep);
@@ -105,15 +103,15 @@ std::vector<Variant> Variants() {
   Spec drop = Make(Proj::kPacked, Scale::kDiv, MaskStyle::kBoolDrop);
   drop.guard = true;
   v.push_back({"BoolWhereMaskedWhenTrue", drop, false, "Linear", "Not", 0, 0.5f});
-  v.push_back({"CausalTrilu", Make(Proj::kPacked, Scale::kDiv, MaskStyle::kCausal), false,
-               "Linear", "", 1, 0.5f});
-  v.push_back({"CausalPlusPaddingMask", Make(Proj::kPacked, Scale::kDiv,
-                                             MaskStyle::kCausalAdditive),
-               false, "Linear", "Input", 1, 0.5f});
-  v.push_back({"NoMask", Make(Proj::kPacked, Scale::kDiv, MaskStyle::kNone), false, "Linear",
-               "", 0, 0.5f});
-  v.push_back({"NoScale", Make(Proj::kPacked, Scale::kNone, MaskStyle::kNone), false, "Linear",
-               "", 0, 1.0f});
+  v.push_back({"CausalTrilu", Make(Proj::kPacked, Scale::kDiv, MaskStyle::kCausal), false, "Linear",
+               "", 1, 0.5f});
+  v.push_back({"CausalPlusPaddingMask",
+               Make(Proj::kPacked, Scale::kDiv, MaskStyle::kCausalAdditive), false, "Linear",
+               "Input", 1, 0.5f});
+  v.push_back(
+      {"NoMask", Make(Proj::kPacked, Scale::kDiv, MaskStyle::kNone), false, "Linear", "", 0, 0.5f});
+  v.push_back({"NoScale", Make(Proj::kPacked, Scale::kNone, MaskStyle::kNone), false, "Linear", "",
+               0, 1.0f});
   // The real torch.onnx exports (models/fixtures/torch/).
   Spec gpt2 = Make(Proj::kPacked, Scale::kMul, MaskStyle::kBoolToAdditive);
   gpt2.conv1d_qkv = true;
@@ -184,8 +182,7 @@ INSTANTIATE_TEST_SUITE_P(Exporters, FuseAttentionVariantTest, ::testing::ValuesI
 // Where(mask, scores, -10000): becomes the additive mask Where(mask, 0, -10000), exact on
 // every row with at least one visible key (the inputs below have one in each row).
 TEST(FuseAttentionTest, WhereWithFiniteFillBecomesAdditiveMask) {
-  const std::string text =
-      AttentionGraph(Make(Proj::kPacked, Scale::kDiv, MaskStyle::kBoolFinite));
+  const std::string text = AttentionGraph(Make(Proj::kPacked, Scale::kDiv, MaskStyle::kBoolFinite));
   const testing::FusionRun r = RunWithReport({kPass}, text);
   ASSERT_TRUE(r.graph);
   const Node* mha = OnlyAttention(*r.graph);
@@ -275,16 +272,18 @@ TEST(FuseAttentionTest, MissesSplitWithUnprovableDims) {
   Spec s = Make(Proj::kPacked, Scale::kDiv, MaskStyle::kNone);
   s.dims = Dims::kSymbolicOtherInput;
   s.unrelated_dims = true;
-  ExpectMiss(s, "the Q head split Reshape does not provably keep the [batch, sequence] dims "
-                "of its input");
+  ExpectMiss(s,
+             "the Q head split Reshape does not provably keep the [batch, sequence] dims "
+             "of its input");
 }
 
 // A merge Reshape that copies the head dims (0 past [B, S]) cannot read [B, S, H] instead.
 TEST(FuseAttentionTest, MissesMergeCopyingHeadDims) {
   Spec s = Make(Proj::kPacked, Scale::kDiv, MaskStyle::kNone);
   s.merge_copies_heads = true;
-  ExpectMiss(s, "the head merge Reshape's target [2,4,2,4] may copy the head dims (a 0 past "
-                "the [B, S] entries); only targets that do not are fused");
+  ExpectMiss(s,
+             "the head merge Reshape's target [2,4,2,4] may copy the head dims (a 0 past "
+             "the [B, S] entries); only targets that do not are fused");
 }
 
 // A Softmax classifier head is not attention: no change and nothing reported.

@@ -25,19 +25,19 @@ using testing::RunWithReport;
 constexpr char kPass[] = "fuse-embed-layernorm";
 
 // Tables: word [6,4], position [5,4], token type [4,4]; LayerNorm gamma/beta [4].
-#define WORD                                                                                 \
-  "  %0 = Constant() {value=tensor<f32[6,4]>[0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8, "  \
-  "0.9, 1.0, -1.1, 1.2, 0.13, 0.14, -0.15, 0.16, -0.17, 0.18, 0.19, 0.2, 0.21, -0.22, "    \
+#define WORD                                                                              \
+  "  %0 = Constant() {value=tensor<f32[6,4]>[0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8, " \
+  "0.9, 1.0, -1.1, 1.2, 0.13, 0.14, -0.15, 0.16, -0.17, 0.18, 0.19, 0.2, 0.21, -0.22, "   \
   "0.23, 0.24]} : f32[6,4] \"word\"\n"
-#define POS                                                                                  \
-  "  %1 = Constant() {value=tensor<f32[5,4]>[0.5, 0.25, -0.125, 1.5, -0.75, 0.3, 0.2, "     \
-  "0.1, 0.05, -0.6, 0.7, 0.8, -0.9, 0.35, 0.45, 0.55, 0.65, -0.15, 0.25, 0.05]} : "        \
+#define POS                                                                             \
+  "  %1 = Constant() {value=tensor<f32[5,4]>[0.5, 0.25, -0.125, 1.5, -0.75, 0.3, 0.2, " \
+  "0.1, 0.05, -0.6, 0.7, 0.8, -0.9, 0.35, 0.45, 0.55, 0.65, -0.15, 0.25, 0.05]} : "     \
   "f32[5,4] \"pos\"\n"
-#define TYPE                                                                                 \
+#define TYPE                                                                               \
   "  %2 = Constant() {value=tensor<f32[4,4]>[0.01, 0.02, -0.03, 0.04, -0.05, 0.06, 0.07, " \
   "-0.08, 0.09, -0.1, 0.11, 0.12, -0.13, 0.14, 0.15, 0.16]} : f32[4,4] \"type\"\n"
-#define NORM                                                                                 \
-  "  %3 = Constant() {value=tensor<f32[4]>[1.0, 0.9, 1.1, 1.2]} : f32[4] \"gamma\"\n"       \
+#define NORM                                                                          \
+  "  %3 = Constant() {value=tensor<f32[4]>[1.0, 0.9, 1.1, 1.2]} : f32[4] \"gamma\"\n" \
   "  %4 = Constant() {value=tensor<f32[4]>[0.1, -0.1, 0.2, 0.0]} : f32[4] \"beta\"\n"
 #define TABLES WORD POS TYPE NORM
 
@@ -172,8 +172,7 @@ TEST(FuseEmbedLayerNormTest, RowConstantFoldsIntoPositionTable) {
   ASSERT_EQ(table->dims(), (std::vector<int64_t>{5, 4}));
   const float type0[4] = {0.01f, 0.02f, -0.03f, 0.04f};
   const float pos1[4] = {-0.75f, 0.3f, 0.2f, 0.1f};  // row 1 of the position table
-  for (int j = 0; j < 4; ++j)
-    EXPECT_FLOAT_EQ(table->data<float>()[4 + j], pos1[j] + type0[j]) << j;
+  for (int j = 0; j < 4; ++j) EXPECT_FLOAT_EQ(table->data<float>()[4 + j], pos1[j] + type0[j]) << j;
   ExpectNumericallyEquivalent(kPass, kRobertaStaticTypes);
 }
 
@@ -403,8 +402,7 @@ TEST(FuseEmbedLayerNormTest, NearMissesAreReportedWithReasons) {
   return "y": %11, "s": %8
 })",
        "interior value 'partial' (Add) is also read outside the embedding sum"},
-      {"LayerNorm over the last two axes",
-       head + R"(  %7 = Gather(%1, %5) : f32[batch,seq,4]
+      {"LayerNorm over the last two axes", head + R"(  %7 = Gather(%1, %5) : f32[batch,seq,4]
   %8 = Add(%6, %7) : f32[batch,seq,4]
   %9 = LayerNormalization(%8, %3, %4) {axis=1} : f32[batch,seq,4]
   return "y": %9

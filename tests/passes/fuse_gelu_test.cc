@@ -223,10 +223,10 @@ TEST(FuseGelu, NearMissOneElementConstantOnUnknownRank) {
 // One-element constants of rank <= x's rank never grow the result: fused. Rank-0 ones
 // fuse even when x's rank is unknown.
 TEST(FuseGelu, OneElementConstantsOfRankAtMostXsFuse) {
-  std::string text = ReplaceAll(kBertGelu, "tensor<f32[]>[0.5]} : f32[]",
-                                "tensor<f32[1,1]>[0.5]} : f32[1,1]");
-  text = ReplaceAll(text, "tensor<f32[]>[1.4142135]} : f32[]",
-                    "tensor<f32[1]>[1.4142135]} : f32[1]");
+  std::string text =
+      ReplaceAll(kBertGelu, "tensor<f32[]>[0.5]} : f32[]", "tensor<f32[1,1]>[0.5]} : f32[1,1]");
+  text =
+      ReplaceAll(text, "tensor<f32[]>[1.4142135]} : f32[]", "tensor<f32[1]>[1.4142135]} : f32[1]");
   ExpectRewrite(kPass, text, kBertGeluFused);
   ExpectNumericallyEquivalent(kPass, text);
   ExpectRewrite(kPass, ReplaceAll(kBertGelu, "f32[2,8]", "f32[*]"),
@@ -243,8 +243,7 @@ TEST(FuseGelu, ConstantToleranceIsAboutOneUlp) {
   // The exact double in an f64 model matches too.
   std::string f64 = ReplaceAll(kBertGelu, "f32", "f64");
   f64 = ReplaceAll(f64, "[1.4142135]", "[1.4142135623730951]");
-  ExpectRewrite(kPass, f64,
-                ReplaceAll(kBertGeluFused, "f32", "f64"));
+  ExpectRewrite(kPass, f64, ReplaceAll(kBertGeluFused, "f32", "f64"));
 }
 
 TEST(FuseGelu, LeavesLookalikes) {

@@ -15,10 +15,10 @@
 namespace kiln {
 namespace {
 
+using testing::Edit;
 using testing::ExpectNoChange;
 using testing::ExpectNumericallyEquivalent;
 using testing::ExpectRewrite;
-using testing::Edit;
 using testing::Parse;
 using testing::RunWithReport;
 
@@ -294,8 +294,9 @@ constexpr char kKeepdimsZero[] = R"(graph g opset=14 {
 })";
 
 TEST(FuseLayerNorm, NearMissKeepdimsZero) {
-  ExpectMiss(kKeepdimsZero, "layernorm",
-             "ReduceMean 'ln/ReduceMean_1' has keepdims=0; the normalization broadcasts a kept axis");
+  ExpectMiss(
+      kKeepdimsZero, "layernorm",
+      "ReduceMean 'ln/ReduceMean_1' has keepdims=0; the normalization broadcasts a kept axis");
 }
 
 // kBertLayerNorm with epsilon a graph input.

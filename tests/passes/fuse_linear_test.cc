@@ -128,8 +128,7 @@ TEST(FuseLinear, GemmWithBetaAndTanh) {
 })");
   ExpectNumericallyEquivalent(kPass, kGemmTanh);
   const testing::FusionRun r = RunWithReport({kPass}, kGemmTanh);
-  EXPECT_EQ(r.counters,
-            (PassCounters{{"Linear from Gemm", 1}, {"activation tanh", 1}}));
+  EXPECT_EQ(r.counters, (PassCounters{{"Linear from Gemm", 1}, {"activation tanh", 1}}));
 }
 
 // BiasGelu: MatMul + bias + Gelu (erf) and MatMul + Gelu(tanh) and + Relu.

@@ -120,9 +120,9 @@ TEST(FuseQkvTest, LeavesUnrelatedLinearsAlone) {
   for (int p = 0; p < 3; ++p) {
     const std::string w = e.Const(WeightLiteral(p), "f32[8,8]");
     const std::string b = e.Const(BiasLiteral(p), "f32[8]");
-    const std::string l = e.Node(absl::StrCat("kiln.Linear(", x, ", ", w, ", ", b,
-                                              ") {activation=\"none\", trans_w=0}"),
-                                 kT3);
+    const std::string l = e.Node(
+        absl::StrCat("kiln.Linear(", x, ", ", w, ", ", b, ") {activation=\"none\", trans_w=0}"),
+        kT3);
     sum = sum.empty() ? l : e.Node(absl::StrCat("Add(", sum, ", ", l, ")"), kT3);
   }
   const std::string text = e.Finish({{"y", sum}});

@@ -12,9 +12,9 @@
 
 #include "kiln/ir/text.h"
 #include "kiln/onnx/importer.h"
-#include "kiln/passes/pass_manager.h"
 #include "kiln/passes/fusion_report.h"
 #include "kiln/passes/pass.h"
+#include "kiln/passes/pass_manager.h"
 #include "tests/passes/pass_test_util.h"
 
 namespace kiln {
@@ -265,8 +265,8 @@ std::map<std::string, int> OpCounts(const Graph& g) {
 }
 
 TEST(FusionChain, BertTinyOpset14EveryNormGeluAndProjectionFused) {
-  auto original = ImportOnnxFile(std::string(KILN_SOURCE_DIR) +
-                                 "/models/fixtures/bert_tiny_opset14_none.onnx");
+  auto original =
+      ImportOnnxFile(std::string(KILN_SOURCE_DIR) + "/models/fixtures/bert_tiny_opset14_none.onnx");
   ASSERT_TRUE(original.ok()) << original.status();
   std::unique_ptr<Graph> g = (*original)->Clone();
   FusionReport report;
@@ -325,7 +325,5 @@ TEST(FusionChain, BertTinyOpset14EveryNormGeluAndProjectionFused) {
   EXPECT_LE(err, 1e-5);
 }
 
-
 }  // namespace
 }  // namespace kiln
-

@@ -28,8 +28,10 @@ class FlipPass final : public Pass {
   absl::StatusOr<bool> RunImpl(Graph& g, const PassContext&) override {
     for (const auto& n : g.nodes()) {
       if (n->is_input() || n->is_constant()) continue;
-      if (n->has_attr("flip")) n->erase_attr("flip");
-      else n->set_attr("flip", int64_t{1});
+      if (n->has_attr("flip"))
+        n->erase_attr("flip");
+      else
+        n->set_attr("flip", int64_t{1});
       Count("flips");
       return true;
     }

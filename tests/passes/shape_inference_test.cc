@@ -19,9 +19,9 @@ namespace {
 
 using testing::ExpectNoChange;
 using testing::ExpectRewrite;
+using testing::OutType;
 using testing::Parse;
 using testing::RunPass;
-using testing::OutType;
 
 constexpr char kPass[] = "shape-inference";
 
@@ -651,10 +651,9 @@ TEST(ShapeInferenceTest, ExtremeValuesAreHandled) {
 TEST(ShapeInferenceTest, EveryCatalogueOpHasARule) {
   for (const OpInfo& op : AllOps()) {
     if (!op.domain.empty() || op.name == "Input" || op.name == "Constant") continue;
-    const bool has_rule = shape_inference::FindElementwiseRule(op.name) ||
-                          shape_inference::FindMathRule(op.name) ||
-                          shape_inference::FindMovementRule(op.name) ||
-                          shape_inference::FindIndexingRule(op.name);
+    const bool has_rule =
+        shape_inference::FindElementwiseRule(op.name) || shape_inference::FindMathRule(op.name) ||
+        shape_inference::FindMovementRule(op.name) || shape_inference::FindIndexingRule(op.name);
     EXPECT_TRUE(has_rule) << "no shape rule for " << op.name;
   }
 }

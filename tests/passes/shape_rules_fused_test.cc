@@ -16,9 +16,9 @@ namespace {
 
 using testing::ExpectNoChange;
 using testing::ExpectRewrite;
+using testing::OutType;
 using testing::Parse;
 using testing::RandomInputs;
-using testing::OutType;
 
 constexpr char kPass[] = "shape-inference";
 

@@ -22,8 +22,8 @@ constexpr char kPass[] = "shape-inference";
 std::string Graph2(const std::string& data, const std::string& indices,
                    const std::string& attrs = "") {
   return absl::StrCat("graph g opset=21 {\n  %0 = Input() : ", data, " \"data\"\n",
-                      "  %1 = Input() : ", indices, " \"indices\"\n",
-                      "  %2 = GatherND(%0, %1)", attrs, "\n  return \"y\": %2\n}");
+                      "  %1 = Input() : ", indices, " \"indices\"\n", "  %2 = GatherND(%0, %1)",
+                      attrs, "\n  return \"y\": %2\n}");
 }
 
 // Runs the pass; the type of output "y" as Type::ToString, or "error: <message>".
@@ -63,17 +63,14 @@ TEST(ShapeRulesGatherNDTest, OutputRankIsQMinus1PlusRMinusKMinusB) {
   EXPECT_EQ(OutType(Graph2("f32[2,3,4]", "i64[3]")), "f32[]");
   EXPECT_EQ(OutType(Graph2("i32[2,3,4]", "i64[1]")), "i32[3,4]");
   // b = 1: indices[:-1] + data[1 + k:].
-  EXPECT_EQ(OutType(Graph2("f32[batch,3,4]", "i64[batch,1]", " {batch_dims=1}")),
-            "f32[batch,4]");
-  EXPECT_EQ(OutType(Graph2("f32[batch,3,4]", "i64[batch,7,2]", " {batch_dims=1}")),
-            "f32[batch,7]");
+  EXPECT_EQ(OutType(Graph2("f32[batch,3,4]", "i64[batch,1]", " {batch_dims=1}")), "f32[batch,4]");
+  EXPECT_EQ(OutType(Graph2("f32[batch,3,4]", "i64[batch,7,2]", " {batch_dims=1}")), "f32[batch,7]");
   // b = 2.
   EXPECT_EQ(OutType(Graph2("f16[2,s,4,5]", "i64[2,s,1]", " {batch_dims=2}")), "f16[2,s,5]");
 }
 
 TEST(ShapeRulesGatherNDTest, BatchDimsUnknownInIndicesComeFromData) {
-  EXPECT_EQ(OutType(Graph2("f32[batch,3,4]", "i64[?,9,1]", " {batch_dims=1}")),
-            "f32[batch,9,4]");
+  EXPECT_EQ(OutType(Graph2("f32[batch,3,4]", "i64[?,9,1]", " {batch_dims=1}")), "f32[batch,9,4]");
   EXPECT_EQ(OutType(Graph2("f32[2,3,4]", "i64[?,1]", " {batch_dims=1}")), "f32[2,4]");
   // A known indices dim wins over a symbolic data dim (neither contradicts the other).
   EXPECT_EQ(OutType(Graph2("f32[batch,3,4]", "i64[2,1]", " {batch_dims=1}")), "f32[2,4]");
@@ -92,8 +89,7 @@ TEST(ShapeRulesGatherNDTest, ErrorsNameTheNode) {
   const std::string k_too_big = OutType(Graph2("f32[2,3]", "i64[5,3]"));
   EXPECT_NE(k_too_big.find("error: "), std::string::npos) << k_too_big;
   EXPECT_NE(k_too_big.find("GatherND"), std::string::npos) << k_too_big;
-  EXPECT_NE(k_too_big.find("indices last dim 3 must be in [1, 2]"), std::string::npos)
-      << k_too_big;
+  EXPECT_NE(k_too_big.find("indices last dim 3 must be in [1, 2]"), std::string::npos) << k_too_big;
   EXPECT_NE(OutType(Graph2("f32[2,3]", "i64[2,2]", " {batch_dims=1}")).find("error: "),
             std::string::npos);  // k > r - b
   EXPECT_NE(OutType(Graph2("f32[2,3]", "i64[5,0]")).find("error: "), std::string::npos);

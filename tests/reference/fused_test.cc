@@ -945,27 +945,27 @@ TEST(FusedKernelsTest, ErrorsNameTheNodeAndOp) {
 // abort with bad_alloc instead.
 
 TEST(FusedOutputSizeTest, LinearOverTheLimitIsResourceExhausted) {
-  ExpectError(R"(graph g opset=21 {
+  ExpectError(
+      R"(graph g opset=21 {
   %0 = Input() : f32[1000000000,0] "x"
   %1 = Input() : f32[0,1000000000] "w"
   %2 = kiln.Linear(%0, %1)
   return "y": %2
 })",
-              {{"x", Tensor(DType::kF32, {1000000000, 0})},
-               {"w", Tensor(DType::kF32, {0, 1000000000})}},
-              absl::StatusCode::kResourceExhausted, "too large");
+      {{"x", Tensor(DType::kF32, {1000000000, 0})}, {"w", Tensor(DType::kF32, {0, 1000000000})}},
+      absl::StatusCode::kResourceExhausted, "too large");
 }
 
 TEST(FusedOutputSizeTest, LinearOverflowingElementCountIsInvalidArgument) {
-  ExpectError(R"(graph g opset=21 {
+  ExpectError(
+      R"(graph g opset=21 {
   %0 = Input() : f32[4611686018427387904,0] "x"
   %1 = Input() : f32[0,4] "w"
   %2 = kiln.Linear(%0, %1)
   return "y": %2
 })",
-              {{"x", Tensor(DType::kF32, {int64_t{1} << 62, 0})},
-               {"w", Tensor(DType::kF32, {0, 4})}},
-              absl::StatusCode::kInvalidArgument, "overflows");
+      {{"x", Tensor(DType::kF32, {int64_t{1} << 62, 0})}, {"w", Tensor(DType::kF32, {0, 4})}},
+      absl::StatusCode::kInvalidArgument, "overflows");
 }
 
 TEST(FusedOutputSizeTest, PoolOverTheLimitIsResourceExhausted) {

@@ -36,8 +36,7 @@ class GatherNDTest : public ::testing::Test {
   GatherNDTest() {
     RegisterMovementKernels(table_);
     std::vector<Value> ins;
-    for (int i = 0; i < 2; ++i)
-      ins.push_back(g_.AddInput(absl::StrCat("in", i), Type{})->output());
+    for (int i = 0; i < 2; ++i) ins.push_back(g_.AddInput(absl::StrCat("in", i), Type{})->output());
     node_ = g_.AddNode("GatherND", ins, 1);
   }
   void SetBatchDims(int64_t b) { node_->set_attr("batch_dims", b); }
@@ -166,11 +165,11 @@ TEST_F(GatherNDTest, RejectsOutOfRangeIndices) {
 TEST_F(GatherNDTest, RejectsMalformedInputs) {
   Tensor data = Iota(DType::kF32, {2, 3});
   EXPECT_EQ(Status(data, I32({1, 2}, {0, 0})).message(), "indices must be int64");
-  EXPECT_EQ(Status(data, I64({}, {0})).code(), kInvalid);              // rank-0 indices
-  EXPECT_EQ(Status(F32({}, {1}), I64({1}, {0})).code(), kInvalid);     // rank-0 data
-  EXPECT_EQ(Status(data, I64({2, 0}, {})).message(),                    // k = 0
+  EXPECT_EQ(Status(data, I64({}, {0})).code(), kInvalid);           // rank-0 indices
+  EXPECT_EQ(Status(F32({}, {1}), I64({1}, {0})).code(), kInvalid);  // rank-0 data
+  EXPECT_EQ(Status(data, I64({2, 0}, {})).message(),                // k = 0
             "indices last dim 0 must be in [1, 2]");
-  EXPECT_EQ(Status(data, I64({1, 3}, {0, 0, 0})).code(), kInvalid);    // k > r
+  EXPECT_EQ(Status(data, I64({1, 3}, {0, 0, 0})).code(), kInvalid);  // k > r
   SetBatchDims(1);
   EXPECT_EQ(Status(data, I64({2, 2}, {0, 0, 0, 0})).code(), kInvalid);  // k > r - b
   EXPECT_EQ(Status(data, I64({3, 1}, {0, 0, 0})).message(),

@@ -52,7 +52,9 @@ void ExpectInvalid(const absl::Status& st, const std::string& msg) {
   EXPECT_THAT(std::string(st.message()), HasSubstr(msg));
 }
 
-TEST(KernelContract, ValidStepPasses) { EXPECT_TRUE(Check(LinearStep()).ok()) << Check(LinearStep()); }
+TEST(KernelContract, ValidStepPasses) {
+  EXPECT_TRUE(Check(LinearStep()).ok()) << Check(LinearStep());
+}
 
 TEST(KernelContract, Arity) {
   PlanStep s = LinearStep();
@@ -94,7 +96,8 @@ TEST(KernelContract, Parameters) {
 }
 
 TEST(KernelContract, FloatParametersAreFiniteF32) {
-  PlanStep s{"layer_norm", {0, 5}, {0}, {P("rows", int64_t{2}), P("h", int64_t{8}), P("epsilon", 1e-5)}};
+  PlanStep s{
+      "layer_norm", {0, 5}, {0}, {P("rows", int64_t{2}), P("h", int64_t{8}), P("epsilon", 1e-5)}};
   EXPECT_TRUE(Check(s).ok()) << Check(s);
   s.params[2] = P("epsilon", std::numeric_limits<double>::infinity());
   ExpectInvalid(Check(s), "parameter 'epsilon' is not finite");
@@ -110,11 +113,11 @@ TEST(KernelContract, OperandDTypes) {
   s.inputs[1] = 0;  // an arena buffer as the weight
   ExpectInvalid(Check(s), "w must be a weight buffer (constant)");
   // embed_layer_norm: segment ids must have input_ids' dtype.
-  PlanStep e{"embed_layer_norm",
-             {4, 0, -1, 1, 1, -1, 2, 2},
-             {3},
-             {P("batch", int64_t{2}), P("seq", int64_t{8}), P("hidden", int64_t{4}),
-              P("epsilon", 1e-12)}};
+  PlanStep e{
+      "embed_layer_norm",
+      {4, 0, -1, 1, 1, -1, 2, 2},
+      {3},
+      {P("batch", int64_t{2}), P("seq", int64_t{8}), P("hidden", int64_t{4}), P("epsilon", 1e-12)}};
   ExpectInvalid(Check(e), "segment_ids is f32 but input_ids is i32");
 }
 

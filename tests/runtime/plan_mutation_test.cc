@@ -606,10 +606,10 @@ TEST(PlanMutation, CreateAndRunNeverCrash) {
 // device) — and neither may crash. Where a GPU answers, accepted plans also run once.
 TEST(PlanMutation, CudaPlansCreateNeverCrash) {
   std::vector<Source> sources;
-  for (const char* rel : {"/models/fixtures/default.onnx",
-                          "/models/fixtures/torch/gpt2_torchscript_eager.onnx",
-                          "/models/fixtures/torch/roberta_dynamo_sdpa.onnx",
-                          "/models/fixtures/decoder/llama_tiny_opset17.onnx"}) {
+  for (const char* rel :
+       {"/models/fixtures/default.onnx", "/models/fixtures/torch/gpt2_torchscript_eager.onnx",
+        "/models/fixtures/torch/roberta_dynamo_sdpa.onnx",
+        "/models/fixtures/decoder/llama_tiny_opset17.onnx"}) {
     for (const char* precision : {"fp32", "fp16"}) {
       CompileOptions opts;
       opts.target = PlanTarget::kCuda;
@@ -617,8 +617,8 @@ TEST(PlanMutation, CudaPlansCreateNeverCrash) {
       opts.profile = {{"batch", {1, 2}}, {"sequence", {8, 16}}};
       absl::StatusOr<Plan> plan = Compile(std::string(KILN_SOURCE_DIR) + rel, opts);
       ASSERT_TRUE(plan.ok()) << rel << ": " << plan.status();
-      sources.push_back({absl::StrCat(rel, " ", precision),
-                         std::make_shared<const Plan>(*std::move(plan))});
+      sources.push_back(
+          {absl::StrCat(rel, " ", precision), std::make_shared<const Plan>(*std::move(plan))});
     }
   }
   const bool gpu = QueryCudaDevice(0).available;
@@ -642,15 +642,21 @@ TEST(PlanMutation, CudaPlansCreateNeverCrash) {
     }
     EXPECT_FALSE(exec.status().message().empty());
     switch (exec.status().code()) {
-      case absl::StatusCode::kInvalidArgument: ++invalid; break;
-      case absl::StatusCode::kFailedPrecondition: ++no_device; break;
-      default: ++other; break;
+      case absl::StatusCode::kInvalidArgument:
+        ++invalid;
+        break;
+      case absl::StatusCode::kFailedPrecondition:
+        ++no_device;
+        break;
+      default:
+        ++other;
+        break;
     }
   }
-  std::printf("cuda plan mutation: %d trials: InvalidArgument %d, FailedPrecondition %d, "
-              "accepted %d (runs %d, ok %d), other %d; GPU %s\n",
-              trials, invalid, no_device, accepted, runs, runs_ok, other,
-              gpu ? "present" : "absent");
+  std::printf(
+      "cuda plan mutation: %d trials: InvalidArgument %d, FailedPrecondition %d, "
+      "accepted %d (runs %d, ok %d), other %d; GPU %s\n",
+      trials, invalid, no_device, accepted, runs, runs_ok, other, gpu ? "present" : "absent");
 #ifndef KILN_HAVE_CUDA
   // Built without the CUDA backend: Create refuses every cuda plan up front, uniformly, with
   // FailedPrecondition (the host checks live in the backend), and nothing crashes.

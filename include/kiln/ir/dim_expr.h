@@ -1,6 +1,6 @@
-// Symbolic dimension arithmetic for shape inference and the compiler's symbol binding. A DimExpr is a small polynomial with
-// int64 coefficients over atoms; an atom is a symbol (an identifier such as `batch`) or a
-// floor quotient of a polynomial by a positive constant. Its canonical text is what a
+// Symbolic dimension arithmetic for shape inference and the compiler's symbol binding. A DimExpr is
+// a small polynomial with int64 coefficients over atoms; an atom is a symbol (an identifier such as
+// `batch`) or a floor quotient of a polynomial by a positive constant. Its canonical text is what a
 // symbolic Dim stores, so equal expressions give equal Dims and the IR text round-trips:
 //
 //   terms:     coefficient first, atoms sorted and joined by '*'      "2*batch*sequence"

@@ -26,8 +26,16 @@ namespace kiln {
 class Dim {
  public:
   Dim() = default;  // unknown
-  static Dim Known(int64_t v) { Dim d; d.value_ = v; return d; }
-  static Dim Symbol(std::string s) { Dim d; d.symbol_ = std::move(s); return d; }
+  static Dim Known(int64_t v) {
+    Dim d;
+    d.value_ = v;
+    return d;
+  }
+  static Dim Symbol(std::string s) {
+    Dim d;
+    d.symbol_ = std::move(s);
+    return d;
+  }
   bool is_known() const { return value_ >= 0; }
   bool is_symbol() const { return !symbol_.empty(); }
   bool is_unknown() const { return !is_known() && !is_symbol(); }
@@ -170,8 +178,8 @@ class Graph {
   Node* AddNode(std::string op, std::vector<Value> inputs, int num_outputs,
                 std::string domain = "");
   // Inserts a node immediately before `before` (keeps topological order for rewrites).
-  Node* InsertNodeBefore(Node* before, std::string op, std::vector<Value> inputs,
-                         int num_outputs, std::string domain = "");
+  Node* InsertNodeBefore(Node* before, std::string op, std::vector<Value> inputs, int num_outputs,
+                         std::string domain = "");
   // Graph input: an "Input" node with one output named `name` of type `type`.
   Node* AddInput(const std::string& name, Type type);
   // Constant node holding `value`, output named `name`.

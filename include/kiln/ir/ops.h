@@ -12,11 +12,11 @@ namespace kiln {
 
 enum OpTrait : unsigned {
   kTraitNone = 0,
-  kPure = 1u << 0,              // no side effects, same inputs -> same outputs
-  kElementwise = 1u << 1,       // output[i] depends on broadcast input[i] only
-  kLayoutOnly = 1u << 2,        // moves or reinterprets data, no arithmetic
-  kCommutative = 1u << 3,       // binary op whose operands may be swapped
-  kBroadcasting = 1u << 4,      // multidirectional (numpy) broadcasting of inputs
+  kPure = 1u << 0,          // no side effects, same inputs -> same outputs
+  kElementwise = 1u << 1,   // output[i] depends on broadcast input[i] only
+  kLayoutOnly = 1u << 2,    // moves or reinterprets data, no arithmetic
+  kCommutative = 1u << 3,   // binary op whose operands may be swapped
+  kBroadcasting = 1u << 4,  // multidirectional (numpy) broadcasting of inputs
 };
 
 // What the lower-precision pass (passes/lower_precision.cc) does with an op's f32 values

@@ -113,9 +113,13 @@ class Tensor {
   std::byte* raw() { return storage_ ? storage_->data() : nullptr; }
   const std::byte* raw() const { return storage_ ? storage_->data() : nullptr; }
   template <typename T>
-  T* data() { return reinterpret_cast<T*>(raw()); }
+  T* data() {
+    return reinterpret_cast<T*>(raw());
+  }
   template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(raw()); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(raw());
+  }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   // Element i converted to double / int64 (any numeric dtype, bool included).

@@ -20,8 +20,8 @@ namespace kiln {
 struct ImportOptions {
   // Limits checked with overflow-safe arithmetic before anything is allocated.
   int max_rank = 16;
-  int64_t max_tensor_bytes = int64_t{8} << 30;    // one initializer / constant
-  int64_t max_total_bytes = int64_t{32} << 30;    // all initializers together
+  int64_t max_tensor_bytes = int64_t{8} << 30;  // one initializer / constant
+  int64_t max_total_bytes = int64_t{32} << 30;  // all initializers together
   int max_nodes = 1'000'000;
 };
 

@@ -27,8 +27,8 @@ struct FusionKindReport {
 // The report kinds, in print order. Fusion passes use exactly these names.
 inline const std::vector<std::string>& FusionKinds() {
   static const auto* kinds = new std::vector<std::string>{
-      "linear", "gelu", "layernorm", "rmsnorm", "skip_layernorm", "qkv", "attention",
-      "embed_layernorm", "pooling"};
+      "linear", "gelu",      "layernorm",       "rmsnorm", "skip_layernorm",
+      "qkv",    "attention", "embed_layernorm", "pooling"};
   return *kinds;
 }
 

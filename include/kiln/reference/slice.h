@@ -23,7 +23,6 @@ struct SliceBounds {
 absl::StatusOr<SliceBounds> NormalizeSlice(const std::vector<int64_t>& data_dims,
                                            const std::vector<int64_t>& starts,
                                            const std::vector<int64_t>& ends,
-                                           std::vector<int64_t> axes,
-                                           std::vector<int64_t> steps);
+                                           std::vector<int64_t> axes, std::vector<int64_t> steps);
 
 }  // namespace kiln

@@ -9,10 +9,10 @@
 #define KILN_CONCAT_INNER_(a, b) a##b
 #define KILN_CONCAT_(a, b) KILN_CONCAT_INNER_(a, b)
 
-#define KILN_RETURN_IF_ERROR(expr)                  \
-  do {                                              \
-    ::absl::Status kiln_status_ = (expr);           \
-    if (!kiln_status_.ok()) return kiln_status_;    \
+#define KILN_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::absl::Status kiln_status_ = (expr);        \
+    if (!kiln_status_.ok()) return kiln_status_; \
   } while (0)
 
 #define KILN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
@@ -24,7 +24,7 @@
   KILN_ASSIGN_OR_RETURN_IMPL_(KILN_CONCAT_(kiln_statusor_, __LINE__), lhs, expr)
 
 // An internal (programming) error with the source location attached.
-#define KILN_INTERNAL(...)                                                   \
+#define KILN_INTERNAL(...)                                                 \
   ::absl::InternalError(::absl::StrFormat("%s:%d: ", __FILE__, __LINE__) + \
                         ::absl::StrFormat(__VA_ARGS__))
 

@@ -34,9 +34,9 @@ CpuExecutor::~CpuExecutor() = default;
 absl::StatusOr<std::unique_ptr<Executor>> CpuExecutor::Create(std::shared_ptr<const Plan> plan,
                                                               const ExecutorOptions& options) {
   if (options.num_threads < 0 || options.num_threads > cpu::kMaxThreads)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "ExecutorOptions::num_threads is %d; use 1..%d, or 0 for one per core",
-        options.num_threads, cpu::kMaxThreads));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ExecutorOptions::num_threads is %d; use 1..%d, or 0 for one per core",
+                        options.num_threads, cpu::kMaxThreads));
   KILN_RETURN_IF_ERROR(plan_internal::ValidatePlan(*plan, plan->weights.size()));
   KILN_ASSIGN_OR_RETURN(PlanSession session, PlanSession::Create(*plan, SessionOptions{}));
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(std::move(plan), std::move(session)));
@@ -114,7 +114,10 @@ void CpuExecutor::ReleaseWeightPages(int64_t offset, int64_t bytes) const {
   const uintptr_t base = reinterpret_cast<uintptr_t>(plan_->weights.data());
   const size_t end = std::min<size_t>(releasable_.size(), (offset + bytes) / page_bytes_ + 1);
   for (size_t p = offset / page_bytes_; p < end;) {
-    if (releasable_[p] != 1) { ++p; continue; }
+    if (releasable_[p] != 1) {
+      ++p;
+      continue;
+    }
     size_t q = p;
     while (q < end && releasable_[q] == 1) ++q;
     // Advisory: a failure only means the pages stay resident.
@@ -138,20 +141,18 @@ absl::Status CpuExecutor::Run(std::span<const TensorView> inputs,
   KILN_ASSIGN_OR_RETURN(const RunBinding r, session_.Bind(inputs, outputs, kHostOnly));
   const BucketIo& io = session_.bucket(r.bucket);
 
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Block> block,
-                        pool_.Acquire([&]() -> absl::StatusOr<std::unique_ptr<Block>> {
-                          int64_t size;
-                          if (!AlignUp(std::max<int64_t>(session_.max_total_bytes(), 64), 64,
-                                       &size))
-                            return absl::ResourceExhaustedError("activation arena size overflows");
-                          auto b = std::make_unique<Block>();
-                          b->data = static_cast<std::byte*>(
-                              std::aligned_alloc(64, static_cast<size_t>(size)));
-                          if (b->data == nullptr)
-                            return absl::ResourceExhaustedError(absl::StrFormat(
-                                "cannot allocate a %d-byte activation arena", size));
-                          return b;
-                        }));
+  KILN_ASSIGN_OR_RETURN(
+      std::unique_ptr<Block> block, pool_.Acquire([&]() -> absl::StatusOr<std::unique_ptr<Block>> {
+        int64_t size;
+        if (!AlignUp(std::max<int64_t>(session_.max_total_bytes(), 64), 64, &size))
+          return absl::ResourceExhaustedError("activation arena size overflows");
+        auto b = std::make_unique<Block>();
+        b->data = static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(size)));
+        if (b->data == nullptr)
+          return absl::ResourceExhaustedError(
+              absl::StrFormat("cannot allocate a %d-byte activation arena", size));
+        return b;
+      }));
   Lease<Block> lease(pool_, std::move(block));
   std::byte* const arena = lease->data;
   absl::InlinedVector<std::byte*, 16> bases(3 + nin + nout, nullptr);

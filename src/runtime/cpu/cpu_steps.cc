@@ -53,11 +53,16 @@ class LinearStep final : public CpuStep {
 
 cpu::Activation ActivationOf(ActivationKind k) {
   switch (k) {
-    case ActivationKind::kNone: return cpu::Activation::kNone;
-    case ActivationKind::kGeluErf: return cpu::Activation::kGeluErf;
-    case ActivationKind::kGeluTanh: return cpu::Activation::kGeluTanh;
-    case ActivationKind::kRelu: return cpu::Activation::kRelu;
-    case ActivationKind::kTanh: return cpu::Activation::kTanh;
+    case ActivationKind::kNone:
+      return cpu::Activation::kNone;
+    case ActivationKind::kGeluErf:
+      return cpu::Activation::kGeluErf;
+    case ActivationKind::kGeluTanh:
+      return cpu::Activation::kGeluTanh;
+    case ActivationKind::kRelu:
+      return cpu::Activation::kRelu;
+    case ActivationKind::kTanh:
+      return cpu::Activation::kTanh;
   }
   return cpu::Activation::kNone;
 }
@@ -68,8 +73,8 @@ absl::StatusOr<StepPtr> PrepareLinear(const StepChecker& c, CpuPrepareEnv& env) 
   const bool trans_w = r.trans_w;
   const cpu::Activation activation = ActivationOf(r.activation);
   const PlanBuffer *w = c.In(1), *bias = c.In(2);
-  const LinearKey key{w->offset, bias ? bias->offset : -1, k, n, trans_w,
-                      static_cast<int>(activation)};
+  const LinearKey key{w->offset, bias ? bias->offset : -1,    k, n,
+                      trans_w,   static_cast<int>(activation)};
   auto it = env.linears.find(key);
   if (it == env.linears.end()) {
     const uint8_t* blob = c.plan().weights.data();

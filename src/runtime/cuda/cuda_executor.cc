@@ -90,8 +90,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<c
 
 absl::Status CudaExecutor::PrepareSteps() {
   auto table = [](const std::string& id) { return FindCudaKernel(id); };
-  KILN_RETURN_IF_ERROR(runtime::PrepareSteps<CudaStep>(*plan_, session_, PlanTarget::kCuda,
-                                                       table, &steps_));
+  KILN_RETURN_IF_ERROR(
+      runtime::PrepareSteps<CudaStep>(*plan_, session_, PlanTarget::kCuda, table, &steps_));
   // Layout of a slot's device block and pinned staging (sizes come from the plan: every
   // sum is checked).
   bool ok = AlignUp(std::max<int64_t>(session_.max_total_bytes(), 1), kAlign, &error_offset_) &&
@@ -116,8 +116,7 @@ absl::InlinedVector<std::byte*, 16> CudaExecutor::DeviceBases(std::byte* block, 
   const Plan& plan = *plan_;
   const BucketIo& io = session_.bucket(b);
   const int nin = static_cast<int>(plan.inputs.size());
-  absl::InlinedVector<std::byte*, 16> bases(3 + plan.inputs.size() + plan.outputs.size(),
-                                            nullptr);
+  absl::InlinedVector<std::byte*, 16> bases(3 + plan.inputs.size() + plan.outputs.size(), nullptr);
   bases[kArenaSlot] = block;
   bases[kWeightSlot] = weights_;
   for (int i = 0; i < nin; ++i) bases[BaseSlotOfInput(i)] = block + io.staging_in[i];
@@ -139,14 +138,14 @@ absl::Status CudaExecutor::InitDevice(const ExecutorOptions& options) {
   const size_t wbytes = std::max<size_t>(plan.weights.size(), 1);
   if (cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&weights_), wbytes); e != cudaSuccess) {
     weights_ = nullptr;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "uploading the weights: cannot allocate %d bytes of device memory (%s)", wbytes,
-        cudaGetErrorString(e)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("uploading the weights: cannot allocate %d bytes of device memory (%s)",
+                        wbytes, cudaGetErrorString(e)));
   }
   if (plan.weights.size() > 0)
-    KILN_CUDA_TRY(cudaMemcpy(weights_, plan.weights.data(), plan.weights.size(),
-                             cudaMemcpyHostToDevice),
-                  "uploading the weights");
+    KILN_CUDA_TRY(
+        cudaMemcpy(weights_, plan.weights.data(), plan.weights.size(), cudaMemcpyHostToDevice),
+        "uploading the weights");
   // The device holds the weights now: a file-mapped plan's pages are no longer needed (a
   // read would fault them back in from the file).
   const long page = ::sysconf(_SC_PAGESIZE);
@@ -159,10 +158,10 @@ absl::Status CudaExecutor::InitDevice(const ExecutorOptions& options) {
     for (size_t s = 0; s < steps_[b].size(); ++s) {
       absl::Status st = steps_[b][s].kernel->Init(env);
       if (!st.ok())
-        return absl::Status(st.code(), absl::StrCat(StepWhere(static_cast<int>(b),
-                                                              static_cast<int>(s),
-                                                              *steps_[b][s].source),
-                                                    ": ", st.message()));
+        return absl::Status(
+            st.code(),
+            absl::StrCat(StepWhere(static_cast<int>(b), static_cast<int>(s), *steps_[b][s].source),
+                         ": ", st.message()));
     }
   // One slot now, its graphs captured, so the first Run replays.
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Slot> slot, NewSlot());
@@ -178,19 +177,22 @@ absl::StatusOr<std::unique_ptr<CudaExecutor::Slot>> CudaExecutor::NewSlot() cons
   auto s = std::make_unique<Slot>();
   s->device = device_;
   KILN_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
-  if (cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&s->block), static_cast<size_t>(block_bytes_)); e != cudaSuccess) {
+  if (cudaError_t e =
+          cudaMalloc(reinterpret_cast<void**>(&s->block), static_cast<size_t>(block_bytes_));
+      e != cudaSuccess) {
     s->block = nullptr;
     return absl::ResourceExhaustedError(absl::StrFormat(
         "cannot allocate a run's %d bytes of device memory (arena, staging, cuBLASLt "
         "workspace): %s",
         block_bytes_, cudaGetErrorString(e)));
   }
-  if (cudaError_t e = cudaMallocHost(reinterpret_cast<void**>(&s->pinned), static_cast<size_t>(pinned_bytes_));
+  if (cudaError_t e =
+          cudaMallocHost(reinterpret_cast<void**>(&s->pinned), static_cast<size_t>(pinned_bytes_));
       e != cudaSuccess) {
     s->pinned = nullptr;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "cannot allocate %d bytes of pinned host staging: %s", pinned_bytes_,
-        cudaGetErrorString(e)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot allocate %d bytes of pinned host staging: %s", pinned_bytes_,
+                        cudaGetErrorString(e)));
   }
   KILN_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   KILN_RETURN_IF_ERROR(CublasStatus(cuda::Lt()->Create(&s->lt), "cublasLtCreate"));
@@ -213,9 +215,9 @@ absl::Status CudaExecutor::LaunchSteps(int b, const Slot& slot, cudaStream_t str
     if (events) KILN_CUDA_TRY(cudaEventRecord((*events)[2 * s], stream), "cudaEventRecord");
     absl::Status st = steps[s].kernel->Launch(env, StepIo{bases, &steps[s].ops});
     if (!st.ok())
-      return absl::Status(st.code(), absl::StrCat(StepWhere(b, static_cast<int>(s),
-                                                            *steps[s].source),
-                                                  ": ", st.message()));
+      return absl::Status(
+          st.code(),
+          absl::StrCat(StepWhere(b, static_cast<int>(s), *steps[s].source), ": ", st.message()));
     if (events) KILN_CUDA_TRY(cudaEventRecord((*events)[2 * s + 1], stream), "cudaEventRecord");
   }
   return absl::OkStatus();
@@ -243,8 +245,8 @@ absl::Status CudaExecutor::Capture(int b, Slot& slot, std::byte* const* bases) c
 absl::Status CudaExecutor::DataError(int b, uint32_t code) const {
   const size_t s = code - 1;
   if (s >= steps_[b].size())
-    return absl::InternalError(absl::StrFormat("bucket %d: data-error code %d names no step", b,
-                                               code));
+    return absl::InternalError(
+        absl::StrFormat("bucket %d: data-error code %d names no step", b, code));
   return absl::InvalidArgumentError(
       absl::StrCat(StepWhere(b, static_cast<int>(s), *steps_[b][s].source), ": ",
                    steps_[b][s].kernel->DataError(), " (the run's outputs are not valid)"));
@@ -301,13 +303,13 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
         } else {
           std::memcpy(p, v.data, static_cast<size_t>(bytes));
         }
-        KILN_CUDA_TRY(cudaMemcpyAsync(dst, p, static_cast<size_t>(bytes), cudaMemcpyHostToDevice,
-                                      stream),
-                      what);
+        KILN_CUDA_TRY(
+            cudaMemcpyAsync(dst, p, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream),
+            what);
       } else if (pad) {
         KILN_CUDA_TRY(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), stream), what);
-        KILN_RETURN_IF_ERROR(PadCopy(v.data, dst, v.dims, io.input_dims[i],
-                                     static_cast<int>(elem), /*to_big=*/true, stream));
+        KILN_RETURN_IF_ERROR(PadCopy(v.data, dst, v.dims, io.input_dims[i], static_cast<int>(elem),
+                                     /*to_big=*/true, stream));
       } else {
         KILN_CUDA_TRY(cudaMemcpyAsync(dst, v.data, static_cast<size_t>(bytes),
                                       cudaMemcpyDeviceToDevice, stream),
@@ -337,9 +339,9 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
       if (v.memory == MemoryKind::kHost) {
         std::byte* p = slot.pinned + pin;
         pin += Align(bytes, 64);
-        KILN_CUDA_TRY(cudaMemcpyAsync(p, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost,
-                                      stream),
-                      what);
+        KILN_CUDA_TRY(
+            cudaMemcpyAsync(p, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream),
+            what);
         host_outs.push_back({o, p});
       } else if (cut) {
         KILN_RETURN_IF_ERROR(PadCopy(src, v.data, v.dims, io.output_dims[o],

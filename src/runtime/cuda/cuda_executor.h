@@ -30,8 +30,8 @@
 #include "kiln/kiln.h"
 #include "runtime/cuda/cuda_steps.h"
 #include "runtime/plan_session.h"
-#include "runtime/prepare_steps.h"
 #include "runtime/pool.h"
+#include "runtime/prepare_steps.h"
 
 namespace kiln::runtime {
 

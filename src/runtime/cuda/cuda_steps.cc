@@ -23,19 +23,32 @@ namespace kiln::runtime {
 
 cuda::ElemType ElemTypeOf(DType t) {
   switch (t) {
-    case DType::kF32: return cuda::ElemType::kF32;
-    case DType::kF16: return cuda::ElemType::kF16;
-    case DType::kBF16: return cuda::ElemType::kBF16;
-    case DType::kF64: return cuda::ElemType::kF64;
-    case DType::kI8: return cuda::ElemType::kI8;
-    case DType::kU8: return cuda::ElemType::kU8;
-    case DType::kI16: return cuda::ElemType::kI16;
-    case DType::kU16: return cuda::ElemType::kU16;
-    case DType::kI32: return cuda::ElemType::kI32;
-    case DType::kU32: return cuda::ElemType::kU32;
-    case DType::kI64: return cuda::ElemType::kI64;
-    case DType::kU64: return cuda::ElemType::kU64;
-    default: return cuda::ElemType::kBool;
+    case DType::kF32:
+      return cuda::ElemType::kF32;
+    case DType::kF16:
+      return cuda::ElemType::kF16;
+    case DType::kBF16:
+      return cuda::ElemType::kBF16;
+    case DType::kF64:
+      return cuda::ElemType::kF64;
+    case DType::kI8:
+      return cuda::ElemType::kI8;
+    case DType::kU8:
+      return cuda::ElemType::kU8;
+    case DType::kI16:
+      return cuda::ElemType::kI16;
+    case DType::kU16:
+      return cuda::ElemType::kU16;
+    case DType::kI32:
+      return cuda::ElemType::kI32;
+    case DType::kU32:
+      return cuda::ElemType::kU32;
+    case DType::kI64:
+      return cuda::ElemType::kI64;
+    case DType::kU64:
+      return cuda::ElemType::kU64;
+    default:
+      return cuda::ElemType::kBool;
   }
 }
 
@@ -65,8 +78,7 @@ uint32_t PointerAlignment(const PlanBuffer& b) {
 class LinearStep final : public CudaStep {
  public:
   // `post`: the in-place activation after the GEMM, used when `act` needs one.
-  LinearStep(cuda::GemmDesc desc, int64_t bias_offset, ActivationKind act,
-             cuda::EltwiseArgs post)
+  LinearStep(cuda::GemmDesc desc, int64_t bias_offset, ActivationKind act, cuda::EltwiseArgs post)
       : desc_(desc), bias_offset_(bias_offset), act_(act), post_(post) {}
 
   absl::Status Init(const CudaInitEnv& env) override {

@@ -56,26 +56,46 @@ class EltwiseStep final : public CudaStep {
 
 cuda::EltOp EltOpOf(std::string_view name) {
   static const std::pair<std::string_view, cuda::EltOp> kOps[] = {
-      {"Identity", cuda::EltOp::kIdentity}, {"Neg", cuda::EltOp::kNeg},
-      {"Abs", cuda::EltOp::kAbs},           {"Sign", cuda::EltOp::kSign},
-      {"Relu", cuda::EltOp::kRelu},         {"Sqrt", cuda::EltOp::kSqrt},
-      {"Reciprocal", cuda::EltOp::kReciprocal}, {"Exp", cuda::EltOp::kExp},
-      {"Log", cuda::EltOp::kLog},           {"Erf", cuda::EltOp::kErf},
-      {"Tanh", cuda::EltOp::kTanh},         {"Sigmoid", cuda::EltOp::kSigmoid},
-      {"Sin", cuda::EltOp::kSin},           {"Cos", cuda::EltOp::kCos},
-      {"Floor", cuda::EltOp::kFloor},       {"Ceil", cuda::EltOp::kCeil},
-      {"Round", cuda::EltOp::kRound},       {"Gelu", cuda::EltOp::kGelu},
-      {"GeluTanh", cuda::EltOp::kGeluTanh}, {"IsNaN", cuda::EltOp::kIsNaN},
-      {"Not", cuda::EltOp::kNot},           {"Add", cuda::EltOp::kAdd},
-      {"Sub", cuda::EltOp::kSub},           {"Mul", cuda::EltOp::kMul},
-      {"Div", cuda::EltOp::kDiv},           {"Pow", cuda::EltOp::kPow},
-      {"Max", cuda::EltOp::kMax},           {"Min", cuda::EltOp::kMin},
-      {"Mod", cuda::EltOp::kMod},           {"FMod", cuda::EltOp::kFMod},
-      {"Equal", cuda::EltOp::kEqual},       {"Less", cuda::EltOp::kLess},
-      {"LessOrEqual", cuda::EltOp::kLessOrEqual}, {"Greater", cuda::EltOp::kGreater},
-      {"GreaterOrEqual", cuda::EltOp::kGreaterOrEqual}, {"And", cuda::EltOp::kAnd},
-      {"Or", cuda::EltOp::kOr},             {"Xor", cuda::EltOp::kXor},
-      {"Where", cuda::EltOp::kWhere},       {"Clip", cuda::EltOp::kClip},
+      {"Identity", cuda::EltOp::kIdentity},
+      {"Neg", cuda::EltOp::kNeg},
+      {"Abs", cuda::EltOp::kAbs},
+      {"Sign", cuda::EltOp::kSign},
+      {"Relu", cuda::EltOp::kRelu},
+      {"Sqrt", cuda::EltOp::kSqrt},
+      {"Reciprocal", cuda::EltOp::kReciprocal},
+      {"Exp", cuda::EltOp::kExp},
+      {"Log", cuda::EltOp::kLog},
+      {"Erf", cuda::EltOp::kErf},
+      {"Tanh", cuda::EltOp::kTanh},
+      {"Sigmoid", cuda::EltOp::kSigmoid},
+      {"Sin", cuda::EltOp::kSin},
+      {"Cos", cuda::EltOp::kCos},
+      {"Floor", cuda::EltOp::kFloor},
+      {"Ceil", cuda::EltOp::kCeil},
+      {"Round", cuda::EltOp::kRound},
+      {"Gelu", cuda::EltOp::kGelu},
+      {"GeluTanh", cuda::EltOp::kGeluTanh},
+      {"IsNaN", cuda::EltOp::kIsNaN},
+      {"Not", cuda::EltOp::kNot},
+      {"Add", cuda::EltOp::kAdd},
+      {"Sub", cuda::EltOp::kSub},
+      {"Mul", cuda::EltOp::kMul},
+      {"Div", cuda::EltOp::kDiv},
+      {"Pow", cuda::EltOp::kPow},
+      {"Max", cuda::EltOp::kMax},
+      {"Min", cuda::EltOp::kMin},
+      {"Mod", cuda::EltOp::kMod},
+      {"FMod", cuda::EltOp::kFMod},
+      {"Equal", cuda::EltOp::kEqual},
+      {"Less", cuda::EltOp::kLess},
+      {"LessOrEqual", cuda::EltOp::kLessOrEqual},
+      {"Greater", cuda::EltOp::kGreater},
+      {"GreaterOrEqual", cuda::EltOp::kGreaterOrEqual},
+      {"And", cuda::EltOp::kAnd},
+      {"Or", cuda::EltOp::kOr},
+      {"Xor", cuda::EltOp::kXor},
+      {"Where", cuda::EltOp::kWhere},
+      {"Clip", cuda::EltOp::kClip},
   };
   for (const auto& [n, op] : kOps)
     if (n == name) return op;
@@ -84,11 +104,16 @@ cuda::EltOp EltOpOf(std::string_view name) {
 
 cuda::EltDomainKind DomainKindOf(EltDomain d) {
   switch (d) {
-    case EltDomain::kF32: return cuda::EltDomainKind::kF32;
-    case EltDomain::kF64: return cuda::EltDomainKind::kF64;
-    case EltDomain::kI64: return cuda::EltDomainKind::kI64;
-    case EltDomain::kU64: return cuda::EltDomainKind::kU64;
-    case EltDomain::kBool: return cuda::EltDomainKind::kBool;
+    case EltDomain::kF32:
+      return cuda::EltDomainKind::kF32;
+    case EltDomain::kF64:
+      return cuda::EltDomainKind::kF64;
+    case EltDomain::kI64:
+      return cuda::EltDomainKind::kI64;
+    case EltDomain::kU64:
+      return cuda::EltDomainKind::kU64;
+    case EltDomain::kBool:
+      return cuda::EltDomainKind::kBool;
   }
   return cuda::EltDomainKind::kF32;
 }
@@ -114,19 +139,18 @@ absl::StatusOr<StepPtr> PrepareEltwise(const StepChecker& c) {
                          (x0->kind == PlanBufferKind::kOutput && x0->binding == y->binding));
   if (in_place && (StepChecker::Elems(*x0) != StepChecker::Elems(*y) ||
                    DTypeSize(x0->dtype) != DTypeSize(y->dtype)))
-    return c.Err("y %s in place over input 0 %s needs its element count and size",
-                 DimsStr(y->dims), DimsStr(x0->dims));
+    return c.Err("y %s in place over input 0 %s needs its element count and size", DimsStr(y->dims),
+                 DimsStr(x0->dims));
   absl::StatusOr<EltDomain> d = TypeEltwise(op, types, y->dtype);
   if (!d.ok()) return c.Err("%s", d.status().message());
   cuda::EltwiseArgs a;
   a.op = EltOpOf(op);
   a.domain = DomainKindOf(*d);
   if (!cuda::EltwiseLayout(y->dims, dims, &a))
-    return c.Err("the inputs %s do not broadcast to y %s (or rank > %d)",
-                 absl::StrJoin(dims, " ", [](std::string* out, const Dims& v) {
-                   out->append(DimsStr(v));
-                 }),
-                 DimsStr(y->dims), cuda::kMaxRank);
+    return c.Err(
+        "the inputs %s do not broadcast to y %s (or rank > %d)",
+        absl::StrJoin(dims, " ", [](std::string* out, const Dims& v) { out->append(DimsStr(v)); }),
+        DimsStr(y->dims), cuda::kMaxRank);
   for (size_t i = 0; i < types.size(); ++i) a.in[i].type = ElemTypeOf(types[i]);
   a.out_type = ElemTypeOf(y->dtype);
   return StepPtr(new EltwiseStep(a));
@@ -220,7 +244,8 @@ absl::StatusOr<StepPtr> PrepareTranspose(const StepChecker& c) {
   Dims out(r), ss(r);
   const Dims xs = Strides(x.dims);
   for (size_t d = 0; d < r; ++d) {
-    if (perm[d] >= static_cast<int64_t>(r) || seen[perm[d]]) return c.Err("perm is not a permutation");
+    if (perm[d] >= static_cast<int64_t>(r) || seen[perm[d]])
+      return c.Err("perm is not a permutation");
     seen[perm[d]] = true;
     out[d] = x.dims[perm[d]];
     ss[d] = xs[perm[d]];
@@ -280,16 +305,16 @@ absl::StatusOr<StepPtr> PrepareConcat(const StepChecker& c) {
   for (size_t i = 0; i < c.step().inputs.size(); ++i) {
     const PlanBuffer* x = c.In(i);
     if (x == nullptr) return c.Err("input %d is omitted", i);
-    if (x->dtype != y.dtype) return c.Err("input %d is %s, y is %s", i,
-                                          std::string(DTypeName(x->dtype)),
-                                          std::string(DTypeName(y.dtype)));
+    if (x->dtype != y.dtype)
+      return c.Err("input %d is %s, y is %s", i, std::string(DTypeName(x->dtype)),
+                   std::string(DTypeName(y.dtype)));
     if (x->dims.size() != y.dims.size()) return c.Err("input %d's rank is not y's", i);
     for (size_t d = 0; d < y.dims.size(); ++d)
       if (static_cast<int64_t>(d) != axis && x->dims[d] != y.dims[d])
         return c.Err("input %d %s differs from y %s off the axis", i, DimsStr(x->dims),
                      DimsStr(y.dims));
-    KILN_RETURN_IF_ERROR(AddCopy(c, *x, y, x->dims, Strides(x->dims), 0, ys, at * ys[axis],
-                                 step.get()));
+    KILN_RETURN_IF_ERROR(
+        AddCopy(c, *x, y, x->dims, Strides(x->dims), 0, ys, at * ys[axis], step.get()));
     at += x->dims[axis];
   }
   if (at != y.dims[axis])
@@ -339,7 +364,8 @@ absl::StatusOr<StepPtr> PrepareGather(const StepChecker& c) {
 absl::StatusOr<StepPtr> PrepareGatherND(const StepChecker& c) {
   const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
   const int64_t b = c.Int("batch_dims");
-  const int64_t r = static_cast<int64_t>(data.dims.size()), q = static_cast<int64_t>(idx.dims.size());
+  const int64_t r = static_cast<int64_t>(data.dims.size()),
+                q = static_cast<int64_t>(idx.dims.size());
   if (q < 1 || b >= std::min(r, q)) return c.Err("batch_dims %d needs more data and index dims", b);
   const int64_t k = idx.dims.back();
   if (k < 1 || b + k > r || k > cuda::kMaxRank) return c.Err("index tuples of %d do not fit", k);

@@ -15,8 +15,8 @@ namespace runtime {
 
 absl::Status CudaStatus(cudaError_t e, std::string_view what) {
   if (e == cudaSuccess) return absl::OkStatus();
-  const std::string msg = absl::StrCat(std::string(what), ": ", cudaGetErrorName(e), " (",
-                                       cudaGetErrorString(e), ")");
+  const std::string msg =
+      absl::StrCat(std::string(what), ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
   switch (e) {
     case cudaErrorMemoryAllocation:
       return absl::ResourceExhaustedError(msg);
@@ -50,7 +50,10 @@ const std::vector<int>& BuildSms() {
       // CMake spellings: "90", "90a", "90-real", "80-virtual".
       std::string digits;
       for (char c : part)
-        if (c >= '0' && c <= '9') digits += c; else break;
+        if (c >= '0' && c <= '9')
+          digits += c;
+        else
+          break;
       int sm = 0;
       if (absl::SimpleAtoi(digits, &sm)) v->push_back(sm);
     }
@@ -69,14 +72,14 @@ absl::Status CheckSmCompatibility(const std::vector<int32_t>& plan_sms, int devi
   for (int32_t sm : plan_sms) plan_names.push_back(absl::StrCat("sm_", sm));
   for (int sm : BuildSms()) build_names.push_back(absl::StrCat("sm_", sm));
   if (!planned)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the plan is for ", absl::StrJoin(plan_names, ", "), " and this GPU is sm_", device_sm,
-        ": recompile with --cuda-arch sm_", device_sm));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan is for ", absl::StrJoin(plan_names, ", "), " and this GPU is sm_",
+                     device_sm, ": recompile with --cuda-arch sm_", device_sm));
   if (!built)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this kiln's CUDA kernels are built for ", absl::StrJoin(build_names, ", "),
-        " and this GPU is sm_", device_sm, ": rebuild with -DCMAKE_CUDA_ARCHITECTURES=",
-        device_sm));
+    return absl::FailedPreconditionError(
+        absl::StrCat("this kiln's CUDA kernels are built for ", absl::StrJoin(build_names, ", "),
+                     " and this GPU is sm_", device_sm,
+                     ": rebuild with -DCMAKE_CUDA_ARCHITECTURES=", device_sm));
   return absl::OkStatus();
 }
 

@@ -20,9 +20,9 @@ namespace kiln::runtime {
 absl::Status CudaStatus(cudaError_t e, std::string_view what);
 absl::Status CublasStatus(cublasStatus_t s, std::string_view what);
 
-#define KILN_CUDA_TRY(expr, what)                                     \
-  do {                                                                \
-    const cudaError_t _kiln_cuda_e = (expr);                          \
+#define KILN_CUDA_TRY(expr, what)                                                            \
+  do {                                                                                       \
+    const cudaError_t _kiln_cuda_e = (expr);                                                 \
     if (_kiln_cuda_e != cudaSuccess) return ::kiln::runtime::CudaStatus(_kiln_cuda_e, what); \
   } while (0)
 
