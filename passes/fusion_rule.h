@@ -35,7 +35,6 @@ class FusionSession {
   FusionSession(const PassContext& ctx, absl::FunctionRef<void(const std::string&, int64_t)> count)
       : ctx_(ctx), count_(count) {}
 
-  const PassContext& context() const { return ctx_; }
   void Count(const std::string& counter, int64_t n = 1) { count_(counter, n); }
 
   // Records a near-miss of `kind` (counted under `counter`). The driver records the
