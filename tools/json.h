@@ -52,6 +52,11 @@ class JsonWriter {
     absl::StrAppend(&out_, v);
     return *this;
   }
+  JsonWriter& Null() {
+    Sep();
+    out_ += "null";
+    return *this;
+  }
   JsonWriter& Bool(bool v) {
     Sep();
     out_ += v ? "true" : "false";
