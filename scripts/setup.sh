@@ -6,6 +6,7 @@ set -euo pipefail
 
 DEB_PACKAGES=(cmake g++ make libonnx-dev libprotobuf-dev protobuf-compiler libabsl-dev
               libgtest-dev libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev python3 python3-pip ccache
+              python3-dev python3-venv          # the Python package: its headers, venvs
               clang libclang-rt-dev libomp-dev  # clang + its libFuzzer/OpenMP: scripts/fuzz.sh
               clang-format)                     # scripts/format.sh
 PY_REQUIREMENTS="$(dirname "$0")/../requirements-test.txt"
@@ -35,6 +36,7 @@ for line in open(sys.argv[1]):
     if not line:
         continue
     name, _, version = line.partition('==')
+    name = name.split('[')[0]  # ray[serve] is installed as ray
     try:
         have = metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -5,7 +5,6 @@ CTest sets KILN_BIN (the built CLI) and KILN_SOURCE_DIR; run by hand, KILN_BIN m
 (or build/kiln must exist in the source tree).
 """
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -13,29 +12,13 @@ import sys
 import numpy as np
 import pytest
 
-SOURCE_DIR = pathlib.Path(os.environ.get("KILN_SOURCE_DIR",
-                                         pathlib.Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(SOURCE_DIR / "models"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/
 
-import gen_bert  # noqa: E402  (path set just above)
+from kiln_fixtures import SOURCE_DIR, kiln_bin, source_dir  # noqa: E402,F401  (fixtures)
+import gen_bert  # noqa: E402  (kiln_fixtures puts models/ on the path)
 
 # `kiln run` on the small models takes well under a second; this only stops a hang.
 KILN_TIMEOUT_S = 300
-
-
-@pytest.fixture(scope="session")
-def source_dir():
-    """The kiln source tree."""
-    return SOURCE_DIR
-
-
-@pytest.fixture(scope="session")
-def kiln_bin():
-    """Path of the kiln CLI under test."""
-    path = os.environ.get("KILN_BIN") or str(SOURCE_DIR / "build" / "kiln")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"kiln binary not found at {path}: set KILN_BIN (CTest does)")
-    return path
 
 
 def run_kiln(kiln_bin, model, feeds, workdir, *extra):
