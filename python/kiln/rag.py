@@ -237,10 +237,22 @@ class _Runner:
         self.session.close()
 
 
-class _ClosesItsSession:
-    """close() and `with` for the classes that own a _Runner's session."""
+class _PlanRunner:
+    """What Encoder and Reranker expose of their _Runner: the plan, the length limit,
+    close() and `with`."""
 
     _runner: _Runner
+
+    @property
+    def plan(self):
+        """The kiln.Plan this object runs."""
+        return self._runner.plan
+
+    @property
+    def max_length(self) -> int:
+        """Texts (Encoder) or query/passage pairs (Reranker) are truncated to this many
+        tokens, special tokens included."""
+        return self._runner.max_length
 
     def close(self) -> None:
         """Closes the session; later calls raise kiln.FailedPrecondition."""
@@ -253,7 +265,7 @@ class _ClosesItsSession:
         self.close()
 
 
-class Encoder(_ClosesItsSession):
+class Encoder(_PlanRunner):
     """Sentence embeddings from a compiled bi-encoder plan (e.g. all-MiniLM-L6-v2).
 
     Args:
@@ -315,16 +327,6 @@ class Encoder(_ClosesItsSession):
         self._dimension = last if isinstance(last, int) else None
 
     @property
-    def plan(self):
-        """The kiln.Plan this encoder runs."""
-        return self._runner.plan
-
-    @property
-    def max_length(self) -> int:
-        """Texts are truncated to this many tokens, special tokens included."""
-        return self._runner.max_length
-
-    @property
     def batch_size(self) -> int:
         """Default texts per session run (capped at the plan's largest batch bucket)."""
         return self._runner.batch_size
@@ -374,7 +376,7 @@ class Encoder(_ClosesItsSession):
         return vectors.astype(np.float32)
 
 
-class Reranker(_ClosesItsSession):
+class Reranker(_PlanRunner):
     """Relevance scores from a compiled cross-encoder plan (one-label head, e.g.
     ms-marco-MiniLM): each (query, passage) pair is encoded together and scored.
 
@@ -413,16 +415,6 @@ class Reranker(_ClosesItsSession):
         self._counting = _configured(tok, None)
         self._passage_first = _configured(tok, max_length, "only_second")
         self._longest_first = _configured(tok, max_length, "longest_first")
-
-    @property
-    def plan(self):
-        """The kiln.Plan this reranker runs."""
-        return self._runner.plan
-
-    @property
-    def max_length(self) -> int:
-        """Pairs are truncated to this many tokens, special tokens included."""
-        return self._runner.max_length
 
     def score(self, query: str, passages: list[str],
               batch_size: int | None = None) -> np.ndarray:
