@@ -128,8 +128,8 @@ nb::dlpack::dtype ToDlpack(DType t) {
       code = dtype_code::Bool;
       break;
     default:
-      throw StatusError{absl::InternalError(
-          absl::StrCat("plan output dtype ", std::string(DTypeName(t)), " has no numpy equivalent"))};
+      throw StatusError{absl::InternalError(absl::StrCat(
+          "plan output dtype ", std::string(DTypeName(t)), " has no numpy equivalent"))};
   }
   nb::dlpack::dtype d;
   d.code = static_cast<uint8_t>(code);
@@ -222,11 +222,10 @@ std::pair<PlanTarget, int> ParseDevice(const std::string& device) {
   if (device == "cpu") return {PlanTarget::kCpu, 0};
   if (device == "cuda") return {PlanTarget::kCuda, 0};
   int ordinal = -1;
-  if (device.rfind("cuda:", 0) == 0 && absl::SimpleAtoi(device.substr(5), &ordinal) &&
-      ordinal >= 0)
+  if (device.rfind("cuda:", 0) == 0 && absl::SimpleAtoi(device.substr(5), &ordinal) && ordinal >= 0)
     return {PlanTarget::kCuda, ordinal};
-  throw StatusError{InvalidArgument(
-      absl::StrCat("device '", device, "' is not one of cpu, cuda, cuda:N"))};
+  throw StatusError{
+      InvalidArgument(absl::StrCat("device '", device, "' is not one of cpu, cuda, cuda:N"))};
 }
 
 // An executor over one plan. Thread-safe: run() may be called from many threads at once;
@@ -243,10 +242,9 @@ class PySession {
     const std::string dev = device.value_or(std::string(PlanTargetName(target)));
     const auto [dev_target, ordinal] = ParseDevice(dev);
     if (dev_target != target)
-      throw StatusError{absl::FailedPreconditionError(
-          absl::StrCat("device '", dev, "': the plan is for target ",
-                       std::string(PlanTargetName(target)), "; compile it with target=\"",
-                       std::string(PlanTargetName(dev_target)), "\""))};
+      throw StatusError{absl::FailedPreconditionError(absl::StrCat(
+          "device '", dev, "': the plan is for target ", std::string(PlanTargetName(target)),
+          "; compile it with target=\"", std::string(PlanTargetName(dev_target)), "\""))};
     ExecutorOptions options;
     options.num_threads = threads;
     options.cuda_device = ordinal;
@@ -264,7 +262,13 @@ class PySession {
     for (const PlanTensorSig& s : executor_->plan().outputs) output_names_.push_back(s.name);
   }
 
-  nb::dict Run(nb::dict inputs) {
+  nb::dict Run(nb::dict inputs, const std::string& outputs) {
+    if (outputs != "auto" && outputs != "host" && outputs != "device")
+      throw StatusError{InvalidArgument(
+          absl::StrCat("run(): outputs='", outputs, "' is not one of auto, host, device"))};
+    if (outputs == "device" && device_ == "cpu")
+      throw StatusError{
+          InvalidArgument("run(): outputs='device' needs a cuda session; this one runs on cpu")};
     std::shared_ptr<const Executor> ex = executor();
     const Plan& plan = ex->plan();
     for (auto [key, value] : inputs) {
@@ -274,48 +278,52 @@ class PySession {
       bool known = false;
       for (const std::string& n : input_names_) known |= n == name;
       if (!known)
-        throw StatusError{InvalidArgument(absl::StrCat("run(): '", name,
-                                                       "' is not an input of this plan (inputs: ",
-                                                       absl::StrJoin(input_names_, ", "), ")"))};
+        throw StatusError{InvalidArgument(absl::StrCat(
+            "run(): '", name,
+            "' is not an input of this plan (inputs: ", absl::StrJoin(input_names_, ", "), ")"))};
     }
     const size_t n = plan.inputs.size();
     std::vector<nb::ndarray<nb::ro>> arrays(n);
     std::vector<TensorView> views(n);
     std::vector<std::vector<int64_t>> dims(n);
+    bool any_device_input = false;
     for (size_t i = 0; i < n; ++i) {
       const PlanTensorSig& sig = plan.inputs[i];
       nb::str key(sig.name.c_str());
       if (!inputs.contains(key))
-        throw StatusError{InvalidArgument(absl::StrCat(
-            "run(): input '", sig.name, "' is missing (inputs: ", absl::StrJoin(input_names_, ", "),
-            ")"))};
+        throw StatusError{InvalidArgument(
+            absl::StrCat("run(): input '", sig.name,
+                         "' is missing (inputs: ", absl::StrJoin(input_names_, ", "), ")"))};
       nb::handle value = inputs[key];
       if (!nb::try_cast(value, arrays[i], /*convert=*/false))
         throw StatusError{InvalidArgument(
             absl::StrCat("input '", sig.name, "': expected a numpy array or a DLPack tensor, got ",
                          nb::type_name(value.type()).c_str()))};
       views[i] = View(sig, arrays[i], &dims[i]);
+      any_device_input |= views[i].memory == MemoryKind::kCuda;
     }
     std::vector<std::vector<int64_t>> out_dims = ValueOrThrow(ex->OutputDims(dims));
 
-    // Outputs: one aligned host buffer each, owned by a capsule the numpy array keeps.
-    std::vector<void*> buffers(plan.outputs.size(), nullptr);
-    struct Free {
-      std::vector<void*>* b;
-      ~Free() {
-        for (void* p : *b) std::free(p);
-      }
-    } free_on_error{&buffers};
+    // Outputs: one buffer each, host (64-byte aligned) or device, owned through a
+    // shared_ptr that the returned array's capsule keeps.
+    const bool on_device = outputs == "device" || (outputs == "auto" && any_device_input);
+    std::vector<std::shared_ptr<void>> buffers(plan.outputs.size());
     std::vector<MutableTensorView> outs(plan.outputs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
       const DType dt = plan.outputs[i].dtype;
       size_t bytes = DTypeSize(dt);
       for (int64_t d : out_dims[i]) bytes *= static_cast<size_t>(d);
-      buffers[i] = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
-      if (buffers[i] == nullptr)
-        throw StatusError{absl::ResourceExhaustedError(
-            absl::StrCat("output '", plan.outputs[i].name, "': cannot allocate ", bytes, " bytes"))};
-      outs[i] = MutableTensorView{dt, out_dims[i], buffers[i], MemoryKind::kHost};
+      if (on_device) {
+        buffers[i] = ValueOrThrow(AllocateCudaBuffer(ordinal_, bytes));
+      } else {
+        buffers[i] = std::shared_ptr<void>(
+            std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64)), std::free);
+        if (buffers[i] == nullptr)
+          throw StatusError{absl::ResourceExhaustedError(absl::StrCat(
+              "output '", plan.outputs[i].name, "': cannot allocate ", bytes, " bytes"))};
+      }
+      outs[i] = MutableTensorView{dt, out_dims[i], buffers[i].get(),
+                                  on_device ? MemoryKind::kCuda : MemoryKind::kHost};
     }
     absl::Status status;
     {
@@ -326,13 +334,22 @@ class PySession {
 
     nb::dict result;
     for (size_t i = 0; i < outs.size(); ++i) {
-      void* data = buffers[i];
-      buffers[i] = nullptr;  // the capsule owns it from here
-      nb::capsule owner(data, [](void* p) noexcept { std::free(p); });
+      auto* keep = new std::shared_ptr<void>(std::move(buffers[i]));
+      nb::capsule owner(keep,
+                        [](void* p) noexcept { delete static_cast<std::shared_ptr<void>*>(p); });
       std::vector<size_t> shape(out_dims[i].begin(), out_dims[i].end());
-      nb::ndarray<nb::numpy> array(data, shape.size(), shape.data(), owner, nullptr,
-                                   ToDlpack(outs[i].dtype), nb::device::cpu::value);
-      result[plan.outputs[i].name.c_str()] = array.cast();
+      nb::object array;
+      if (on_device) {
+        // No framework of its own: a DLPack-capable array (torch.from_dlpack, cupy, ...).
+        array = nb::ndarray<>(keep->get(), shape.size(), shape.data(), owner, nullptr,
+                              ToDlpack(outs[i].dtype), nb::device::cuda::value, ordinal_)
+                    .cast();
+      } else {
+        array = nb::ndarray<nb::numpy>(keep->get(), shape.size(), shape.data(), owner, nullptr,
+                                       ToDlpack(outs[i].dtype), nb::device::cpu::value)
+                    .cast();
+      }
+      result[plan.outputs[i].name.c_str()] = array;
     }
     return result;
   }
@@ -387,15 +404,15 @@ class PySession {
     MemoryKind memory = MemoryKind::kHost;
     if (a.device_type() == nb::device::cuda::value) {
       if (device_ == "cpu" || a.device_id() != ordinal_)
-        throw StatusError{InvalidArgument(absl::StrCat("input '", sig.name, "' is on cuda:",
-                                                       a.device_id(), "; this session runs on ",
-                                                       device_))};
+        throw StatusError{
+            InvalidArgument(absl::StrCat("input '", sig.name, "' is on cuda:", a.device_id(),
+                                         "; this session runs on ", device_))};
       memory = MemoryKind::kCuda;
     } else if (a.device_type() != nb::device::cpu::value &&
                a.device_type() != nb::device::cuda_host::value) {
-      throw StatusError{InvalidArgument(absl::StrCat(
-          "input '", sig.name, "' is on DLPack device type ", a.device_type(),
-          "; kiln reads host memory and, for cuda plans, CUDA device memory"))};
+      throw StatusError{InvalidArgument(
+          absl::StrCat("input '", sig.name, "' is on DLPack device type ", a.device_type(),
+                       "; kiln reads host memory and, for cuda plans, CUDA device memory"))};
     }
     return TensorView{sig.dtype, *dims, a.data(), memory};
   }
@@ -412,8 +429,7 @@ class PySession {
 PlanTarget ParseTarget(const std::string& target) {
   if (target == "cpu") return PlanTarget::kCpu;
   if (target == "cuda") return PlanTarget::kCuda;
-  throw StatusError{
-      InvalidArgument(absl::StrCat("target '", target, "' is not one of cpu, cuda"))};
+  throw StatusError{InvalidArgument(absl::StrCat("target '", target, "' is not one of cpu, cuda"))};
 }
 
 // compile(): the Python layer passes every option by keyword, already validated for
@@ -510,9 +526,9 @@ NB_MODULE(_kiln, m) {
   m.def("cuda_device", &CudaInfo,
         "The CUDA side of this build and machine (device 0): built, available, reason, ...");
 
-  m.def("_compile", &CompilePlan, nb::arg("model"), nb::arg("output").none(),
-        nb::arg("profile"), nb::arg("shapes"), nb::arg("symbols"), nb::arg("precision"),
-        nb::arg("target"), nb::arg("opt_level"), nb::arg("cuda_sms"), nb::arg("allow_tf32"),
+  m.def("_compile", &CompilePlan, nb::arg("model"), nb::arg("output").none(), nb::arg("profile"),
+        nb::arg("shapes"), nb::arg("symbols"), nb::arg("precision"), nb::arg("target"),
+        nb::arg("opt_level"), nb::arg("cuda_sms"), nb::arg("allow_tf32"),
         nb::arg("disabled_passes"), nb::arg("progress").none(),
         "Internal: kiln.compile() validates its arguments and calls this.");
 
@@ -541,32 +557,43 @@ NB_MODULE(_kiln, m) {
           "The shape buckets: [{bindings {symbol: value}, steps, arena_bytes, ...}].")
       .def_prop_ro(
           "path",
-          [](const PyPlan& p) -> std::optional<std::string> { return p.path().empty() ? std::nullopt : std::optional<std::string>(p.path()); },
+          [](const PyPlan& p) -> std::optional<std::string> {
+            return p.path().empty() ? std::nullopt : std::optional<std::string>(p.path());
+          },
           "The file the plan was loaded from, or None for a plan compiled in memory.")
       .def_prop_ro(
-          "target", [](const PyPlan& p) -> std::string { return std::string(kiln::PlanTargetName(p.plan()->target)); },
+          "target",
+          [](const PyPlan& p) -> std::string {
+            return std::string(kiln::PlanTargetName(p.plan()->target));
+          },
           "\"cpu\" or \"cuda\".")
-      .def("session", [](const PyPlan& p, int threads, std::optional<std::string> device) {
-             return new PySession(p, threads, std::move(device));
-           },
-           nb::arg("threads") = 0, nb::arg("device").none() = nb::none(),
-           "Creates a Session that runs this plan. threads: CPU threads per run (0: one per "
-           "core). device: \"cpu\", \"cuda\" or \"cuda:N\" (default: the plan's target).")
+      .def(
+          "session",
+          [](const PyPlan& p, int threads, std::optional<std::string> device) {
+            return new PySession(p, threads, std::move(device));
+          },
+          nb::arg("threads") = 0, nb::arg("device").none() = nb::none(),
+          "Creates a Session that runs this plan. threads: CPU threads per run (0: one per "
+          "core). device: \"cpu\", \"cuda\" or \"cuda:N\" (default: the plan's target).")
       .def("__repr__", [](const PyPlan& p) {
-        return absl::StrCat("<kiln.Plan target=", std::string(kiln::PlanTargetName(p.plan()->target)),
-                            " buckets=", p.plan()->buckets.size(),
-                            p.path().empty() ? "" : absl::StrCat(" path='", p.path(), "'"), ">");
+        return absl::StrCat(
+            "<kiln.Plan target=", std::string(kiln::PlanTargetName(p.plan()->target)),
+            " buckets=", p.plan()->buckets.size(),
+            p.path().empty() ? "" : absl::StrCat(" path='", p.path(), "'"), ">");
       });
 
   nb::class_<PySession>(m, "Session",
                         "Runs one plan. Thread-safe: run() may be called from many threads at "
                         "once (each call gets its own activation arena; the GIL is released "
                         "while kiln runs).")
-      .def("run", &PySession::Run, nb::arg("inputs"),
-           "Runs the plan on `inputs` ({name: array}) and returns {output name: numpy array}. "
-           "Arrays are read in place (numpy, or any DLPack tensor such as a CPU torch.Tensor); "
+      .def("run", &PySession::Run, nb::arg("inputs"), nb::arg("outputs") = "auto",
+           "Runs the plan on `inputs` ({name: array}) and returns {output name: array}. "
+           "Arrays are read in place (numpy, or any DLPack tensor such as a torch.Tensor); "
            "they must have the plan's dtype and be C-contiguous. The smallest bucket that fits "
-           "is chosen, padding paddable dims (batch, sequence) as needed.")
+           "is chosen, padding paddable dims (batch, sequence) as needed. outputs: \"host\" "
+           "gives numpy arrays; \"device\" (cuda sessions) gives DLPack arrays in device "
+           "memory (torch.from_dlpack takes them without a copy); \"auto\" (default) is "
+           "device when a cuda session got a device input, else host.")
       .def("close", &PySession::Close,
            "Releases the executor; later run() calls raise kiln.FailedPrecondition.")
       .def_prop_ro("closed", &PySession::closed)
@@ -574,6 +601,7 @@ NB_MODULE(_kiln, m) {
       .def_prop_ro("output_names", &PySession::output_names, "The plan's outputs, in order.")
       .def_prop_ro("device", &PySession::device, "\"cpu\", \"cuda\" or \"cuda:N\".")
       .def_prop_ro("threads", &PySession::threads, "CPU threads per run (0: one per core).")
-      .def("__enter__", [](PySession& s) -> PySession& { return s; }, nb::rv_policy::reference)
+      .def(
+          "__enter__", [](PySession& s) -> PySession& { return s; }, nb::rv_policy::reference)
       .def("__exit__", [](PySession& s, nb::args) { s.Close(); });
 }

@@ -51,6 +51,13 @@ struct CudaDeviceInfo {
 // Never fails: without CUDA support or a device, `available` is false with the reason.
 CudaDeviceInfo QueryCudaDevice(int ordinal = 0);
 
+// `bytes` of device memory on CUDA device `ordinal` (at least one byte is allocated), freed
+// when the last copy of the pointer goes: for callers that keep a run's outputs on the GPU
+// (MutableTensorView::memory = kCuda), such as the Python package's device outputs.
+// ResourceExhausted when the device is out of memory; FailedPrecondition without a device
+// or without the CUDA backend.
+absl::StatusOr<std::shared_ptr<void>> AllocateCudaBuffer(int ordinal, size_t bytes);
+
 struct CompileOptions {
   PlanTarget target = PlanTarget::kCpu;
   int opt_level = 2;  // 0..3, as `kiln opt -O<n>`

@@ -317,9 +317,10 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
         if (!options.profile.count(sym))
           return absl::InvalidArgumentError(absl::StrCat(
               "graph input '", sig.name, "' has symbolic dim '", sym, "' (",
-              in->output_info(0).type.ToString(), ") that nothing binds: give it a value or a profile (kiln compile --shape ", sym,
-              "=N or --profile ", sym, "=a:b; kiln.compile(symbols={'", sym,
-              "': N}) or profile={'", sym, "': [a, b]})"));
+              in->output_info(0).type.ToString(),
+              ") that nothing binds: give it a value or a profile (kiln compile --shape ", sym,
+              "=N or --profile ", sym, "=a:b; kiln.compile(symbols={'", sym, "': N}) or profile={'",
+              sym, "': [a, b]})"));
         symbols.insert(sym);
       }
     }

@@ -308,7 +308,7 @@ def test_help_shows_docs():
 def test_stubs_are_built():
     stub = pathlib.Path(kiln.__file__).with_name("_kiln.pyi")
     text = stub.read_text()
-    for sig in ("def run(self, inputs: dict) -> dict", "def load(path: str | os.PathLike) -> Plan",
+    for sig in ("def run(self, inputs: dict, outputs: str = 'auto') -> dict", "def load(path: str | os.PathLike) -> Plan",
                 "def session(self, threads: int = 0, device: str | None = None) -> Session"):
         assert sig in text, sig
 
@@ -386,3 +386,41 @@ def test_inputs_stay_referenced_only_during_the_run(session):
     counts = {k: sys.getrefcount(v) for k, v in inputs.items()}
     session.run(inputs)
     assert {k: sys.getrefcount(v) for k, v in inputs.items()} == counts
+
+
+def test_outputs_option(session):
+    inputs = feeds(1, 8)
+    want = session.run(inputs)["last_hidden_state"]
+    np.testing.assert_array_equal(session.run(inputs, outputs="host")["last_hidden_state"], want)
+    with pytest.raises(kiln.InvalidArgument, match="outputs='gpu'"):
+        session.run(inputs, outputs="gpu")
+    with pytest.raises(kiln.InvalidArgument, match="needs a cuda session"):
+        session.run(inputs, outputs="device")
+
+
+CUDA_MAX_ABS = 1e-3  # fp32 CUDA kernels vs the CPU plan: other summation orders, O(1) values
+
+
+def test_cuda_plans(tiny_bert, session):
+    """A cuda plan compiles on any machine; without a GPU its session is refused with the
+    reason. With one: host I/O matches the CPU plan, and CUDA tensors go in and out
+    (DLPack, no host trip) with the same bits as host I/O."""
+    plan = kiln.compile(tiny_bert, target="cuda", profile={"batch": [1, 4], "sequence": [16]})
+    assert plan.target == "cuda" and plan.info()["cuda_sms"]
+    dev = kiln.cuda_device()
+    if not dev["available"]:
+        with pytest.raises(kiln.FailedPrecondition, match="cuda"):
+            plan.session()
+        pytest.skip(f"no usable GPU: {dev['reason']}")
+    inputs = feeds(3, 12, seed=9)
+    cuda = plan.session()
+    assert cuda.device == "cuda"
+    host = cuda.run(inputs)["last_hidden_state"]
+    assert isinstance(host, np.ndarray)
+    err = float(np.max(np.abs(host - session.run(inputs)["last_hidden_state"])))
+    assert err <= CUDA_MAX_ABS, err
+    torch = pytest.importorskip("torch", reason="torch is not installed: device I/O unchecked")
+    out = cuda.run({k: torch.from_numpy(v).cuda() for k, v in inputs.items()})
+    on_device = torch.from_dlpack(out["last_hidden_state"])
+    assert on_device.is_cuda
+    assert np.array_equal(on_device.cpu().numpy(), host)

@@ -239,5 +239,22 @@ TEST(Executor, RunTimeKernelErrorsNameTheStep) {
                         "input_ids contains 3"));
 }
 
+// AllocateCudaBuffer (the Python package's device outputs): without a GPU (or without the
+// CUDA backend) a clean FailedPrecondition, never a crash; with one, a buffer that is
+// freed by its last owner.
+TEST(Executor, AllocateCudaBufferFailsCleanlyWithoutAGpu) {
+  const CudaDeviceInfo dev = QueryCudaDevice(0);
+  absl::StatusOr<std::shared_ptr<void>> buf = AllocateCudaBuffer(0, 4096);
+  if (!dev.available) {
+    std::printf("no usable GPU (%s): checking the refusal only\n", dev.reason.c_str());
+    ASSERT_FALSE(buf.ok());
+    EXPECT_EQ(buf.status().code(), absl::StatusCode::kFailedPrecondition) << buf.status();
+    return;
+  }
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  EXPECT_NE(buf->get(), nullptr);
+  EXPECT_FALSE(AllocateCudaBuffer(0, size_t{1} << 62).ok());
+}
+
 }  // namespace
 }  // namespace kiln::runtime_test

@@ -130,4 +130,25 @@ CudaDeviceInfo QueryCudaDevice(int ordinal) {
   return info;
 }
 
+absl::StatusOr<std::shared_ptr<void>> AllocateCudaBuffer(int ordinal, size_t bytes) {
+  // Allocated and freed with `ordinal` current, and the caller's current device restored:
+  // a Python thread that holds buffers on two GPUs must not see its device switched.
+  int previous = 0;
+  KILN_CUDA_TRY(cudaGetDevice(&previous), "AllocateCudaBuffer: cudaGetDevice");
+  KILN_CUDA_TRY(cudaSetDevice(ordinal), "AllocateCudaBuffer: cudaSetDevice");
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  cudaSetDevice(previous);
+  if (e != cudaSuccess)
+    return runtime::CudaStatus(
+        e, absl::StrCat("AllocateCudaBuffer: cudaMalloc of ", bytes, " bytes on device ", ordinal));
+  return std::shared_ptr<void>(p, [ordinal](void* q) {
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess) current = ordinal;
+    cudaSetDevice(ordinal);
+    cudaFree(q);
+    cudaSetDevice(current);
+  });
+}
+
 }  // namespace kiln

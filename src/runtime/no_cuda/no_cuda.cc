@@ -12,6 +12,11 @@ CudaDeviceInfo QueryCudaDevice(int) {
   return info;
 }
 
+absl::StatusOr<std::shared_ptr<void>> AllocateCudaBuffer(int, size_t) {
+  return absl::FailedPreconditionError(
+      "cannot allocate CUDA memory: kiln was built without its CUDA backend");
+}
+
 namespace runtime {
 
 absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(std::shared_ptr<const Plan>,
