@@ -22,8 +22,9 @@ WORK=$(mktemp -d)
 PREFIX=$(cached CMAKE_INSTALL_PREFIX)
 PYTHON_OPT=$(cached KILN_PYTHON)
 restore() {
+  # (quiet: cmake warns that scikit-build-core's CMAKE_C_COMPILER is unused)
   cmake -U 'SKBUILD*' -DCMAKE_INSTALL_PREFIX="$PREFIX" -DKILN_PYTHON="$PYTHON_OPT" "$BUILD" \
-    >/dev/null || echo "wheel_check: could not restore $CACHE" >&2
+    >"$WORK/restore.log" 2>&1 || { cat "$WORK/restore.log"; echo "wheel_check: could not restore $CACHE" >&2; }
   rm -rf "$WORK"
 }
 trap restore EXIT
