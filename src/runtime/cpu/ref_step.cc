@@ -1,7 +1,12 @@
 // The CPU "ref" step: at Create, parse the step's one-node IR text once, check that it has
 // exactly one compute node with a reference kernel whose operands and results match the
 // step's buffers (dtype and dims), and keep the parsed graph; Run evaluates the node with
-// kiln::EvaluateNode on copies of the input buffers and copies the results back.
+// kiln::EvaluateNode on tensors that view the input buffers in place (weights, arena
+// slots, caller inputs: nothing is copied, so a Gather from a mapped embedding table costs
+// the rows it reads) and copies the results into their buffers. Reference kernels never
+// write their operands — RunReference already hands them Tensors that share storage with
+// constants and other values, and the ones that update (ScatterND, ...) work on a Clone —
+// so a view of a read-only weight mapping is safe.
 // Limits: the graph's Inputs are the step's non-omitted inputs, in order; no Constants.
 #include <cstring>
 
@@ -28,6 +33,18 @@ class RefStep final : public CpuStep {
   std::vector<std::vector<int64_t>> in_dims, out_dims;
 };
 
+// A Storage over `data` that the step does not own (the buffer outlives the run).
+std::shared_ptr<Storage> Borrow(const void* data, DType dtype, const std::vector<int64_t>& dims) {
+  size_t bytes = DTypeSize(dtype);
+  for (int64_t d : dims) bytes *= static_cast<size_t>(d);
+  if (bytes == 0 || data == nullptr) return Storage::Allocate(0);
+  // Aliasing constructor: a non-null owner pointer with no control block, so nothing is
+  // freed when the view goes.
+  void* p = const_cast<void*>(data);
+  return Storage::View(static_cast<std::byte*>(p), bytes,
+                       std::shared_ptr<void>(std::shared_ptr<void>(), p));
+}
+
 absl::Status RefStep::Run(const cpu::CpuContext&, const StepIo& io) const {
   std::vector<Tensor> held;
   held.reserve(io.ops->in.size());
@@ -35,11 +52,9 @@ absl::Status RefStep::Run(const cpu::CpuContext&, const StepIo& io) const {
   size_t k = 0;
   for (size_t i = 0; i < io.ops->in.size(); ++i) {
     if (io.ops->in[i].slot == kNullSlot) continue;
-    held.emplace_back(in_dtype[k], in_dims[k]);
+    held.emplace_back(in_dtype[k], in_dims[k], Borrow(io.In(i), in_dtype[k], in_dims[k]));
     ++k;
-    Tensor& t = held.back();
-    if (t.NumBytes() > 0) std::memcpy(t.raw(), io.In(i), t.NumBytes());
-    args[i] = &t;
+    args[i] = &held.back();
   }
   auto results = EvaluateNode(*node, args);
   if (!results.ok()) return results.status();
@@ -54,7 +69,9 @@ absl::Status RefStep::Run(const cpu::CpuContext&, const StepIo& io) const {
           node->Describe(), " result ", idx, " is ", std::string(DTypeName(t.dtype())), "[",
           absl::StrJoin(t.dims(), ","), "] but its buffer is ",
           std::string(DTypeName(out_dtype[i])), "[", absl::StrJoin(out_dims[i], ","), "]"));
-    if (t.NumBytes() > 0) std::memcpy(io.Out(i), t.raw(), t.NumBytes());
+    // memmove: a result that shares its operand's storage (Identity, Reshape) may be read
+    // from the very buffer it goes to when the planner placed them in place.
+    if (t.NumBytes() > 0 && t.raw() != io.Out(i)) std::memmove(io.Out(i), t.raw(), t.NumBytes());
   }
   return absl::OkStatus();
 }
