@@ -59,13 +59,12 @@ int RunPlanInfo(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError("plan-info: no plan given (see kiln plan-info --help)"));
   auto info = ReadPlanInfoNamed(path);
   if (!info.ok()) return Fail(info.status());
-  const Plan& plan = info->plan;
-  const Compat compat = CheckCompat(plan);
-
   if (json) {
     std::printf("%s\n", PlanInfoJson(*info, path).c_str());
     return kExitOk;
   }
+  const Plan& plan = info->plan;
+  const Compat compat = CheckCompat(plan);
 
   std::printf("plan          %s (%s)\n", path.c_str(),
               HumanBytes(static_cast<int64_t>(info->file_bytes)).c_str());
