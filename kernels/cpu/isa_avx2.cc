@@ -2,9 +2,11 @@
 // discipline). Only reached when IsaSupported(kAvx2).
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "kernels/cpu/isa_kernels.h"
 

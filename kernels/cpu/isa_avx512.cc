@@ -4,9 +4,11 @@
 // IsaSupported(kAvx512).
 #include <immintrin.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "kernels/cpu/isa_kernels.h"
 

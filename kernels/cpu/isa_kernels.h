@@ -34,6 +34,24 @@ struct AttentionRows {
   int64_t ldo = 0;
 };
 
+// One register tile of kiln's GEMM (gemm_impl.inc): c[r, j] = act(Σ_p a[r, p] · b[p, j] +
+// bias[j]) + residual[r, j] for r < mr, j < nr. `b` is one packed weight panel, [k][gemm_nr]
+// with zeros past N; `bias` (may be null) holds gemm_nr floats of that panel.
+struct GemmTile {
+  const float* a = nullptr;  // row r at a + r * lda
+  int64_t lda = 0;
+  const float* b = nullptr;
+  const float* bias = nullptr;
+  const float* residual = nullptr;  // may be null; row r at residual + r * ldr
+  int64_t ldr = 0;
+  float* c = nullptr;  // row r at c + r * ldc; may alias residual (same ld)
+  int64_t ldc = 0;
+  int64_t k = 0;
+  int mr = 0;          // 1 .. gemm_mr
+  int nr = 0;          // 1 .. gemm_nr valid columns
+  int activation = 0;  // 0 none, 1 gelu (erf), 2 gelu (tanh), 3 relu, 4 tanh
+};
+
 struct IsaKernels {
   int vector_width;  // floats per vector register
   // y = (x - mean) / sqrt(var + eps) * gamma (+ beta); y may alias x.
@@ -56,6 +74,9 @@ struct IsaKernels {
   // j < n (add may be null), m the row max after the add; returns Σ x[j]. A row whose every
   // entry is -inf becomes zeros and returns 0. The caller divides by the sum later.
   float (*exp_shift_row)(float* x, const float* add, int64_t n);
+  int gemm_mr;  // rows of a GEMM register tile
+  int gemm_nr;  // columns of a GEMM register tile (the packed panel width)
+  void (*gemm_tile)(const GemmTile& t);
 };
 
 const IsaKernels& ScalarKernels();

@@ -1,9 +1,11 @@
 // Portable build of the inner loops in isa_impl.inc: a one-lane "vector" of plain floats,
 // compiled for the baseline target. The fallback on CPUs without AVX2, and the path tests
 // force to check the vector ones.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "kernels/cpu/isa_kernels.h"
 
