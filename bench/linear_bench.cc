@@ -1,6 +1,7 @@
-// PackedLinear (oneDNN fp32 matmul) at MiniLM / BERT-base projection shapes:
+// PackedLinear (fp32, the GEMM backend kiln picks; KILN_GEMM forces one) at MiniLM /
+// BERT-base projection shapes (bench/gemm_backends.cc compares the candidates):
 // Y[M,N] = X[M,K]·W + b, 2·M·N·K FLOPs; bytes = X + W + Y once. Args: M, K, N, activation
-// (0 none, 1 gelu). The oneDNN implementation name is printed as the label.
+// (0 none, 1 gelu). The implementation (PackedLinear::ImplName) is printed as the label.
 #include "bench_util.h"
 #include "kernels/cpu/matmul.h"
 

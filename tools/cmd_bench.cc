@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -47,12 +48,20 @@ constexpr char kHelp[] =
     "  --json                   print exactly one JSON object on stdout and nothing else:\n"
     "                           p50_ms, p90_ms, min_ms, mean_ms, max_ms, throughput_per_s,\n"
     "                           peak_rss_mb, load_ms, first_run_ms, warmup, runs, threads,\n"
-    "                           bucket, bucket_bindings, padded, batch, inputs (name -> dims)\n"
+    "                           cpu_isa (cpu plans), impls (kernel -> implementation ->\n"
+    "                           steps, e.g. linear -> kiln:avx2:4x24 -> 36), bucket,\n"
+    "                           bucket_bindings, padded, batch, inputs (name -> dims)\n"
     "\n"
     "throughput_per_s is batch rows per second: batch / mean run time in seconds, where\n"
     "batch is dim 0 of the first graph input (1 for a scalar input). Percentile p is the\n"
     "sorted run time at index round(p * (runs-1)). peak_rss_mb is the\n"
-    "process's peak resident set (getrusage ru_maxrss) in MiB.\n";
+    "process's peak resident set (getrusage ru_maxrss) in MiB.\n"
+    "\n"
+    "environment (cpu plans; also read by `kiln run` and the library):\n"
+    "  KILN_CPU_ISA=avx2|avx512|scalar   cap the instruction set of every kernel, kiln's\n"
+    "                           and oneDNN's (an AVX-512 machine runs as an AVX2 one would)\n"
+    "  KILN_GEMM=kiln|onednn    force the Linear GEMM backend (default: the measured\n"
+    "                           choice per ISA and batch rows, docs/benchmarks.md)\n";
 
 using Clock = std::chrono::steady_clock;
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -138,6 +147,7 @@ int RunBench(int argc, char** argv) {
   for (Tensor& t : outputs) out_views.push_back({t.dtype(), t.dims(), t.raw()});
 
   RunStats stats;
+  stats.collect_trace = true;  // the cold run says which implementation ran each step
   const auto c0 = Clock::now();
   if (absl::Status s = exec.Run(views, out_views, &stats); !s.ok()) return Fail(s);
   const double first_run_ms = Ms(Clock::now() - c0);
@@ -161,6 +171,11 @@ int RunBench(int argc, char** argv) {
   const int used_threads =
       exec_options.num_threads > 0 ? exec_options.num_threads : cpu::DefaultNumThreads();
   const std::string bindings = BucketLabel(plan, stats.bucket);
+  // kernel -> implementation -> steps, for the kernels that have several (cpu linear).
+  std::map<std::string, std::map<std::string, int>> impls;
+  for (const TraceEvent& e : stats.trace)
+    if (!e.impl.empty()) ++impls[e.kernel][e.impl];
+  const bool cpu_plan = plan.target == PlanTarget::kCpu;
 
   if (json) {
     JsonWriter w;
@@ -178,6 +193,14 @@ int RunBench(int argc, char** argv) {
     w.Key("warmup").Int(warmup);
     w.Key("runs").Int(runs);
     w.Key("threads").Int(used_threads);
+    if (cpu_plan) w.Key("cpu_isa").String(std::string(cpu::IsaName(cpu::DetectIsa())));
+    w.Key("impls").BeginObject();
+    for (const auto& [kernel, by_impl] : impls) {
+      w.Key(kernel).BeginObject();
+      for (const auto& [impl, n] : by_impl) w.Key(impl).Int(n);
+      w.EndObject();
+    }
+    w.EndObject();
     w.Key("bucket").Int(stats.bucket);
     w.Key("bucket_bindings").String(bindings);
     w.Key("padded").Bool(stats.padded);
@@ -201,6 +224,12 @@ int RunBench(int argc, char** argv) {
   std::printf("bucket %d [%s]%s, %d threads\n", stats.bucket,
               bindings.empty() ? "static" : bindings.c_str(), stats.padded ? " (padded)" : "",
               used_threads);
+  if (cpu_plan) std::printf("cpu isa %s\n", std::string(cpu::IsaName(cpu::DetectIsa())).c_str());
+  for (const auto& [kernel, by_impl] : impls) {
+    std::vector<std::string> parts;
+    for (const auto& [impl, n] : by_impl) parts.push_back(absl::StrCat(n, " x ", impl));
+    std::printf("%s steps: %s\n", kernel.c_str(), absl::StrJoin(parts, ", ").c_str());
+  }
   std::printf("load %.2f ms, first run %.3f ms\n", load_ms, first_run_ms);
   std::printf(
       "%d runs (after %d warm-up): p50 %.3f ms  p90 %.3f ms  min %.3f ms  mean %.3f ms  "

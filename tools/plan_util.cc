@@ -126,6 +126,7 @@ absl::Status WriteChromeTrace(const std::string& path, const Plan& plan, const R
     w.Key("tid").Int(1);
     w.Key("args").BeginObject();
     w.Key("step").Int(step++);
+    if (!e.impl.empty()) w.Key("impl").String(e.impl);
     w.Key("provenance").BeginArray();
     for (const std::string& p : e.provenance) w.String(p);
     w.EndArray();

@@ -140,6 +140,9 @@ struct RunOptions {
 // One kernel call of a run, for --trace (Chrome trace "X" events).
 struct TraceEvent {
   std::string kernel;
+  // What ran it, where the kernel has several implementations: for a cpu `linear`, the GEMM
+  // backend, ISA and tile ("kiln:avx2:4x24", "onednn:brg:avx512_core"); empty otherwise.
+  std::string impl;
   std::vector<std::string> provenance;  // the ONNX nodes it covers
   int64_t start_ns = 0;                 // since the start of Run
   int64_t duration_ns = 0;

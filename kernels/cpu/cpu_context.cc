@@ -4,7 +4,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <thread>
+
+#include "absl/strings/str_cat.h"
 
 namespace kiln::cpu {
 
@@ -22,7 +26,9 @@ std::string_view IsaName(Isa isa) {
   return "?";
 }
 
-bool IsaSupported(Isa isa) {
+namespace {
+
+bool HardwareSupports(Isa isa) {
   switch (isa) {
     case Isa::kAuto:
     case Isa::kScalar:
@@ -34,6 +40,33 @@ bool IsaSupported(Isa isa) {
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   }
   return false;
+}
+
+}  // namespace
+
+// Under KILN_CPU_ISA=avx2 the AVX-512 path counts as unsupported, so that tests forcing it
+// skip exactly as they do on an AVX2-only machine.
+bool IsaSupported(Isa isa) {
+  if (!HardwareSupports(isa)) return false;
+  static const Isa cap = [] {
+    const absl::StatusOr<Isa> c = IsaCapFromEnv();
+    return c.ok() ? *c : Isa::kAuto;
+  }();
+  // The enum is ordered scalar < avx2 < avx512 after kAuto.
+  return cap == Isa::kAuto || isa <= cap;
+}
+
+absl::StatusOr<Isa> IsaCapFromEnv() {
+  const char* e = std::getenv("KILN_CPU_ISA");
+  if (e == nullptr) return Isa::kAuto;
+  const std::string_view s(e);
+  if (s.empty() || s == "auto") return Isa::kAuto;
+  if (s == "avx512") return Isa::kAvx512;
+  if (s == "avx2") return Isa::kAvx2;
+  if (s == "scalar") return Isa::kScalar;
+  return absl::InvalidArgumentError(
+      absl::StrCat("KILN_CPU_ISA=", std::string(s),
+                   " is not an instruction set; use auto, avx512, avx2 or scalar"));
 }
 
 Isa DetectIsa() {

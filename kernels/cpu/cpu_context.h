@@ -10,6 +10,8 @@
 #include <functional>
 #include <string_view>
 
+#include "absl/status/statusor.h"
+
 namespace kiln::cpu {
 
 // Instruction-set paths of the hand-written kernels. kAuto picks the best the CPU has.
@@ -17,8 +19,15 @@ enum class Isa { kAuto, kScalar, kAvx2, kAvx512 };
 
 std::string_view IsaName(Isa isa);
 
-// The best path this CPU supports (AVX-512 F/BW/VL/DQ, else AVX2+FMA, else scalar).
+// The best path this CPU supports (AVX-512 F/BW/VL/DQ, else AVX2+FMA, else scalar),
+// capped by KILN_CPU_ISA when it is set: KILN_CPU_ISA=avx2 on an AVX-512 machine runs
+// every kernel — kiln's own, and oneDNN's (matmul.cc caps its ISA to match) — as an
+// AVX2-only machine would, for developing and testing that path.
 Isa DetectIsa();
+
+// KILN_CPU_ISA parsed: kAuto when unset, empty or "auto"; InvalidArgument for a value that
+// is not auto, avx512, avx2 or scalar (DetectIsa then ignores it; Executor::Create fails).
+absl::StatusOr<Isa> IsaCapFromEnv();
 
 // True when this CPU can run `isa` (kAuto and kScalar always can).
 bool IsaSupported(Isa isa);

@@ -1,5 +1,5 @@
-// oneDNN-backed Linear and batched MatMul (see matmul.h). oneDNN reports errors as
-// dnnl::error exceptions; they are caught here and become absl::Status values.
+// Linear (kiln or oneDNN backend) and oneDNN batched MatMul (see matmul.h). oneDNN reports
+// errors as dnnl::error exceptions; they are caught here and become absl::Status values.
 #include "kernels/cpu/matmul.h"
 
 #include <cstddef>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/panel_gemm.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace kiln::cpu {
@@ -20,8 +21,24 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
+// The engine, created after capping oneDNN's ISA to kiln's (KILN_CPU_ISA=avx2 must make
+// oneDNN pick its AVX2 kernels too). The cap only takes before oneDNN's first primitive;
+// the engine is created before any, so a failure here can only mean oneDNN was built
+// without the cap, and is ignored (the executor reports the ISA it resolved).
 dnnl::engine& Engine() {
-  static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine* engine = [] {
+    switch (DetectIsa()) {
+      case Isa::kAvx2:
+        (void)dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2);
+        break;
+      case Isa::kScalar:
+        (void)dnnl_set_max_cpu_isa(dnnl_cpu_isa_sse41);
+        break;
+      default:
+        break;
+    }
+    return new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return *engine;
 }
 
@@ -86,6 +103,15 @@ dnnl::post_ops PostOps(Activation act) {
 }  // namespace
 
 struct PackedLinear::State {
+  Isa isa = Isa::kScalar;                      // resolved at Create
+  GemmBackend requested = GemmBackend::kAuto;  // LinearDesc::backend
+  GemmBackend backend = GemmBackend::kOneDnn;  // the one for typical_m
+  std::vector<float> plain_bias;               // [N] or empty
+  // The kiln backend, packed on first use by an M it is chosen for.
+  mutable std::unique_ptr<PanelGemm> panel;
+  GemmBackend BackendFor(int64_t m) const { return ResolveGemmBackend(requested, isa, m); }
+  absl::StatusOr<const PanelGemm*> Panel(const LinearDesc& d) const;
+  // The caller's weights, which both backends pack from; then oneDNN's state.
   memory::desc plain_w_md;       // the caller's layout, kept only for re-packing
   std::vector<float> plain_w;    // owned copy, unless the caller lends its buffer
   const float* plain = nullptr;  // plain_w.data() or the caller's (borrowed) weights
@@ -107,6 +133,17 @@ struct PackedLinear::State {
   // Primitive for m rows (creating and caching it, and a weight layout, on first use).
   absl::StatusOr<const Prim*> Get(const LinearDesc& d, int64_t m, int threads) const;
 };
+
+absl::StatusOr<const PanelGemm*> PackedLinear::State::Panel(const LinearDesc& d) const {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!panel) {
+    auto g = PanelGemm::Pack(isa, d.k, d.n, d.trans_w, plain,
+                             plain_bias.empty() ? nullptr : plain_bias.data());
+    if (!g.ok()) return g.status();
+    panel = *std::move(g);
+  }
+  return panel.get();
+}
 
 PackedLinear::PackedLinear(const LinearDesc& desc)
     : desc_(desc), state_(std::make_unique<State>()) {}
@@ -160,6 +197,10 @@ absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(
   if (w == nullptr) return absl::InvalidArgumentError("Linear weights pointer is null");
   std::unique_ptr<PackedLinear> pl(new PackedLinear(desc));
   State& st = *pl->state_;
+  st.isa = ctx.ResolvedIsa();
+  st.requested = desc.backend;
+  st.backend = st.BackendFor(std::max<int64_t>(typical_m, 1));
+  if (bias != nullptr) st.plain_bias.assign(bias, bias + desc.n);
   try {
     st.plain_w_md = memory::desc({desc.k, desc.n}, dt::f32, desc.trans_w ? tag::ba : tag::ab);
     if (borrow_weights) {
@@ -176,8 +217,12 @@ absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(
     return DnnlError("Linear weight setup", e);
   }
   // Pack for the typical batch now so that load time, not the first call, pays for it.
-  auto prim = st.Get(desc, std::max<int64_t>(typical_m, 1), ctx.threads());
-  if (!prim.ok()) return prim.status();
+  if (st.backend == GemmBackend::kKiln) {
+    if (auto g = st.Panel(desc); !g.ok()) return g.status();
+  } else {
+    auto prim = st.Get(desc, std::max<int64_t>(typical_m, 1), ctx.threads());
+    if (!prim.ok()) return prim.status();
+  }
   return pl;
 }
 
@@ -186,6 +231,14 @@ absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
   if (m == 0) return absl::OkStatus();
   if (x == nullptr || y == nullptr)
     return absl::InvalidArgumentError("Linear input or output pointer is null");
+  static_assert(
+      static_cast<int>(Activation::kGeluErf) == 1 && static_cast<int>(Activation::kGeluTanh) == 2 &&
+      static_cast<int>(Activation::kRelu) == 3 && static_cast<int>(Activation::kTanh) == 4);
+  if (state_->BackendFor(m) == GemmBackend::kKiln) {
+    auto g = state_->Panel(desc_);
+    if (!g.ok()) return g.status();
+    return (*g)->Run(ctx, x, m, y, static_cast<int>(desc_.activation));
+  }
   auto prim_or = state_->Get(desc_, m, ctx.threads());
   if (!prim_or.ok()) return prim_or.status();
   const State::Prim& p = **prim_or;
@@ -211,10 +264,18 @@ absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
   return absl::OkStatus();
 }
 
+GemmBackend PackedLinear::backend() const { return state_->backend; }
+
 absl::StatusOr<std::string> PackedLinear::ImplName(const CpuContext& ctx, int64_t m) const {
+  if (state_->BackendFor(m) == GemmBackend::kKiln) {
+    auto g = state_->Panel(desc_);
+    if (!g.ok()) return g.status();
+    return absl::StrCat("kiln:", std::string(IsaName((*g)->isa())), ":", (*g)->tile_m(), "x",
+                        (*g)->tile_n());
+  }
   auto p = state_->Get(desc_, m, ctx.threads());
   if (!p.ok()) return p.status();
-  return (*p)->impl;
+  return absl::StrCat("onednn:", (*p)->impl);
 }
 
 // ---------------------------------------------------------------------------------------

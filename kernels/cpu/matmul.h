@@ -1,13 +1,16 @@
-// GEMM / Linear through oneDNN matmul: Y[M,N] = act(X[M,K] · W' + bias), W' = W ([K,N])
-// or Wᵀ (W stored [N,K], trans_w), with the activation fused as a oneDNN eltwise post-op.
-// Why oneDNN: its brgemm kernels reach ~400 GFLOP/s fp32 on 2 Zen 5 cores, far above a
-// hand-written loop or OpenBLAS (docs/benchmarks.md).
-// A PackedLinear is built once at load time: the weights are reordered into the blocked
-// layout oneDNN prefers ("any" format) and primitives are cached per (M, threads) because
-// creating one costs far more than running a small one.
+// GEMM / Linear: Y[M,N] = act(X[M,K] · W' + bias), W' = W ([K,N]) or Wᵀ (W stored [N,K],
+// trans_w), the activation fused. Two backends, chosen per M from the measured table in
+// gemm_choice.h (so one Linear can run kiln for a batch-1 bucket and oneDNN for a
+// batch-32 one, each packing its own copy of the weights on first use): kiln's packed-panel
+// microkernel (panel_gemm.h) or oneDNN's matmul with the activation as an eltwise post-op. A
+// PackedLinear is built once at load time. kiln: the weights are packed into panels of the ISA's
+// tile width. oneDNN: they are reordered into the blocked layout oneDNN prefers
+// ("any" format) and primitives are cached per (M, threads) because creating one costs far
+// more than running a small one.
 // Limits: fp32 only; X and Y are dense row-major; M is the only dimension that varies per
-// call; a new M creates (and caches) a primitive on first use — and, if oneDNN wants a
-// different weight layout for it, one more reordered copy of the weights.
+// call. oneDNN: a new M
+// creates (and caches) a primitive on first use — and, if oneDNN wants a different weight
+// layout for it, one more reordered copy of the weights.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/gemm_choice.h"
 
 namespace kiln::cpu {
 
@@ -27,6 +31,7 @@ struct LinearDesc {
   int64_t n = 0;         // output features
   bool trans_w = false;  // W is [N, K] (Gemm transB, tied embeddings) instead of [K, N]
   Activation activation = Activation::kNone;
+  GemmBackend backend = GemmBackend::kAuto;  // kAuto: KILN_GEMM, else the measured table
 };
 
 class PackedLinear {
@@ -47,7 +52,10 @@ class PackedLinear {
   absl::Status Run(const CpuContext& ctx, const float* x, int64_t m, float* y) const;
 
   const LinearDesc& desc() const { return desc_; }
-  // The oneDNN implementation chosen for `m` rows (e.g. "brg:avx512_core"), for benches.
+  // The backend for the typical M given to Create (never kAuto); ImplName says per M.
+  GemmBackend backend() const;
+  // What runs `m` rows, for traces and benches: "kiln:avx2:4x24" (backend, ISA, register
+  // tile) or "onednn:" + oneDNN's implementation (e.g. "onednn:brg:avx512_core").
   absl::StatusOr<std::string> ImplName(const CpuContext& ctx, int64_t m) const;
 
  private:

@@ -11,6 +11,8 @@
 #include <thread>
 #include <tuple>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/matmul.h"
 
@@ -70,38 +72,72 @@ void CheckLinear(const std::vector<float>& x, const std::vector<float>& w,
 using LinearCase = std::tuple<int64_t /*m*/, int64_t /*k*/, int64_t /*n*/, bool /*trans*/,
                               Activation, bool /*bias*/>;
 
-class LinearTest : public ::testing::TestWithParam<LinearCase> {};
+// Each backend, and kiln's on each instruction-set path (skipped where the CPU lacks it).
+struct LinearImpl {
+  GemmBackend backend;
+  Isa isa;
+};
+const LinearImpl kLinearImpls[] = {{GemmBackend::kOneDnn, Isa::kAuto},
+                                   {GemmBackend::kKiln, Isa::kScalar},
+                                   {GemmBackend::kKiln, Isa::kAvx2},
+                                   {GemmBackend::kKiln, Isa::kAvx512}};
+
+class LinearTest : public ::testing::TestWithParam<std::tuple<LinearCase, int>> {};
 
 TEST_P(LinearTest, MatchesReference) {
-  const auto [m, k, n, trans, act, with_bias] = GetParam();
-  const LinearDesc d{k, n, trans, act};
+  const auto [m, k, n, trans, act, with_bias] = std::get<0>(GetParam());
+  const LinearImpl impl = kLinearImpls[std::get<1>(GetParam())];
+  KILN_SKIP_UNSUPPORTED_ISA(impl.isa);
+  const LinearDesc d{k, n, trans, act, impl.backend};
   const auto x = RandomVec(m * k, 1 + m + k), w = RandomVec(k * n, 2 + k + n);
   const auto b = RandomVec(n, 3 + n);
   CpuContext ctx;
   ctx.num_threads = 2;
+  ctx.isa = impl.isa;
   auto pl = PackedLinear::Create(d, w.data(), with_bias ? b.data() : nullptr, ctx);
   ASSERT_TRUE(pl.ok()) << pl.status();
+  EXPECT_EQ((*pl)->backend(), impl.backend);
+  auto name = (*pl)->ImplName(ctx, m);
+  ASSERT_TRUE(name.ok()) << name.status();
+  if (impl.backend == GemmBackend::kKiln)
+    EXPECT_TRUE(absl::StartsWith(*name, absl::StrCat("kiln:", std::string(IsaName(impl.isa)), ":")))
+        << *name;
+  else
+    EXPECT_TRUE(absl::StartsWith(*name, "onednn:")) << *name;
   std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
   ASSERT_TRUE((*pl)->Run(ctx, x.data(), m, y.data()).ok());
   CheckLinear(x, w, with_bias ? &b : nullptr, d, m, y);
 }
 
+std::string LinearTestName(const ::testing::TestParamInfo<std::tuple<LinearCase, int>>& info) {
+  const auto [m, k, n, trans, act, with_bias] = std::get<0>(info.param);
+  const LinearImpl impl = kLinearImpls[std::get<1>(info.param)];
+  return absl::StrCat(std::string(GemmBackendName(impl.backend)), "_",
+                      std::string(IsaName(impl.isa)), "_m", m, "k", k, "n", n,
+                      trans ? "_trans" : "", "_", ActName(act), with_bias ? "_bias" : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LinearTest,
-    ::testing::Values(LinearCase{1, 3, 5, false, Activation::kNone, false},
-                      LinearCase{7, 17, 31, false, Activation::kNone, true},
-                      LinearCase{33, 384, 37, true, Activation::kGeluErf, true},
-                      LinearCase{128, 384, 1536, false, Activation::kGeluErf, true},
-                      LinearCase{65, 768, 384, false, Activation::kGeluTanh, true},
-                      LinearCase{19, 100, 77, true, Activation::kRelu, true},
-                      LinearCase{19, 100, 77, false, Activation::kTanh, false},
-                      LinearCase{5, 3072, 129, false, Activation::kNone, true},
-                      LinearCase{9, 3072, 768, true, Activation::kGeluErf, true}));
+    ::testing::Combine(
+        ::testing::Values(LinearCase{1, 3, 5, false, Activation::kNone, false},
+                          LinearCase{7, 17, 31, false, Activation::kNone, true},
+                          LinearCase{33, 384, 37, true, Activation::kGeluErf, true},
+                          LinearCase{128, 384, 1536, false, Activation::kGeluErf, true},
+                          LinearCase{65, 768, 384, false, Activation::kGeluTanh, true},
+                          LinearCase{19, 100, 77, true, Activation::kRelu, true},
+                          LinearCase{19, 100, 77, false, Activation::kTanh, false},
+                          LinearCase{5, 3072, 129, false, Activation::kNone, true},
+                          LinearCase{9, 3072, 768, true, Activation::kGeluErf, true}),
+        ::testing::Range(0, static_cast<int>(std::size(kLinearImpls)))),
+    LinearTestName);
 
 // One packed weight serves many batch sizes (a primitive per M, weights packed once or
 // re-laid-out on demand) and several thread counts.
-TEST(PackedLinear, ReusedAcrossBatchSizesAndThreads) {
-  const LinearDesc d{96, 200, false, Activation::kRelu};
+class PackedLinearBackends : public ::testing::TestWithParam<GemmBackend> {};
+
+TEST_P(PackedLinearBackends, ReusedAcrossBatchSizesAndThreads) {
+  const LinearDesc d{96, 200, false, Activation::kRelu, GetParam()};
   const auto w = RandomVec(d.k * d.n, 11), b = RandomVec(d.n, 12);
   CpuContext ctx;
   auto pl = PackedLinear::Create(d, w.data(), b.data(), ctx, /*typical_m=*/64);
@@ -118,8 +154,8 @@ TEST(PackedLinear, ReusedAcrossBatchSizesAndThreads) {
   }
 }
 
-TEST(PackedLinear, ConcurrentRunsAgree) {
-  const LinearDesc d{64, 48, true, Activation::kGeluTanh};
+TEST_P(PackedLinearBackends, ConcurrentRunsAgree) {
+  const LinearDesc d{64, 48, true, Activation::kGeluTanh, GetParam()};
   const auto w = RandomVec(d.k * d.n, 21);
   CpuContext ctx;
   ctx.num_threads = 1;
@@ -134,6 +170,36 @@ TEST(PackedLinear, ConcurrentRunsAgree) {
   t2.join();
   EXPECT_EQ(y1, y2);
   CheckLinear(x, w, nullptr, d, m, y1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PackedLinearBackends,
+                         ::testing::Values(GemmBackend::kOneDnn, GemmBackend::kKiln),
+                         [](const auto& info) { return std::string(GemmBackendName(info.param)); });
+
+// kAuto picks per M from the measured table: one Linear serves a small M with kiln and a
+// large one with oneDNN (each packs on first use), both right.
+TEST(PackedLinear, AutoChoosesPerRowCount) {
+  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "the table has vector-ISA rules only";
+  const LinearDesc d{16, 24, false, Activation::kGeluErf};
+  const auto w = RandomVec(d.k * d.n, 41), b = RandomVec(d.n, 42);
+  CpuContext ctx;
+  auto pl = PackedLinear::Create(d, w.data(), b.data(), ctx, /*typical_m=*/1);
+  ASSERT_TRUE(pl.ok()) << pl.status();
+  const Isa isa = ctx.ResolvedIsa();
+  for (int64_t m : {int64_t{1}, int64_t{4096}}) {
+    const GemmBackend want = ResolveGemmBackend(GemmBackend::kAuto, isa, m);
+    auto name = (*pl)->ImplName(ctx, m);
+    ASSERT_TRUE(name.ok()) << name.status();
+    EXPECT_TRUE(absl::StartsWith(*name, absl::StrCat(std::string(GemmBackendName(want)), ":")))
+        << "m=" << m << ": " << *name;
+    const auto x = RandomVec(m * d.k, 43 + m);
+    std::vector<float> y(static_cast<size_t>(m * d.n));
+    ASSERT_TRUE((*pl)->Run(ctx, x.data(), m, y.data()).ok());
+    CheckLinear(x, w, &b, d, m, y);
+  }
+  // The measured table itself sends these two M to different backends.
+  EXPECT_NE(ResolveGemmBackend(GemmBackend::kAuto, isa, 1),
+            ResolveGemmBackend(GemmBackend::kAuto, isa, 4096));
 }
 
 TEST(PackedLinear, RejectsBadSizes) {

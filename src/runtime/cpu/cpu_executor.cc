@@ -14,6 +14,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cpu/gemm_choice.h"
 #include "kiln/support/status.h"
 #include "plan/plan_metadata.h"
 #include "runtime/prepare_steps.h"
@@ -37,6 +38,9 @@ absl::StatusOr<std::unique_ptr<Executor>> CpuExecutor::Create(std::shared_ptr<co
     return absl::InvalidArgumentError(
         absl::StrFormat("ExecutorOptions::num_threads is %d; use 1..%d, or 0 for one per core",
                         options.num_threads, cpu::kMaxThreads));
+  // Development switches (docs/cli.md): a typo must not silently run the default path.
+  KILN_RETURN_IF_ERROR(cpu::IsaCapFromEnv().status());
+  KILN_RETURN_IF_ERROR(cpu::GemmBackendFromEnv().status());
   KILN_RETURN_IF_ERROR(plan_internal::ValidatePlan(*plan, plan->weights.size()));
   KILN_ASSIGN_OR_RETURN(PlanSession session, PlanSession::Create(*plan, SessionOptions{}));
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(std::move(plan), std::move(session)));
@@ -205,6 +209,7 @@ absl::Status CpuExecutor::Run(std::span<const TensorView> inputs,
         const auto end = std::chrono::steady_clock::now();
         TraceEvent ev;
         ev.kernel = step.source->kernel;
+        ev.impl = std::string(step.kernel->Impl());
         ev.provenance = step.source->provenance;
         ev.start_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(start - t0).count();
         ev.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();

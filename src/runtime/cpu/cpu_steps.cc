@@ -41,14 +41,17 @@ absl::StatusOr<StepPtr> PrepareCopy(const StepChecker& c, CpuPrepareEnv&) {
 
 class LinearStep final : public CpuStep {
  public:
-  LinearStep(const cpu::PackedLinear* linear, int64_t m) : linear_(linear), m_(m) {}
+  LinearStep(const cpu::PackedLinear* linear, int64_t m, std::string impl)
+      : linear_(linear), m_(m), impl_(std::move(impl)) {}
   absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
     return linear_->Run(ctx, io.In<float>(0), m_, io.Out<float>(0));
   }
+  std::string_view Impl() const override { return impl_; }
 
  private:
   const cpu::PackedLinear* linear_;
   int64_t m_;
+  std::string impl_;
 };
 
 cpu::Activation ActivationOf(ActivationKind k) {
@@ -88,11 +91,13 @@ absl::StatusOr<StepPtr> PrepareLinear(const StepChecker& c, CpuPrepareEnv& env) 
     it = env.linears.emplace(key, *std::move(packed)).first;
   }
   // Create the oneDNN primitive for this bucket's m now, not on the first run.
+  std::string impl;
   if (m > 0) {
-    auto impl = it->second->ImplName(env.ctx, m);
-    if (!impl.ok()) return c.Err("preparing m=%d: %s", m, impl.status().message());
+    auto name = it->second->ImplName(env.ctx, m);
+    if (!name.ok()) return c.Err("preparing m=%d: %s", m, name.status().message());
+    impl = *std::move(name);
   }
-  return StepPtr(new LinearStep(it->second.get(), m));
+  return StepPtr(new LinearStep(it->second.get(), m, std::move(impl)));
 }
 
 struct LayerNormParams {

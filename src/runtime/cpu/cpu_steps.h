@@ -42,6 +42,8 @@ class CpuStep {
   // Create-time work that would otherwise land on the first Run (e.g. oneDNN primitive
   // creation for a shape not seen yet); `done` dedups it across steps and buckets.
   virtual void WarmUp(const cpu::CpuContext& ctx, WarmUpSet& done) const {}
+  // The implementation that runs the step, where a kernel has several (TraceEvent::impl).
+  virtual std::string_view Impl() const { return {}; }
 };
 
 using CpuPrepareFn = absl::StatusOr<std::unique_ptr<CpuStep>> (*)(const StepChecker&,
