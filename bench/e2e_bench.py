@@ -6,7 +6,7 @@ What it measures (bench/README.md has the full description):
   against an onnxruntime session (ORT_ENABLE_ALL, intra-op = T, inter-op 1, sequential),
   interleaved per configuration (the side that goes first alternates) with the same
   inputs, warmup and run counts; p50 each, ratio kiln/ORT (< 1: kiln faster), throughput,
-  and the roofline floor (exact matmul + attention FLOPs / measured oneDNN matmul peak);
+  and the roofline floor (exact matmul + attention FLOPs / measured fp32 Linear peak (kiln_kernels_bench BM_Linear));
 - compile time (`kiln compile` wall, the matrix plan and a one-shape plan) vs ORT session
   creation; cold start (plan load + first run vs session creation + first run); peak RSS;
   arena vs no-reuse bytes from `kiln plan-info --json`;
@@ -157,8 +157,9 @@ def versions(kiln_cmd):
 
 
 def measure_peak(a, threads):
-    """Matmul GFLOP/s at `threads`: kiln_kernels_bench BM_Linear M=1024 K=768 N=768 (oneDNN,
-    the kernel kiln's linear steps call), median of 3; numpy matmul if the bench is missing."""
+    """Matmul GFLOP/s at `threads`: kiln_kernels_bench BM_Linear M=1024 K=768 N=768 (the
+    PackedLinear kiln's linear steps call, its backend chosen as for them; KILN_CPU_ISA and
+    KILN_GEMM apply), median of 3; numpy matmul if the bench is missing."""
     if os.path.exists(a.kernels_bench):
         cmd = [a.kernels_bench, "--benchmark_filter=^BM_Linear/M:1024/K:768/N:768/gelu:0(/|$)",
                "--benchmark_min_time=0.2", "--benchmark_repetitions=3",
@@ -173,7 +174,7 @@ def measure_peak(a, threads):
             for b in found:
                 if b.get("aggregate_name") == "median" and "GFLOP/s" in b:
                     return {"gflops": b["GFLOP/s"], "source":
-                            "kiln_kernels_bench BM_Linear/M:1024/K:768/N:768 (oneDNN fp32), "
+                            "kiln_kernels_bench BM_Linear/M:1024/K:768/N:768 (fp32, the backend kiln picks), "
                             "median of 3", "label": b.get("label", "")}
         log(f"kernel bench failed ({p.returncode}); falling back to numpy")
     n = 1024

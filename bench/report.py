@@ -101,7 +101,13 @@ def render(res, results_path, img_rel):
             if not rows:
                 continue
             label = next(x["label"] for x in res["compile"] if x["model"] == model)
-            L += [f"### {label}, {thr} thread(s)", "",
+            isas = sorted({r["kiln"]["cpu_isa"] for r in rows if (r.get("kiln") or {}).get("cpu_isa")})
+            impls = sorted({i for r in rows for by in ((r.get("kiln") or {}).get("impls") or {}).values()
+                            for i in by})
+            used = (f"kiln ran the {', '.join(isas)} path; Linear steps ran "
+                    f"{', '.join(f'`{i}`' for i in impls)}." if isas else
+                    "kiln's ISA and GEMM backend were not recorded (results from before they were).")
+            L += [f"### {label}, {thr} thread(s)", "", used, "",
                   "| batch | seq | GFLOP | floor ms | kiln p50 ms | ORT p50 ms | kiln/ORT | "
                   "kiln rows/s | ORT rows/s | kiln % roof | ORT % roof | runs |",
                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

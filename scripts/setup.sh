@@ -8,7 +8,8 @@ DEB_PACKAGES=(cmake g++ make libonnx-dev libprotobuf-dev protobuf-compiler libab
               libgtest-dev libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev python3 python3-pip ccache
               python3-dev python3-venv          # the Python package: its headers, venvs
               clang libclang-rt-dev libomp-dev  # clang + its libFuzzer/OpenMP: scripts/fuzz.sh
-              clang-format)                     # scripts/format.sh
+              clang-format                      # scripts/format.sh
+              libopenblas0-pthread libblis4-openmp libxsmm-dev)  # GEMM candidates: bench/gemm_backends.py
 PY_REQUIREMENTS="$(dirname "$0")/../requirements-test.txt"
 
 missing=()

@@ -25,8 +25,8 @@ class PanelGemm {
   // Packs W ([K, N], or [N, K] when trans_w) and bias ([N], may be null) for the tile of
   // `isa` (a path this CPU can run; kAuto = the best one).
   static absl::StatusOr<std::unique_ptr<PanelGemm>> Pack(Isa isa, int64_t k, int64_t n,
-                                                          bool trans_w, const float* w,
-                                                          const float* bias);
+                                                         bool trans_w, const float* w,
+                                                         const float* bias);
   ~PanelGemm();
 
   // y[m, N] = act(x[m, K] · W' + bias) + residual (residual [m, N], may be null, may be y).

@@ -176,13 +176,14 @@ INSTANTIATE_TEST_SUITE_P(Backends, PackedLinearBackends,
                          ::testing::Values(GemmBackend::kOneDnn, GemmBackend::kKiln),
                          [](const auto& info) { return std::string(GemmBackendName(info.param)); });
 
-// kAuto picks per M from the measured table: one Linear serves a small M with kiln and a
-// large one with oneDNN (each packs on first use), both right.
+// kAuto picks per M from the measured table: on the AVX2 path one Linear serves a small M
+// with kiln and a large one with oneDNN (each packs on first use), both right.
 TEST(PackedLinear, AutoChoosesPerRowCount) {
-  if (!IsaSupported(Isa::kAvx2)) GTEST_SKIP() << "the table has vector-ISA rules only";
+  KILN_SKIP_UNSUPPORTED_ISA(Isa::kAvx2);  // the AVX2 rules split M between the backends
   const LinearDesc d{16, 24, false, Activation::kGeluErf};
   const auto w = RandomVec(d.k * d.n, 41), b = RandomVec(d.n, 42);
   CpuContext ctx;
+  ctx.isa = Isa::kAvx2;
   auto pl = PackedLinear::Create(d, w.data(), b.data(), ctx, /*typical_m=*/1);
   ASSERT_TRUE(pl.ok()) << pl.status();
   const Isa isa = ctx.ResolvedIsa();

@@ -34,8 +34,9 @@ double Act(double v, int act) {
   }
 }
 
-using GemmCase = std::tuple<Isa, int64_t /*m*/, int64_t /*k*/, int64_t /*n*/, bool /*trans*/,
-                            int /*activation*/, bool /*bias*/, int /*residual: 0 no, 1 yes, 2 = y*/>;
+using GemmCase =
+    std::tuple<Isa, int64_t /*m*/, int64_t /*k*/, int64_t /*n*/, bool /*trans*/, int /*activation*/,
+               bool /*bias*/, int /*residual: 0 no, 1 yes, 2 = y*/>;
 
 class PanelGemmTest : public ::testing::TestWithParam<GemmCase> {};
 
@@ -62,7 +63,8 @@ TEST_P(PanelGemmTest, MatchesDoubleLoop) {
       for (int64_t j = 0; j < n; ++j) {
         double dot = with_bias ? b[j] : 0.0, mag = with_bias ? std::fabs(b[j]) : 0.0;
         for (int64_t p = 0; p < k; ++p) {
-          const double t = static_cast<double>(x[i * k + p]) * (trans ? w[j * k + p] : w[p * n + j]);
+          const double t =
+              static_cast<double>(x[i * k + p]) * (trans ? w[j * k + p] : w[p * n + j]);
           dot += t;
           mag += std::fabs(t);
         }
@@ -84,9 +86,10 @@ TEST_P(PanelGemmTest, MatchesDoubleLoop) {
 std::string GemmCaseName(const ::testing::TestParamInfo<GemmCase>& info) {
   const auto [isa, m, k, n, trans, act, with_bias, residual] = info.param;
   return absl::StrCat(std::string(IsaName(isa)), "_m", m, "k", k, "n", n, trans ? "_trans" : "",
-                      "_act", act, with_bias ? "_bias" : "", residual == 1   ? "_res"
-                                                             : residual == 2 ? "_resinplace"
-                                                                             : "");
+                      "_act", act, with_bias ? "_bias" : "",
+                      residual == 1   ? "_res"
+                      : residual == 2 ? "_resinplace"
+                                      : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -106,12 +109,13 @@ INSTANTIATE_TEST_SUITE_P(
     GemmCaseName);
 
 // A Transformer-sized case per ISA: full tiles, many panels, threads splitting panels.
-INSTANTIATE_TEST_SUITE_P(
-    Large, PanelGemmTest,
-    ::testing::Combine(::testing::Values(Isa::kAvx2, Isa::kAvx512), ::testing::Values(128),
-                       ::testing::Values(768), ::testing::Values(384), ::testing::Values(false),
-                       ::testing::Values(1), ::testing::Values(true), ::testing::Values(0)),
-    GemmCaseName);
+INSTANTIATE_TEST_SUITE_P(Large, PanelGemmTest,
+                         ::testing::Combine(::testing::Values(Isa::kAvx2, Isa::kAvx512),
+                                            ::testing::Values(128), ::testing::Values(768),
+                                            ::testing::Values(384), ::testing::Values(false),
+                                            ::testing::Values(1), ::testing::Values(true),
+                                            ::testing::Values(0)),
+                         GemmCaseName);
 
 TEST(PanelGemm, RejectsBadArguments) {
   const float w = 1.0f;
