@@ -74,8 +74,8 @@ void BM_FmaRoof(benchmark::State& state) {
     benchmark::DoNotOptimize(iters);  // opaque: the chains cannot be folded at compile time
     benchmark::DoNotOptimize(z ? FmaChainsAvx512<kChains>(iters) : FmaChainsAvx2<kChains>(iters));
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * kIters * kChains * (z ? 16 : 8) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kIters * kChains * (z ? 16 : 8) / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_FmaRoof)->Arg(256)->Arg(512)->UseRealTime();
 
@@ -104,9 +104,8 @@ Blas OpenBlas(const char* path, const char* threads_fn) {
 }
 
 const Blas& BlasFor(int backend) {
-  static const Blas openblas =
-      OpenBlas("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
-               "openblas_set_num_threads");
+  static const Blas openblas = OpenBlas(
+      "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0", "openblas_set_num_threads");
   static const Blas blis =
       OpenBlas("/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4", "bli_thread_set_num_threads");
   return backend == 2 ? openblas : blis;
@@ -201,8 +200,8 @@ void BM_Gemm(benchmark::State& state) {
 // Every (K, N) the MiniLM-L6 / BERT-base / cross-encoder plans run, at the M of batch × seq
 // from 1×32 to 32×256 (and 1: one pooled row), with GELU where the plans fuse it (FFN up).
 void GemmArgs(benchmark::internal::Benchmark* bm) {
-  const int64_t kn[][3] = {{384, 384, 0},  {384, 1536, 1}, {1536, 384, 0},
-                           {768, 768, 0},  {768, 3072, 1}, {3072, 768, 0}};
+  const int64_t kn[][3] = {{384, 384, 0}, {384, 1536, 1}, {1536, 384, 0},
+                           {768, 768, 0}, {768, 3072, 1}, {3072, 768, 0}};
   for (int backend = 0; backend < 5; ++backend)
     for (int64_t m : {1, 32, 128, 1024, 8192})
       for (const auto& p : kn) bm->Args({backend, m, p[0], p[1], p[2]});
