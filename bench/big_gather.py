@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """A plan whose only work is a Gather from a large external-data embedding table, run by
-`kiln bench`: what a `ref` step costs when its operand is a big weight (issue 18, "no
+`kiln bench`: what a step costs when its operand is a big mapped weight (issue 18, "no
 copies in reference steps"; every decoder's token-embedding Gather has this shape).
 
 The model: ids i64[rows] -> Gather(table f32[vocab, hidden], ids, axis 0) -> f32[rows,
 hidden], the table (default 300 000 x 2048 = 2.46 GB) saved as external data the way
 onnx.save_model(save_as_external_data=True) writes it. Compiled with `kiln compile` (the
-Gather stays a `ref` step on cpu), then `kiln bench --json` per row count: p50, load time
-and peak RSS. The weights are mapped read-only from the plan; a step that copied its
-operands would read the whole table every call.
+Gather is a cpu `gather` step since issue 18; a `ref` step, viewing its operands in place,
+before), then `kiln bench --json` per row count: p50, load time and peak RSS. The weights
+are mapped read-only from the plan; a step that copied its operands would read the whole
+table every call.
 
 Usage: python3 bench/big_gather.py [--kiln build/kiln] [--workdir build/big_gather]
          [--vocab 300000] [--hidden 2048] [--rows 4,64,1024]

@@ -79,6 +79,26 @@ std::string ParamString(const PlanParam& p) {
       p.value);
 }
 
+// The op of each `ref` step (parsed from its node text; "?" if unparsable), counted: what a
+// plan still runs on the reference executor, and so what wants a plan kernel next.
+std::map<std::string, int> RefOps(const PlanBucket& b) {
+  std::map<std::string, int> ops;
+  for (const PlanStep& s : b.steps) {
+    if (s.kernel != "ref") continue;
+    std::string op = "?";
+    for (const PlanParam& p : s.params) {
+      const auto* text = std::get_if<std::string>(&p.value);
+      if (p.name != "node" || text == nullptr) continue;
+      if (auto g = ParseGraph(*text); g.ok())
+        for (const auto& n : (*g)->nodes())
+          if (!n->is_input() && !n->is_constant())
+            op = n->domain().empty() ? n->op() : absl::StrCat(n->domain(), ".", n->op());
+    }
+    ops[op]++;
+  }
+  return ops;
+}
+
 // a / b, or NaN (JSON null, text "n/a") when b is 0.
 double Ratio(int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : NAN; }
 std::string RatioText(int64_t a, int64_t b) {
@@ -113,6 +133,9 @@ int InspectPlan(const std::string& path, bool json, bool full) {
       for (const PlanStep& s : b.steps) by_kernel[s.kernel]++;
       w.Key("steps_by_kernel").BeginObject();
       for (const auto& [k, n] : by_kernel) w.Key(k).Int(n);
+      w.EndObject();
+      w.Key("ref_ops").BeginObject();
+      for (const auto& [op, n] : RefOps(b)) w.Key(op).Int(n);
       w.EndObject();
       if (full) {
         w.Key("step_list").BeginArray();
@@ -162,6 +185,11 @@ int InspectPlan(const std::string& path, bool json, bool full) {
     std::multimap<int, std::string, std::greater<int>> by_count;
     for (const auto& [k, n] : by_kernel) by_count.emplace(n, k);
     for (const auto& [n, k] : by_count) std::printf("  %6d  %s\n", n, k.c_str());
+    if (const auto ops = RefOps(b); !ops.empty()) {
+      std::vector<std::string> parts;
+      for (const auto& [op, n] : ops) parts.push_back(absl::StrCat(op, " ", n));
+      std::printf("  ref steps by op: %s\n", absl::StrJoin(parts, ", ").c_str());
+    }
     if (!full) continue;
     for (size_t j = 0; j < b.steps.size(); ++j) {
       const PlanStep& s = b.steps[j];

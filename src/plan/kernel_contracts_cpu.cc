@@ -69,6 +69,11 @@ std::vector<KernelContract> CpuContracts() {
                .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("hidden"),
                           StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
                .doc = "hidden [B,S,H], mask [B,S] → y [B,H]"});
+  t.push_back({.name = "gather",
+               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("axis")},
+               .doc = "ONNX Gather; an index out of range fails the run"});
   t.push_back({.name = "gelu",
                .inputs = {Req("x", kF32Only)},
                .outputs = {Req("y", kF32Only)},

@@ -209,4 +209,25 @@ absl::StatusOr<SoftmaxRule> CheckSoftmax(const StepChecker& c) {
   return r;
 }
 
+absl::StatusOr<GatherRule> CheckGather(const StepChecker& c) {
+  const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
+  const int64_t axis = c.Int("axis");
+  const int64_t r = static_cast<int64_t>(data.dims.size());
+  if (axis >= r) return c.Err("axis %d is past data's rank %d", axis, r);
+  std::vector<int64_t> want(data.dims.begin(), data.dims.begin() + axis);
+  want.insert(want.end(), idx.dims.begin(), idx.dims.end());
+  want.insert(want.end(), data.dims.begin() + axis + 1, data.dims.end());
+  if (want != y.dims) return c.Err("y %s should be %s", DimsStr(y.dims), DimsStr(want));
+  GatherRule g;
+  g.idx_i32 = idx.dtype == DType::kI32;
+  g.elem_size = static_cast<int64_t>(DTypeSize(data.dtype));
+  g.outer = 1;
+  for (int64_t d = 0; d < axis; ++d) g.outer *= data.dims[d];
+  g.axis_dim = data.dims[axis];
+  g.inner = 1;
+  for (int64_t d = axis + 1; d < r; ++d) g.inner *= data.dims[d];
+  g.num_indices = StepChecker::Elems(idx);
+  return g;
+}
+
 }  // namespace kiln::runtime

@@ -72,6 +72,15 @@ struct GeluRule {
 };
 absl::StatusOr<GeluRule> CheckGelu(const StepChecker& c);
 
+// gather (ONNX Gather on one axis): y = data viewed [outer, axis_dim, inner] gathered along
+// the middle axis by `num_indices` indices, [outer, num_indices, inner].
+struct GatherRule {
+  int64_t outer = 0, axis_dim = 0, inner = 0, num_indices = 0;
+  int64_t elem_size = 0;  // bytes per element of data and y
+  bool idx_i32 = false;   // indices int32 (else int64)
+};
+absl::StatusOr<GatherRule> CheckGather(const StepChecker& c);
+
 struct SoftmaxRule {
   int64_t rows = 0, n = 0;
 };

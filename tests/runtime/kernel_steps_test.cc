@@ -242,6 +242,51 @@ TEST(KernelSteps, GeluAndSoftmax) {
   }
 }
 
+// gather from a weight table on axis 0 (i64 ids, one negative) and from an input on axis 1
+// (i32 ids), bit-exact against the reference Gather; an id out of range fails the run with
+// the step and the index, and nothing past the table is read.
+TEST(KernelSteps, GatherRowsAndColumns) {
+  const int64_t rows = 7, h = 5;
+  Tensor table = RandomF32({rows, h}, 23);
+  Tensor ids = Tensor::FromI64({2, 3}, {6, 0, -1, 3, 3, 2});
+  Tensor x = RandomF32({2, 4, 3}, 24);
+  Tensor cols = *Tensor::Create(DType::kI32, {2});
+  cols.data<int32_t>()[0] = 3;
+  cols.data<int32_t>()[1] = -4;
+  auto want0 = RunRefOp("", "Gather", {{"axis", int64_t{0}}}, {&table, &ids});
+  auto want1 = RunRefOp("", "Gather", {{"axis", int64_t{1}}}, {&x, &cols});
+  auto build = [&] {
+    PlanBuilder pb;
+    pb.Input("ids", DType::kI64, {Dim::Known(2), Dim::Known(3)});
+    pb.Input("x", DType::kF32, {Dim::Known(2), Dim::Known(4), Dim::Known(3)});
+    pb.Input("cols", DType::kI32, {Dim::Known(2)});
+    pb.Output("rows", DType::kF32, {Dim::Known(2), Dim::Known(3), Dim::Known(h)});
+    pb.Output("picked", DType::kF32, {Dim::Known(2), Dim::Known(2), Dim::Known(3)});
+    const int64_t toff = pb.AddWeight(table);
+    pb.Bucket({});
+    pb.Step("gather", {pb.Weight(toff, {rows, h}), pb.In(0, {2, 3}, DType::kI64)},
+            {pb.Out(0, {2, 3, h})}, {P("axis", int64_t{0})}, {"/wte/Gather"});
+    pb.Step("gather", {pb.In(1, {2, 4, 3}), pb.In(2, {2}, DType::kI32)}, {pb.Out(1, {2, 2, 3})},
+            {P("axis", int64_t{1})});
+    return pb.Finish();
+  };
+  auto got = RunPlan(build(), {ids, x, cols});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].BitwiseEqual(want0.outputs[0]));
+  EXPECT_TRUE(got[1].BitwiseEqual(want1.outputs[0]));
+
+  auto exec = Executor::Create(build(), {.num_threads = 2});
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  Tensor bad = Tensor::FromI64({2, 3}, {6, 0, 7, 3, 3, 2});
+  const std::vector<TensorView> views = {View(bad), View(x), View(cols)};
+  auto out = (*exec)->Run(views);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(out.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("gather"), ::testing::HasSubstr("/wte/Gather"),
+                               ::testing::HasSubstr("index 7 at position 2")));
+}
+
 // A chain over aliases: linear -> arena [6,5], alias [2,3,5] -> gelu in place -> ref Mul
 // with a weight -> graph output 0, which softmax then reads into output 1; output 2 is a
 // copy of the input (a graph output that is a graph input).

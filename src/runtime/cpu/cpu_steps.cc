@@ -12,6 +12,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/embed_layer_norm.h"
+#include "kernels/cpu/gather.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/softmax.h"
@@ -326,6 +327,33 @@ absl::StatusOr<StepPtr> PrepareSoftmax(const StepChecker& c, CpuPrepareEnv&) {
   return StepPtr(new SoftmaxStep(r.rows, r.n));
 }
 
+class GatherStep final : public CpuStep {
+ public:
+  explicit GatherStep(cpu::GatherArgs a) : a_(a) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::GatherArgs a = a_;
+    a.data = io.In(0);
+    a.indices = io.In(1);
+    a.y = io.Out(0);
+    return cpu::Gather(ctx, a);
+  }
+
+ private:
+  cpu::GatherArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareGather(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const GatherRule r, CheckGather(c));
+  cpu::GatherArgs a;
+  a.idx_i32 = r.idx_i32;
+  a.elem_size = r.elem_size;
+  a.outer = r.outer;
+  a.axis_dim = r.axis_dim;
+  a.inner = r.inner;
+  a.num_indices = r.num_indices;
+  return StepPtr(new GatherStep(a));
+}
+
 struct Entry {
   std::string_view id;
   CpuPrepareFn prepare;
@@ -339,6 +367,7 @@ constexpr Entry kTable[] = {
     {"attention", PrepareAttention},
     {"embed_layer_norm", PrepareEmbed},
     {"pool", PreparePool},
+    {"gather", PrepareGather},
     {"gelu", PrepareGelu},
     {"softmax", PrepareSoftmax},
 };

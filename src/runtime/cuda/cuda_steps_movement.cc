@@ -343,21 +343,14 @@ class IndexStep final : public CudaStep {
 };
 
 absl::StatusOr<StepPtr> PrepareGather(const StepChecker& c) {
-  const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
-  const int64_t axis = c.Int("axis");
-  const int64_t r = static_cast<int64_t>(data.dims.size());
-  if (axis >= r) return c.Err("axis %d is past data's rank %d", axis, r);
-  Dims want(data.dims.begin(), data.dims.begin() + axis);
-  want.insert(want.end(), idx.dims.begin(), idx.dims.end());
-  want.insert(want.end(), data.dims.begin() + axis + 1, data.dims.end());
-  if (want != y.dims) return c.Err("y %s should be %s", DimsStr(y.dims), DimsStr(want));
+  KILN_ASSIGN_OR_RETURN(const GatherRule r, CheckGather(c));
   cuda::GatherArgs a;
-  a.idx_i32 = idx.dtype == DType::kI32;
-  a.elem_size = static_cast<int>(DTypeSize(data.dtype));
-  a.outer = Elems(Dims(data.dims.begin(), data.dims.begin() + axis));
-  a.axis_dim = data.dims[axis];
-  a.inner = Elems(Dims(data.dims.begin() + axis + 1, data.dims.end()));
-  a.num_indices = StepChecker::Elems(idx);
+  a.idx_i32 = r.idx_i32;
+  a.elem_size = static_cast<int>(r.elem_size);
+  a.outer = r.outer;
+  a.axis_dim = r.axis_dim;
+  a.inner = r.inner;
+  a.num_indices = r.num_indices;
   return StepPtr(new IndexStep<cuda::GatherArgs, cuda::Gather>(a));
 }
 
