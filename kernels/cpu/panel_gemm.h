@@ -2,10 +2,11 @@
 // backend kiln picks where it measured faster than oneDNN (gemm_choice.h). The weights are
 // packed once into panels of the ISA's tile width ([N/NR][K][NR], zero past N) so that the
 // register tile (gemm_impl.inc) streams them contiguously; X is read in place.
-// Parallel over (panel, row block) items, panel-major, split contiguously: each thread
-// keeps its own panels hot in L2 while the rows of X stream past.
-// Limits: fp32, dense row-major X/Y/R; no K blocking (a K×NR panel, ≤ 576 KiB for K=3072 on
-// AVX-512, must fit in L2 to run at speed).
+// Parallel over (row block, panel) items, block-major, split contiguously: a row block of X
+// sized to stay in L2 meets every panel before the next block is read, and each thread
+// works on its own blocks (or, when M is one block, its own panels).
+// Limits: fp32, dense row-major X/Y/R; no K blocking: a K×NR panel (≤ 576 KiB for K=3072 on
+// AVX-512) streams through L2 once per row block, so large K gets small row blocks.
 #pragma once
 
 #include <cstdint>

@@ -108,7 +108,9 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(false, true), ::testing::Values(0, 1, 2)),
     GemmCaseName);
 
-// A Transformer-sized case per ISA: full tiles, many panels, threads splitting panels.
+// Transformer-sized cases per ISA: full tiles, many panels, threads splitting panels; and
+// K = 3072, where a row block holds only 32 rows of X, so M = 97 is four blocks, the last
+// partial (the block-major item order and the block tail).
 INSTANTIATE_TEST_SUITE_P(Large, PanelGemmTest,
                          ::testing::Combine(::testing::Values(Isa::kAvx2, Isa::kAvx512),
                                             ::testing::Values(128), ::testing::Values(768),
@@ -116,6 +118,13 @@ INSTANTIATE_TEST_SUITE_P(Large, PanelGemmTest,
                                             ::testing::Values(1), ::testing::Values(true),
                                             ::testing::Values(0)),
                          GemmCaseName);
+INSTANTIATE_TEST_SUITE_P(
+    ManyRowBlocks, PanelGemmTest,
+    ::testing::Combine(::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
+                       ::testing::Values(97), ::testing::Values(3072), ::testing::Values(50),
+                       ::testing::Values(false, true), ::testing::Values(0),
+                       ::testing::Values(true), ::testing::Values(1)),
+    GemmCaseName);
 
 TEST(PanelGemm, RejectsBadArguments) {
   const float w = 1.0f;
