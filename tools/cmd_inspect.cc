@@ -35,8 +35,8 @@ constexpr char kHelp[] =
     "\n"
     "For a plan written by `kiln compile` (recognized by its magic bytes or a .kiln name),\n"
     "prints per bucket: arena bytes, the no-reuse sum and peak live bytes with the ratios\n"
-    "arena/no-reuse and arena/peak-live, and the step count per kernel id. The weights are\n"
-    "not read (see `kiln plan-info`).\n"
+    "arena/no-reuse and arena/peak-live, the step count per kernel id and the ops of the\n"
+    "`ref` steps. The weights are not read (see `kiln plan-info`).\n"
     "  --json   one JSON object instead\n"
     "  --full   also list every step: kernel, input and output buffers (kind, dtype, dims),\n"
     "           parameters and provenance (the ONNX nodes it covers)\n";

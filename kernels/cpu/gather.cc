@@ -11,9 +11,9 @@ namespace kiln::cpu {
 absl::Status Gather(const CpuContext& ctx, const GatherArgs& a) {
   if (a.outer < 0 || a.axis_dim < 0 || a.inner < 0 || a.num_indices < 0 || a.elem_size < 1 ||
       a.elem_size > 16)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Gather got outer=", a.outer, " axis_dim=", a.axis_dim, " inner=", a.inner,
-        " num_indices=", a.num_indices, " elem_size=", a.elem_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gather got outer=", a.outer, " axis_dim=", a.axis_dim, " inner=", a.inner,
+                     " num_indices=", a.num_indices, " elem_size=", a.elem_size));
   const int64_t rows = a.outer * a.num_indices;
   if (rows == 0 || a.inner == 0) return absl::OkStatus();
   if (a.data == nullptr || a.indices == nullptr || a.y == nullptr)
@@ -26,8 +26,8 @@ absl::Status Gather(const CpuContext& ctx, const GatherArgs& a) {
     const int64_t i = index(j);
     if (i < -a.axis_dim || i >= a.axis_dim)
       return absl::InvalidArgumentError(absl::StrCat("Gather index ", i, " at position ", j,
-                                                     " is outside [", -a.axis_dim, ", ",
-                                                     a.axis_dim, ")"));
+                                                     " is outside [", -a.axis_dim, ", ", a.axis_dim,
+                                                     ")"));
   }
   const int64_t row_bytes = a.inner * a.elem_size;
   const auto* src = static_cast<const std::byte*>(a.data);

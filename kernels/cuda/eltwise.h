@@ -13,54 +13,14 @@
 #include <vector>
 
 #include "kernels/cuda/common.h"
+#include "kernels/eltwise_common.h"
 
 namespace kiln::cuda {
 
-enum class EltOp : uint8_t {
-  kIdentity,
-  kNeg,
-  kAbs,
-  kSign,
-  kRelu,
-  kSqrt,
-  kReciprocal,
-  kExp,
-  kLog,
-  kErf,
-  kTanh,
-  kSigmoid,
-  kSin,
-  kCos,
-  kFloor,
-  kCeil,
-  kRound,
-  kGelu,
-  kGeluTanh,
-  kIsNaN,
-  kNot,
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kPow,
-  kMax,
-  kMin,
-  kMod,
-  kFMod,
-  kEqual,
-  kLess,
-  kLessOrEqual,
-  kGreater,
-  kGreaterOrEqual,
-  kAnd,
-  kOr,
-  kXor,
-  kWhere,
-  kClip,
-};
-
-// Mirrors kiln::EltDomain (src/plan/eltwise_ops.h).
-enum class EltDomainKind : uint8_t { kF32, kF64, kI64, kU64, kBool };
+// The op vocabulary and domains shared with the CPU kernel (kernels/eltwise_common.h).
+using EltOp = ::kiln::kernels::EltOp;
+using EltDomainKind = ::kiln::kernels::EltDomainKind;
+static_assert(kMaxRank == ::kiln::kernels::kMaxEltRank);
 
 struct EltOperand {
   const void* data = nullptr;
@@ -83,8 +43,8 @@ struct EltwiseArgs {
 };
 
 // Fills rank, dims, n, contiguous and in[k].strides for an output of dims `out` and inputs
-// of dims `ins` (numpy broadcasting: right-aligned, size-1 dims repeat). False when an
-// input does not broadcast to `out` or the collapsed rank exceeds kMaxRank.
+// of dims `ins` (kernels::ComputeBroadcastLayout). False when an input does not broadcast
+// to `out` or the collapsed rank exceeds kMaxRank.
 bool EltwiseLayout(const std::vector<int64_t>& out, const std::vector<std::vector<int64_t>>& ins,
                    EltwiseArgs* a);
 

@@ -85,9 +85,10 @@ struct KernelChoice {
 std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target = PlanTarget::kCpu,
                                          std::string* why_not = nullptr);
 
-// lower_kernels_cuda.cc: the standard ONNX ops on cuda (eltwise, movement, gathers,
-// cumsum, reduce, matmul).
-std::optional<KernelChoice> ChooseCudaStandardKernel(const Node& n, std::string* why_not);
+// lower_kernels_standard.cc: the standard ONNX ops (eltwise, movement, gathers, cumsum,
+// reduce, matmul), each where `target`'s contract table has the kernel.
+std::optional<KernelChoice> ChooseStandardKernel(const Node& n, PlanTarget target,
+                                                 std::string* why_not);
 
 // True for the catalogue's views (OpInfo::view: Identity, Reshape, Squeeze, Unsqueeze,
 // Flatten): they lower to no step, their output shares the input's storage.

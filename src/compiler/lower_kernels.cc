@@ -256,17 +256,6 @@ std::optional<KernelChoice> Gelu(const Node& n, PlanTarget t) {
               {Int("n", Product(x, 0, x.size())), Int("tanh", approx == "tanh" ? 1 : 0)});
 }
 
-// Standard Gather on the CPU (cuda lowers it with its other data-movement kernels).
-std::optional<KernelChoice> CpuGather(const Node& n, PlanTarget t) {
-  if (t != PlanTarget::kCpu) return std::nullopt;
-  const Dims data = InDims(n, 0);
-  const int64_t r = static_cast<int64_t>(data.size());
-  int64_t axis = n.attr_int_or("axis", 0);
-  if (axis < 0) axis += r;
-  if (axis < 0 || axis >= r) return std::nullopt;
-  return Emit(t, "gather", n, {Int("axis", axis)});
-}
-
 std::optional<KernelChoice> Softmax(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims x = InDims(n, 0);
@@ -309,12 +298,11 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
     k = Gelu(n, target);
   } else if (n.domain().empty() && n.op() == "Softmax") {
     k = Softmax(n, target);
-  } else if (n.domain().empty() && n.op() == "Gather" && target == PlanTarget::kCpu) {
-    k = CpuGather(n, target);
+
   } else {
     known = false;
   }
-  if (!k && !known && target == PlanTarget::kCuda) return ChooseCudaStandardKernel(n, why_not);
+  if (!k && !known) return ChooseStandardKernel(n, target, why_not);
   if (!k && why_not)
     *why_not =
         known ? "its dtypes or shapes are outside the kernel's rule" : "no kernel for this op";

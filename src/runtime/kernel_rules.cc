@@ -1,6 +1,8 @@
 // The device-neutral kernel rules (kernel_rules.h).
 #include "runtime/kernel_rules.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace kiln::runtime {
 
 absl::StatusOr<CopyRule> CheckCopy(const StepChecker& c) {
@@ -206,6 +208,43 @@ absl::StatusOr<SoftmaxRule> CheckSoftmax(const StepChecker& c) {
   KILN_RETURN_IF_ERROR(c.N(c.In(0), total, "x"));
   KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), r.n, "x", "n"));
   KILN_RETURN_IF_ERROR(c.N(c.Out(0), total, "y"));
+  return r;
+}
+
+absl::StatusOr<EltwiseRule> CheckEltwise(const StepChecker& c) {
+  const std::string& op = c.String("op");
+  EltwiseRule r;
+  std::vector<std::vector<int64_t>> dims;
+  for (size_t i = 0; i < c.step().inputs.size(); ++i) {
+    const PlanBuffer* b = c.In(i);
+    if (b == nullptr) continue;
+    if (r.in_types.size() != i) return c.Err("input %d is given after an omitted one", i);
+    r.in_types.push_back(b->dtype);
+    dims.push_back(b->dims);
+  }
+  const PlanBuffer* y = c.Out(0);
+  r.out_type = y->dtype;
+  // In place (the contract lets y take exactly input 0's bytes): each element is read
+  // before it is written, which holds only if input 0 does not broadcast (has y's element
+  // count: a broadcast to as many elements only adds 1s) and has y's element size.
+  const PlanBuffer* x0 = c.In(0);
+  const bool in_place = x0 != nullptr && x0->kind == y->kind && x0->offset == y->offset &&
+                        (x0->kind == PlanBufferKind::kArena ||
+                         (x0->kind == PlanBufferKind::kOutput && x0->binding == y->binding));
+  if (in_place && (StepChecker::Elems(*x0) != StepChecker::Elems(*y) ||
+                   DTypeSize(x0->dtype) != DTypeSize(y->dtype)))
+    return c.Err("y %s in place over input 0 %s needs its element count and size", DimsStr(y->dims),
+                 DimsStr(x0->dims));
+  absl::StatusOr<EltDomain> d = TypeEltwise(op, r.in_types, y->dtype);
+  if (!d.ok()) return c.Err("%s", d.status().message());
+  r.domain = *d;
+  if (!kernels::EltOpFromName(op, &r.op)) return c.Err("no eltwise op '%s'", op);
+  if (!kernels::ComputeBroadcastLayout(y->dims, dims, &r.layout)) {
+    std::string ins;
+    for (const auto& v : dims) absl::StrAppend(&ins, ins.empty() ? "" : " ", DimsStr(v));
+    return c.Err("the inputs %s do not broadcast to y %s (or rank > %d)", ins, DimsStr(y->dims),
+                 kernels::kMaxEltRank);
+  }
   return r;
 }
 

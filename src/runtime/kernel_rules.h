@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/eltwise_common.h"
+#include "plan/eltwise_ops.h"
 #include "runtime/step_checker.h"
 
 namespace kiln::runtime {
@@ -71,6 +73,18 @@ struct GeluRule {
   bool tanh = false;
 };
 absl::StatusOr<GeluRule> CheckGelu(const StepChecker& c);
+
+// eltwise: one ONNX elementwise op over numpy-broadcast operands (src/plan/eltwise_ops.h
+// for the typing). The operands are the step's present inputs, in order; y may be input 0
+// in place only where that input does not broadcast and has y's element size.
+struct EltwiseRule {
+  kernels::EltOp op = kernels::EltOp::kIdentity;
+  EltDomain domain = EltDomain::kF32;
+  std::vector<DType> in_types;
+  DType out_type = DType::kUndefined;
+  kernels::BroadcastLayout layout;
+};
+absl::StatusOr<EltwiseRule> CheckEltwise(const StepChecker& c);
 
 // gather (ONNX Gather on one axis): y = data viewed [outer, axis_dim, inner] gathered along
 // the middle axis by `num_indices` indices, [outer, num_indices, inner].

@@ -42,7 +42,7 @@ const PlanParam* FindParam(const PlanStep& s, const std::string& name) {
 void CheckContract(const Plan& p) {
   static const std::set<std::string> kKnown = {
       "copy", "ref",  "linear",  "layer_norm", "skip_layer_norm", "attention", "embed_layer_norm",
-      "pool", "gelu", "softmax", "gather"};
+      "pool", "gelu", "softmax", "gather",     "eltwise"};
   for (const PlanBucket& b : p.buckets) {
     SCOPED_TRACE(::testing::Message() << "bucket with " << b.bindings.size() << " bindings");
     EXPECT_LE(b.arena_bytes, b.no_reuse_bytes);
@@ -333,7 +333,7 @@ graph copies opset=21 {
   ASSERT_EQ(p->buckets.size(), 1u);
   const PlanBucket& b = p->buckets[0];
   ASSERT_EQ(b.steps.size(), 5u);
-  EXPECT_EQ(b.steps[0].kernel, "ref");
+  EXPECT_EQ(b.steps[0].kernel, "eltwise");  // the Add
   for (int i = 1; i < 5; ++i) EXPECT_EQ(b.steps[i].kernel, "copy") << i;
   EXPECT_EQ(b.buffers[b.steps[1].inputs[0]].kind, PlanBufferKind::kInput);   // x_out
   EXPECT_EQ(b.buffers[b.steps[3].inputs[0]].kind, PlanBufferKind::kWeight);  // c_out

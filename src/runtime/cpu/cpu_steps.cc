@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/eltwise.h"
 #include "kernels/cpu/embed_layer_norm.h"
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/layer_norm.h"
@@ -327,6 +328,49 @@ absl::StatusOr<StepPtr> PrepareSoftmax(const StepChecker& c, CpuPrepareEnv&) {
   return StepPtr(new SoftmaxStep(r.rows, r.n));
 }
 
+class EltwiseStep final : public CpuStep {
+ public:
+  explicit EltwiseStep(cpu::EltwiseArgs a) : a_(a) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::EltwiseArgs a = a_;
+    int k = 0;
+    for (size_t i = 0; i < io.ops->in.size(); ++i)
+      if (io.ops->in[i].slot != kNullSlot) a.in[k++] = io.In(i);
+    a.y = io.Out(0);
+    return cpu::Eltwise(ctx, a);
+  }
+
+ private:
+  cpu::EltwiseArgs a_;
+};
+
+kernels::EltDomainKind DomainKindOf(EltDomain d) {
+  switch (d) {
+    case EltDomain::kF32:
+      return kernels::EltDomainKind::kF32;
+    case EltDomain::kF64:
+      return kernels::EltDomainKind::kF64;
+    case EltDomain::kI64:
+      return kernels::EltDomainKind::kI64;
+    case EltDomain::kU64:
+      return kernels::EltDomainKind::kU64;
+    case EltDomain::kBool:
+      return kernels::EltDomainKind::kBool;
+  }
+  return kernels::EltDomainKind::kF32;
+}
+
+absl::StatusOr<StepPtr> PrepareEltwise(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const EltwiseRule r, CheckEltwise(c));
+  cpu::EltwiseArgs a;
+  a.op = r.op;
+  a.domain = DomainKindOf(r.domain);
+  a.layout = r.layout;
+  for (size_t i = 0; i < r.in_types.size(); ++i) a.in_type[i] = r.in_types[i];
+  a.out_type = r.out_type;
+  return StepPtr(new EltwiseStep(a));
+}
+
 class GatherStep final : public CpuStep {
  public:
   explicit GatherStep(cpu::GatherArgs a) : a_(a) {}
@@ -367,6 +411,7 @@ constexpr Entry kTable[] = {
     {"attention", PrepareAttention},
     {"embed_layer_norm", PrepareEmbed},
     {"pool", PreparePool},
+    {"eltwise", PrepareEltwise},
     {"gather", PrepareGather},
     {"gelu", PrepareGelu},
     {"softmax", PrepareSoftmax},

@@ -54,54 +54,6 @@ class EltwiseStep final : public CudaStep {
   cuda::EltwiseArgs a_;
 };
 
-cuda::EltOp EltOpOf(std::string_view name) {
-  static const std::pair<std::string_view, cuda::EltOp> kOps[] = {
-      {"Identity", cuda::EltOp::kIdentity},
-      {"Neg", cuda::EltOp::kNeg},
-      {"Abs", cuda::EltOp::kAbs},
-      {"Sign", cuda::EltOp::kSign},
-      {"Relu", cuda::EltOp::kRelu},
-      {"Sqrt", cuda::EltOp::kSqrt},
-      {"Reciprocal", cuda::EltOp::kReciprocal},
-      {"Exp", cuda::EltOp::kExp},
-      {"Log", cuda::EltOp::kLog},
-      {"Erf", cuda::EltOp::kErf},
-      {"Tanh", cuda::EltOp::kTanh},
-      {"Sigmoid", cuda::EltOp::kSigmoid},
-      {"Sin", cuda::EltOp::kSin},
-      {"Cos", cuda::EltOp::kCos},
-      {"Floor", cuda::EltOp::kFloor},
-      {"Ceil", cuda::EltOp::kCeil},
-      {"Round", cuda::EltOp::kRound},
-      {"Gelu", cuda::EltOp::kGelu},
-      {"GeluTanh", cuda::EltOp::kGeluTanh},
-      {"IsNaN", cuda::EltOp::kIsNaN},
-      {"Not", cuda::EltOp::kNot},
-      {"Add", cuda::EltOp::kAdd},
-      {"Sub", cuda::EltOp::kSub},
-      {"Mul", cuda::EltOp::kMul},
-      {"Div", cuda::EltOp::kDiv},
-      {"Pow", cuda::EltOp::kPow},
-      {"Max", cuda::EltOp::kMax},
-      {"Min", cuda::EltOp::kMin},
-      {"Mod", cuda::EltOp::kMod},
-      {"FMod", cuda::EltOp::kFMod},
-      {"Equal", cuda::EltOp::kEqual},
-      {"Less", cuda::EltOp::kLess},
-      {"LessOrEqual", cuda::EltOp::kLessOrEqual},
-      {"Greater", cuda::EltOp::kGreater},
-      {"GreaterOrEqual", cuda::EltOp::kGreaterOrEqual},
-      {"And", cuda::EltOp::kAnd},
-      {"Or", cuda::EltOp::kOr},
-      {"Xor", cuda::EltOp::kXor},
-      {"Where", cuda::EltOp::kWhere},
-      {"Clip", cuda::EltOp::kClip},
-  };
-  for (const auto& [n, op] : kOps)
-    if (n == name) return op;
-  return cuda::EltOp::kIdentity;  // the contract's choices are exactly kOps' names
-}
-
 cuda::EltDomainKind DomainKindOf(EltDomain d) {
   switch (d) {
     case EltDomain::kF32:
@@ -119,40 +71,21 @@ cuda::EltDomainKind DomainKindOf(EltDomain d) {
 }
 
 absl::StatusOr<StepPtr> PrepareEltwise(const StepChecker& c) {
-  const std::string& op = c.String("op");
-  std::vector<DType> types;
-  std::vector<Dims> dims;
-  for (size_t i = 0; i < c.step().inputs.size(); ++i) {
-    const PlanBuffer* b = c.In(i);
-    if (b == nullptr) continue;
-    if (types.size() != i) return c.Err("input %d is given after an omitted one", i);
-    types.push_back(b->dtype);
-    dims.push_back(b->dims);
-  }
-  const PlanBuffer* y = c.Out(0);
-  // In place (the contract lets y take exactly input 0's bytes): each thread reads its own
-  // element before it writes it, which holds only if input 0 does not broadcast (has y's
-  // element count: a broadcast to as many elements only adds 1s) and has y's element size.
-  const PlanBuffer* x0 = c.In(0);
-  const bool in_place = x0 != nullptr && x0->kind == y->kind && x0->offset == y->offset &&
-                        (x0->kind == PlanBufferKind::kArena ||
-                         (x0->kind == PlanBufferKind::kOutput && x0->binding == y->binding));
-  if (in_place && (StepChecker::Elems(*x0) != StepChecker::Elems(*y) ||
-                   DTypeSize(x0->dtype) != DTypeSize(y->dtype)))
-    return c.Err("y %s in place over input 0 %s needs its element count and size", DimsStr(y->dims),
-                 DimsStr(x0->dims));
-  absl::StatusOr<EltDomain> d = TypeEltwise(op, types, y->dtype);
-  if (!d.ok()) return c.Err("%s", d.status().message());
+  KILN_ASSIGN_OR_RETURN(const EltwiseRule r, CheckEltwise(c));
   cuda::EltwiseArgs a;
-  a.op = EltOpOf(op);
-  a.domain = DomainKindOf(*d);
-  if (!cuda::EltwiseLayout(y->dims, dims, &a))
-    return c.Err(
-        "the inputs %s do not broadcast to y %s (or rank > %d)",
-        absl::StrJoin(dims, " ", [](std::string* out, const Dims& v) { out->append(DimsStr(v)); }),
-        DimsStr(y->dims), cuda::kMaxRank);
-  for (size_t i = 0; i < types.size(); ++i) a.in[i].type = ElemTypeOf(types[i]);
-  a.out_type = ElemTypeOf(y->dtype);
+  a.op = r.op;
+  a.domain = DomainKindOf(r.domain);
+  const kernels::BroadcastLayout& l = r.layout;
+  a.rank = l.rank;
+  a.n = l.n;
+  a.contiguous = l.contiguous;
+  a.num_inputs = l.num_inputs;
+  for (int j = 0; j < cuda::kMaxRank; ++j) a.dims[j] = l.dims[j];
+  for (size_t i = 0; i < r.in_types.size(); ++i) {
+    a.in[i].type = ElemTypeOf(r.in_types[i]);
+    for (int j = 0; j < cuda::kMaxRank; ++j) a.in[i].strides[j] = l.strides[i][j];
+  }
+  a.out_type = ElemTypeOf(r.out_type);
   return StepPtr(new EltwiseStep(a));
 }
 

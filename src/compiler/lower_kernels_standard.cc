@@ -1,8 +1,9 @@
-// Kernel choice for the standard ONNX ops on target cuda (docs/plan-kernels.md, target
-// cuda): what the fused ops leave around them — the attention-mask chains, embedding and
-// position gathers, shape and layout ops, unfused attention's MatMul/Softmax — lowers to
-// the device kernel families (eltwise, transpose/slice/expand/concat, the gathers, cumsum,
-// reduce, matmul). Attributes and constant operands (axes, starts, perms) become step
+// Kernel choice for the standard ONNX ops, for every target (docs/plan-kernels.md): what
+// the fused ops leave around them — the attention-mask chains, embedding and position
+// gathers, shape and layout ops, unfused attention's MatMul/Softmax — lowers to the kernel
+// families (eltwise, transpose/slice/expand/concat, the gathers, cumsum, reduce, matmul)
+// that the target's contract table has: cuda has them all; cpu has eltwise and gather, and
+// runs the rest as `ref` steps. Attributes and constant operands (axes, starts, perms) become step
 // parameters here, normalized (negative axes resolved, slices clamped as the reference
 // does), so the executor sees only static numbers. A node no rule takes gets a reason.
 // Limits: MatMul batch dims must be equal or one side's all 1; Slice/Reduce/CumSum need
@@ -57,10 +58,12 @@ struct Choice {
 
 Choice No(std::string why) { return {std::nullopt, std::move(why)}; }
 
-Choice Emit(const Node& n, std::string_view id, std::vector<PlanParam> params,
+Choice Emit(PlanTarget t, const Node& n, std::string_view id, std::vector<PlanParam> params,
             std::vector<int> operands) {
-  const KernelContract* c = FindKernelContract(PlanTarget::kCuda, id);
-  if (c == nullptr) return No(absl::StrCat("no cuda kernel '", std::string(id), "'"));
+  const KernelContract* c = FindKernelContract(t, id);
+  if (c == nullptr)
+    return No(
+        absl::StrCat("no ", std::string(PlanTargetName(t)), " kernel '", std::string(id), "'"));
   KernelChoice k{
       std::string(id), std::move(params), c->inplace_ok,
       c->variadic_inputs ? static_cast<int>(operands.size()) : static_cast<int>(c->inputs.size())};
@@ -77,7 +80,7 @@ bool Broadcasts(const Dims& in, const Dims& out) {
   return true;
 }
 
-Choice Eltwise(const Node& n, const std::string& op) {
+Choice Eltwise(PlanTarget t, const Node& n, const std::string& op) {
   if (n.num_outputs() != 1) return No("more than one output");
   std::vector<DType> types;
   std::vector<int> operands;
@@ -92,10 +95,10 @@ Choice Eltwise(const Node& n, const std::string& op) {
   }
   absl::StatusOr<EltDomain> d = TypeEltwise(op, types, n.output_info(0).type.dtype);
   if (!d.ok()) return No(std::string(d.status().message()));
-  return Emit(n, "eltwise", {Str("op", op)}, operands);
+  return Emit(t, n, "eltwise", {Str("op", op)}, operands);
 }
 
-Choice Transpose(const Node& n) {
+Choice Transpose(PlanTarget t, const Node& n) {
   const Dims x = InDims(n, 0);
   const int64_t r = static_cast<int64_t>(x.size());
   Dims perm(r);
@@ -110,11 +113,11 @@ Choice Transpose(const Node& n) {
     if (!a) return No("perm out of range");
     p = *a;
   }
-  return Emit(n, "transpose", {Ints("perm", perm)}, {0});
+  return Emit(t, n, "transpose", {Ints("perm", perm)}, {0});
 }
 
 // Slice with constant starts/ends/axes/steps, normalized as the reference executor does.
-Choice Slice(const Node& n) {
+Choice Slice(PlanTarget t, const Node& n) {
   const std::optional<Dims> starts = ConstInts(n, 1), ends = ConstInts(n, 2);
   if (!starts || !ends) return No("starts and ends must be constants");
   std::optional<Dims> axes = Dims{}, steps = Dims{};
@@ -125,10 +128,10 @@ Choice Slice(const Node& n) {
   absl::StatusOr<SliceBounds> b = NormalizeSlice(x, *starts, *ends, *axes, *steps);
   if (!b.ok()) return No(std::string(b.status().message()));
   if (b->dims != OutDims(n, 0)) return No("the output dims disagree with the slice");
-  return Emit(n, "slice", {Ints("starts", b->first), Ints("steps", b->step)}, {0});
+  return Emit(t, n, "slice", {Ints("starts", b->first), Ints("steps", b->step)}, {0});
 }
 
-Choice Concat(const Node& n) {
+Choice Concat(PlanTarget t, const Node& n) {
   const Dims out = OutDims(n, 0);
   const std::optional<int64_t> axis = NormAxis(n.attr_int_or("axis", 0), out.size());
   if (!axis || out.size() > 8) return No("axis out of range or rank above 8");
@@ -138,10 +141,10 @@ Choice Concat(const Node& n) {
     if (n.input(i).type().dtype != n.output_info(0).type.dtype) return No("dtypes differ");
     operands.push_back(i);
   }
-  return Emit(n, "concat", {Int("axis", *axis)}, operands);
+  return Emit(t, n, "concat", {Int("axis", *axis)}, operands);
 }
 
-Choice Gather(const Node& n, const char* id, const char* attr) {
+Choice Gather(PlanTarget t, const Node& n, const char* id, const char* attr) {
   const Dims data = InDims(n, 0);
   const int64_t r = static_cast<int64_t>(data.size());
   int64_t v = n.attr_int_or(attr, 0);
@@ -153,21 +156,21 @@ Choice Gather(const Node& n, const char* id, const char* attr) {
     return No("batch_dims out of range");
   }
   if (r > 8 || InDims(n, 1).size() > 8) return No("rank above 8");
-  return Emit(n, id, {Int(attr, v)}, {0, 1});
+  return Emit(t, n, id, {Int(attr, v)}, {0, 1});
 }
 
-Choice CumSum(const Node& n) {
+Choice CumSum(PlanTarget t, const Node& n) {
   const std::optional<Dims> axis = ConstInts(n, 1);
   if (!axis || axis->size() != 1) return No("axis must be a constant scalar");
   const std::optional<int64_t> a = NormAxis((*axis)[0], InDims(n, 0).size());
   if (!a) return No("axis out of range");
-  return Emit(n, "cumsum",
+  return Emit(t, n, "cumsum",
               {Int("axis", *a), Int("exclusive", n.attr_int_or("exclusive", 0) != 0),
                Int("reverse", n.attr_int_or("reverse", 0) != 0)},
               {0});
 }
 
-Choice Reduce(const Node& n, const std::string& op) {
+Choice Reduce(PlanTarget t, const Node& n, const std::string& op) {
   const Dims x = InDims(n, 0);
   const int64_t r = static_cast<int64_t>(x.size());
   if (r > 8) return No("rank above 8");
@@ -191,12 +194,12 @@ Choice Reduce(const Node& n, const std::string& op) {
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return No("repeated axis");
   for (int64_t a : axes)
     if (x[a] == 0) return No("reduces an empty dim");
-  return Emit(n, "reduce", {Str("op", op), Ints("axes", axes)}, {0});
+  return Emit(t, n, "reduce", {Str("op", op), Ints("axes", axes)}, {0});
 }
 
 // MatMul of activations: [.., M, K] x [.., K, N] with equal batch dims, or one side 2-D /
 // all-ones batch (broadcast). 1-D operands and other broadcasts are not taken.
-Choice MatMul(const Node& n) {
+Choice MatMul(PlanTarget t, const Node& n) {
   const Dims a = InDims(n, 0), b = InDims(n, 1), y = OutDims(n, 0);
   if (a.size() < 2 || b.size() < 2) return No("1-D operands");
   const int64_t m = a[a.size() - 2], k = a.back(), n_ = b.back();
@@ -209,64 +212,65 @@ Choice MatMul(const Node& n) {
   };
   const int64_t pa = prod(ab), pb = prod(bb), py = prod(yb);
   if (bb.empty() || pb == 1) {  // b is one matrix: fold a's batch into M
-    return Emit(n, "matmul",
+    return Emit(t, n, "matmul",
                 {Int("batch", 1), Int("m", pa * m), Int("k", k), Int("n", n_),
                  Int("broadcast_a", 0), Int("broadcast_b", 1)},
                 {0, 1});
   }
   if (pa == py && pb == py && ab.size() == bb.size() && ab == bb)
-    return Emit(n, "matmul",
+    return Emit(t, n, "matmul",
                 {Int("batch", py), Int("m", m), Int("k", k), Int("n", n_), Int("broadcast_a", 0),
                  Int("broadcast_b", 0)},
                 {0, 1});
   if (pa == 1 && pb == py)
-    return Emit(n, "matmul",
+    return Emit(t, n, "matmul",
                 {Int("batch", py), Int("m", m), Int("k", k), Int("n", n_), Int("broadcast_a", 1),
                  Int("broadcast_b", 0)},
                 {0, 1});
   return No("batch dims broadcast in a way the matmul kernel does not take");
 }
 
-Choice ChooseStandard(const Node& n) {
+Choice ChooseStandard(PlanTarget t, const Node& n) {
   const std::string& op = n.op();
-  if (op == "Cast") return Eltwise(n, "Identity");
-  if (op == "Mod") return Eltwise(n, n.attr_int_or("fmod", 0) != 0 ? "FMod" : "Mod");
+  if (op == "Cast") return Eltwise(t, n, "Identity");
+  if (op == "Mod") return Eltwise(t, n, n.attr_int_or("fmod", 0) != 0 ? "FMod" : "Mod");
   if (op == "Max" || op == "Min") {
     if (n.num_inputs() != 2) return No("Max/Min with other than two inputs");
-    return Eltwise(n, op);
+    return Eltwise(t, n, op);
   }
   if (op == "Expand") {
     if (n.input(0).type().dtype != n.output_info(0).type.dtype) return No("dtypes differ");
     if (!Broadcasts(InDims(n, 0), OutDims(n, 0))) return No("does not broadcast");
-    return Emit(n, "expand", {}, {0});
+    return Emit(t, n, "expand", {}, {0});
   }
-  if (op == "Transpose") return Transpose(n);
-  if (op == "Slice") return Slice(n);
-  if (op == "Concat") return Concat(n);
-  if (op == "Gather") return Gather(n, "gather", "axis");
-  if (op == "GatherElements") return Gather(n, "gather_elements", "axis");
-  if (op == "GatherND") return Gather(n, "gather_nd", "batch_dims");
-  if (op == "CumSum") return CumSum(n);
-  if (op == "MatMul") return MatMul(n);
+  if (op == "Transpose") return Transpose(t, n);
+  if (op == "Slice") return Slice(t, n);
+  if (op == "Concat") return Concat(t, n);
+  if (op == "Gather") return Gather(t, n, "gather", "axis");
+  if (op == "GatherElements") return Gather(t, n, "gather_elements", "axis");
+  if (op == "GatherND") return Gather(t, n, "gather_nd", "batch_dims");
+  if (op == "CumSum") return CumSum(t, n);
+  if (op == "MatMul") return MatMul(t, n);
   static const std::pair<const char*, const char*> kReduce[] = {
       {"ReduceSum", "sum"}, {"ReduceMean", "mean"},           {"ReduceMax", "max"},
       {"ReduceMin", "min"}, {"ReduceProd", "prod"},           {"ReduceL1", "l1"},
       {"ReduceL2", "l2"},   {"ReduceSumSquare", "sum_square"}};
   for (const auto& [onnx, kind] : kReduce)
-    if (op == onnx) return Reduce(n, kind);
+    if (op == onnx) return Reduce(t, n, kind);
   if (FindEltOp(op) != nullptr && op != "Gelu" && op != "GeluTanh" && op != "FMod")
-    return Eltwise(n, op);
-  return No("no cuda kernel for this op");
+    return Eltwise(t, n, op);
+  return No("no kernel for this op");
 }
 
 }  // namespace
 
-std::optional<KernelChoice> ChooseCudaStandardKernel(const Node& n, std::string* why_not) {
+std::optional<KernelChoice> ChooseStandardKernel(const Node& n, PlanTarget target,
+                                                 std::string* why_not) {
   if (!n.domain().empty()) {
-    if (why_not) *why_not = "no cuda kernel for this op";
+    if (why_not) *why_not = "no kernel for this op";
     return std::nullopt;
   }
-  Choice c = ChooseStandard(n);
+  Choice c = ChooseStandard(target, n);
   if (!c.kernel && why_not) *why_not = c.why;
   return c.kernel;
 }
