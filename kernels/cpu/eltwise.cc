@@ -362,7 +362,8 @@ void Rows(const EltwiseArgs& a, int64_t begin, int64_t end, bool* bad) {
     }
     if (l.contiguous)
       for (int i = 0; i < k; ++i) base[i] = row * inner;
-    if (std::is_same_v<D, float> && l.contiguous && ContiguousF32(a, row * inner, (row + 1) * inner))
+    if (std::is_same_v<D, float> && l.contiguous &&
+        ContiguousF32(a, row * inner, (row + 1) * inner))
       continue;
     for (int64_t j = 0; j < inner; ++j) {
       const int64_t off[3] = {base[0] + j * step[0], base[1] + j * step[1], base[2] + j * step[2]};

@@ -102,9 +102,9 @@ void ExpectMatches(const Tensor& got, const Tensor& want, const std::string& wha
   std::string first;
   for (int64_t i = 0; i < n; ++i) {
     const double g = got.GetAsDouble(i), w = want.GetAsDouble(i);
-    const bool ok = IsFloat(want.dtype())
-                        ? ((std::isnan(g) && std::isnan(w)) || std::fabs(g - w) <= 2e-6 * std::fabs(w) + 1e-7)
-                        : g == w;
+    const bool ok = IsFloat(want.dtype()) ? ((std::isnan(g) && std::isnan(w)) ||
+                                             std::fabs(g - w) <= 2e-6 * std::fabs(w) + 1e-7)
+                                          : g == w;
     if (!ok && bad++ == 0) first = absl::StrCat("[", i, "] got ", g, " want ", w);
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << n << " differ, first " << first;
@@ -199,9 +199,9 @@ TEST(Eltwise, CastsSaturateRoundAndMapNanToZero) {
   const struct {
     const Tensor* x;
     DType to;
-  } casts[] = {{&f, DType::kI32}, {&f, DType::kI8}, {&f, DType::kF16}, {&f, DType::kBF16},
+  } casts[] = {{&f, DType::kI32},  {&f, DType::kI8},    {&f, DType::kF16},   {&f, DType::kBF16},
                {&f, DType::kBool}, {&i64, DType::kF32}, {&i64, DType::kI32}, {&b, DType::kF32},
-               {&h, DType::kF32}, {&h, DType::kI64}};
+               {&h, DType::kF32},  {&h, DType::kI64}};
   for (const auto& c : casts) {
     const std::string what = absl::StrCat("Cast ", std::string(DTypeName(c.x->dtype())), "->",
                                           std::string(DTypeName(c.to)));
