@@ -1,6 +1,5 @@
 // Target cpu's kernel contracts (kernel_contract.h): fp32 float kernels on kernels/cpu, and
 // `ref` for every op without one (the node as IR text, run by the reference executor).
-#include "plan/eltwise_ops.h"
 #include "plan/kernel_contracts_table.h"
 
 namespace kiln::contracts_internal {
@@ -70,19 +69,8 @@ std::vector<KernelContract> CpuContracts() {
                .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("hidden"),
                           StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
                .doc = "hidden [B,S,H], mask [B,S] → y [B,H]"});
-  t.push_back(
-      {.name = "eltwise",
-       .inputs = {Req("a", kAnyDType), Opt("b", kAnyDType), Opt("c", kAnyDType)},
-       .outputs = {Req("y", kAnyDType)},
-       .params = {StringParam("op", EltOpNames(), "the ONNX op (Identity: Cast and Expand too)")},
-       .inplace_ok = true,
-       .doc = "numpy broadcasting of the inputs to y's dims; typing and semantics: "
-              "src/plan/eltwise_ops.h"});
-  t.push_back({.name = "gather",
-               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
-               .outputs = {Same("y", 0)},
-               .params = {SizeParam("axis")},
-               .doc = "ONNX Gather; an index out of range fails the run"});
+  t.push_back(EltwiseContract());
+  t.push_back(GatherContract());
   t.push_back({.name = "gelu",
                .inputs = {Req("x", kF32Only)},
                .outputs = {Req("y", kF32Only)},

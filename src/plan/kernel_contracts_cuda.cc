@@ -3,7 +3,6 @@
 // naming the node. Float kernels take f32, f16 or bf16 (one dtype per step: weights are
 // stored in the step's dtype) and keep statistics, softmax and GEMM accumulation in fp32;
 // masks stay f32 or bool. The data-movement kernels are dtype-agnostic.
-#include "plan/eltwise_ops.h"
 #include "plan/kernel_contracts_table.h"
 
 namespace kiln {
@@ -112,14 +111,7 @@ std::vector<KernelContract> CudaContracts() {
                .params = {SizeParam("rows"), SizeParam("n")},
                .inplace_ok = true,
                .doc = "x [rows,n], over the last axis"});
-  t.push_back(
-      {.name = "eltwise",
-       .inputs = {Req("a", kAnyDType), Opt("b", kAnyDType), Opt("c", kAnyDType)},
-       .outputs = {Req("y", kAnyDType)},
-       .params = {StringParam("op", EltOpNames(), "the ONNX op (Identity: Cast and Expand too)")},
-       .inplace_ok = true,
-       .doc = "numpy broadcasting of the inputs to y's dims; typing and semantics: "
-              "src/plan/eltwise_ops.h"});
+  t.push_back(EltwiseContract());
   t.push_back({.name = "transpose",
                .inputs = {Req("x", kAnyDType)},
                .outputs = {Same("y", 0)},
@@ -141,11 +133,7 @@ std::vector<KernelContract> CudaContracts() {
                .variadic_inputs = true,
                .params = {SizeParam("axis")},
                .doc = "inputs of y's dtype, equal but on `axis`, whose sizes sum to y's"});
-  t.push_back({.name = "gather",
-               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
-               .outputs = {Same("y", 0)},
-               .params = {SizeParam("axis")},
-               .doc = "ONNX Gather; an index out of range fails the run"});
+  t.push_back(GatherContract());
   t.push_back({.name = "gather_nd",
                .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
                .outputs = {Same("y", 0)},

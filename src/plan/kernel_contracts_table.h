@@ -41,6 +41,10 @@ inline OperandSpec Opt(std::string_view name, DTypeSet dtypes) { return {name, d
 inline OperandSpec Same(std::string_view name, int as, bool optional = false) {
   return {name, kAnyDType, optional, as};
 }
+// Contracts both targets share verbatim (defined in kernel_contract.cc).
+KernelContract EltwiseContract();
+KernelContract GatherContract();
+
 inline OperandSpec Weight(std::string_view name, DTypeSet dtypes, bool optional = false) {
   return {name, dtypes, optional, -1, true};
 }

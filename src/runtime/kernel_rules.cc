@@ -238,6 +238,23 @@ absl::StatusOr<EltwiseRule> CheckEltwise(const StepChecker& c) {
   absl::StatusOr<EltDomain> d = TypeEltwise(op, r.in_types, y->dtype);
   if (!d.ok()) return c.Err("%s", d.status().message());
   r.domain = *d;
+  switch (*d) {
+    case EltDomain::kF32:
+      r.domain_kind = kernels::EltDomainKind::kF32;
+      break;
+    case EltDomain::kF64:
+      r.domain_kind = kernels::EltDomainKind::kF64;
+      break;
+    case EltDomain::kI64:
+      r.domain_kind = kernels::EltDomainKind::kI64;
+      break;
+    case EltDomain::kU64:
+      r.domain_kind = kernels::EltDomainKind::kU64;
+      break;
+    case EltDomain::kBool:
+      r.domain_kind = kernels::EltDomainKind::kBool;
+      break;
+  }
   if (!kernels::EltOpFromName(op, &r.op)) return c.Err("no eltwise op '%s'", op);
   if (!kernels::ComputeBroadcastLayout(y->dims, dims, &r.layout)) {
     std::string ins;

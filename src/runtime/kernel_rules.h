@@ -80,6 +80,7 @@ absl::StatusOr<GeluRule> CheckGelu(const StepChecker& c);
 struct EltwiseRule {
   kernels::EltOp op = kernels::EltOp::kIdentity;
   EltDomain domain = EltDomain::kF32;
+  kernels::EltDomainKind domain_kind = kernels::EltDomainKind::kF32;  // `domain` for kernels
   std::vector<DType> in_types;
   DType out_type = DType::kUndefined;
   kernels::BroadcastLayout layout;

@@ -344,27 +344,11 @@ class EltwiseStep final : public CpuStep {
   cpu::EltwiseArgs a_;
 };
 
-kernels::EltDomainKind DomainKindOf(EltDomain d) {
-  switch (d) {
-    case EltDomain::kF32:
-      return kernels::EltDomainKind::kF32;
-    case EltDomain::kF64:
-      return kernels::EltDomainKind::kF64;
-    case EltDomain::kI64:
-      return kernels::EltDomainKind::kI64;
-    case EltDomain::kU64:
-      return kernels::EltDomainKind::kU64;
-    case EltDomain::kBool:
-      return kernels::EltDomainKind::kBool;
-  }
-  return kernels::EltDomainKind::kF32;
-}
-
 absl::StatusOr<StepPtr> PrepareEltwise(const StepChecker& c, CpuPrepareEnv&) {
   KILN_ASSIGN_OR_RETURN(const EltwiseRule r, CheckEltwise(c));
   cpu::EltwiseArgs a;
   a.op = r.op;
-  a.domain = DomainKindOf(r.domain);
+  a.domain = r.domain_kind;
   a.layout = r.layout;
   for (size_t i = 0; i < r.in_types.size(); ++i) a.in_type[i] = r.in_types[i];
   a.out_type = r.out_type;

@@ -54,27 +54,11 @@ class EltwiseStep final : public CudaStep {
   cuda::EltwiseArgs a_;
 };
 
-cuda::EltDomainKind DomainKindOf(EltDomain d) {
-  switch (d) {
-    case EltDomain::kF32:
-      return cuda::EltDomainKind::kF32;
-    case EltDomain::kF64:
-      return cuda::EltDomainKind::kF64;
-    case EltDomain::kI64:
-      return cuda::EltDomainKind::kI64;
-    case EltDomain::kU64:
-      return cuda::EltDomainKind::kU64;
-    case EltDomain::kBool:
-      return cuda::EltDomainKind::kBool;
-  }
-  return cuda::EltDomainKind::kF32;
-}
-
 absl::StatusOr<StepPtr> PrepareEltwise(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(const EltwiseRule r, CheckEltwise(c));
   cuda::EltwiseArgs a;
   a.op = r.op;
-  a.domain = DomainKindOf(r.domain);
+  a.domain = r.domain_kind;
   const kernels::BroadcastLayout& l = r.layout;
   a.rank = l.rank;
   a.n = l.n;
