@@ -6,13 +6,15 @@
 namespace kiln::contracts_internal {
 
 KernelContract EltwiseContract() {
-  return {.name = "eltwise",
-          .inputs = {Req("a", kAnyDType), Opt("b", kAnyDType), Opt("c", kAnyDType)},
-          .outputs = {Req("y", kAnyDType)},
-          .params = {StringParam("op", EltOpNames(), "the ONNX op (Identity: Cast and Expand too)")},
-          .inplace_ok = true,
-          .doc = "numpy broadcasting of the inputs to y's dims; typing and semantics: "
-                 "src/plan/eltwise_ops.h"};
+  return {
+      .name = "eltwise",
+      .inputs = {Req("a", kAnyDType), Opt("b", kAnyDType), Opt("c", kAnyDType)},
+      .outputs = {Req("y", kAnyDType)},
+      .params = {StringParam("op", EltOpNames(), "the ONNX op (Identity: Cast and Expand too)")},
+      .inplace_ok = true,
+      .doc =
+          "numpy broadcasting of the inputs to y's dims; typing and semantics: "
+          "src/plan/eltwise_ops.h"};
 }
 
 KernelContract GatherContract() {
