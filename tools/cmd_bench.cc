@@ -44,13 +44,19 @@ constexpr char kHelp[] =
     "  --seed N, --vocab N, --int-range NAME=LO:HI   random inputs, as for `kiln run`\n"
     "  --warmup N               untimed runs after the cold run (default 10)\n"
     "  --runs N                 timed runs (default 50, at least 1)\n"
+    "  --steps                  after the timed runs, --runs more with a per-step trace:\n"
+    "                           per kernel, its steps and median ms per run, and the\n"
+    "                           median time of a run spent outside steps (staging,\n"
+    "                           the executor's loop, the trace's own bookkeeping)\n"
     "%s"
     "  --json                   print exactly one JSON object on stdout and nothing else:\n"
     "                           p50_ms, p90_ms, min_ms, mean_ms, max_ms, throughput_per_s,\n"
     "                           peak_rss_mb, load_ms, first_run_ms, warmup, runs, threads,\n"
     "                           cpu_isa (cpu plans), impls (kernel -> implementation ->\n"
     "                           steps, e.g. linear -> kiln:avx2:4x24 -> 36), bucket,\n"
-    "                           bucket_bindings, padded, batch, inputs (name -> dims)\n"
+    "                           bucket_bindings, padded, batch, inputs (name -> dims);\n"
+    "                           with --steps also steps (kernel -> {count, median_ms})\n"
+    "                           and between_steps_ms\n"
     "\n"
     "throughput_per_s is batch rows per second: batch / mean run time in seconds, where\n"
     "batch is dim 0 of the first graph input (1 for a scalar input). Percentile p is the\n"
@@ -84,7 +90,7 @@ int RunBench(int argc, char** argv) {
   int warmup = 10, runs = 50;
   ExecutorOptions exec_options;
   bool exec_flags = false;
-  bool json = false;
+  bool json = false, per_step = false;
   absl::Status flag_error;
   while (!args.Done()) {
     if (args.Flag("--help") || args.Flag("-h")) {
@@ -97,6 +103,10 @@ int RunBench(int argc, char** argv) {
     }
     if (args.Flag("--json")) {
       json = true;
+      continue;
+    }
+    if (args.Flag("--steps")) {
+      per_step = true;
       continue;
     }
     if (args.Option("--warmup", &v)) {
@@ -161,6 +171,43 @@ int RunBench(int argc, char** argv) {
     times.push_back(Ms(Clock::now() - r0));
   }
   std::sort(times.begin(), times.end());
+  // --steps: per kernel, the median over traced runs of its summed step time per run.
+  struct KernelTime {
+    int count = 0;
+    std::vector<double> ms;  // per traced run
+    double median_ms = 0;
+  };
+  std::map<std::string, KernelTime> step_times;
+  double between_ms = 0;  // median over traced runs of (run wall time - its steps' sum)
+  if (per_step) {
+    RunStats traced;
+    traced.collect_trace = true;
+    std::vector<double> outside;
+    for (int i = 0; i < runs; ++i) {
+      const auto r0 = Clock::now();
+      if (absl::Status s = exec.Run(views, out_views, &traced); !s.ok()) return Fail(s);
+      const double wall_ms = Ms(Clock::now() - r0);
+      std::map<std::string, double> run_ms;
+      std::map<std::string, int> run_count;
+      double in_steps_ms = 0;
+      for (const TraceEvent& e : traced.trace) {
+        run_ms[e.kernel] += static_cast<double>(e.duration_ns) / 1e6;
+        in_steps_ms += static_cast<double>(e.duration_ns) / 1e6;
+        ++run_count[e.kernel];
+      }
+      outside.push_back(wall_ms - in_steps_ms);
+      for (const auto& [kernel, ms] : run_ms) {
+        step_times[kernel].ms.push_back(ms);
+        step_times[kernel].count = run_count[kernel];
+      }
+    }
+    for (auto& [kernel, kt] : step_times) {
+      std::sort(kt.ms.begin(), kt.ms.end());
+      kt.median_ms = Percentile(kt.ms, 50);
+    }
+    std::sort(outside.begin(), outside.end());
+    between_ms = Percentile(outside, 50);
+  }
   const double mean = std::accumulate(times.begin(), times.end(), 0.0) / times.size();
   const double p50 = Percentile(times, 50), p90 = Percentile(times, 90);
   const int64_t batch = (*inputs).empty() || (*inputs)[0].rank() == 0 ? 1 : (*inputs)[0].dims()[0];
@@ -212,6 +259,17 @@ int RunBench(int argc, char** argv) {
       w.EndArray();
     }
     w.EndObject();
+    if (per_step) {
+      w.Key("steps").BeginObject();
+      for (const auto& [kernel, kt] : step_times) {
+        w.Key(kernel).BeginObject();
+        w.Key("count").Int(kt.count);
+        w.Key("median_ms").Double(kt.median_ms);
+        w.EndObject();
+      }
+      w.EndObject();
+      w.Key("between_steps_ms").Double(between_ms);
+    }
     w.EndObject();
     std::printf("%s\n", w.str().c_str());
     return kExitOk;
@@ -237,6 +295,20 @@ int RunBench(int argc, char** argv) {
       runs, warmup, p50, p90, times.front(), mean, times.back());
   std::printf("throughput %.1f rows/s (batch %lld), peak RSS %.1f MiB\n", throughput,
               static_cast<long long>(batch), peak_rss_mb);
+  if (per_step) {
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& [kernel, kt] : step_times) order.emplace_back(-kt.median_ms, kernel);
+    std::sort(order.begin(), order.end());
+    std::printf("per kernel, median of %d traced runs (%% of the untraced p50):\n", runs);
+    std::printf("  %-22s %6s %10s %7s\n", "kernel", "steps", "ms/run", "%");
+    for (const auto& [neg, kernel] : order) {
+      const KernelTime& kt = step_times[kernel];
+      std::printf("  %-22s %6d %10.3f %6.1f%%\n", kernel.c_str(), kt.count, kt.median_ms,
+                  p50 > 0 ? 100.0 * kt.median_ms / p50 : 0.0);
+    }
+    std::printf("  %-22s %6s %10.3f %6.1f%%\n", "between steps", "", between_ms,
+                p50 > 0 ? 100.0 * between_ms / p50 : 0.0);
+  }
   return kExitOk;
 }
 

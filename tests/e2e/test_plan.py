@@ -329,6 +329,27 @@ def test_bench_json(kiln_bin, plans):
     assert data["peak_rss_mb"] > 1 and data["inputs"]["input_ids"] == [2, 16]
 
 
+def test_bench_steps(kiln_bin, plans):
+    """--steps: every kernel of the bucket with its exact step count (from inspect), and
+    times that are non-negative (between_steps_ms is a run's wall time minus its steps')."""
+    plan = plans(model_by_name("default.onnx"))
+    proc = kiln(kiln_bin, "bench", plan, "--shape", "batch=2,sequence=16", "--warmup", "1",
+                "--runs", "5", "--threads", "1", "--json", "--steps")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    bucket = json.loads(kiln(kiln_bin, "inspect", plan, "--json", "--full").stdout)["buckets"][0]
+    assert {k: v["count"] for k, v in data["steps"].items()} == bucket["steps_by_kernel"]
+    assert all(v["median_ms"] >= 0 for v in data["steps"].values())
+    assert 0 <= data["between_steps_ms"] <= data["max_ms"] + sum(
+        v["median_ms"] for v in data["steps"].values())
+    text = kiln(kiln_bin, "bench", plan, "--shape", "batch=2,sequence=16", "--warmup", "1",
+                "--runs", "3", "--steps")
+    assert text.returncode == 0 and "between steps" in text.stdout, text.stderr
+    assert "steps" not in json.loads(kiln(kiln_bin, "bench", plan, "--shape",
+                                          "batch=2,sequence=16", "--runs", "1",
+                                          "--json").stdout)
+
+
 def test_trace_has_one_event_per_step(kiln_bin, plans, tmp_path):
     model = model_by_name("default.onnx")
     plan = plans(model)
