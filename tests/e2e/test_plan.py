@@ -340,8 +340,7 @@ def test_bench_steps(kiln_bin, plans):
     bucket = json.loads(kiln(kiln_bin, "inspect", plan, "--json", "--full").stdout)["buckets"][0]
     assert {k: v["count"] for k, v in data["steps"].items()} == bucket["steps_by_kernel"]
     assert all(v["median_ms"] >= 0 for v in data["steps"].values())
-    assert 0 <= data["between_steps_ms"] <= data["max_ms"] + sum(
-        v["median_ms"] for v in data["steps"].values())
+    assert data["between_steps_ms"] >= 0  # wall time minus the steps it contains
     text = kiln(kiln_bin, "bench", plan, "--shape", "batch=2,sequence=16", "--warmup", "1",
                 "--runs", "3", "--steps")
     assert text.returncode == 0 and "between steps" in text.stdout, text.stderr
