@@ -327,11 +327,10 @@ def random_inputs(cfg, batch, seq, seed=0, padding="left"):
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def reference_logits(model, feeds):
+def reference_logits(model, feeds, cfg=TINY):
     """The model's logits recomputed in numpy from its initializers (float64), as an
     independent check of the graph the generator wrote."""
     w = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
-    cfg = TINY
     hd = cfg.hidden // cfg.heads
     ids, am = feeds["input_ids"], feeds["attention_mask"]
     batch, seq = ids.shape
@@ -368,20 +367,21 @@ def reference_logits(model, feeds):
     return norm(h, "model.norm.weight") @ next(it)
 
 
-def check_model(path):
+def check_model(path, cfg=TINY):
     """onnx.checker (full check), then onnxruntime vs the numpy reference (max abs error
-    <= 1e-4: float32 vs float64 through 2 layers of O(1) activations, ~1e-6 expected)."""
+    <= 1e-4: float32 vs float64 through 2 layers of O(1) activations, ~1e-6 expected; the
+    same bound holds for the few-layer sizes the benchmarks generate)."""
     import onnxruntime as ort  # only the self-check needs it
 
     onnx.checker.check_model(path, full_check=True)
     model = onnx.load(path)
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     for batch, seq, padding in ((2, 16, "left"), (1, 7, "right")):
-        feeds = random_inputs(TINY, batch, seq, seed=batch * 7 + seq, padding=padding)
+        feeds = random_inputs(cfg, batch, seq, seed=batch * 7 + seq, padding=padding)
         (logits,) = session.run(["logits"], feeds)
         if not np.all(np.isfinite(logits)):
             raise RuntimeError(f"{path}: non-finite logits")
-        want = reference_logits(model, feeds)
+        want = reference_logits(model, feeds, cfg)
         # Rows of pad-only queries (left padding) see no key: onnxruntime and numpy both
         # give a uniform softmax there (every score is float32 min), so they compare too.
         err = float(np.max(np.abs(logits - want)))
@@ -405,13 +405,22 @@ def main(argv=None):
                         help="validate with onnx.checker, run in onnxruntime vs numpy")
     parser.add_argument("--fixtures", action="store_true",
                         help=f"write {os.path.relpath(FIXTURE)} instead of -o")
+    for field in dataclasses.fields(DecoderConfig):
+        parser.add_argument("--" + field.name.replace("_", "-"), type=field.type,
+                            default=field.default,
+                            help=f"with -o (default {field.default}, the fixture's)")
     args = parser.parse_args(argv)
     if not args.fixtures and not args.output:
         parser.error("give -o OUTPUT or --fixtures")
+    cfg = DecoderConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DecoderConfig)})
+    if args.fixtures and cfg != TINY:
+        parser.error("--fixtures writes the tiny fixture: size flags go with -o")
+    if cfg.hidden % cfg.heads:
+        parser.error(f"--hidden {cfg.hidden} is not a multiple of --heads {cfg.heads}")
     path = FIXTURE if args.fixtures else args.output
-    save(build_model(TINY, 0 if args.fixtures else args.seed), path)
+    save(build_model(cfg, 0 if args.fixtures else args.seed), path)
     if args.check:
-        check_model(path)
+        check_model(path, cfg)
     return 0
 
 

@@ -62,7 +62,7 @@ std::vector<Value> LeadingDimSources(Value v) {
   } else if (IsOp(n, "LayerNormalization") || IsKiln(n, "RMSNorm") ||
              IsKiln(n, "MultiHeadAttention")) {
     if (v.index == 0) out.push_back(x);  // (LayerNormalization's Mean/InvStdDev reduce)
-  } else if (IsKiln(n, "SkipLayerNorm")) {
+  } else if (IsKiln(n, "SkipLayerNorm") || IsKiln(n, "SkipRMSNorm")) {
     if (v.index <= 1) out.push_back(x);  // Y and Sum have X's shape
   } else if (IsKiln(n, "EmbedLayerNorm")) {
     if (RankOf(x) == 2) out.push_back(x);

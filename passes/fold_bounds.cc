@@ -292,8 +292,8 @@ int64_t BoundOutputBytes(const Node& n, const OpInfo* info, const std::vector<co
   }
   // Every other op produces at most as many elements as its inputs hold together (unary,
   // normalizations, Softmax, CumSum, Trilu, Concat, Split, Slice, the views, Transpose,
-  // GatherElements, ScatterND, TopK, Size, kiln SkipLayerNorm/RMSNorm/MultiHeadAttention):
-  // the catalogue leaves their `grows` false.
+  // GatherElements, ScatterND, TopK, Size, kiln SkipLayerNorm/RMSNorm/SkipRMSNorm/
+  // MultiHeadAttention): the catalogue leaves their `grows` false.
   int64_t total = 0;
   for (const Tensor* t : ins)
     if (t) total = SatAdd(total, std::max<int64_t>(t->NumElements(), 1));

@@ -1,18 +1,20 @@
 // fuse-skip-layernorm: folds the residual Add in front of a LayerNormalization into
-// kiln.SkipLayerNorm (docs/fused-ops.md), exposing the residual sum as its second output
-// when something else reads it (pre-LN decoders; BERT's post-LN layers read only the LN).
+// kiln.SkipLayerNorm, and the one in front of a kiln.RMSNorm into kiln.SkipRMSNorm
+// (docs/fused-ops.md), exposing the residual sum as the second output when something else
+// reads it (pre-norm decoders; BERT's post-LN layers read only the LN).
 //   Sum = X + skip (+ bias); Y = LayerNorm(Sum, last axis) · gamma + beta
-// Root: LayerNormalization over the last axis (runs after fuse-layernorm). Cheap match
-// (no candidate, nothing reported): its input is Add(a, b) of two non-constant values,
-// where an addend Add(p, c) (or the sum itself as Add(Add(p, q), c)) with c a constant
-// [H] / [1,..,1,H] and no other reader gives the bias. Embedding sums (both addends
-// Gathers or Adds of one) are left to fuse-embed-layernorm; a residual Add onto an
-// embedding sum (GPT-2's layer 0: attention output + (wte + wpe)) is a skip sum.
-// Near-misses (reported): neither addend has the sum's full shape (X must; skip may
-// broadcast), the LayerNormalization normalizes more than the last axis, gamma/beta are
-// not [H], its Mean/InvStdDev outputs are read, or a dtype differs.
-// Limits: exactly one residual Add (a three-way sum keeps its inner Add); the
-// LayerNormalization's stash_type is not carried (SkipLayerNorm computes in float).
+//                            Y = RMSNorm(Sum) · gamma
+// Root: LayerNormalization over the last axis or kiln.RMSNorm (runs after fuse-layernorm). Cheap
+// match (no candidate, nothing reported): its input is Add(a, b) of two non-constant values, where
+// an addend Add(p, c) (or the sum itself as Add(Add(p, q), c)) with c a constant [H] / [1,..,1,H]
+// and no other reader gives the bias. Embedding sums (both addends Gathers or Adds of one) are left
+// to fuse-embed-layernorm; a residual Add onto an embedding sum (GPT-2's layer 0: attention output
+// + (wte + wpe)) is a skip sum. Near-misses (reported): neither addend has the sum's full shape (X
+// must; skip may broadcast), the LayerNormalization normalizes more than the last axis, gamma/beta
+// are not [H], its Mean/InvStdDev outputs are read, or a dtype differs. The report counts both
+// forms under the kind "skip_layernorm". Limits: exactly one residual Add (a three-way sum keeps
+// its inner Add); the LayerNormalization's stash_type is not carried (SkipLayerNorm computes in
+// float).
 #include <optional>
 #include <string>
 #include <tuple>
@@ -129,7 +131,7 @@ std::string VectorOperand(Value v, int64_t h, const char* what) {
 
 class SkipRule final : public fusion::FusionRule<SkipMatch> {
  public:
-  bool IsRoot(const Node& n) const override { return IsOp(&n, "LayerNormalization"); }
+  bool IsRoot(const Node& n) const override { return IsOp(&n, "LayerNormalization") || IsRms(&n); }
   std::optional<SkipMatch> Recognize(const Graph& g, Node* ln, fusion::FusionSession&) override {
     return RecognizeSkip(g, ln);
   }
@@ -146,16 +148,19 @@ class SkipRule final : public fusion::FusionRule<SkipMatch> {
   std::string MissCounter(const SkipMatch&) const override { return "skip_layernorm missed"; }
 
  private:
+  static bool IsRms(const Node* n) { return n->domain() == "kiln" && n->op() == "RMSNorm"; }
+
   // "" when fusable; orders m.a / m.b as (X, skip).
   static std::string CheckSkip(const Graph& g, SkipMatch& m) {
     Node* ln = m.ln;
+    const bool rms = IsRms(ln);
     const Type& st = m.sum->output_info(0).type;
     const DType dt = st.dtype;
     if (!IsFloat(dt) || m.a.type().dtype != dt || m.b.type().dtype != dt)
       return absl::StrCat("the residual Add's operands are ", m.a.type().ToString(), " and ",
                           m.b.type().ToString(), "; both must be the same float type");
     const int rank = st.rank();
-    const int64_t axis = ln->attr_int_or("axis", -1);
+    const int64_t axis = rms ? -1 : ln->attr_int_or("axis", -1);
     if (rank < 1 || !(axis == -1 || axis == rank - 1))
       return absl::StrCat("LayerNormalization ", NodeLabel(ln), " normalizes from axis ", axis,
                           " of a rank-", rank,
@@ -167,7 +172,7 @@ class SkipRule final : public fusion::FusionRule<SkipMatch> {
     const std::optional<int64_t> h = rewrite::StaticLastDim(m.sum->output(0));
     if (!h) return "the hidden size (last dim of the sum) is not static";
     std::string why = VectorOperand(ln->input(1), *h, "gamma");
-    if (why.empty() && ln->num_inputs() > 2 && ln->input(2))
+    if (why.empty() && !rms && ln->num_inputs() > 2 && ln->input(2))
       why = VectorOperand(ln->input(2), *h, "beta");
     if (!why.empty()) return why;
     for (int i = 1; i < ln->num_outputs(); ++i)
@@ -186,17 +191,19 @@ class SkipRule final : public fusion::FusionRule<SkipMatch> {
         ->output(0);
   }
 
-  // SkipLayerNorm(X, skip, gamma, beta?, bias?){epsilon} -> (Y, Sum?). True when the Sum
-  // output is read (the graph may need reordering).
+  // SkipLayerNorm(X, skip, gamma, beta?, bias?){epsilon} or SkipRMSNorm(X, skip, gamma,
+  // bias?){epsilon} -> (Y, Sum?). True when the Sum output is read (the graph may need
+  // reordering).
   static bool Fuse(Graph& g, const SkipMatch& m, fusion::FusionSession& s) {
     Node* ln = m.ln;
+    const bool rms = IsRms(ln);
     Node* top = ln->input(0).node;  // its value is the residual sum
     const Value sum = top->output(0);
     const bool expose = !rewrite::ValueUsedOnlyBy(g, sum, {ln});
     const int64_t h = *rewrite::StaticLastDim(m.sum->output(0));  // checked by Check
     std::vector<Value> in = {m.a, m.b, AsVectorValue(g, ln, ln->input(1), h)};
-    const bool has_beta = ln->num_inputs() > 2 && ln->input(2);
-    if (has_beta || m.bias_vec)
+    const bool has_beta = !rms && ln->num_inputs() > 2 && ln->input(2);
+    if (!rms && (has_beta || m.bias_vec))
       in.push_back(has_beta ? AsVectorValue(g, ln, ln->input(2), h) : Value{});
     if (m.bias_vec) {
       Value b = m.bias;
@@ -205,8 +212,9 @@ class SkipRule final : public fusion::FusionRule<SkipMatch> {
                 ->output(0);
       in.push_back(b);
     }
-    Node* sln = g.InsertNodeBefore(ln, "SkipLayerNorm", std::move(in), expose ? 2 : 1, "kiln");
-    sln->set_attr("epsilon", ln->attr_float_or("epsilon", 1e-5f));
+    Node* sln = g.InsertNodeBefore(ln, rms ? "SkipRMSNorm" : "SkipLayerNorm", std::move(in),
+                                   expose ? 2 : 1, "kiln");
+    sln->set_attr("epsilon", ln->attr_float_or("epsilon", rms ? 1e-6f : 1e-5f));
     sln->set_provenance({});
     rewrite::UnionProvenance(sln, m.Nodes());
     sln->set_output_type(0, ln->output_info(0).type);
@@ -216,9 +224,12 @@ class SkipRule final : public fusion::FusionRule<SkipMatch> {
       sln->set_output_type(1, top->output_info(0).type);
       sln->set_output_name(1, top->output_info(0).name);
       g.ReplaceAllUsesWith(sum, sln->output(1));
-      s.Count("skip_layernorm with sum output");
+      s.Count(rms ? "skip_rmsnorm with sum output" : "skip_layernorm with sum output");
     }
-    s.Count(m.bias_vec ? "skip_layernorm with bias" : "skip_layernorm");
+    if (rms)
+      s.Count(m.bias_vec ? "skip_rmsnorm with bias" : "skip_rmsnorm");
+    else
+      s.Count(m.bias_vec ? "skip_layernorm with bias" : "skip_layernorm");
     std::vector<Node*> dead = {ln, m.sum};
     if (m.bias_add) dead.push_back(m.bias_add);
     s.RemoveIfDead(g, dead);
@@ -230,7 +241,9 @@ class SkipRule final : public fusion::FusionRule<SkipMatch> {
 
 std::unique_ptr<Pass> CreateFuseSkipLayerNormPass() {
   return std::make_unique<fusion::RulePass<SkipRule>>(
-      "fuse-skip-layernorm", "residual Add (+ bias) + LayerNormalization -> kiln.SkipLayerNorm");
+      "fuse-skip-layernorm",
+      "residual Add (+ bias) + LayerNormalization / kiln.RMSNorm -> kiln.SkipLayerNorm / "
+      "kiln.SkipRMSNorm");
 }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // Shape rules of kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
-// SkipLayerNorm, RMSNorm, MultiHeadAttention, EmbedLayerNorm, Pool. The fusion passes
+// SkipLayerNorm, RMSNorm, SkipRMSNorm, MultiHeadAttention, EmbedLayerNorm, Pool. The fusion passes
 // set output types themselves, but the -O2 cleanup runs shape inference again after
 // fusing (and --shape specializes graphs that already hold fused ops), so each rule
 // derives its outputs from its inputs, symbolic dims included (MultiHeadAttention's
@@ -69,7 +69,8 @@ Rule LinearRule(const RuleContext& ctx) {
 }
 
 // Y (and Sum) have X's type; norm ops check their vectors against X's last dim.
-Rule SkipLayerNormRule(const RuleContext& ctx) {
+// SkipLayerNorm: (X, skip, gamma, beta?, bias?); SkipRMSNorm: (X, skip, gamma, bias?).
+Rule SkipNormRule(const RuleContext& ctx, bool rms) {
   const Type& x = ctx.input_type(0);
   if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
   const Type& skip = ctx.input_type(1);
@@ -87,10 +88,12 @@ Rule SkipLayerNormRule(const RuleContext& ctx) {
   }
   const Dim h = LastDim(x);
   KILN_RETURN_IF_ERROR(CheckVector(ctx, 2, h, "gamma"));
-  KILN_RETURN_IF_ERROR(CheckVector(ctx, 3, h, "beta"));
-  KILN_RETURN_IF_ERROR(CheckVector(ctx, 4, h, "bias"));
+  if (!rms) KILN_RETURN_IF_ERROR(CheckVector(ctx, 3, h, "beta"));
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, rms ? 3 : 4, h, "bias"));
   return Outputs(ctx, x);
 }
+Rule SkipLayerNormRule(const RuleContext& ctx) { return SkipNormRule(ctx, false); }
+Rule SkipRMSNormRule(const RuleContext& ctx) { return SkipNormRule(ctx, true); }
 
 Rule RMSNormRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
@@ -169,6 +172,7 @@ ShapeRule FindFusedRule(std::string_view op) {
       {"Linear", &LinearRule},
       {"SkipLayerNorm", &SkipLayerNormRule},
       {"RMSNorm", &RMSNormRule},
+      {"SkipRMSNorm", &SkipRMSNormRule},
       {"MultiHeadAttention", &MultiHeadAttentionRule},
       {"EmbedLayerNorm", &EmbedLayerNormRule},
       {"Pool", &PoolRule},

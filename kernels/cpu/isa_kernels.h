@@ -57,6 +57,8 @@ struct IsaKernels {
   // y = (x - mean) / sqrt(var + eps) * gamma (+ beta); y may alias x.
   void (*layer_norm_row)(const float* x, const float* gamma, const float* beta, float eps,
                          int64_t n, float* y);
+  // y = x / sqrt(mean(x²) + eps) * gamma; y may alias x.
+  void (*rms_norm_row)(const float* x, const float* gamma, float eps, int64_t n, float* y);
   // out = a + b (+ bias); out may alias a or b.
   void (*add_row)(const float* a, const float* b, const float* bias, int64_t n, float* out);
   // y = softmax(x); a row whose every entry is -inf becomes zeros. y may alias x.

@@ -2,8 +2,9 @@
 // - StridedCopy: an N-d box from a strided source to a strided destination. Transpose
 //   (permuted source strides), Slice (start offset, step·stride), Expand (stride 0 on
 //   broadcast dims), each input of a Concat (into a sub-box of the output) and the
-//   executor's pad / slice staging copies are all this one kernel. CollapseCopy (host code,
-//   tested on the CPU) merges dims that are contiguous on both sides first.
+//   executor's pad / slice staging copies are all this one kernel. The box and its
+//   collapse (dims contiguous on both sides merged first) are kernels/strided_copy.h,
+//   shared with the CPU kernel.
 // - Gather (ONNX Gather on one axis), GatherND (with batch_dims), GatherElements: indices
 //   i32 or i64, negative ones count from the end; an index out of range records the step's
 //   code in the error word and writes zeros.
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cuda/common.h"
+#include "kernels/strided_copy.h"
 
 namespace kiln::cuda {
 
@@ -30,8 +32,14 @@ struct StridedCopyArgs {
   int64_t src_offset = 0, dst_offset = 0;  // elements
 };
 
+static_assert(kMaxRank == kernels::kMaxCopyRank);
+
+// The launch arguments of a collapsed box (kernels/strided_copy.h); pointers left null.
+StridedCopyArgs StridedCopyFromBox(const kernels::CopyBox& box, int elem_size);
+
 // Fills a->rank/dims/strides from full-rank `dims` and strides, dropping size-1 dims and
-// merging dims contiguous on both sides. False when more than kMaxRank dims remain.
+// merging dims contiguous on both sides (kernels::CollapseCopy). False when more than
+// kMaxRank dims remain.
 bool CollapseCopy(const std::vector<int64_t>& dims, const std::vector<int64_t>& src_strides,
                   const std::vector<int64_t>& dst_strides, StridedCopyArgs* a);
 

@@ -1,30 +1,33 @@
-// Host-side dim collapsing of the strided copy (movement.h); tested on the CPU.
+// Host side of the strided copy (movement.h): the launch arguments of a collapsed box
+// (kernels/strided_copy.h, shared with the CPU kernel); tested on the CPU.
 #include "kernels/cuda/movement.h"
 
 namespace kiln::cuda {
 
+StridedCopyArgs StridedCopyFromBox(const kernels::CopyBox& box, int elem_size) {
+  StridedCopyArgs a;
+  a.elem_size = elem_size;
+  a.rank = box.rank;
+  for (int j = 0; j < box.rank; ++j) {
+    a.dims[j] = box.dims[j];
+    a.src_strides[j] = box.src_strides[j];
+    a.dst_strides[j] = box.dst_strides[j];
+  }
+  a.src_offset = box.src_offset;
+  a.dst_offset = box.dst_offset;
+  return a;
+}
+
 bool CollapseCopy(const std::vector<int64_t>& dims, const std::vector<int64_t>& src_strides,
                   const std::vector<int64_t>& dst_strides, StridedCopyArgs* a) {
-  std::vector<int64_t> d, ss, ds;
-  for (size_t j = 0; j < dims.size(); ++j) {
-    if (dims[j] == 1) continue;
-    if (!d.empty() && ss.back() == src_strides[j] * dims[j] &&
-        ds.back() == dst_strides[j] * dims[j]) {
-      d.back() *= dims[j];
-      ss.back() = src_strides[j];
-      ds.back() = dst_strides[j];
-    } else {
-      d.push_back(dims[j]);
-      ss.push_back(src_strides[j]);
-      ds.push_back(dst_strides[j]);
-    }
-  }
-  if (d.size() > static_cast<size_t>(kMaxRank)) return false;
-  a->rank = static_cast<int>(d.size());
-  for (int j = 0; j < a->rank; ++j) {
-    a->dims[j] = d[j];
-    a->src_strides[j] = ss[j];
-    a->dst_strides[j] = ds[j];
+  kernels::CopyBox box;
+  if (!kernels::CollapseCopy(dims, src_strides, dst_strides, &box)) return false;
+  const StridedCopyArgs b = StridedCopyFromBox(box, a->elem_size);
+  a->rank = b.rank;
+  for (int j = 0; j < kMaxRank; ++j) {
+    a->dims[j] = b.dims[j];
+    a->src_strides[j] = b.src_strides[j];
+    a->dst_strides[j] = b.dst_strides[j];
   }
   return true;
 }

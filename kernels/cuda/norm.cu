@@ -1,4 +1,4 @@
-// LayerNorm / SkipLayerNorm / RMSNorm kernels (norm.h).
+// LayerNorm / SkipLayerNorm / RMSNorm / SkipRMSNorm kernels (norm.h).
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/norm_row.cuh"
 
@@ -6,7 +6,7 @@ namespace kiln::cuda {
 namespace {
 
 struct NormParams {
-  NormKind kind;
+  bool rms;  // IsRmsNorm(kind), computed on the host
   const void* x;
   const void* skip;
   int64_t skip_rows;
@@ -49,23 +49,33 @@ __global__ void __launch_bounds__(1024) NormKernel(NormParams p) {
       }
       if (p.sum) StoreVec<T, VEC>(static_cast<T*>(p.sum) + row * h, i, e);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) local += p.kind == NormKind::kRmsNorm ? e[j] * e[j] : e[j];
+      for (int j = 0; j < VEC; ++j) local += p.rms ? e[j] * e[j] : e[j];
     } else {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) e[j] = 0.f;
     }
   }
-  NormalizeRow<T, VEC, ITEMS>(v, local, h, p.eps, p.kind == NormKind::kRmsNorm,
-                              static_cast<const T*>(p.gamma), static_cast<const T*>(p.beta),
-                              static_cast<T*>(p.y) + row * h, scratch);
+  NormalizeRow<T, VEC, ITEMS>(v, local, h, p.eps, p.rms, static_cast<const T*>(p.gamma),
+                              static_cast<const T*>(p.beta), static_cast<T*>(p.y) + row * h,
+                              scratch);
 }
 
 template <typename T>
 cudaError_t LaunchT(const NormArgs& a, const NormLaunch& l, cudaStream_t stream) {
-  NormParams p{a.kind,  a.x,    a.skip, a.skip_rows > 0 ? a.skip_rows : 1,
-               a.gamma, a.beta, a.bias, a.rows,
-               a.h,     a.eps,  a.y,    a.sum};
-  if (a.kind != NormKind::kSkipLayerNorm) p.skip = p.bias = p.sum = nullptr;
+  NormParams p{IsRmsNorm(a.kind),
+               a.x,
+               a.skip,
+               a.skip_rows > 0 ? a.skip_rows : 1,
+               a.gamma,
+               a.beta,
+               a.bias,
+               a.rows,
+               a.h,
+               a.eps,
+               a.y,
+               a.sum};
+  if (!IsSkipNorm(a.kind)) p.skip = p.bias = p.sum = nullptr;
+  if (IsRmsNorm(a.kind)) p.beta = nullptr;
   constexpr int kVec = 16 / sizeof(T);
   const dim3 grid(static_cast<unsigned>(a.rows)), block(l.threads);
   if (l.vec == 1)
@@ -83,7 +93,7 @@ cudaError_t Norm(const NormArgs& a, cudaStream_t stream) {
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   const bool aligned16 =
       aligned(a.x) && aligned(a.y) && aligned(a.gamma) && (!a.beta || aligned(a.beta)) &&
-      (a.kind != NormKind::kSkipLayerNorm ||
+      (!IsSkipNorm(a.kind) ||
        (aligned(a.skip) && (!a.bias || aligned(a.bias)) && (!a.sum || aligned(a.sum))));
   NormLaunch l;
   if (!ChooseNormLaunch(a.dtype, a.h, aligned16, &l)) return cudaErrorInvalidValue;

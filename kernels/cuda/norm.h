@@ -1,4 +1,4 @@
-// LayerNorm, SkipLayerNorm (+bias, + the residual-sum output) and RMSNorm over the last
+// LayerNorm, RMSNorm and their Skip forms (+bias, + the residual-sum output) over the last
 // axis, fp32 / fp16 / bf16 I/O with fp32 statistics.
 // How: one block per row; each thread loads its share of the row once, with 16-byte
 // vector loads when the row allows it, into registers; the mean and then the centred
@@ -19,7 +19,14 @@
 
 namespace kiln::cuda {
 
-enum class NormKind : uint8_t { kLayerNorm, kSkipLayerNorm, kRmsNorm };
+enum class NormKind : uint8_t { kLayerNorm, kSkipLayerNorm, kRmsNorm, kSkipRmsNorm };
+// The residual-add forms (skip, bias and sum are read), and the RMS forms (no mean, no beta).
+inline constexpr bool IsSkipNorm(NormKind k) {
+  return k == NormKind::kSkipLayerNorm || k == NormKind::kSkipRmsNorm;
+}
+inline constexpr bool IsRmsNorm(NormKind k) {
+  return k == NormKind::kRmsNorm || k == NormKind::kSkipRmsNorm;
+}
 
 struct NormArgs {
   NormKind kind = NormKind::kLayerNorm;
@@ -28,7 +35,7 @@ struct NormArgs {
   const void* skip = nullptr;       // [skip_rows, h]; row r uses skip row r % skip_rows
   int64_t skip_rows = 1;
   const void* gamma = nullptr;  // [h]
-  const void* beta = nullptr;   // [h] or null
+  const void* beta = nullptr;   // [h] or null (null for the RMS forms)
   const void* bias = nullptr;   // [h] or null (skip only)
   int64_t rows = 0, h = 0;
   float eps = 1e-5f;

@@ -129,7 +129,8 @@ std::optional<KernelChoice> LayerNorm(const Node& n, PlanTarget t) {
                Real("epsilon", n.attr_float_or("epsilon", 1e-5f))});
 }
 
-std::optional<KernelChoice> SkipLayerNorm(const Node& n, PlanTarget t) {
+// SkipLayerNorm (X, skip, gamma, beta?, bias?) or SkipRMSNorm (X, skip, gamma, bias?).
+std::optional<KernelChoice> SkipNorm(const Node& n, PlanTarget t, bool rms) {
   if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() > 2)
     return std::nullopt;
   const Dims x = InDims(n, 0);
@@ -145,13 +146,13 @@ std::optional<KernelChoice> SkipLayerNorm(const Node& n, PlanTarget t) {
   const int64_t rows = Product(x, 0, x.size() - 1);
   const int64_t skip_rows = Product(skip, 0, skip.size() - 1);
   if (skip_rows <= 0 || rows % skip_rows != 0) return std::nullopt;
-  if (!VectorOk(n, 2, h, false) || !VectorOk(n, 3, h, true) || !VectorOk(n, 4, h, true))
+  if (!VectorOk(n, 2, h, false) || !VectorOk(n, 3, h, true) || (!rms && !VectorOk(n, 4, h, true)))
     return std::nullopt;
   for (int i = 0; i < n.num_outputs(); ++i)
     if (OutDims(n, i) != x) return std::nullopt;
-  return Emit(t, "skip_layer_norm", n,
+  return Emit(t, rms ? "skip_rms_norm" : "skip_layer_norm", n,
               {Int("rows", rows), Int("h", h), Int("skip_rows", skip_rows),
-               Real("epsilon", n.attr_float_or("epsilon", 1e-5f))});
+               Real("epsilon", n.attr_float_or("epsilon", rms ? 1e-6f : 1e-5f))});
 }
 
 std::optional<KernelChoice> RmsNorm(const Node& n, PlanTarget t) {
@@ -280,8 +281,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
   if (n.domain() == "kiln") {
     if (n.op() == "Linear")
       k = Linear(n, target);
-    else if (n.op() == "SkipLayerNorm")
-      k = SkipLayerNorm(n, target);
+    else if (n.op() == "SkipLayerNorm" || n.op() == "SkipRMSNorm")
+      k = SkipNorm(n, target, n.op() == "SkipRMSNorm");
     else if (n.op() == "RMSNorm")
       k = RmsNorm(n, target);
     else if (n.op() == "MultiHeadAttention")

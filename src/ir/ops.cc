@@ -162,6 +162,7 @@ const std::vector<OpInfo>& Table() {
       Grows({"kiln", "Linear", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
       {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure, 0, PrecisionPolicy::kLower},
       {"kiln", "RMSNorm", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower},
+      {"kiln", "SkipRMSNorm", 3, 4, 1, 2, kPure, 0, PrecisionPolicy::kLower},
       Mixes(PositionMixing::kMaskedOrCausal,
             {"kiln", "MultiHeadAttention", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
       Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower}),

@@ -31,12 +31,26 @@ std::vector<KernelContract> CpuContracts() {
        .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
                   FlagParam("trans_w", "w is [n,k]"), StringParam("activation", activations)},
        .doc = "`y[m,n] = act(x[m,k] · w' + bias)`, w' = w [k,n] or wᵀ"});
+  t.push_back({.name = "matmul",
+               .inputs = {Req("a", kF32Only), Req("b", kF32Only)},
+               .outputs = {Req("y", kF32Only)},
+               .params = {PositiveParam("batch"), SizeParam("m"), PositiveParam("k"),
+                          SizeParam("n"), FlagParam("broadcast_a", "a is one [m,k] matrix"),
+                          FlagParam("broadcast_b", "b is one [k,n] matrix")},
+               .doc = "oneDNN batched matmul of activations: `y[i] = a[i] · b[i]`, "
+                      "y [batch,m,n]"});
   t.push_back({.name = "layer_norm",
                .inputs = {Req("x", kF32Only), Req("gamma", kF32Only), Opt("beta", kF32Only)},
                .outputs = {Req("y", kF32Only)},
                .params = {SizeParam("rows"), SizeParam("h"), FloatParam("epsilon")},
                .inplace_ok = true,
                .doc = "x, y [rows,h]; gamma, beta [h]; over the last axis"});
+  t.push_back({.name = "rms_norm",
+               .inputs = {Req("x", kF32Only), Req("gamma", kF32Only)},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("rows"), SizeParam("h"), FloatParam("epsilon")},
+               .inplace_ok = true,
+               .doc = "y = x / sqrt(mean(x²) + epsilon) · gamma over the last axis"});
   t.push_back({.name = "skip_layer_norm",
                .inputs = {Req("x", kF32Only), Req("skip", kF32Only), Req("gamma", kF32Only),
                           Opt("beta", kF32Only), Opt("bias", kF32Only)},
@@ -45,6 +59,14 @@ std::vector<KernelContract> CpuContracts() {
                           PositiveParam("skip_rows", "divides rows"), FloatParam("epsilon")},
                .inplace_ok = true,
                .doc = "sum = x + skip (+ bias), skip [skip_rows,h] repeats over rows"});
+  t.push_back({.name = "skip_rms_norm",
+               .inputs = {Req("x", kF32Only), Req("skip", kF32Only), Req("gamma", kF32Only),
+                          Opt("bias", kF32Only)},
+               .outputs = {Req("y", kF32Only), Opt("sum", kF32Only)},
+               .params = {SizeParam("rows"), SizeParam("h"),
+                          PositiveParam("skip_rows", "divides rows"), FloatParam("epsilon")},
+               .inplace_ok = true,
+               .doc = "sum = x + skip (+ bias); y = sum / sqrt(mean(sum²) + epsilon) · gamma"});
   t.push_back({.name = "attention",
                .inputs = {Req("qkv", kF32Only),
                           Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
@@ -71,6 +93,7 @@ std::vector<KernelContract> CpuContracts() {
                .doc = "hidden [B,S,H], mask [B,S] → y [B,H]"});
   t.push_back(EltwiseContract());
   t.push_back(GatherContract());
+  for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));
   t.push_back({.name = "gelu",
                .inputs = {Req("x", kF32Only)},
                .outputs = {Req("y", kF32Only)},

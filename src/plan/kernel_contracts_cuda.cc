@@ -58,6 +58,14 @@ std::vector<KernelContract> CudaContracts() {
                           PositiveParam("skip_rows", "divides rows"), FloatParam("epsilon")},
                .inplace_ok = true,
                .doc = "sum = x + skip (+ bias), skip [skip_rows,h] repeats over rows"});
+  t.push_back(
+      {.name = "skip_rms_norm",
+       .inputs = {Req("x", kFloatTypes), Same("skip", 0), Same("gamma", 0), Same("bias", 0, true)},
+       .outputs = {Same("y", 0), Same("sum", 0, true)},
+       .params = {SizeParam("rows"), SizeParam("h"), PositiveParam("skip_rows", "divides rows"),
+                  FloatParam("epsilon")},
+       .inplace_ok = true,
+       .doc = "sum = x + skip (+ bias); y = sum / sqrt(mean(sum²) + epsilon) · gamma"});
   t.push_back({.name = "rms_norm",
                .inputs = {Req("x", kFloatTypes), Same("gamma", 0)},
                .outputs = {Same("y", 0)},
@@ -112,27 +120,7 @@ std::vector<KernelContract> CudaContracts() {
                .inplace_ok = true,
                .doc = "x [rows,n], over the last axis"});
   t.push_back(EltwiseContract());
-  t.push_back({.name = "transpose",
-               .inputs = {Req("x", kAnyDType)},
-               .outputs = {Same("y", 0)},
-               .params = {IntsParam("perm", 0, 7, "y dim d is x dim perm[d]")},
-               .doc = "rank ≤ 8"});
-  t.push_back({.name = "slice",
-               .inputs = {Req("x", kAnyDType)},
-               .outputs = {Same("y", 0)},
-               .params = {IntsParam("starts", 0, kMaxInt, "per dim, normalized"),
-                          IntsParam("steps", -kMaxInt, kMaxInt, "per dim, non-zero")},
-               .doc = "y[i] = x[starts + i·steps] per dim, y's dims given by its buffer"});
-  t.push_back({.name = "expand",
-               .inputs = {Req("x", kAnyDType)},
-               .outputs = {Same("y", 0)},
-               .doc = "x broadcast (numpy) to y's dims"});
-  t.push_back({.name = "concat",
-               .inputs = {Req("x", kAnyDType)},
-               .outputs = {Req("y", kAnyDType)},
-               .variadic_inputs = true,
-               .params = {SizeParam("axis")},
-               .doc = "inputs of y's dtype, equal but on `axis`, whose sizes sum to y's"});
+  for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));
   t.push_back(GatherContract());
   t.push_back({.name = "gather_nd",
                .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},

@@ -25,4 +25,30 @@ KernelContract GatherContract() {
           .doc = "ONNX Gather; an index out of range fails the run"};
 }
 
+std::vector<KernelContract> StridedCopyContracts() {
+  std::vector<KernelContract> t;
+  t.push_back({.name = "transpose",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Same("y", 0)},
+               .params = {IntsParam("perm", 0, 7, "y dim d is x dim perm[d]")},
+               .doc = "rank ≤ 8"});
+  t.push_back({.name = "slice",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Same("y", 0)},
+               .params = {IntsParam("starts", 0, kMaxInt, "per dim, normalized"),
+                          IntsParam("steps", -kMaxInt, kMaxInt, "per dim, non-zero")},
+               .doc = "y[i] = x[starts + i·steps] per dim, y's dims given by its buffer"});
+  t.push_back({.name = "expand",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Same("y", 0)},
+               .doc = "x broadcast (numpy) to y's dims"});
+  t.push_back({.name = "concat",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Req("y", kAnyDType)},
+               .variadic_inputs = true,
+               .params = {SizeParam("axis")},
+               .doc = "inputs of y's dtype, equal but on `axis`, whose sizes sum to y's"});
+  return t;
+}
+
 }  // namespace kiln::contracts_internal

@@ -44,6 +44,8 @@ inline OperandSpec Same(std::string_view name, int as, bool optional = false) {
 // Contracts both targets share verbatim (defined in kernel_contract.cc).
 KernelContract EltwiseContract();
 KernelContract GatherContract();
+// transpose, slice, expand and concat (the strided copies, runtime/kernel_rules.h).
+std::vector<KernelContract> StridedCopyContracts();
 
 inline OperandSpec Weight(std::string_view name, DTypeSet dtypes, bool optional = false) {
   return {name, dtypes, optional, -1, true};

@@ -1,9 +1,9 @@
 // Reference kernels for kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
-// SkipLayerNorm, RMSNorm, MultiHeadAttention, EmbedLayerNorm, Pool. They are the oracle
-// the fusion passes are checked against, so each is written as the plain formula of the
-// contract, validates every shape, dtype, attribute and index before reading (bad input is
-// InvalidArgument, an unsupported dtype Unimplemented), and accumulates in double with one
-// rounding to the output dtype (f32, f16, bf16, f64).
+// SkipLayerNorm, RMSNorm, SkipRMSNorm, MultiHeadAttention, EmbedLayerNorm, Pool. They are
+// the oracle the fusion passes are checked against, so each is written as the plain
+// formula of the contract, validates every shape, dtype, attribute and index before reading
+// (bad input is InvalidArgument, an unsupported dtype Unimplemented), and accumulates in
+// double with one rounding to the output dtype (f32, f16, bf16, f64).
 // Limits: plain loops, no blocking or threading (clarity over speed); every float input of
 // an op must share one dtype (no mixed precision); MultiHeadAttention materializes one
 // [S, S] score row block per (batch, head).
@@ -209,19 +209,28 @@ Result LinearKernel(const Node& node, Inputs in) {
 // ---------------------------------------------------------------------------------------
 // kiln.SkipLayerNorm(X, skip, gamma, beta?, bias?) -> (Y, Sum?):
 // Sum = X + skip (+ bias); Y = LayerNorm(Sum over the last axis) · gamma + beta.
+// kiln.SkipRMSNorm(X, skip, gamma, bias?) -> (Y, Sum?): the same Sum; Y = RMSNorm(Sum) · gamma.
 
-Result SkipLayerNormKernel(const Node& node, Inputs in) {
+void RmsNormRow(double* row, int64_t h, double eps, const std::vector<double>& gamma) {
+  double ms = 0;
+  for (int64_t j = 0; j < h; ++j) ms += row[j] * row[j];
+  ms /= static_cast<double>(h);
+  const double denom = std::sqrt(ms + eps);
+  for (int64_t j = 0; j < h; ++j) row[j] = row[j] / denom * gamma[j];
+}
+
+Result SkipNormKernel(const Node& node, Inputs in, bool rms) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
   KILN_ASSIGN_OR_RETURN(const Tensor* skip, Arg(in, 1, "skip"));
   KILN_ASSIGN_OR_RETURN(const Tensor* gamma, Arg(in, 2, "gamma"));
-  const Tensor* beta = OptArg(in, 3);
-  const Tensor* bias = OptArg(in, 4);
+  const Tensor* beta = rms ? nullptr : OptArg(in, 3);
+  const Tensor* bias = OptArg(in, rms ? 3 : 4);
   KILN_RETURN_IF_ERROR(RequireFloat(*x, "X"));
   KILN_RETURN_IF_ERROR(SameDType(*x, skip, "X", "skip"));
   KILN_RETURN_IF_ERROR(SameDType(*x, gamma, "X", "gamma"));
   KILN_RETURN_IF_ERROR(SameDType(*x, beta, "X", "beta"));
   KILN_RETURN_IF_ERROR(SameDType(*x, bias, "X", "bias"));
-  KILN_ASSIGN_OR_RETURN(double eps, FloatAttr(node, "epsilon", 1e-5f));
+  KILN_ASSIGN_OR_RETURN(double eps, FloatAttr(node, "epsilon", rms ? 1e-6f : 1e-5f));
   if (x->rank() < 1) return absl::InvalidArgumentError("X must have rank >= 1, got a scalar");
   const auto& d = x->dims();
   if (!BroadcastsTo(skip->dims(), d))
@@ -243,12 +252,20 @@ Result SkipLayerNormKernel(const Node& node, Inputs in) {
   }
   std::vector<double> y = sum;
   const int64_t rows = h == 0 ? 0 : static_cast<int64_t>(y.size()) / h;
-  for (int64_t r = 0; r < rows; ++r) LayerNormRow(&y[r * h], h, eps, gv, beta ? &bv : nullptr);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (rms)
+      RmsNormRow(&y[r * h], h, eps, gv);
+    else
+      LayerNormRow(&y[r * h], h, eps, gv, beta ? &bv : nullptr);
+  }
   std::vector<Tensor> outs;
   outs.push_back(FromDoubles(x->dtype(), d, y));
   if (node.num_outputs() > 1) outs.push_back(FromDoubles(x->dtype(), d, sum));
   return outs;
 }
+
+Result SkipLayerNormKernel(const Node& node, Inputs in) { return SkipNormKernel(node, in, false); }
+Result SkipRMSNormKernel(const Node& node, Inputs in) { return SkipNormKernel(node, in, true); }
 
 // ---------------------------------------------------------------------------------------
 // kiln.RMSNorm(X, gamma): Y = X / sqrt(mean(X², last axis) + epsilon) · gamma.
@@ -265,14 +282,7 @@ Result RMSNormKernel(const Node& node, Inputs in) {
   const std::vector<double> gv = ToDoubles(*gamma);
   std::vector<double> y = ToDoubles(*x);
   const int64_t rows = h == 0 ? 0 : static_cast<int64_t>(y.size()) / h;
-  for (int64_t r = 0; r < rows; ++r) {
-    double* row = &y[r * h];
-    double ms = 0;
-    for (int64_t j = 0; j < h; ++j) ms += row[j] * row[j];
-    ms /= static_cast<double>(h);
-    const double denom = std::sqrt(ms + eps);
-    for (int64_t j = 0; j < h; ++j) row[j] = row[j] / denom * gv[j];
-  }
+  for (int64_t r = 0; r < rows; ++r) RmsNormRow(&y[r * h], h, eps, gv);
   return std::vector<Tensor>{FromDoubles(x->dtype(), x->dims(), y)};
 }
 
@@ -540,6 +550,7 @@ void RegisterFusedKernels(KernelTable& table) {
   add("Linear", &LinearKernel);
   add("SkipLayerNorm", &SkipLayerNormKernel);
   add("RMSNorm", &RMSNormKernel);
+  add("SkipRMSNorm", &SkipRMSNormKernel);
   add("MultiHeadAttention", &MultiHeadAttentionKernel);
   add("EmbedLayerNorm", &EmbedLayerNormKernel);
   add("Pool", &PoolKernel);

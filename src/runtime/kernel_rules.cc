@@ -53,7 +53,31 @@ absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c) {
   return r;
 }
 
-absl::StatusOr<NormRule> CheckLayerNorm(const StepChecker& c, bool skip) {
+absl::StatusOr<MatMulRule> CheckMatMul(const StepChecker& c) {
+  MatMulRule r;
+  r.batch = c.Int("batch");
+  r.m = c.Int("m");
+  r.k = c.Int("k");
+  r.n = c.Int("n");
+  r.broadcast_a = c.Flag("broadcast_a");
+  r.broadcast_b = c.Flag("broadcast_b");
+  KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));
+  KILN_ASSIGN_OR_RETURN(const int64_t kn, c.Product({r.k, r.n}, "k*n"));
+  KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({r.m, r.n}, "m*n"));
+  KILN_ASSIGN_OR_RETURN(const int64_t a_elems,
+                        c.Product({r.broadcast_a ? 1 : r.batch, mk}, "batch*m*k"));
+  KILN_ASSIGN_OR_RETURN(const int64_t b_elems,
+                        c.Product({r.broadcast_b ? 1 : r.batch, kn}, "batch*k*n"));
+  KILN_ASSIGN_OR_RETURN(const int64_t y_elems, c.Product({r.batch, mn}, "batch*m*n"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), a_elems, "a"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), b_elems, "b"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), r.k, "a", "k"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(1), r.n, "b", "n"));
+  return r;
+}
+
+absl::StatusOr<NormRule> CheckNorm(const StepChecker& c, bool skip, bool rms) {
   NormRule r;
   r.rows = c.Int("rows");
   r.h = c.Int("h");
@@ -73,24 +97,11 @@ absl::StatusOr<NormRule> CheckLayerNorm(const StepChecker& c, bool skip) {
     KILN_RETURN_IF_ERROR(c.LastDim(sk, r.h, "skip", "h"));
   }
   KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "gamma"));
-  KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "beta"));
+  if (!rms) KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "beta"));
   if (skip) KILN_RETURN_IF_ERROR(c.N(c.In(i++), r.h, "bias"));
   KILN_RETURN_IF_ERROR(c.N(c.Out(0), total, "y"));
-  r.has_sum = c.Out(1) != nullptr;
-  KILN_RETURN_IF_ERROR(c.N(c.Out(1), total, "sum"));
-  return r;
-}
-
-absl::StatusOr<NormRule> CheckRmsNorm(const StepChecker& c) {
-  NormRule r;
-  r.rows = c.Int("rows");
-  r.h = c.Int("h");
-  r.eps = static_cast<float>(c.Float("epsilon"));
-  KILN_ASSIGN_OR_RETURN(const int64_t total, c.Product({r.rows, r.h}, "rows*h"));
-  KILN_RETURN_IF_ERROR(c.N(c.In(0), total, "x"));
-  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), r.h, "x", "h"));
-  KILN_RETURN_IF_ERROR(c.N(c.In(1), r.h, "gamma"));
-  KILN_RETURN_IF_ERROR(c.N(c.Out(0), total, "y"));
+  r.has_sum = skip && c.Out(1) != nullptr;
+  if (skip) KILN_RETURN_IF_ERROR(c.N(c.Out(1), total, "sum"));
   return r;
 }
 
@@ -284,6 +295,153 @@ absl::StatusOr<GatherRule> CheckGather(const StepChecker& c) {
   for (int64_t d = axis + 1; d < r; ++d) g.inner *= data.dims[d];
   g.num_indices = StepChecker::Elems(idx);
   return g;
+}
+
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+Dims RowMajorStrides(const Dims& d) {
+  Dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+// A copy of the box `dims` from x (strides `ss`, offset `so`) to y (`ds`, `do_`): checks
+// that every element touched lies in both buffers, then collapses the dims.
+absl::Status AddBox(const StepChecker& c, const PlanBuffer& x, const PlanBuffer& y,
+                    const Dims& dims, const Dims& ss, int64_t so, const Dims& ds, int64_t do_,
+                    StridedCopyRule* r) {
+  int64_t elems = 1;
+  for (int64_t d : dims) elems *= d;
+  if (elems > 0) {
+    // The lowest and highest element the copy touches on one side (false on overflow).
+    auto span = [&](const Dims& st, int64_t off, int64_t* lo, int64_t* hi) {
+      *lo = *hi = off;
+      for (size_t j = 0; j < dims.size(); ++j) {
+        int64_t reach;
+        if (MulOverflows(dims[j] - 1, st[j], &reach) ||
+            AddOverflows(reach < 0 ? *lo : *hi, reach, reach < 0 ? lo : hi))
+          return false;
+      }
+      return true;
+    };
+    int64_t lo, hi;
+    if (!span(ss, so, &lo, &hi) || lo < 0 || hi >= StepChecker::Elems(x))
+      return c.Err("reads outside x %s", DimsStr(x.dims));
+    if (!span(ds, do_, &lo, &hi) || lo < 0 || hi >= StepChecker::Elems(y))
+      return c.Err("writes outside y %s", DimsStr(y.dims));
+  }
+  kernels::CopyBox box;
+  box.src_offset = so;
+  box.dst_offset = do_;
+  if (!kernels::CollapseCopy(dims, ss, ds, &box))
+    return c.Err("the copy has more than %d non-contiguous dims", kernels::kMaxCopyRank);
+  r->boxes.push_back(box);
+  return absl::OkStatus();
+}
+
+absl::Status TransposeBoxes(const StepChecker& c, StridedCopyRule* rule) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  const Dims& perm = c.Ints("perm");
+  const size_t r = x.dims.size();
+  std::vector<bool> seen(r, false);
+  if (perm.size() != r) return c.Err("perm has %d entries for rank %d", perm.size(), r);
+  Dims out(r), ss(r);
+  const Dims xs = RowMajorStrides(x.dims);
+  for (size_t d = 0; d < r; ++d) {
+    if (perm[d] >= static_cast<int64_t>(r) || seen[perm[d]])
+      return c.Err("perm is not a permutation");
+    seen[perm[d]] = true;
+    out[d] = x.dims[perm[d]];
+    ss[d] = xs[perm[d]];
+  }
+  if (out != y.dims) return c.Err("y %s is not x %s permuted", DimsStr(y.dims), DimsStr(x.dims));
+  return AddBox(c, x, y, out, ss, 0, RowMajorStrides(out), 0, rule);
+}
+
+absl::Status SliceBoxes(const StepChecker& c, StridedCopyRule* rule) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  const Dims &starts = c.Ints("starts"), &steps = c.Ints("steps");
+  const size_t r = x.dims.size();
+  if (starts.size() != r || steps.size() != r || y.dims.size() != r)
+    return c.Err("starts, steps and y need x's rank %d", r);
+  const Dims xs = RowMajorStrides(x.dims);
+  Dims ss(r);
+  int64_t off = 0;
+  for (size_t d = 0; d < r; ++d) {
+    if (steps[d] == 0) return c.Err("step of dim %d is 0", d);
+    if (y.dims[d] > 0 && starts[d] >= x.dims[d])
+      return c.Err("start %d of dim %d is past its %d elements", starts[d], d, x.dims[d]);
+    int64_t at;
+    if (MulOverflows(starts[d], xs[d], &at) || AddOverflows(off, at, &off) ||
+        MulOverflows(steps[d], xs[d], &ss[d]))
+      return c.Err("start or step of dim %d overflows", d);
+  }
+  return AddBox(c, x, y, y.dims, ss, off, RowMajorStrides(y.dims), 0, rule);
+}
+
+absl::Status ExpandBoxes(const StepChecker& c, StridedCopyRule* rule) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  if (x.dims.size() > y.dims.size()) return c.Err("x %s has a higher rank than y", DimsStr(x.dims));
+  const size_t shift = y.dims.size() - x.dims.size();
+  const Dims xs = RowMajorStrides(x.dims);
+  Dims ss(y.dims.size(), 0);
+  for (size_t d = 0; d < x.dims.size(); ++d) {
+    if (x.dims[d] != 1 && x.dims[d] != y.dims[d + shift])
+      return c.Err("x %s does not broadcast to y %s", DimsStr(x.dims), DimsStr(y.dims));
+    if (x.dims[d] != 1) ss[d + shift] = xs[d];
+  }
+  return AddBox(c, x, y, y.dims, ss, 0, RowMajorStrides(y.dims), 0, rule);
+}
+
+absl::Status ConcatBoxes(const StepChecker& c, StridedCopyRule* rule) {
+  const PlanBuffer& y = *c.Out(0);
+  const int64_t axis = c.Int("axis");
+  if (axis >= static_cast<int64_t>(y.dims.size())) return c.Err("axis %d is past y's rank", axis);
+  const Dims ys = RowMajorStrides(y.dims);
+  int64_t at = 0;
+  for (size_t i = 0; i < c.step().inputs.size(); ++i) {
+    const PlanBuffer* x = c.In(i);
+    if (x == nullptr) return c.Err("input %d is omitted", i);
+    if (x->dtype != y.dtype)
+      return c.Err("input %d is %s, y is %s", i, std::string(DTypeName(x->dtype)),
+                   std::string(DTypeName(y.dtype)));
+    if (x->dims.size() != y.dims.size()) return c.Err("input %d's rank is not y's", i);
+    for (size_t d = 0; d < y.dims.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && x->dims[d] != y.dims[d])
+        return c.Err("input %d %s differs from y %s off the axis", i, DimsStr(x->dims),
+                     DimsStr(y.dims));
+    int64_t offset;
+    if (MulOverflows(at, ys[axis], &offset)) return c.Err("input %d's offset overflows", i);
+    KILN_RETURN_IF_ERROR(AddBox(c, *x, y, x->dims, RowMajorStrides(x->dims), 0, ys, offset, rule));
+    at += x->dims[axis];
+  }
+  if (at != y.dims[axis])
+    return c.Err("the inputs give %d along the axis, y has %d", at, y.dims[axis]);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<StridedCopyRule> CheckStridedCopy(const StepChecker& c) {
+  StridedCopyRule r;
+  const std::string& k = c.step().kernel;
+  r.elem_size = static_cast<int64_t>(DTypeSize(c.Out(0)->dtype));
+  if (k == "transpose") {
+    KILN_RETURN_IF_ERROR(TransposeBoxes(c, &r));
+  } else if (k == "slice") {
+    KILN_RETURN_IF_ERROR(SliceBoxes(c, &r));
+  } else if (k == "expand") {
+    KILN_RETURN_IF_ERROR(ExpandBoxes(c, &r));
+  } else if (k == "concat") {
+    KILN_RETURN_IF_ERROR(ConcatBoxes(c, &r));
+  } else {
+    return c.Err("kernel '%s' is not a strided copy", k);
+  }
+  if (k != "concat" && DTypeSize(c.In(0)->dtype) != DTypeSize(c.Out(0)->dtype))
+    return c.Err("x and y element sizes differ");
+  return r;
 }
 
 }  // namespace kiln::runtime

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/eltwise_common.h"
+#include "kernels/strided_copy.h"
 #include "plan/eltwise_ops.h"
 #include "runtime/step_checker.h"
 
@@ -33,15 +34,24 @@ struct LinearRule {
 };
 absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c);
 
+// matmul: y[i] = a[i] · b[i] for i < batch, a [m,k], b [k,n], y [m,n] dense; a broadcast
+// operand is one matrix read by every item.
+struct MatMulRule {
+  int64_t batch = 0, m = 0, k = 0, n = 0;
+  bool broadcast_a = false, broadcast_b = false;
+};
+absl::StatusOr<MatMulRule> CheckMatMul(const StepChecker& c);
+
 struct NormRule {
   int64_t rows = 0, h = 0, skip_rows = 0;
   float eps = 0;
-  bool has_sum = false;  // output 1 (skip_layer_norm)
+  bool has_sum = false;  // output 1 (skip_layer_norm, skip_rms_norm)
 };
-// layer_norm (skip = false) and skip_layer_norm (skip = true).
-absl::StatusOr<NormRule> CheckLayerNorm(const StepChecker& c, bool skip);
-// rms_norm: x, gamma -> y.
-absl::StatusOr<NormRule> CheckRmsNorm(const StepChecker& c);
+// The four norms' operands, in order: x, skip (skip forms), gamma, beta (LayerNorm forms),
+// bias (skip forms) -> y, sum (skip forms, optional):
+//   layer_norm (skip, rms = false, false), skip_layer_norm (true, false),
+//   rms_norm (false, true), skip_rms_norm (true, true).
+absl::StatusOr<NormRule> CheckNorm(const StepChecker& c, bool skip, bool rms);
 
 struct AttentionRule {
   int64_t batch = 0, seq = 0, heads = 0, head_size = 0;
@@ -95,6 +105,16 @@ struct GatherRule {
   bool idx_i32 = false;   // indices int32 (else int64)
 };
 absl::StatusOr<GatherRule> CheckGather(const StepChecker& c);
+
+// transpose / slice / expand / concat: the strided box copies that make y (concat: one per
+// input, in input order), each checked on the host to touch only elements inside both
+// buffers (overflow-safe), then collapsed (kernels/strided_copy.h).
+struct StridedCopyRule {
+  int64_t elem_size = 0;  // bytes per element of x and y
+  std::vector<kernels::CopyBox> boxes;
+};
+// Dispatches on c.step().kernel; InvalidArgument for another kernel id.
+absl::StatusOr<StridedCopyRule> CheckStridedCopy(const StepChecker& c);
 
 struct SoftmaxRule {
   int64_t rows = 0, n = 0;

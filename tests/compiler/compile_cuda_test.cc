@@ -105,10 +105,15 @@ TEST(CompileCuda, SixteenBitWeightsHalveTheBlob) {
 }
 
 // A Linear read only by a residual Add is one linear step with the residual as input 3
-// (cuBLASLt's C operand): the LLaMA-style decoder's 2 layers x (o_proj, down_proj).
+// (cuBLASLt's C operand): the LLaMA-style decoder's 2 layers x (o_proj, down_proj) once
+// fuse-skip-layernorm is off. With it on (the default), every one of those Adds feeds an
+// RMSNorm and goes into a skip_rms_norm step instead (the residual add, the norm and the
+// Sum output in one kernel; the same trade SkipLayerNorm makes for GPT-2).
 TEST(CompileCuda, ResidualAddsJoinTheirLinear) {
   const std::string model = kFixtures + "decoder/llama_tiny_opset17.onnx";
-  absl::StatusOr<Plan> cuda = Compile(model, Cuda("fp16"));
+  CompileOptions no_skip = Cuda("fp16");
+  no_skip.disabled_passes = {"fuse-skip-layernorm"};
+  absl::StatusOr<Plan> cuda = Compile(model, no_skip);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   int with_residual = 0;
   for (const PlanStep& s : cuda->buckets[0].steps) {
@@ -121,6 +126,18 @@ TEST(CompileCuda, ResidualAddsJoinTheirLinear) {
         << "the Add's provenance joins the step";
   }
   EXPECT_EQ(with_residual, 4);
+
+  absl::StatusOr<Plan> fused = Compile(model, Cuda("fp16"));
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  int skip_rms = 0, rms = 0, residual_linears = 0;
+  for (const PlanStep& s : fused->buckets[0].steps) {
+    skip_rms += s.kernel == "skip_rms_norm";
+    rms += s.kernel == "rms_norm";
+    residual_linears += s.kernel == "linear" && s.inputs.size() >= 4 && s.inputs[3] >= 0;
+  }
+  EXPECT_EQ(skip_rms, 4);  // after each attention and each MLP
+  EXPECT_EQ(rms, 1);       // layer 0's input norm reads the embedding, no residual
+  EXPECT_EQ(residual_linears, 0);
 }
 
 TEST(CompileCuda, Tf32OnlyWhenAllowed) {

@@ -40,9 +40,25 @@ const PlanParam* FindParam(const PlanStep& s, const std::string& name) {
 
 // The contract's structural rules, checked for every bucket of `p`.
 void CheckContract(const Plan& p) {
-  static const std::set<std::string> kKnown = {
-      "copy", "ref",  "linear",  "layer_norm", "skip_layer_norm", "attention", "embed_layer_norm",
-      "pool", "gelu", "softmax", "gather",     "eltwise"};
+  static const std::set<std::string> kKnown = {"copy",
+                                               "ref",
+                                               "linear",
+                                               "layer_norm",
+                                               "skip_layer_norm",
+                                               "attention",
+                                               "embed_layer_norm",
+                                               "pool",
+                                               "gelu",
+                                               "softmax",
+                                               "gather",
+                                               "eltwise",
+                                               "transpose",
+                                               "slice",
+                                               "expand",
+                                               "concat",
+                                               "rms_norm",
+                                               "matmul",
+                                               "skip_rms_norm"};
   for (const PlanBucket& b : p.buckets) {
     SCOPED_TRACE(::testing::Message() << "bucket with " << b.bindings.size() << " bindings");
     EXPECT_LE(b.arena_bytes, b.no_reuse_bytes);
@@ -73,11 +89,10 @@ void CheckContract(const Plan& p) {
       EXPECT_TRUE(kKnown.count(s.kernel)) << s.kernel;
       // The contract's operand counts (omitted optional operands are -1, never dropped).
       static const std::map<std::string, size_t> kArity = {
-          {"copy", 1},       {"linear", 3},
-          {"layer_norm", 3}, {"skip_layer_norm", 5},
-          {"attention", 2},  {"embed_layer_norm", 8},
-          {"pool", 2},       {"gelu", 1},
-          {"softmax", 1},    {"gather", 2}};
+          {"copy", 1},      {"linear", 3},           {"layer_norm", 3}, {"skip_layer_norm", 5},
+          {"attention", 2}, {"embed_layer_norm", 8}, {"pool", 2},       {"gelu", 1},
+          {"softmax", 1},   {"gather", 2},           {"transpose", 1},  {"slice", 1},
+          {"expand", 1},    {"rms_norm", 2},         {"matmul", 2},     {"skip_rms_norm", 4}};
       if (auto it = kArity.find(s.kernel); it != kArity.end())
         EXPECT_EQ(s.inputs.size(), it->second) << s.kernel;
       EXPECT_FALSE(s.provenance.empty()) << s.kernel;

@@ -264,6 +264,18 @@ TEST(CudaOps, Norms) {
                                    " \"g\"\n %2 = kiln.RMSNorm(%0, %1) {epsilon=1e-06} : $T[", d,
                                    "] \"y\"\n return \"y\": %2\n}"),
                       t)});
+        cases.push_back(
+            {absl::StrCat("skiprmsnorm ", t, " ", d),
+             WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", d,
+                                   "] \"x\"\n %1 = Input() : $T[", d, "] \"s\"\n %2 = Constant() ",
+                                   gamma, " \"g\"\n %3 = Constant() ", gamma,
+                                   " \"bias\"\n"
+                                   " %4, %5 = kiln.SkipRMSNorm(%0, %1, %2, %3) "
+                                   "{epsilon=1e-06} : $T[",
+                                   d, "] \"y\", $T[", d,
+                                   "] \"sum\"\n"
+                                   " return \"y\": %4, \"sum\": %5\n}"),
+                      t)});
       }
   RunCases(cases);
 }

@@ -30,6 +30,9 @@ TOLERANCE = 1e-4
 FIXTURE = pathlib.Path(gen_decoder.FIXTURE)
 CFG = gen_decoder.TINY
 RMSNORMS = 2 * CFG.layers + 1  # input + post-attention norm per layer, final norm
+# Every norm but layer 0's input norm follows a residual Add: fuse-skip-layernorm makes it
+# a kiln.SkipRMSNorm (the residual sum its second output).
+SKIP_RMSNORMS = RMSNORMS - 1
 # (batch, sequence, padding side) of the run checks.
 CASES = [(2, 16, "left"), (1, 7, "right")]
 # Ops that compute the rotary tables and the causal mask; with static shapes all of them
@@ -75,7 +78,9 @@ def kiln_opt(kiln_bin, workdir, *extra):
 def assert_rmsnorm_fused(report, histogram):
     rms = report["fusions"]["rmsnorm"]
     assert rms["fused"] == RMSNORMS and rms["missed"] == [], rms
-    assert histogram["kiln.RMSNorm"] == RMSNORMS, histogram
+    assert histogram["kiln.RMSNorm"] == RMSNORMS - SKIP_RMSNORMS, histogram
+    assert histogram["kiln.SkipRMSNorm"] == SKIP_RMSNORMS, histogram
+    assert report["fusions"]["skip_layernorm"]["fused"] == SKIP_RMSNORMS, report
     assert not RMSNORM_PIECES & set(histogram), histogram
     # Known near-miss: rotary is applied between the Q/K head split and Q·Kᵀ, so
     # fuse-attention reports each block as a miss; any miss must say why, and nothing

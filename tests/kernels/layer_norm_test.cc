@@ -1,5 +1,5 @@
-// LayerNorm and SkipLayerNorm on every ISA path against the reference LayerNormalization
-// and kiln.SkipLayerNorm (double accumulation).
+// LayerNorm, RMSNorm and SkipLayerNorm (both normalizations) on every ISA path against the
+// reference LayerNormalization, kiln.RMSNorm and kiln.SkipLayerNorm (double accumulation).
 // Tolerance 1e-5 absolute + 1e-5 relative: outputs are O(1)·γ+β; mean and variance are
 // fp32 sums whose error grows with the longest sequential chain (h/(2W) adds on the vector
 // paths, h/2 on the scalar one): ≤ 1e-5 relative for h ≤ 1100 with random-sign terms, and
@@ -100,17 +100,87 @@ TEST_P(LayerNormTest, SkipLayerNormMatchesReference) {
   }
 }
 
+// RMSNorm's only statistic is Σx², the same fp32 chain as the variance sum: the 1e-5 bound
+// above holds (no cancellation at all, so the offset inputs are not needed for it).
+TEST_P(LayerNormTest, RmsNormMatchesReference) {
+  KILN_SKIP_UNSUPPORTED_ISA(GetParam());
+  for (int64_t h : {1, 7, 16, 33, 64, 896, 1031}) {
+    for (int threads : {1, 3}) {
+      const int64_t rows = 13;
+      auto x = RandomVec(rows * h, 30 + h, -3.0f, 2.0f);
+      const auto g = RandomVec(h, 31 + h, 0.5f, 1.5f);
+      std::vector<float> y(x.size());
+      ASSERT_TRUE(RmsNorm(Ctx(threads), x.data(), g.data(), rows, h, 1e-6f, y.data()).ok());
+      Tensor xt = F32({rows, h}, x), gt = F32({h}, g);
+      auto ref = testing::RunReferenceOp("kiln", "RMSNorm", {{"epsilon", 1e-6f}}, {&xt, &gt});
+      ASSERT_EQ(ref.size(), 1u);
+      testing::ExpectClose(y.data(), ref[0], kTol, kTol,
+                           absl::StrCat("h=", h, " threads=", threads));
+      // In place gives the same bits.
+      ASSERT_TRUE(RmsNorm(Ctx(threads), x.data(), g.data(), rows, h, 1e-6f, x.data()).ok());
+      EXPECT_EQ(x, y) << "h=" << h;
+    }
+  }
+}
+
+// SkipLayerNorm with rms: the residual sum, then RMSNorm of it — checked against the sum
+// the same kernel writes fed to the reference kiln.RMSNorm, and the sum itself against
+// x + skip + bias in fp32 (bit-exact: the same two additions in the same order).
+TEST_P(LayerNormTest, SkipRmsNormMatchesReference) {
+  KILN_SKIP_UNSUPPORTED_ISA(GetParam());
+  const int64_t batch = 2, s = 9;
+  for (int64_t h : {5, 64, 771}) {
+    const int64_t rows = batch * s;
+    const auto x = RandomVec(rows * h, 40 + h), skip = RandomVec(s * h, 41 + h);
+    const auto g = RandomVec(h, 42 + h, 0.5f, 1.5f), bias = RandomVec(h, 43 + h);
+    std::vector<float> y(rows * h), sum(rows * h);
+    SkipLayerNormArgs a;
+    a.x = x.data();
+    a.skip = skip.data();
+    a.skip_rows = s;
+    a.gamma = g.data();
+    a.bias = bias.data();
+    a.rows = rows;
+    a.h = h;
+    a.eps = 1e-6f;
+    a.y = y.data();
+    a.sum = sum.data();
+    a.rms = true;
+    ASSERT_TRUE(SkipLayerNorm(Ctx(), a).ok());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < h; ++j)
+        ASSERT_EQ(sum[r * h + j], x[r * h + j] + skip[(r % s) * h + j] + bias[j])
+            << "h=" << h << " r=" << r << " j=" << j;
+    Tensor st = F32({rows, h}, sum), gt = F32({h}, g);
+    auto ref = testing::RunReferenceOp("kiln", "RMSNorm", {{"epsilon", 1e-6f}}, {&st, &gt});
+    ASSERT_EQ(ref.size(), 1u);
+    testing::ExpectClose(y.data(), ref[0], kTol, kTol, absl::StrCat("h=", h));
+    // Without `sum` the residual lands in y and is normalized in place: the same y.
+    std::vector<float> y2(rows * h);
+    a.y = y2.data();
+    a.sum = nullptr;
+    ASSERT_TRUE(SkipLayerNorm(Ctx(), a).ok());
+    EXPECT_EQ(y2, y) << "h=" << h;
+  }
+}
+
 TEST_P(LayerNormTest, RejectsBadArguments) {
   const float v = 1.0f;
   float y = 0;
   EXPECT_FALSE(LayerNorm(Ctx(), &v, &v, nullptr, -1, 1, 1e-5f, &y).ok());
   EXPECT_FALSE(LayerNorm(Ctx(), nullptr, &v, nullptr, 1, 1, 1e-5f, &y).ok());
+  EXPECT_FALSE(RmsNorm(Ctx(), &v, &v, 1, -1, 1e-5f, &y).ok());
+  EXPECT_FALSE(RmsNorm(Ctx(), &v, nullptr, 1, 1, 1e-5f, &y).ok());
   SkipLayerNormArgs a;
   a.x = a.skip = a.gamma = &v;
   a.y = &y;
   a.rows = 3;
   a.h = 1;
   a.skip_rows = 2;  // does not divide rows
+  EXPECT_EQ(SkipLayerNorm(Ctx(), a).code(), absl::StatusCode::kInvalidArgument);
+  a.skip_rows = 3;
+  a.rms = true;
+  a.beta = &v;  // RMSNorm has no beta
   EXPECT_EQ(SkipLayerNorm(Ctx(), a).code(), absl::StatusCode::kInvalidArgument);
 }
 

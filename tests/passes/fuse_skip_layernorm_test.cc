@@ -1,7 +1,7 @@
 // Tests for fuse-skip-layernorm: post-LN (BERT) and pre-LN (residual sum read later)
-// forms, both bias placements, a broadcast skip, as Before/Expected IR (run twice by
-// ExpectRewrite) and numerically on the reference executor (1e-5: SkipLayerNorm sums in
-// double, Add + LayerNormalization round the sum to f32 first — ~1e-7 after
+// forms, both bias placements, a broadcast skip, the kiln.RMSNorm root (SkipRMSNorm), as
+// Before/Expected IR (run twice by ExpectRewrite) and numerically on the reference executor (1e-5:
+// SkipLayerNorm sums in double, Add + LayerNormalization round the sum to f32 first — ~1e-7 after
 // normalization); the near-misses with their reasons; the graphs left alone.
 #include <gtest/gtest.h>
 
@@ -137,6 +137,68 @@ TEST(FuseSkipLayerNorm, OuterBias) {
   return "y": %5
 })");
   ExpectNumericallyEquivalent(kPass, kOuterBias);
+}
+
+// Pre-norm decoder (LLaMA): h = x + attn is RMS-normalized and read by the next residual;
+// the RMSNorm root becomes kiln.SkipRMSNorm with the Sum output, its epsilon carried.
+constexpr char kPreRms[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Input() : f32[2,3,4] "attn"
+  %2 = Add(%0, %1) : f32[2,3,4] "h" @ "residual"
+  %3 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %4 = kiln.RMSNorm(%2, %3) {epsilon=1e-05} : f32[2,3,4] "n" @ "ln"
+  %5 = Add(%4, %2) : f32[2,3,4] "y" @ "next_residual"
+  return "y": %5
+})";
+
+TEST(FuseSkipLayerNorm, RmsNormRootBecomesSkipRmsNormWithTheSum) {
+  ExpectRewrite(kPass, kPreRms, R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Input() : f32[2,3,4] "attn"
+  %2 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %3, %4 = kiln.SkipRMSNorm(%0, %1, %2) {epsilon=1e-05} : f32[2,3,4] "n", f32[2,3,4] "h" @ "residual", "ln"
+  %5 = Add(%3, %4) : f32[2,3,4] "y" @ "next_residual"
+  return "y": %5
+})");
+  ExpectNumericallyEquivalent(kPass, kPreRms);
+  const FusionReport r = RunWithReport({kPass}, kPreRms).report;
+  EXPECT_EQ(r.kinds().at("skip_layernorm").fused, 1);
+}
+
+// A bias inside one addend goes to SkipRMSNorm's fourth operand (it has no beta).
+constexpr char kRmsBias[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,4] "x"
+  %1 = Input() : f32[2,4] "skip"
+  %2 = Constant() {value=tensor<f32[4]>[0.5, -0.5, 1, 0]} : f32[4] "b"
+  %3 = Add(%0, %2) : f32[2,4] @ "bias"
+  %4 = Add(%3, %1) : f32[2,4] @ "residual"
+  %5 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %6 = kiln.RMSNorm(%4, %5) : f32[2,4] "y" @ "ln"
+  return "y": %6
+})";
+
+TEST(FuseSkipLayerNorm, RmsNormWithBias) {
+  ExpectRewrite(kPass, kRmsBias, R"(graph g opset=17 {
+  %0 = Input() : f32[2,4] "x"
+  %1 = Input() : f32[2,4] "skip"
+  %2 = Constant() {value=tensor<f32[4]>[0.5, -0.5, 1, 0]} : f32[4] "b"
+  %3 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %4 = kiln.SkipRMSNorm(%0, %1, %3, %2) {epsilon=1e-06} : f32[2,4] "y" @ "bias", "residual", "ln"
+  return "y": %4
+})");
+  ExpectNumericallyEquivalent(kPass, kRmsBias);
+}
+
+TEST(FuseSkipLayerNorm, RmsNormNearMissNeitherAddendHasTheSumShape) {
+  ExpectMiss(R"(graph g opset=17 {
+  %0 = Input() : f32[2,1,4] "x"
+  %1 = Input() : f32[1,3,4] "skip"
+  %2 = Add(%0, %1) : f32[2,3,4] @ "residual"
+  %3 = Constant() {value=tensor<f32[4]>[1, 2, 0.5, -1]} : f32[4] "gamma"
+  %4 = kiln.RMSNorm(%2, %3) : f32[2,3,4] "y" @ "ln"
+  return "y": %4
+})",
+             "neither addend (f32[2,1,4], f32[1,3,4]) has the sum's shape f32[2,3,4]");
 }
 
 TEST(FuseSkipLayerNorm, NearMissNeitherAddendHasTheSumShape) {

@@ -30,7 +30,7 @@ TEST(ShapeRulesFusedTest, EveryKilnCatalogueOpHasARule) {
     EXPECT_NE(shape_inference::FindFusedRule(op.name), nullptr)
         << "no shape rule for kiln." << op.name;
   }
-  EXPECT_EQ(kiln_ops, 6);
+  EXPECT_EQ(kiln_ops, 7);
 }
 
 TEST(ShapeRulesFusedTest, SymbolicShapesForEveryOp) {
@@ -47,7 +47,8 @@ TEST(ShapeRulesFusedTest, SymbolicShapesForEveryOp) {
   %10 = kiln.Pool(%8, %9) {mode="mean"}
   %11 = Input() : f32[36,108] "tied"
   %12 = kiln.Linear(%3, %11) {trans_w=1}
-  return "y": %10, "z": %6, "w": %12
+  %13, %14 = kiln.SkipRMSNorm(%8, %0, %5, %5)
+  return "y": %10, "z": %6, "w": %12, "r": %13, "rs": %14
 })",
                 R"(graph g opset=21 {
   %0 = Input() : f32[batch,seq,36] "x"
@@ -62,7 +63,8 @@ TEST(ShapeRulesFusedTest, SymbolicShapesForEveryOp) {
   %10 = kiln.Pool(%8, %9) {mode="mean"} : f32[batch,36]
   %11 = Input() : f32[36,108] "tied"
   %12 = kiln.Linear(%3, %11) {trans_w=1} : f32[batch,seq,36]
-  return "y": %10, "z": %6, "w": %12
+  %13, %14 = kiln.SkipRMSNorm(%8, %0, %5, %5) : f32[batch,seq,36], f32[batch,seq,36]
+  return "y": %10, "z": %6, "w": %12, "r": %13, "rs": %14
 })");
 }
 

@@ -107,6 +107,101 @@ TEST(KernelSteps, SkipLayerNormWithSumAndBroadcastSkip) {
   ExpectClose(got[1], want.outputs[1], kAtol, kRtol, "sum");
 }
 
+TEST(KernelSteps, RmsNormInPlaceOverArena) {
+  const int64_t rows = 6, h = 24;
+  Tensor x = RandomF32({2, 3, h}, 12), g = RandomF32({h}, 13);
+  PlanBuilder pb;
+  pb.Input("x", DType::kF32, {Dim::Known(2), Dim::Known(3), Dim::Known(h)});
+  pb.Output("y", DType::kF32, {Dim::Known(2), Dim::Known(3), Dim::Known(h)});
+  const int64_t goff = pb.AddWeight(g);
+  pb.Bucket({});
+  const int xi = pb.In(0, {2, 3, h}), a = pb.Arena({rows, h});
+  const int yi = pb.Out(0, {2, 3, h});
+  pb.Step("copy", {xi}, {a}, {});
+  pb.Step("rms_norm", {a, pb.Weight(goff, {h})}, {a},
+          {P("rows", rows), P("h", h), P("epsilon", 1e-6)});
+  pb.Step("copy", {a}, {yi}, {});
+  auto got = RunPlan(pb.Finish(), {x});
+  ASSERT_EQ(got.size(), 1u);
+  auto want = RunRefOp("kiln", "RMSNorm", {{"epsilon", 1e-6f}}, {&x, &g});
+  ExpectClose(got[0], want.outputs[0], kAtol, kRtol, "rms_norm");
+}
+
+// matmul of two activations in the three batch forms lowering emits (docs/plan-kernels.md):
+// equal batches, a broadcast `a` (one [m,k] matrix), and a broadcast `b` (a's batch folded
+// into m, batch 1), each against ONNX MatMul.
+TEST(KernelSteps, MatMulBatchForms) {
+  using V = std::vector<int64_t>;
+  const int64_t nb = 3, m = 5, k = 7, n = 4;
+  struct Form {
+    V a, b;
+    int64_t batch, mm;
+    bool ba, bb;
+  };
+  const Form forms[] = {{{nb, m, k}, {nb, k, n}, nb, m, false, false},
+                        {{m, k}, {nb, k, n}, nb, m, true, false},
+                        {{nb, m, k}, {k, n}, 1, nb * m, false, true}};
+  for (const Form& f : forms) {
+    Tensor a = RandomF32(f.a, 14), b = RandomF32(f.b, 15);
+    auto want = RunRefOp("", "MatMul", {}, {&a, &b});
+    const V y = want.outputs[0].dims();
+    auto known = [](const V& d) {
+      std::vector<Dim> r;
+      for (int64_t v : d) r.push_back(Dim::Known(v));
+      return r;
+    };
+    PlanBuilder pb;
+    pb.Input("a", DType::kF32, known(f.a));
+    pb.Input("b", DType::kF32, known(f.b));
+    pb.Output("y", DType::kF32, known(y));
+    pb.Bucket({});
+    pb.Step("matmul", {pb.In(0, f.a), pb.In(1, f.b)}, {pb.Out(0, y)},
+            {P("batch", f.batch), P("m", f.mm), P("k", k), P("n", n),
+             P("broadcast_a", int64_t{f.ba}), P("broadcast_b", int64_t{f.bb})});
+    auto plan = pb.Finish();
+    auto got = RunPlan(plan, {a, b});
+    ASSERT_EQ(got.size(), 1u);
+    ExpectClose(got[0], want.outputs[0], kAtol, kRtol,
+                absl::StrCat("broadcast_a=", f.ba, " broadcast_b=", f.bb));
+    if (!f.ba) continue;
+    // The broadcast flag cleared: a [m,k] is too small for batch items, refused at Create.
+    auto bad = std::make_shared<Plan>(*plan);
+    for (PlanParam& p : bad->buckets[0].steps[0].params)
+      if (p.name == "broadcast_a") p.value = int64_t{0};
+    auto st = Executor::Create(bad).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_THAT(std::string(st.message()),
+                ::testing::HasSubstr("step 0 (matmul, /matmul): a [5,7] has 35 elements; the "
+                                     "parameters need 105"));
+  }
+}
+
+TEST(KernelSteps, SkipRmsNormWithSumAndBias) {
+  const int64_t nb = 2, s = 3, h = 16;
+  Tensor x = RandomF32({nb, s, h}, 16), skip = RandomF32({nb, s, h}, 17), g = RandomF32({h}, 18),
+         bias = RandomF32({h}, 19);
+  for (bool with_sum : {true, false}) {
+    PlanBuilder pb;
+    pb.Input("x", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(h)});
+    pb.Input("skip", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(h)});
+    pb.Output("y", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(h)});
+    if (with_sum) pb.Output("sum", DType::kF32, {Dim::Known(nb), Dim::Known(s), Dim::Known(h)});
+    const int64_t goff = pb.AddWeight(g), bioff = pb.AddWeight(bias);
+    pb.Bucket({});
+    std::vector<int32_t> outs = {pb.Out(0, {nb, s, h})};
+    if (with_sum) outs.push_back(pb.Out(1, {nb, s, h}));
+    pb.Step(
+        "skip_rms_norm",
+        {pb.In(0, {nb, s, h}), pb.In(1, {nb, s, h}), pb.Weight(goff, {h}), pb.Weight(bioff, {h})},
+        outs, {P("rows", nb * s), P("h", h), P("skip_rows", nb * s), P("epsilon", 1e-6)});
+    auto got = RunPlan(pb.Finish(), {x, skip});
+    ASSERT_EQ(got.size(), with_sum ? 2u : 1u);
+    auto want = RunRefOp("kiln", "SkipRMSNorm", {{"epsilon", 1e-6f}}, {&x, &skip, &g, &bias}, 2);
+    ExpectClose(got[0], want.outputs[0], kAtol, kRtol, "y");
+    if (with_sum) ExpectClose(got[1], want.outputs[1], kAtol, kRtol, "sum");
+  }
+}
+
 TEST(KernelSteps, AttentionMasks) {
   const int64_t nb = 2, s = 5, nh = 2, d = 4;
   Tensor qkv = RandomF32({nb, s, 3 * nh * d}, 12);
@@ -285,6 +380,108 @@ TEST(KernelSteps, GatherRowsAndColumns) {
   EXPECT_THAT(std::string(out.status().message()),
               ::testing::AllOf(::testing::HasSubstr("gather"), ::testing::HasSubstr("/wte/Gather"),
                                ::testing::HasSubstr("index 7 at position 2")));
+}
+
+// The four strided-copy kernels (one shared rule, runtime/kernel_rules.h): a transpose, a
+// slice with negative steps, an expand and a concat of three inputs, each bit-exact
+// against the ONNX node.
+TEST(KernelSteps, TransposeSliceExpandConcat) {
+  using V = std::vector<int64_t>;
+  Tensor x = RandomF32({2, 3, 5, 7}, 31);
+  Tensor ints = Tensor::FromI64({6, 10}, [] {
+    V v(60);
+    for (int i = 0; i < 60; ++i) v[i] = i * 7 - 100;
+    return v;
+  }());
+  Tensor e = RandomF32({3, 1}, 32);
+  std::vector<Tensor> parts;
+  for (int64_t len : {1, 3, 2}) {
+    Tensor t = *Tensor::Create(DType::kI32, {2, len, 4});
+    for (int64_t i = 0; i < t.NumElements(); ++i)
+      t.data<int32_t>()[i] = static_cast<int32_t>(len * 1000 + i);
+    parts.push_back(std::move(t));
+  }
+  const Tensor starts = Tensor::FromI64({2}, {-1, 8}), ends = Tensor::FromI64({2}, {-100, 1}),
+               axes = Tensor::FromI64({2}, {0, 1}), steps = Tensor::FromI64({2}, {-2, -3}),
+               shape = Tensor::FromI64({3}, {2, 3, 4});
+  auto want_t = RunRefOp("", "Transpose", {{"perm", V{0, 2, 1, 3}}}, {&x});
+  auto want_s = RunRefOp("", "Slice", {}, {&ints, &starts, &ends, &axes, &steps});
+  auto want_e = RunRefOp("", "Expand", {}, {&e, &shape});
+  auto want_c = RunRefOp("", "Concat", {{"axis", int64_t{1}}}, {&parts[0], &parts[1], &parts[2]});
+  ASSERT_EQ(want_s.outputs[0].dims(), (V{3, 3}));
+
+  PlanBuilder pb;
+  auto known = [](const V& d) {
+    std::vector<Dim> r;
+    for (int64_t v : d) r.push_back(Dim::Known(v));
+    return r;
+  };
+  pb.Input("x", DType::kF32, known(x.dims()));
+  pb.Input("ints", DType::kI64, known(ints.dims()));
+  pb.Input("e", DType::kF32, known(e.dims()));
+  for (int i = 0; i < 3; ++i)
+    pb.Input("c" + std::to_string(i), DType::kI32, known(parts[i].dims()));
+  pb.Output("t", DType::kF32, known({2, 5, 3, 7}));
+  pb.Output("s", DType::kI64, known({3, 3}));
+  pb.Output("e", DType::kF32, known({2, 3, 4}));
+  pb.Output("c", DType::kI32, known({2, 6, 4}));
+  pb.Bucket({});
+  pb.Step("transpose", {pb.In(0, x.dims())}, {pb.Out(0, {2, 5, 3, 7})}, {P("perm", V{0, 2, 1, 3})});
+  pb.Step("slice", {pb.In(1, ints.dims(), DType::kI64)}, {pb.Out(1, {3, 3}, DType::kI64)},
+          {P("starts", V{5, 8}), P("steps", V{-2, -3})});
+  pb.Step("expand", {pb.In(2, e.dims())}, {pb.Out(2, {2, 3, 4})}, {});
+  pb.Step("concat",
+          {pb.In(3, parts[0].dims(), DType::kI32), pb.In(4, parts[1].dims(), DType::kI32),
+           pb.In(5, parts[2].dims(), DType::kI32)},
+          {pb.Out(3, {2, 6, 4}, DType::kI32)}, {P("axis", int64_t{1})});
+  auto got = RunPlan(pb.Finish(), {x, ints, e, parts[0], parts[1], parts[2]});
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_TRUE(got[0].BitwiseEqual(want_t.outputs[0]));
+  EXPECT_TRUE(got[1].BitwiseEqual(want_s.outputs[0]));
+  EXPECT_TRUE(got[2].BitwiseEqual(want_e.outputs[0]));
+  EXPECT_TRUE(got[3].BitwiseEqual(want_c.outputs[0]));
+}
+
+// The shared strided-copy rule refuses, at Create, every box that would touch memory
+// outside its buffers, naming the step.
+TEST(KernelSteps, StridedCopiesAreCheckedAtCreate) {
+  using V = std::vector<int64_t>;
+  auto create = [](const std::string& kernel, std::vector<V> xs, V y, std::vector<PlanParam> params,
+                   DType ty = DType::kF32) {
+    PlanBuilder pb;
+    std::vector<int32_t> ins;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      std::vector<Dim> d;
+      for (int64_t v : xs[i]) d.push_back(Dim::Known(v));
+      pb.Input("x" + std::to_string(i), DType::kF32, d);
+    }
+    std::vector<Dim> dy;
+    for (int64_t v : y) dy.push_back(Dim::Known(v));
+    pb.Output("y", ty, dy);
+    pb.Bucket({});
+    for (size_t i = 0; i < xs.size(); ++i) ins.push_back(pb.In(static_cast<int>(i), xs[i]));
+    pb.Step(kernel, ins, {pb.Out(0, y, ty)}, std::move(params));
+    return Executor::Create(pb.Finish()).status();
+  };
+  auto expect = [](const absl::Status& st, const std::string& msg) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_THAT(std::string(st.message()),
+                ::testing::AllOf(::testing::HasSubstr("step 0"), ::testing::HasSubstr(msg)));
+  };
+  expect(create("slice", {{4, 6}}, {2, 3}, {P("starts", V{0, 1}), P("steps", V{3, 3})}),
+         "reads outside x [4,6]");
+  expect(create("slice", {{4, 6}}, {2, 3}, {P("starts", V{3, 5}), P("steps", V{-4, -1})}),
+         "reads outside x [4,6]");
+  expect(create("transpose", {{2, 3}}, {2, 3}, {P("perm", V{1, 0})}), "is not x [2,3] permuted");
+  expect(create("expand", {{3}}, {2, 4}, {}), "does not broadcast to y [2,4]");
+  expect(create("concat", {{2, 1}, {2, 2}}, {2, 4}, {P("axis", int64_t{1})}),
+         "the inputs give 3 along the axis, y has 4");
+  expect(create("concat", {{2, 3}, {2, 2}}, {2, 4}, {P("axis", int64_t{1})}), "writes outside y");
+  expect(create("concat", {{2, 1}, {3, 3}}, {2, 4}, {P("axis", int64_t{1})}),
+         "input 1 [3,3] differs from y [2,4] off the axis");
+  expect(create("concat", {{2, 1}}, {2, 1}, {P("axis", int64_t{1})}, DType::kI32),
+         "input 0 is f32, y is i32");
+  EXPECT_TRUE(create("concat", {{2, 1}, {2, 3}}, {2, 4}, {P("axis", int64_t{1})}).ok());
 }
 
 // A chain over aliases: linear -> arena [6,5], alias [2,3,5] -> gelu in place -> ref Mul

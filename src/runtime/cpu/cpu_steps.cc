@@ -17,6 +17,7 @@
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/softmax.h"
+#include "kernels/cpu/strided_copy.h"
 #include "runtime/kernel_rules.h"
 
 namespace kiln::runtime {
@@ -102,6 +103,45 @@ absl::StatusOr<StepPtr> PrepareLinear(const StepChecker& c, CpuPrepareEnv& env) 
   return StepPtr(new LinearStep(it->second.get(), m, std::move(impl)));
 }
 
+// matmul: one oneDNN batched matmul (primitive cached on first run); a broadcast `a` runs
+// item by item (b is never broadcast with batch > 1: lowering folds a's batch into m).
+class MatMulStep final : public CpuStep {
+ public:
+  explicit MatMulStep(MatMulRule r) : r_(r) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    if (r_.m == 0 || r_.n == 0) return absl::OkStatus();
+    const float* a = io.In<float>(0);
+    const float* b = io.In<float>(1);
+    float* y = io.Out<float>(0);
+    cpu::BatchedMatMulDesc d;
+    d.m = r_.m;
+    d.n = r_.n;
+    d.k = r_.k;
+    d.lda = r_.k;
+    d.sa = r_.m * r_.k;
+    d.ldb = r_.n;
+    d.sb = r_.k * r_.n;
+    d.ldc = r_.n;
+    d.sc = r_.m * r_.n;
+    if (!r_.broadcast_a && !r_.broadcast_b) {
+      d.batch = r_.batch;
+      return cpu::BatchedMatMul(ctx, d, a, b, y);
+    }
+    for (int64_t i = 0; i < r_.batch; ++i)
+      KILN_RETURN_IF_ERROR(cpu::BatchedMatMul(ctx, d, r_.broadcast_a ? a : a + i * d.sa,
+                                              r_.broadcast_b ? b : b + i * d.sb, y + i * d.sc));
+    return absl::OkStatus();
+  }
+
+ private:
+  MatMulRule r_;
+};
+
+absl::StatusOr<StepPtr> PrepareMatMul(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const MatMulRule r, CheckMatMul(c));
+  return StepPtr(new MatMulStep(r));
+}
+
 struct LayerNormParams {
   int64_t rows = 0, h = 0;
   float eps = 0;
@@ -119,44 +159,63 @@ class LayerNormStep final : public CpuStep {
   LayerNormParams p_;
 };
 
-class SkipLayerNormStep final : public CpuStep {
+class RmsNormStep final : public CpuStep {
  public:
-  explicit SkipLayerNormStep(cpu::SkipLayerNormArgs a) : a_(a) {}
+  explicit RmsNormStep(LayerNormParams p) : p_(p) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    return cpu::RmsNorm(ctx, io.In<float>(0), io.In<float>(1), p_.rows, p_.h, p_.eps,
+                        io.Out<float>(0));
+  }
+
+ private:
+  LayerNormParams p_;
+};
+
+// skip_layer_norm (x, skip, gamma, beta, bias) and skip_rms_norm (x, skip, gamma, bias).
+class SkipNormStep final : public CpuStep {
+ public:
+  SkipNormStep(cpu::SkipLayerNormArgs a, bool has_sum) : a_(a), has_sum_(has_sum) {}
   absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
     cpu::SkipLayerNormArgs a = a_;
     a.x = io.In<float>(0);
     a.skip = io.In<float>(1);
     a.gamma = io.In<float>(2);
-    a.beta = io.In<float>(3);
-    a.bias = io.In<float>(4);
+    a.beta = a.rms ? nullptr : io.In<float>(3);
+    a.bias = io.In<float>(a.rms ? 3 : 4);
     a.y = io.Out<float>(0);
     a.sum = has_sum_ ? io.Out<float>(1) : nullptr;
     return cpu::SkipLayerNorm(ctx, a);
   }
-  bool has_sum_ = false;
 
  private:
   cpu::SkipLayerNormArgs a_;
+  bool has_sum_;
 };
 
-absl::StatusOr<StepPtr> PrepareLayerNorm(const StepChecker& c, bool skip) {
-  KILN_ASSIGN_OR_RETURN(const NormRule r, CheckLayerNorm(c, skip));
+absl::StatusOr<StepPtr> PrepareNorm(const StepChecker& c, bool skip, bool rms) {
+  KILN_ASSIGN_OR_RETURN(const NormRule r, CheckNorm(c, skip, rms));
+  if (!skip && rms) return StepPtr(new RmsNormStep({r.rows, r.h, r.eps}));
   if (!skip) return StepPtr(new LayerNormStep({r.rows, r.h, r.eps}));
   cpu::SkipLayerNormArgs a;
   a.skip_rows = r.skip_rows;
   a.rows = r.rows;
   a.h = r.h;
   a.eps = r.eps;
-  auto step = std::make_unique<SkipLayerNormStep>(a);
-  step->has_sum_ = r.has_sum;
-  return StepPtr(std::move(step));
+  a.rms = rms;
+  return StepPtr(new SkipNormStep(a, r.has_sum));
 }
 
 absl::StatusOr<StepPtr> PrepareLayerNorm(const StepChecker& c, CpuPrepareEnv&) {
-  return PrepareLayerNorm(c, false);
+  return PrepareNorm(c, false, false);
 }
 absl::StatusOr<StepPtr> PrepareSkipLayerNorm(const StepChecker& c, CpuPrepareEnv&) {
-  return PrepareLayerNorm(c, true);
+  return PrepareNorm(c, true, false);
+}
+absl::StatusOr<StepPtr> PrepareRmsNorm(const StepChecker& c, CpuPrepareEnv&) {
+  return PrepareNorm(c, false, true);
+}
+absl::StatusOr<StepPtr> PrepareSkipRmsNorm(const StepChecker& c, CpuPrepareEnv&) {
+  return PrepareNorm(c, true, true);
 }
 
 class AttentionStep final : public CpuStep {
@@ -382,6 +441,29 @@ absl::StatusOr<StepPtr> PrepareGather(const StepChecker& c, CpuPrepareEnv&) {
   return StepPtr(new GatherStep(a));
 }
 
+// transpose / slice / expand / concat: the shared rule's boxes, box i from input i for a
+// concat, from input 0 otherwise.
+class StridedStep final : public CpuStep {
+ public:
+  explicit StridedStep(StridedCopyRule r, bool per_input)
+      : r_(std::move(r)), per_input_(per_input) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    for (size_t i = 0; i < r_.boxes.size(); ++i)
+      KILN_RETURN_IF_ERROR(
+          cpu::StridedCopy(ctx, r_.boxes[i], r_.elem_size, io.In(per_input_ ? i : 0), io.Out(0)));
+    return absl::OkStatus();
+  }
+
+ private:
+  StridedCopyRule r_;
+  bool per_input_;
+};
+
+absl::StatusOr<StepPtr> PrepareStrided(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(StridedCopyRule r, CheckStridedCopy(c));
+  return StepPtr(new StridedStep(std::move(r), c.step().kernel == "concat"));
+}
+
 struct Entry {
   std::string_view id;
   CpuPrepareFn prepare;
@@ -390,8 +472,11 @@ constexpr Entry kTable[] = {
     {"copy", PrepareCopy},
     {"ref", PrepareRef},
     {"linear", PrepareLinear},
+    {"matmul", PrepareMatMul},
     {"layer_norm", PrepareLayerNorm},
     {"skip_layer_norm", PrepareSkipLayerNorm},
+    {"rms_norm", PrepareRmsNorm},
+    {"skip_rms_norm", PrepareSkipRmsNorm},
     {"attention", PrepareAttention},
     {"embed_layer_norm", PrepareEmbed},
     {"pool", PreparePool},
@@ -399,6 +484,10 @@ constexpr Entry kTable[] = {
     {"gather", PrepareGather},
     {"gelu", PrepareGelu},
     {"softmax", PrepareSoftmax},
+    {"transpose", PrepareStrided},
+    {"slice", PrepareStrided},
+    {"expand", PrepareStrided},
+    {"concat", PrepareStrided},
 };
 
 }  // namespace

@@ -155,19 +155,8 @@ class MatMulStep final : public CudaStep {
 
 // y[i] = a[i] · b[i] over `batch` strided items; a broadcast operand is one matrix.
 absl::StatusOr<StepPtr> PrepareMatMul(const StepChecker& c) {
-  const int64_t batch = c.Int("batch"), m = c.Int("m"), k = c.Int("k"), n = c.Int("n");
-  const bool ba = c.Flag("broadcast_a"), bb = c.Flag("broadcast_b");
-  KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({m, k}, "m*k"));
-  KILN_ASSIGN_OR_RETURN(const int64_t kn, c.Product({k, n}, "k*n"));
-  KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({m, n}, "m*n"));
-  KILN_ASSIGN_OR_RETURN(const int64_t a_elems, c.Product({ba ? 1 : batch, mk}, "batch*m*k"));
-  KILN_ASSIGN_OR_RETURN(const int64_t b_elems, c.Product({bb ? 1 : batch, kn}, "batch*k*n"));
-  KILN_ASSIGN_OR_RETURN(const int64_t y_elems, c.Product({batch, mn}, "batch*m*n"));
-  KILN_RETURN_IF_ERROR(c.N(c.In(0), a_elems, "a"));
-  KILN_RETURN_IF_ERROR(c.N(c.In(1), b_elems, "b"));
-  KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
-  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), k, "a", "k"));
-  KILN_RETURN_IF_ERROR(c.LastDim(c.In(1), n, "b", "n"));
+  KILN_ASSIGN_OR_RETURN(const MatMulRule r, CheckMatMul(c));
+  const int64_t batch = r.batch, m = r.m, k = r.k, n = r.n;
   if (batch > 0x7fffffff) return c.Err("batch %d exceeds cuBLASLt's int32 batch count", batch);
   cuda::GemmDesc d;
   d.dtype = ElemTypeOf(c.In(0)->dtype);
@@ -175,9 +164,9 @@ absl::StatusOr<StepPtr> PrepareMatMul(const StepChecker& c) {
   d.n = n;
   d.k = k;
   d.batch = batch;
-  d.stride_x = ba ? 0 : mk;
-  d.stride_w = bb ? 0 : kn;
-  d.stride_y = mn;
+  d.stride_x = r.broadcast_a ? 0 : m * k;
+  d.stride_w = r.broadcast_b ? 0 : k * n;
+  d.stride_y = m * n;
   d.allow_tf32 = c.Int("tf32", 0) != 0;
   d.align_x = PointerAlignment(*c.In(0));
   d.align_w = PointerAlignment(*c.In(1));
@@ -194,10 +183,10 @@ class NormStep final : public CudaStep {
     cuda::NormArgs a = a_;
     a.x = io.In(0);
     int i = 1;
-    if (a.kind == cuda::NormKind::kSkipLayerNorm) a.skip = io.In(i++);
+    if (cuda::IsSkipNorm(a.kind)) a.skip = io.In(i++);
     a.gamma = io.In(i++);
-    if (a.kind != cuda::NormKind::kRmsNorm) a.beta = io.In(i++);
-    if (a.kind == cuda::NormKind::kSkipLayerNorm) a.bias = io.In(i++);
+    if (!cuda::IsRmsNorm(a.kind)) a.beta = io.In(i++);
+    if (cuda::IsSkipNorm(a.kind)) a.bias = io.In(i++);
     a.y = io.Out(0);
     a.sum = io.ops->out.size() > 1 ? io.Out(1) : nullptr;
     return LaunchStatus(cuda::Norm(a, env.stream), "norm");
@@ -208,12 +197,8 @@ class NormStep final : public CudaStep {
 };
 
 absl::StatusOr<StepPtr> PrepareNorm(const StepChecker& c, cuda::NormKind kind) {
-  NormRule r;
-  if (kind == cuda::NormKind::kRmsNorm) {
-    KILN_ASSIGN_OR_RETURN(r, CheckRmsNorm(c));
-  } else {
-    KILN_ASSIGN_OR_RETURN(r, CheckLayerNorm(c, kind == cuda::NormKind::kSkipLayerNorm));
-  }
+  KILN_ASSIGN_OR_RETURN(const NormRule r,
+                        CheckNorm(c, cuda::IsSkipNorm(kind), cuda::IsRmsNorm(kind)));
   cuda::NormLaunch l;
   if (r.rows > 0 && !cuda::ChooseNormLaunch(ElemTypeOf(c.In(0)->dtype), r.h, false, &l))
     return c.Err("h %d is beyond the CUDA norm kernel's %d elements", r.h, cuda::kNormMaxRow);
@@ -236,6 +221,9 @@ absl::StatusOr<StepPtr> PrepareSkipLayerNorm(const StepChecker& c) {
 }
 absl::StatusOr<StepPtr> PrepareRmsNorm(const StepChecker& c) {
   return PrepareNorm(c, cuda::NormKind::kRmsNorm);
+}
+absl::StatusOr<StepPtr> PrepareSkipRmsNorm(const StepChecker& c) {
+  return PrepareNorm(c, cuda::NormKind::kSkipRmsNorm);
 }
 
 // ---- attention --------------------------------------------------------------------------
@@ -473,6 +461,7 @@ constexpr Entry kTable[] = {
     {"matmul", PrepareMatMul},
     {"layer_norm", PrepareLayerNorm},
     {"skip_layer_norm", PrepareSkipLayerNorm},
+    {"skip_rms_norm", PrepareSkipRmsNorm},
     {"rms_norm", PrepareRmsNorm},
     {"attention", PrepareAttention},
     {"flash_attention", PrepareFlashAttention},

@@ -119,123 +119,13 @@ class StridedStep final : public CudaStep {
   std::vector<cuda::StridedCopyArgs> copies_;
 };
 
-// A copy of the box `dims` from x (strides `ss`, offset `so`) to y (`ds`, `do_`): checks
-// that every element touched lies in both buffers, then collapses the dims.
-absl::Status AddCopy(const StepChecker& c, const PlanBuffer& x, const PlanBuffer& y,
-                     const Dims& dims, const Dims& ss, int64_t so, const Dims& ds, int64_t do_,
-                     StridedStep* step) {
-  if (Elems(dims) > 0) {
-    // The lowest and highest element the copy touches on one side (false on overflow).
-    auto span = [&](const Dims& st, int64_t off, int64_t* lo, int64_t* hi) {
-      *lo = *hi = off;
-      for (size_t j = 0; j < dims.size(); ++j) {
-        int64_t reach;
-        if (MulOverflows(dims[j] - 1, st[j], &reach) ||
-            AddOverflows(reach < 0 ? *lo : *hi, reach, reach < 0 ? lo : hi))
-          return false;
-      }
-      return true;
-    };
-    int64_t lo, hi;
-    if (!span(ss, so, &lo, &hi) || lo < 0 || hi >= StepChecker::Elems(x))
-      return c.Err("reads outside x %s", DimsStr(x.dims));
-    if (!span(ds, do_, &lo, &hi) || lo < 0 || hi >= StepChecker::Elems(y))
-      return c.Err("writes outside y %s", DimsStr(y.dims));
-  }
-  cuda::StridedCopyArgs a;
-  a.elem_size = static_cast<int>(DTypeSize(x.dtype));
-  a.src_offset = so;
-  a.dst_offset = do_;
-  if (!cuda::CollapseCopy(dims, ss, ds, &a))
-    return c.Err("the copy has more than %d non-contiguous dims", cuda::kMaxRank);
-  step->copies_.push_back(a);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<StepPtr> PrepareTranspose(const StepChecker& c) {
-  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
-  const Dims& perm = c.Ints("perm");
-  const size_t r = x.dims.size();
-  std::vector<bool> seen(r, false);
-  if (perm.size() != r) return c.Err("perm has %d entries for rank %d", perm.size(), r);
-  Dims out(r), ss(r);
-  const Dims xs = Strides(x.dims);
-  for (size_t d = 0; d < r; ++d) {
-    if (perm[d] >= static_cast<int64_t>(r) || seen[perm[d]])
-      return c.Err("perm is not a permutation");
-    seen[perm[d]] = true;
-    out[d] = x.dims[perm[d]];
-    ss[d] = xs[perm[d]];
-  }
-  if (out != y.dims) return c.Err("y %s is not x %s permuted", DimsStr(y.dims), DimsStr(x.dims));
+// transpose / slice / expand / concat: the shared rule's boxes (kernel_rules.h), one launch
+// each.
+absl::StatusOr<StepPtr> PrepareStrided(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const StridedCopyRule r, CheckStridedCopy(c));
   auto step = std::make_unique<StridedStep>();
-  KILN_RETURN_IF_ERROR(AddCopy(c, x, y, out, ss, 0, Strides(out), 0, step.get()));
-  return StepPtr(std::move(step));
-}
-
-absl::StatusOr<StepPtr> PrepareSlice(const StepChecker& c) {
-  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
-  const Dims &starts = c.Ints("starts"), &steps = c.Ints("steps");
-  const size_t r = x.dims.size();
-  if (starts.size() != r || steps.size() != r || y.dims.size() != r)
-    return c.Err("starts, steps and y need x's rank %d", r);
-  const Dims xs = Strides(x.dims);
-  Dims ss(r);
-  int64_t off = 0;
-  for (size_t d = 0; d < r; ++d) {
-    if (steps[d] == 0) return c.Err("step of dim %d is 0", d);
-    if (y.dims[d] > 0 && starts[d] >= x.dims[d])
-      return c.Err("start %d of dim %d is past its %d elements", starts[d], d, x.dims[d]);
-    int64_t at;
-    if (MulOverflows(starts[d], xs[d], &at) || AddOverflows(off, at, &off) ||
-        MulOverflows(steps[d], xs[d], &ss[d]))
-      return c.Err("start or step of dim %d overflows", d);
-  }
-  auto step = std::make_unique<StridedStep>();
-  KILN_RETURN_IF_ERROR(AddCopy(c, x, y, y.dims, ss, off, Strides(y.dims), 0, step.get()));
-  return StepPtr(std::move(step));
-}
-
-absl::StatusOr<StepPtr> PrepareExpand(const StepChecker& c) {
-  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
-  if (x.dims.size() > y.dims.size()) return c.Err("x %s has a higher rank than y", DimsStr(x.dims));
-  const size_t shift = y.dims.size() - x.dims.size();
-  const Dims xs = Strides(x.dims);
-  Dims ss(y.dims.size(), 0);
-  for (size_t d = 0; d < x.dims.size(); ++d) {
-    if (x.dims[d] != 1 && x.dims[d] != y.dims[d + shift])
-      return c.Err("x %s does not broadcast to y %s", DimsStr(x.dims), DimsStr(y.dims));
-    if (x.dims[d] != 1) ss[d + shift] = xs[d];
-  }
-  auto step = std::make_unique<StridedStep>();
-  KILN_RETURN_IF_ERROR(AddCopy(c, x, y, y.dims, ss, 0, Strides(y.dims), 0, step.get()));
-  return StepPtr(std::move(step));
-}
-
-absl::StatusOr<StepPtr> PrepareConcat(const StepChecker& c) {
-  const PlanBuffer& y = *c.Out(0);
-  const int64_t axis = c.Int("axis");
-  if (axis >= static_cast<int64_t>(y.dims.size())) return c.Err("axis %d is past y's rank", axis);
-  const Dims ys = Strides(y.dims);
-  auto step = std::make_unique<StridedStep>();
-  int64_t at = 0;
-  for (size_t i = 0; i < c.step().inputs.size(); ++i) {
-    const PlanBuffer* x = c.In(i);
-    if (x == nullptr) return c.Err("input %d is omitted", i);
-    if (x->dtype != y.dtype)
-      return c.Err("input %d is %s, y is %s", i, std::string(DTypeName(x->dtype)),
-                   std::string(DTypeName(y.dtype)));
-    if (x->dims.size() != y.dims.size()) return c.Err("input %d's rank is not y's", i);
-    for (size_t d = 0; d < y.dims.size(); ++d)
-      if (static_cast<int64_t>(d) != axis && x->dims[d] != y.dims[d])
-        return c.Err("input %d %s differs from y %s off the axis", i, DimsStr(x->dims),
-                     DimsStr(y.dims));
-    KILN_RETURN_IF_ERROR(
-        AddCopy(c, *x, y, x->dims, Strides(x->dims), 0, ys, at * ys[axis], step.get()));
-    at += x->dims[axis];
-  }
-  if (at != y.dims[axis])
-    return c.Err("the inputs give %d along the axis, y has %d", at, y.dims[axis]);
+  for (const kernels::CopyBox& b : r.boxes)
+    step->copies_.push_back(cuda::StridedCopyFromBox(b, static_cast<int>(r.elem_size)));
   return StepPtr(std::move(step));
 }
 
@@ -420,10 +310,10 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view k
   if (kernel == "copy") return PrepareCopy(c);
   if (kernel == "eltwise") return PrepareEltwise(c);
   if (kernel == "gelu") return PrepareGelu(c);
-  if (kernel == "transpose") return PrepareTranspose(c);
-  if (kernel == "slice") return PrepareSlice(c);
-  if (kernel == "expand") return PrepareExpand(c);
-  if (kernel == "concat") return PrepareConcat(c);
+  if (kernel == "transpose") return PrepareStrided(c);
+  if (kernel == "slice") return PrepareStrided(c);
+  if (kernel == "expand") return PrepareStrided(c);
+  if (kernel == "concat") return PrepareStrided(c);
   if (kernel == "gather") return PrepareGather(c);
   if (kernel == "gather_nd") return PrepareGatherND(c);
   if (kernel == "gather_elements") return PrepareGatherElements(c);
