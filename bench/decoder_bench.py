@@ -34,9 +34,10 @@ import gen_decoder  # noqa: E402
 
 
 def steps_by_kernel(kiln, plan):
+    """"kernel count, ..." from `kiln inspect PLAN`'s per-kernel step counts (one bucket)."""
     out = subprocess.run([kiln, "inspect", plan], capture_output=True, text=True, check=True)
-    m = re.search(r"steps by kernel[^:]*:\s*(.*)", out.stdout + out.stderr)
-    return m.group(1).strip() if m else "?"
+    counts = re.findall(r"^\s+(\d+)\s+([a-z_]+)\s*$", out.stdout, re.MULTILINE)
+    return ", ".join(f"{k} {n}" for n, k in counts) if counts else "?"
 
 
 def main(argv=None):

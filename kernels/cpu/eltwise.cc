@@ -3,11 +3,14 @@
 // collapsed broadcast layout.
 #include "kernels/cpu/eltwise.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+
+#include "kernels/cpu/isa_kernels.h"
 
 namespace kiln::cpu {
 namespace {
@@ -314,60 +317,129 @@ void Element(const EltwiseArgs& a, int64_t o, const int64_t* off, bool* bad) {
   }
 }
 
-// The all-f32, no-broadcast arithmetic of mask and residual ops, in plain loops the
-// compiler vectorizes. False when `a` is not that case.
-bool ContiguousF32(const EltwiseArgs& a, int64_t begin, int64_t end) {
-  if (!a.layout.contiguous || a.out_type != DType::kF32) return false;
-  for (int i = 0; i < a.layout.num_inputs; ++i)
-    if (a.in_type[i] != DType::kF32) return false;
-  const float* x = static_cast<const float*>(a.in[0]);
-  const float* y = static_cast<const float*>(a.in[1]);
-  float* out = static_cast<float*>(a.y);
+// f32 binary arithmetic over one span, each operand read contiguously (stride 1) or as
+// one broadcast value (stride 0): loops the compiler vectorizes. Same results as
+// FloatResult (correctly rounded + - * /, Min/Max propagating NaN).
+template <typename F>
+void BinarySpan(const float* x, int64_t sx, const float* y, int64_t sy, int64_t n, float* out,
+                F f) {
+  if (sx == 1 && sy == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], y[i]);
+  } else if (sx == 1) {
+    const float b = y[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i], b);
+  } else {
+    const float c = x[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = f(c, y[i]);
+  }
+}
+
+template <typename F>
+void UnarySpan(const float* x, int64_t n, float* out, F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+}
+
+// Every element of x[0, n) is in the ISA exp's exact range (not NaN, no overflow).
+bool InExpRange(const float* x, int64_t n, float hi) {
+  bool ok = true;
+  for (int64_t i = 0; i < n; ++i) ok &= x[i] <= hi;  // false for NaN too
+  return ok;
+}
+
+// The f32 fast path for n output elements from o of one row: every operand f32 read with
+// inner stride 0 or 1 (`step`), at `x[i] + base[i]`. Binary arithmetic in vectorizable
+// loops; Exp and Sigmoid through the ISA's vector kernels where their inputs are in range
+// (elsewhere, and for every other op, false: the caller takes the element walk).
+bool FastF32Span(const EltwiseArgs& a, const internal::IsaKernels& k, const int64_t* base,
+                 const int64_t* step, int64_t o, int64_t n) {
+  const kernels::BroadcastLayout& l = a.layout;
+  if (a.out_type != DType::kF32 || l.num_inputs > 2) return false;
+  for (int i = 0; i < l.num_inputs; ++i)
+    if (a.in_type[i] != DType::kF32 || (step[i] != 0 && step[i] != 1)) return false;
+  const float* x = static_cast<const float*>(a.in[0]) + base[0];
+  float* out = static_cast<float*>(a.y) + o;
+  if (l.num_inputs == 2) {
+    const float* y = static_cast<const float*>(a.in[1]) + base[1];
+    if (step[0] == 0 && step[1] == 0) return false;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    switch (a.op) {
+      case EltOp::kAdd:
+        BinarySpan(x, step[0], y, step[1], n, out, [](float p, float q) { return p + q; });
+        return true;
+      case EltOp::kSub:
+        BinarySpan(x, step[0], y, step[1], n, out, [](float p, float q) { return p - q; });
+        return true;
+      case EltOp::kMul:
+        BinarySpan(x, step[0], y, step[1], n, out, [](float p, float q) { return p * q; });
+        return true;
+      case EltOp::kDiv:
+        BinarySpan(x, step[0], y, step[1], n, out, [](float p, float q) { return p / q; });
+        return true;
+      case EltOp::kMax:
+        BinarySpan(x, step[0], y, step[1], n, out,
+                   [nan](float p, float q) { return (p != p || q != q) ? nan : (q > p ? q : p); });
+        return true;
+      case EltOp::kMin:
+        BinarySpan(x, step[0], y, step[1], n, out,
+                   [nan](float p, float q) { return (p != p || q != q) ? nan : (q < p ? q : p); });
+        return true;
+      default:
+        return false;
+    }
+  }
+  if (step[0] != 1) return false;
   switch (a.op) {
-    case EltOp::kAdd:
-      for (int64_t i = begin; i < end; ++i) out[i] = x[i] + y[i];
-      return true;
-    case EltOp::kSub:
-      for (int64_t i = begin; i < end; ++i) out[i] = x[i] - y[i];
-      return true;
-    case EltOp::kMul:
-      for (int64_t i = begin; i < end; ++i) out[i] = x[i] * y[i];
-      return true;
-    case EltOp::kDiv:
-      for (int64_t i = begin; i < end; ++i) out[i] = x[i] / y[i];
-      return true;
     case EltOp::kIdentity:
-      if (out != x) std::memmove(out + begin, x + begin, (end - begin) * sizeof(float));
+      if (out != x) std::memmove(out, x, n * sizeof(float));
+      return true;
+    case EltOp::kNeg:
+      UnarySpan(x, n, out, [](float p) { return -p; });
+      return true;
+    case EltOp::kRelu:
+      UnarySpan(x, n, out, [](float p) { return p < 0.f ? 0.f : p; });
+      return true;
+    case EltOp::kExp:
+      if (!InExpRange(x, n, 88.3f)) return false;
+      k.exp_row(x, n, out);
+      return true;
+    case EltOp::kSigmoid:
+      if (!InExpRange(x, n, std::numeric_limits<float>::infinity())) return false;
+      k.sigmoid_row(x, n, out);
       return true;
     default:
       return false;
   }
 }
 
-// Output rows [begin, end) of the collapsed layout (a row = the last collapsed dim).
+// Work items [begin, end): item t is span t % per_row (of `span` elements) of output row
+// t / per_row (a row = the last collapsed dim), so that a layout that collapses to a few
+// long rows still splits across threads.
 template <typename D>
-void Rows(const EltwiseArgs& a, int64_t begin, int64_t end, bool* bad) {
+void Spans(const EltwiseArgs& a, const internal::IsaKernels& k, int64_t per_row, int64_t span,
+           int64_t begin, int64_t end, bool* bad) {
   const kernels::BroadcastLayout& l = a.layout;
-  const int k = l.num_inputs;
+  const int nin = l.num_inputs;
   const int64_t inner = l.rank == 0 ? 1 : l.dims[l.rank - 1];
   int64_t step[3] = {0, 0, 0};
-  for (int i = 0; i < k; ++i) step[i] = l.rank == 0 ? 0 : l.strides[i][l.rank - 1];
-  for (int64_t row = begin; row < end; ++row) {
+  for (int i = 0; i < nin; ++i) step[i] = l.rank == 0 ? 0 : l.strides[i][l.rank - 1];
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t row = t / per_row;
+    const int64_t j0 = (t % per_row) * span, j1 = std::min(inner, j0 + span);
     int64_t base[3] = {0, 0, 0};
     int64_t rem = row;
     for (int d = l.rank - 2; d >= 0; --d) {
       const int64_t idx = rem % l.dims[d];
       rem /= l.dims[d];
-      for (int i = 0; i < k; ++i) base[i] += idx * l.strides[i][d];
+      for (int i = 0; i < nin; ++i) base[i] += idx * l.strides[i][d];
     }
     if (l.contiguous)
-      for (int i = 0; i < k; ++i) base[i] = row * inner;
-    if (std::is_same_v<D, float> && l.contiguous &&
-        ContiguousF32(a, row * inner, (row + 1) * inner))
+      for (int i = 0; i < nin; ++i) base[i] = row * inner;
+    for (int i = 0; i < nin; ++i) base[i] += j0 * step[i];
+    if (std::is_same_v<D, float> && FastF32Span(a, k, base, step, row * inner + j0, j1 - j0))
       continue;
-    for (int64_t j = 0; j < inner; ++j) {
+    for (int64_t j = 0; j < j1 - j0; ++j) {
       const int64_t off[3] = {base[0] + j * step[0], base[1] + j * step[1], base[2] + j * step[2]};
-      Element<D>(a, row * inner + j, off, bad);
+      Element<D>(a, row * inner + j0 + j, off, bad);
     }
   }
 }
@@ -377,12 +449,18 @@ absl::Status Run(const CpuContext& ctx, const EltwiseArgs& a) {
   const kernels::BroadcastLayout& l = a.layout;
   const int64_t inner = l.rank == 0 ? 1 : l.dims[l.rank - 1];
   const int64_t rows = inner == 0 ? 0 : l.n / inner;
+  // Spans of at most 16 Ki elements, and ≥ 32 Ki elements per thread: below that a fork
+  // costs more than the loop.
+  constexpr int64_t kSpan = int64_t{16} << 10;
+  const int64_t per_row = std::max<int64_t>(1, (inner + kSpan - 1) / kSpan);
+  const int64_t span = (inner + per_row - 1) / per_row;
+  const internal::IsaKernels& k = internal::KernelsFor(ctx);
   std::atomic<bool> bad{false};
-  // ≥ 32 Ki elements per thread: below that a fork costs more than the loop.
-  ParallelFor(ctx, rows, std::max<int64_t>(1, (int64_t{32} << 10) / std::max<int64_t>(inner, 1)),
+  ParallelFor(ctx, rows * per_row,
+              std::max<int64_t>(1, (int64_t{32} << 10) / std::max<int64_t>(span, 1)),
               [&](int64_t begin, int64_t end) {
                 bool b = false;
-                Rows<D>(a, begin, end, &b);
+                Spans<D>(a, k, per_row, span, begin, end, &b);
                 if (b) bad.store(true, std::memory_order_relaxed);
               });
   if (bad.load()) return absl::InvalidArgumentError("integer division by zero");

@@ -4,9 +4,14 @@
 // store — so also Cast (Identity with another output dtype). The semantics are the CUDA
 // kernel's and the reference executor's (src/plan/eltwise_ops.h): integers wrap, integer
 // Div truncates, Min/Max propagate NaN, Cast from float to integer truncates, saturates and
-// maps NaN to 0; f32 transcendentals are the C library's float functions.
-// How: the host collapses the broadcast (kernels/eltwise_common.h); a contiguous f32 path
-// for the arithmetic the mask and residual ops use, an index walk otherwise.
+// maps NaN to 0; f32 transcendentals are the C library's float functions, but Exp and
+// Sigmoid, which take kiln's vector exp (isa_kernels.h: ~2e-7 relative, against libm's
+// ~1 ulp) wherever the inputs are in its range.
+// How: the host collapses the broadcast (kernels/eltwise_common.h); rows of the collapsed
+// layout in spans of ≤ 16 Ki elements across threads; an f32 path where every operand is
+// read contiguously or as one broadcast value per span (+ - * / Min Max in vectorized
+// loops; Identity, Neg, Relu; Exp and Sigmoid on the ISA's vector kernels), an index walk
+// otherwise.
 // Errors: an integer division by zero fails with InvalidArgument (the output is then
 // partly written).
 #pragma once

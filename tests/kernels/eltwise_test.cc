@@ -8,6 +8,7 @@
 // differs by at most an ulp or two of the f32 result (1.2e-7 relative each); + - * / and
 // the comparisons are correctly rounded on both sides and come out exact.
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -72,7 +73,7 @@ kernels::EltDomainKind DomainOf(DType t) {
 
 // Runs `kernel_op` on the CPU kernel over `in` into a tensor like `want`.
 absl::StatusOr<Tensor> RunKernel(const std::string& kernel_op, const std::vector<const Tensor*>& in,
-                                 const Tensor& want) {
+                                 const Tensor& want, Isa isa = Isa::kAuto) {
   EltwiseArgs a;
   if (!kernels::EltOpFromName(kernel_op, &a.op))
     return absl::InvalidArgumentError("no op " + kernel_op);
@@ -90,6 +91,7 @@ absl::StatusOr<Tensor> RunKernel(const std::string& kernel_op, const std::vector
   a.out_type = want.dtype();
   CpuContext ctx;
   ctx.num_threads = 2;
+  ctx.isa = isa;
   if (absl::Status s = Eltwise(ctx, a); !s.ok()) return s;
   return y;
 }
@@ -173,6 +175,70 @@ INSTANTIATE_TEST_SUITE_P(Ops, EltwiseTest, ::testing::ValuesIn(Cases()),
                            return absl::StrCat(info.param.kernel_op, "_",
                                                std::string(DTypeName(info.param.dtype)));
                          });
+
+// The f32 fast paths (contiguous or per-span broadcast operands; Exp and Sigmoid on the
+// ISA's vector exp) on every ISA path, against the reference: rows long enough to split
+// into several spans, a broadcast row, a broadcast column and a scalar, with values at and
+// past exp's range, infinities, NaN and signed zeros (the spans that hold a NaN or an
+// out-of-range value take the element walk). Equal results (inf, -0) or both NaN pass;
+// else the file's 2e-6 + 1e-7 tolerance (the vector exp's ~2e-7 relative error fits).
+TEST(Eltwise, FastPathsOnEveryIsa) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.f,   -0.f,  1.f,   -1.f,  30.f,   -30.f,  87.f, -87.f,
+                            88.2f, 88.5f, -88.f, 100.f, -100.f, -104.f, inf,  -inf};
+  auto fill = [&](std::vector<int64_t> dims, uint32_t seed, bool with_nan) {
+    Tensor t = Filled(DType::kF32, dims, seed, -6, 6);
+    float* p = t.data<float>();
+    const int64_t n = t.NumElements();
+    for (int64_t i = 0; i < n; i += 97) p[i] = specials[(i / 97) % std::size(specials)];
+    if (with_nan && n > 40000) p[40000] = std::numeric_limits<float>::quiet_NaN();
+    return t;
+  };
+  auto matches = [](const Tensor& got, const Tensor& want, const std::string& what) {
+    int64_t bad = 0;
+    std::string first;
+    for (int64_t i = 0; i < want.NumElements(); ++i) {
+      const double g = got.GetAsDouble(i), w = want.GetAsDouble(i);
+      const bool ok = g == w || (std::isnan(g) && std::isnan(w)) ||
+                      std::fabs(g - w) <= 2e-6 * std::fabs(w) + 1e-7;
+      if (!ok && bad++ == 0) first = absl::StrCat("[", i, "] got ", g, " want ", w);
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " differ, first " << first;
+  };
+  for (Isa isa : testing::AllIsas()) {
+    if (!IsaSupported(isa)) {
+      std::printf("[ SKIPPED  ] the %s path: this CPU cannot run it\n",
+                  std::string(IsaName(isa)).c_str());
+      continue;
+    }
+    const std::string name(IsaName(isa));
+    for (bool with_nan : {false, true}) {
+      // One collapsed row of 50000 elements: 4 spans.
+      Tensor big = fill({2, 25000}, 3, with_nan);
+      for (const char* op : {"Exp", "Sigmoid", "Neg", "Relu", "Identity"}) {
+        auto want = RunReferenceOp("", op, {}, {&big});
+        auto got = RunKernel(op, {&big}, want[0], isa);
+        ASSERT_TRUE(got.ok()) << got.status();
+        matches(*got, want[0], absl::StrCat(name, " ", op, " nan=", with_nan));
+      }
+    }
+    Tensor x = fill({64, 300}, 4, false), row = fill({300}, 5, false),
+           col = fill({64, 1}, 6, false), scalar = Filled(DType::kF32, {}, 7, 0.5, 2);
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) {
+      for (const Tensor* other : {&x, &row, &col, &scalar}) {
+        for (bool swap : {false, true}) {
+          std::vector<const Tensor*> in = {&x, other};
+          if (swap) std::swap(in[0], in[1]);
+          auto want = RunReferenceOp("", op, {}, in);
+          auto got = RunKernel(op, in, want[0], isa);
+          ASSERT_TRUE(got.ok()) << got.status();
+          matches(*got, want[0],
+                  absl::StrCat(name, " ", op, " other ", other->dims().size(), "-d swap=", swap));
+        }
+      }
+    }
+  }
+}
 
 TEST(Eltwise, WhereAndClipBroadcast) {
   Tensor cond = Filled(DType::kBool, {2, 1, 3}, 3, -1, 1);
