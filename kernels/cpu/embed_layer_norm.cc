@@ -73,9 +73,10 @@ absl::Status EmbedLayerNorm(const CpuContext& ctx, const EmbedLayerNormArgs& a) 
       const int64_t t = r % s;
       const int64_t p = has_pos ? pos_row[(a.position_rows == 1 ? 0 : r / s) * s + t] : t;
       float* out = a.y + r * h;
+      float* e = a.sum ? a.sum + r * h : out;  // the sum, then normalized from it
       k.add_row(a.word + word_row[r] * h, a.pos + p * h,
-                has_seg ? a.segment + seg_row[r] * h : nullptr, h, out);
-      k.layer_norm_row(out, a.gamma, a.beta, a.eps, h, out);
+                has_seg ? a.segment + seg_row[r] * h : nullptr, h, e);
+      k.layer_norm_row(e, a.gamma, a.beta, a.eps, h, out);
     }
   });
   return absl::OkStatus();

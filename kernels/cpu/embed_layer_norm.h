@@ -1,5 +1,6 @@
 // EmbedLayerNorm for kiln.EmbedLayerNorm (docs/fused-ops.md), fp32 tables:
-// E = word[ids] + pos[position_ids or 0..S-1] (+ segment[segment_ids]), Y = LayerNorm(E)·γ+β.
+// E = word[ids] + pos[position_ids or 0..S-1] (+ segment[segment_ids]), Y = LayerNorm(E)·γ+β,
+// and E itself when `sum` is given (GPT-2: the embedding sum is also the first residual).
 // Every id is range-checked (negative ids count from the end, as ONNX Gather) before any
 // row is read; a bad id is InvalidArgument naming the tensor and the value.
 // Limits: ids are i64 or i32, all of one type; position_ids, when given, are [B, S] or [S].
@@ -31,7 +32,8 @@ struct EmbedLayerNormArgs {
   const float* gamma = nullptr;  // [H]
   const float* beta = nullptr;   // [H]
   float eps = 1e-12f;
-  float* y = nullptr;  // [B, S, H]
+  float* y = nullptr;    // [B, S, H]
+  float* sum = nullptr;  // [B, S, H] the embedding sum E (pre-LN decoders' first residual), or null
 };
 
 absl::Status EmbedLayerNorm(const CpuContext& ctx, const EmbedLayerNormArgs& a);

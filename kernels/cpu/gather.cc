@@ -1,5 +1,7 @@
-// Gather (gather.h): check every index, then copy rows of `inner` elements, in parallel
-// when there is enough to copy.
+// Gather, GatherND, GatherElements (gather.h): check every index, then copy — Gather's
+// rows of `inner` elements in parallel when there is enough to copy; GatherND's slices and
+// GatherElements' elements on the calling thread (the position-id and token-selection
+// sizes real plans have).
 #include "kernels/cpu/gather.h"
 
 #include <cstring>
@@ -43,6 +45,78 @@ absl::Status Gather(const CpuContext& ctx, const GatherArgs& a) {
                               static_cast<size_t>(row_bytes));
                 }
               });
+  return absl::OkStatus();
+}
+
+namespace {
+
+int64_t IndexAt(const void* p, bool i32, int64_t j) {
+  return i32 ? static_cast<const int32_t*>(p)[j] : static_cast<const int64_t*>(p)[j];
+}
+
+}  // namespace
+
+absl::Status GatherND(const CpuContext&, const GatherNDArgs& a) {
+  if (a.batch < 0 || a.tuples < 0 || a.slice < 0 || a.k < 1 || a.k > 8 || a.elem_size < 1 ||
+      a.elem_size > 16)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GatherND got batch=", a.batch, " tuples=", a.tuples, " k=", a.k, " slice=", a.slice));
+  const int64_t total = a.batch * a.tuples;
+  if (total == 0 || a.slice == 0) return absl::OkStatus();
+  if (a.data == nullptr || a.indices == nullptr || a.y == nullptr)
+    return absl::InvalidArgumentError("GatherND: null pointer");
+  for (int64_t t = 0; t < total; ++t)
+    for (int j = 0; j < a.k; ++j) {
+      const int64_t i = IndexAt(a.indices, a.idx_i32, t * a.k + j);
+      if (i < -a.dims[j] || i >= a.dims[j])
+        return absl::InvalidArgumentError(absl::StrCat("GatherND index ", i, " (entry ", j,
+                                                       " of tuple ", t, ") is outside [",
+                                                       -a.dims[j], ", ", a.dims[j], ")"));
+    }
+  const int64_t bytes = a.slice * a.elem_size;
+  const auto* src = static_cast<const std::byte*>(a.data);
+  auto* dst = static_cast<std::byte*>(a.y);
+  for (int64_t t = 0; t < total; ++t) {
+    int64_t off = (t / a.tuples) * a.batch_stride;
+    for (int j = 0; j < a.k; ++j) {
+      int64_t i = IndexAt(a.indices, a.idx_i32, t * a.k + j);
+      if (i < 0) i += a.dims[j];
+      off += i * a.strides[j];
+    }
+    std::memcpy(dst + t * bytes, src + off * a.elem_size, static_cast<size_t>(bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GatherElements(const CpuContext&, const GatherElementsArgs& a) {
+  if (a.rank < 1 || a.rank > 8 || a.axis < 0 || a.axis >= a.rank || a.n < 0 || a.elem_size < 1 ||
+      a.elem_size > 16)
+    return absl::InvalidArgumentError(
+        absl::StrCat("GatherElements got rank=", a.rank, " axis=", a.axis, " n=", a.n));
+  if (a.n == 0) return absl::OkStatus();
+  if (a.data == nullptr || a.indices == nullptr || a.y == nullptr)
+    return absl::InvalidArgumentError("GatherElements: null pointer");
+  for (int64_t o = 0; o < a.n; ++o) {
+    const int64_t i = IndexAt(a.indices, a.idx_i32, o);
+    if (i < -a.axis_dim || i >= a.axis_dim)
+      return absl::InvalidArgumentError(absl::StrCat("GatherElements index ", i, " at position ", o,
+                                                     " is outside [", -a.axis_dim, ", ", a.axis_dim,
+                                                     ")"));
+  }
+  const auto* src = static_cast<const std::byte*>(a.data);
+  auto* dst = static_cast<std::byte*>(a.y);
+  int64_t coord[8] = {};
+  for (int64_t o = 0; o < a.n; ++o) {
+    int64_t i = IndexAt(a.indices, a.idx_i32, o);
+    if (i < 0) i += a.axis_dim;
+    int64_t off = 0;
+    for (int d = 0; d < a.rank; ++d) off += (d == a.axis ? i : coord[d]) * a.data_strides[d];
+    std::memcpy(dst + o * a.elem_size, src + off * a.elem_size, static_cast<size_t>(a.elem_size));
+    for (int d = a.rank - 1; d >= 0; --d) {  // the next output coordinate
+      if (++coord[d] < a.idx_dims[d]) break;
+      coord[d] = 0;
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -197,7 +197,6 @@ std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
 
 std::optional<KernelChoice> EmbedLayerNorm(const Node& n, PlanTarget t) {
   // input_ids, segment_ids?, position_ids?, word, pos, segment?, gamma, beta -> y, sum?
-  // (the contract decides whether the target takes the sum output: cpu does not)
   if (n.num_outputs() > 2 || n.num_inputs() != 8) return std::nullopt;
   for (int i : {0, 3, 4, 6, 7})
     if (!Present(n, i)) return std::nullopt;

@@ -80,10 +80,11 @@ std::vector<KernelContract> CpuContracts() {
        .inputs = {Req("input_ids", kIndexTypes), Same("segment_ids", 0, true),
                   Same("position_ids", 0, true), Req("word", kF32Only), Req("pos", kF32Only),
                   Opt("segment", kF32Only), Req("gamma", kF32Only), Req("beta", kF32Only)},
-       .outputs = {Req("y", kF32Only)},
+       .outputs = {Req("y", kF32Only), Opt("sum", kF32Only)},
        .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("hidden"),
                   FloatParam("epsilon")},
-       .doc = "ids [B,S]; position ids [B,S], [1,S] or [S]; y [B,S,hidden]"});
+       .doc = "ids [B,S]; position ids [B,S], [1,S] or [S]; y and sum (the embedding sum, "
+              "optional) [B,S,hidden]"});
   t.push_back({.name = "pool",
                .inputs = {Req("hidden", kF32Only),
                           Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kI64))},
@@ -94,6 +95,12 @@ std::vector<KernelContract> CpuContracts() {
   t.push_back(EltwiseContract());
   t.push_back(GatherContract());
   for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));
+  for (KernelContract& k : IndexContracts()) t.push_back(std::move(k));
+  t.push_back(CumSumContract(DTypeBit(DType::kF32) | DTypeBit(DType::kF64) | DTypeBit(DType::kI32) |
+                                 DTypeBit(DType::kI64) | DTypeBit(DType::kU32) |
+                                 DTypeBit(DType::kU64),
+                             "ONNX CumSum along `axis` (floats accumulate in their own type, "
+                             "as the reference)"));
   t.push_back({.name = "gelu",
                .inputs = {Req("x", kF32Only)},
                .outputs = {Req("y", kF32Only)},

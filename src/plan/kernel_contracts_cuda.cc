@@ -122,21 +122,8 @@ std::vector<KernelContract> CudaContracts() {
   t.push_back(EltwiseContract());
   for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));
   t.push_back(GatherContract());
-  t.push_back({.name = "gather_nd",
-               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
-               .outputs = {Same("y", 0)},
-               .params = {SizeParam("batch_dims")},
-               .doc = "ONNX GatherND; an index out of range fails the run"});
-  t.push_back({.name = "gather_elements",
-               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
-               .outputs = {Same("y", 0)},
-               .params = {SizeParam("axis")},
-               .doc = "ONNX GatherElements; an index out of range fails the run"});
-  t.push_back({.name = "cumsum",
-               .inputs = {Req("x", scan_types)},
-               .outputs = {Same("y", 0)},
-               .params = {SizeParam("axis"), FlagParam("exclusive"), FlagParam("reverse")},
-               .doc = "ONNX CumSum along `axis` (floats accumulate in f64)"});
+  for (KernelContract& k : IndexContracts()) t.push_back(std::move(k));
+  t.push_back(CumSumContract(scan_types, "ONNX CumSum along `axis` (floats accumulate in f64)"));
   t.push_back({.name = "reduce",
                .inputs = {Req("x", kFloatTypes)},
                .outputs = {Same("y", 0)},

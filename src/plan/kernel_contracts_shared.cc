@@ -25,6 +25,29 @@ KernelContract GatherContract() {
           .doc = "ONNX Gather; an index out of range fails the run"};
 }
 
+std::vector<KernelContract> IndexContracts() {
+  std::vector<KernelContract> t;
+  t.push_back({.name = "gather_nd",
+               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("batch_dims")},
+               .doc = "ONNX GatherND; an index out of range fails the run"});
+  t.push_back({.name = "gather_elements",
+               .inputs = {Req("data", kAnyDType), Req("indices", kIndexTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("axis")},
+               .doc = "ONNX GatherElements; an index out of range fails the run"});
+  return t;
+}
+
+KernelContract CumSumContract(DTypeSet types, std::string_view doc) {
+  return {.name = "cumsum",
+          .inputs = {Req("x", types)},
+          .outputs = {Same("y", 0)},
+          .params = {SizeParam("axis"), FlagParam("exclusive"), FlagParam("reverse")},
+          .doc = doc};
+}
+
 std::vector<KernelContract> StridedCopyContracts() {
   std::vector<KernelContract> t;
   t.push_back({.name = "transpose",

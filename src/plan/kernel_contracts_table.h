@@ -46,6 +46,11 @@ KernelContract EltwiseContract();
 KernelContract GatherContract();
 // transpose, slice, expand and concat (the strided copies, runtime/kernel_rules.h).
 std::vector<KernelContract> StridedCopyContracts();
+// gather_nd, gather_elements.
+std::vector<KernelContract> IndexContracts();
+// cumsum over `types`; `doc` (a literal: contracts keep views) says how the target's
+// kernel sums floats.
+KernelContract CumSumContract(DTypeSet types, std::string_view doc);
 
 inline OperandSpec Weight(std::string_view name, DTypeSet dtypes, bool optional = false) {
   return {name, dtypes, optional, -1, true};

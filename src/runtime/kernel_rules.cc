@@ -444,4 +444,86 @@ absl::StatusOr<StridedCopyRule> CheckStridedCopy(const StepChecker& c) {
   return r;
 }
 
+namespace {
+
+int64_t ElemsOf(const Dims& d, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i) n *= d[i];
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<GatherNDRule> CheckGatherND(const StepChecker& c) {
+  const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
+  const int64_t b = c.Int("batch_dims");
+  const int64_t r = static_cast<int64_t>(data.dims.size()),
+                q = static_cast<int64_t>(idx.dims.size());
+  if (q < 1 || b >= std::min(r, q)) return c.Err("batch_dims %d needs more data and index dims", b);
+  const int64_t k = idx.dims.back();
+  if (k < 1 || b + k > r || k > kMaxIndexRank)
+    return c.Err("index tuples of %d do not fit data %s after %d batch dims", k, DimsStr(data.dims),
+                 b);
+  for (int64_t d = 0; d < b; ++d)
+    if (data.dims[d] != idx.dims[d]) return c.Err("batch dim %d differs", d);
+  Dims want(idx.dims.begin(), idx.dims.end() - 1);
+  want.insert(want.end(), data.dims.begin() + b + k, data.dims.end());
+  if (want != y.dims) return c.Err("y %s should be %s", DimsStr(y.dims), DimsStr(want));
+  const Dims ds = RowMajorStrides(data.dims);
+  GatherNDRule g;
+  g.idx_i32 = idx.dtype == DType::kI32;
+  g.elem_size = static_cast<int64_t>(DTypeSize(data.dtype));
+  g.batch = ElemsOf(data.dims, 0, b);
+  g.batch_stride = ElemsOf(data.dims, b, r);
+  g.tuples = ElemsOf(idx.dims, b, q - 1);
+  g.k = static_cast<int>(k);
+  for (int64_t j = 0; j < k; ++j) {
+    g.dims[j] = data.dims[b + j];
+    g.strides[j] = ds[b + j];
+  }
+  g.slice = ElemsOf(data.dims, b + k, r);
+  return g;
+}
+
+absl::StatusOr<GatherElementsRule> CheckGatherElements(const StepChecker& c) {
+  const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
+  const int64_t axis = c.Int("axis");
+  const size_t r = data.dims.size();
+  if (r == 0 || r > static_cast<size_t>(kMaxIndexRank) || idx.dims.size() != r ||
+      axis >= static_cast<int64_t>(r))
+    return c.Err("data, indices and axis must share a rank of 1..%d", kMaxIndexRank);
+  if (y.dims != idx.dims) return c.Err("y %s must have the indices' dims", DimsStr(y.dims));
+  for (size_t d = 0; d < r; ++d)
+    if (static_cast<int64_t>(d) != axis && idx.dims[d] > data.dims[d])
+      return c.Err("indices dim %d (%d) exceeds data's (%d)", d, idx.dims[d], data.dims[d]);
+  const Dims ds = RowMajorStrides(data.dims);
+  GatherElementsRule g;
+  g.idx_i32 = idx.dtype == DType::kI32;
+  g.elem_size = static_cast<int64_t>(DTypeSize(data.dtype));
+  g.rank = static_cast<int>(r);
+  g.axis = static_cast<int>(axis);
+  for (size_t d = 0; d < r; ++d) {
+    g.idx_dims[d] = idx.dims[d];
+    g.data_strides[d] = ds[d];
+  }
+  g.axis_dim = data.dims[axis];
+  g.n = StepChecker::Elems(idx);
+  return g;
+}
+
+absl::StatusOr<CumSumRule> CheckCumSum(const StepChecker& c) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  const int64_t axis = c.Int("axis");
+  if (axis >= static_cast<int64_t>(x.dims.size())) return c.Err("axis %d is past x's rank", axis);
+  if (y.dims != x.dims) return c.Err("y %s must have x's dims", DimsStr(y.dims));
+  CumSumRule r;
+  r.dtype = x.dtype;
+  r.outer = ElemsOf(x.dims, 0, axis);
+  r.len = x.dims[axis];
+  r.inner = ElemsOf(x.dims, axis + 1, x.dims.size());
+  r.exclusive = c.Flag("exclusive");
+  r.reverse = c.Flag("reverse");
+  return r;
+}
+
 }  // namespace kiln::runtime

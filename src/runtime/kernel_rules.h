@@ -106,6 +106,40 @@ struct GatherRule {
 };
 absl::StatusOr<GatherRule> CheckGather(const StepChecker& c);
 
+// The most dims the index kernels take (gather_nd's tuple, gather_elements' rank).
+inline constexpr int kMaxIndexRank = 8;
+
+// gather_nd (ONNX GatherND with batch_dims): for each of `batch` batches and `tuples`
+// index tuples of k entries, the `slice` elements at Σ index_j · strides[j] of the batch
+// are copied to y [batch, tuples, slice]; index j is in [-dims[j], dims[j]).
+struct GatherNDRule {
+  bool idx_i32 = false;
+  int64_t elem_size = 0;
+  int64_t batch = 1, batch_stride = 0, tuples = 0, slice = 1;
+  int k = 0;
+  int64_t dims[kMaxIndexRank] = {}, strides[kMaxIndexRank] = {};  // strides in elements
+};
+absl::StatusOr<GatherNDRule> CheckGatherND(const StepChecker& c);
+
+// gather_elements (ONNX GatherElements): y has the indices' dims; y[i] = data at i with
+// dim `axis` replaced by indices[i] (in [-axis_dim, axis_dim)).
+struct GatherElementsRule {
+  bool idx_i32 = false;
+  int64_t elem_size = 0;
+  int rank = 0, axis = 0;
+  int64_t idx_dims[kMaxIndexRank] = {}, data_strides[kMaxIndexRank] = {};
+  int64_t axis_dim = 0, n = 0;  // n: elements of y
+};
+absl::StatusOr<GatherElementsRule> CheckGatherElements(const StepChecker& c);
+
+// cumsum (ONNX CumSum): x viewed [outer, len, inner], summed along len.
+struct CumSumRule {
+  DType dtype = DType::kUndefined;
+  int64_t outer = 0, len = 0, inner = 0;
+  bool exclusive = false, reverse = false;
+};
+absl::StatusOr<CumSumRule> CheckCumSum(const StepChecker& c);
+
 // transpose / slice / expand / concat: the strided box copies that make y (concat: one per
 // input, in input order), each checked on the host to touch only elements inside both
 // buffers (overflow-safe), then collapsed (kernels/strided_copy.h).

@@ -58,7 +58,10 @@ void CheckContract(const Plan& p) {
                                                "concat",
                                                "rms_norm",
                                                "matmul",
-                                               "skip_rms_norm"};
+                                               "skip_rms_norm",
+                                               "gather_nd",
+                                               "gather_elements",
+                                               "cumsum"};
   for (const PlanBucket& b : p.buckets) {
     SCOPED_TRACE(::testing::Message() << "bucket with " << b.bindings.size() << " bindings");
     EXPECT_LE(b.arena_bytes, b.no_reuse_bytes);

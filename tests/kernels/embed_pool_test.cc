@@ -73,6 +73,21 @@ TEST_P(EmbedPoolTest, EmbedLayerNormMatchesReference) {
                                    &wt, &pet, variant == 1 ? nullptr : &set, &gt, &bt});
       ASSERT_EQ(ref.size(), 1u);
       testing::ExpectClose(y.data(), ref[0], 1e-5, 1e-5, absl::StrCat("h=", h, " v=", variant));
+      // With the Sum output (GPT-2): the same Y, and E = word + pos (+ segment) against the
+      // reference's sum rounded once — the kernel rounds after each of its (at most two)
+      // f32 additions of O(1) terms: |err| <= 2·u·3 = 3.6e-7.
+      std::vector<float> y2(nb * s * h), e(nb * s * h);
+      a.y = y2.data();
+      a.sum = e.data();
+      ASSERT_TRUE(EmbedLayerNorm(Ctx(), a).ok());
+      EXPECT_EQ(y2, y) << "h=" << h << " v=" << variant;
+      auto ref2 =
+          testing::RunReferenceOp("kiln", "EmbedLayerNorm", {{"epsilon", 1e-12f}},
+                                  {&it, variant == 1 ? nullptr : &st, variant == 1 ? nullptr : &pt,
+                                   &wt, &pet, variant == 1 ? nullptr : &set, &gt, &bt},
+                                  2);
+      ASSERT_EQ(ref2.size(), 2u);
+      testing::ExpectClose(e.data(), ref2[1], 3.6e-7, 0, absl::StrCat("sum h=", h, " v=", variant));
     }
   }
 }

@@ -442,6 +442,63 @@ TEST(KernelSteps, TransposeSliceExpandConcat) {
   EXPECT_TRUE(got[3].BitwiseEqual(want_c.outputs[0]));
 }
 
+// gather_nd (BERT dynamo's token pick: [B,S,H] by [B,1] tuples, batch_dims 1),
+// gather_elements and cumsum (RoBERTa's position ids), bit-exact against the ONNX nodes.
+TEST(KernelSteps, GatherNDGatherElementsCumSum) {
+  using V = std::vector<int64_t>;
+  Tensor data = RandomF32({2, 5, 3}, 33);
+  Tensor nd_idx = Tensor::FromI64({2, 1}, {4, -5});
+  Tensor ge_idx = Tensor::FromI64({2, 2, 3}, {0, 4, -1, 2, 3, 1, -5, 0, 0, 1, 2, 3});
+  Tensor ids = Tensor::FromI64({2, 6}, {1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1});
+  Tensor axis1 = Tensor::FromI64({}, {1});
+  auto want_nd = RunRefOp("", "GatherND", {{"batch_dims", int64_t{1}}}, {&data, &nd_idx});
+  auto want_ge = RunRefOp("", "GatherElements", {{"axis", int64_t{1}}}, {&data, &ge_idx});
+  auto want_cs = RunRefOp("", "CumSum", {}, {&ids, &axis1});
+  auto known = [](const V& d) {
+    std::vector<Dim> r;
+    for (int64_t v : d) r.push_back(Dim::Known(v));
+    return r;
+  };
+  PlanBuilder pb;
+  pb.Input("data", DType::kF32, known({2, 5, 3}));
+  pb.Input("nd_idx", DType::kI64, known({2, 1}));
+  pb.Input("ge_idx", DType::kI64, known({2, 2, 3}));
+  pb.Input("ids", DType::kI64, known({2, 6}));
+  pb.Output("nd", DType::kF32, known({2, 3}));
+  pb.Output("ge", DType::kF32, known({2, 2, 3}));
+  pb.Output("cs", DType::kI64, known({2, 6}));
+  pb.Bucket({});
+  pb.Step("gather_nd", {pb.In(0, {2, 5, 3}), pb.In(1, {2, 1}, DType::kI64)}, {pb.Out(0, {2, 3})},
+          {P("batch_dims", int64_t{1})});
+  pb.Step("gather_elements", {pb.In(0, {2, 5, 3}), pb.In(2, {2, 2, 3}, DType::kI64)},
+          {pb.Out(1, {2, 2, 3})}, {P("axis", int64_t{1})});
+  pb.Step("cumsum", {pb.In(3, {2, 6}, DType::kI64)}, {pb.Out(2, {2, 6}, DType::kI64)},
+          {P("axis", int64_t{1}), P("exclusive", int64_t{0}), P("reverse", int64_t{0})});
+  auto got = RunPlan(pb.Finish(), {data, nd_idx, ge_idx, ids});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_TRUE(got[0].BitwiseEqual(want_nd.outputs[0]));
+  EXPECT_TRUE(got[1].BitwiseEqual(want_ge.outputs[0]));
+  EXPECT_TRUE(got[2].BitwiseEqual(want_cs.outputs[0]));
+
+  // An index out of range fails the run naming the step.
+  Tensor bad = Tensor::FromI64({2, 1}, {5, 0});
+  PlanBuilder pb2;
+  pb2.Input("data", DType::kF32, known({2, 5, 3}));
+  pb2.Input("nd_idx", DType::kI64, known({2, 1}));
+  pb2.Output("nd", DType::kF32, known({2, 3}));
+  pb2.Bucket({});
+  pb2.Step("gather_nd", {pb2.In(0, {2, 5, 3}), pb2.In(1, {2, 1}, DType::kI64)},
+           {pb2.Out(0, {2, 3})}, {P("batch_dims", int64_t{1})});
+  auto exec = Executor::Create(pb2.Finish(), {.num_threads = 2});
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const std::vector<TensorView> views = {View(data), View(bad)};
+  auto run = (*exec)->Run(views);
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(std::string(run.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("step 0"),
+                               ::testing::HasSubstr("GatherND index 5 (entry 0 of tuple 0)")));
+}
+
 // The shared strided-copy rule refuses, at Create, every box that would touch memory
 // outside its buffers, naming the step.
 TEST(KernelSteps, StridedCopiesAreCheckedAtCreate) {

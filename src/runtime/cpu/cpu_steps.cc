@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cumsum.h"
 #include "kernels/cpu/eltwise.h"
 #include "kernels/cpu/embed_layer_norm.h"
 #include "kernels/cpu/gather.h"
@@ -302,8 +303,10 @@ class EmbedStep final : public CpuStep {
     a.gamma = io.In<float>(6);
     a.beta = io.In<float>(7);
     a.y = io.Out<float>(0);
+    a.sum = has_sum_ ? io.Out<float>(1) : nullptr;
     return cpu::EmbedLayerNorm(ctx, a);
   }
+  bool has_sum_ = false;
 
  private:
   cpu::EmbedLayerNormArgs a_;
@@ -321,7 +324,9 @@ absl::StatusOr<StepPtr> PrepareEmbed(const StepChecker& c, CpuPrepareEnv&) {
   a.seq = r.seq;
   a.hidden = r.hidden;
   a.eps = r.eps;
-  return StepPtr(new EmbedStep(a, r.ids_i32));
+  auto step = std::make_unique<EmbedStep>(a, r.ids_i32);
+  step->has_sum_ = c.Out(1) != nullptr;
+  return StepPtr(std::move(step));
 }
 
 class PoolStep final : public CpuStep {
@@ -414,19 +419,22 @@ absl::StatusOr<StepPtr> PrepareEltwise(const StepChecker& c, CpuPrepareEnv&) {
   return StepPtr(new EltwiseStep(a));
 }
 
-class GatherStep final : public CpuStep {
+// gather / gather_nd / gather_elements: data, indices -> y, every index checked by the
+// kernel before it reads.
+template <typename Args, absl::Status (*kFn)(const cpu::CpuContext&, const Args&)>
+class IndexStep final : public CpuStep {
  public:
-  explicit GatherStep(cpu::GatherArgs a) : a_(a) {}
+  explicit IndexStep(Args a) : a_(a) {}
   absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
-    cpu::GatherArgs a = a_;
+    Args a = a_;
     a.data = io.In(0);
     a.indices = io.In(1);
     a.y = io.Out(0);
-    return cpu::Gather(ctx, a);
+    return kFn(ctx, a);
   }
 
  private:
-  cpu::GatherArgs a_;
+  Args a_;
 };
 
 absl::StatusOr<StepPtr> PrepareGather(const StepChecker& c, CpuPrepareEnv&) {
@@ -438,7 +446,62 @@ absl::StatusOr<StepPtr> PrepareGather(const StepChecker& c, CpuPrepareEnv&) {
   a.axis_dim = r.axis_dim;
   a.inner = r.inner;
   a.num_indices = r.num_indices;
-  return StepPtr(new GatherStep(a));
+  return StepPtr(new IndexStep<cpu::GatherArgs, cpu::Gather>(a));
+}
+
+absl::StatusOr<StepPtr> PrepareGatherND(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const GatherNDRule r, CheckGatherND(c));
+  cpu::GatherNDArgs a;
+  a.idx_i32 = r.idx_i32;
+  a.elem_size = r.elem_size;
+  a.batch = r.batch;
+  a.batch_stride = r.batch_stride;
+  a.tuples = r.tuples;
+  a.slice = r.slice;
+  a.k = r.k;
+  std::copy(r.dims, r.dims + r.k, a.dims);
+  std::copy(r.strides, r.strides + r.k, a.strides);
+  return StepPtr(new IndexStep<cpu::GatherNDArgs, cpu::GatherND>(a));
+}
+
+absl::StatusOr<StepPtr> PrepareGatherElements(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const GatherElementsRule r, CheckGatherElements(c));
+  cpu::GatherElementsArgs a;
+  a.idx_i32 = r.idx_i32;
+  a.elem_size = r.elem_size;
+  a.rank = r.rank;
+  a.axis = r.axis;
+  std::copy(r.idx_dims, r.idx_dims + r.rank, a.idx_dims);
+  std::copy(r.data_strides, r.data_strides + r.rank, a.data_strides);
+  a.axis_dim = r.axis_dim;
+  a.n = r.n;
+  return StepPtr(new IndexStep<cpu::GatherElementsArgs, cpu::GatherElements>(a));
+}
+
+class CumSumStep final : public CpuStep {
+ public:
+  explicit CumSumStep(cpu::CumSumArgs a) : a_(a) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::CumSumArgs a = a_;
+    a.x = io.In(0);
+    a.y = io.Out(0);
+    return cpu::CumSum(ctx, a);
+  }
+
+ private:
+  cpu::CumSumArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareCumSum(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const CumSumRule r, CheckCumSum(c));
+  cpu::CumSumArgs a;
+  a.dtype = r.dtype;
+  a.outer = r.outer;
+  a.len = r.len;
+  a.inner = r.inner;
+  a.exclusive = r.exclusive;
+  a.reverse = r.reverse;
+  return StepPtr(new CumSumStep(a));
 }
 
 // transpose / slice / expand / concat: the shared rule's boxes, box i from input i for a
@@ -482,6 +545,9 @@ constexpr Entry kTable[] = {
     {"pool", PreparePool},
     {"eltwise", PrepareEltwise},
     {"gather", PrepareGather},
+    {"gather_nd", PrepareGatherND},
+    {"gather_elements", PrepareGatherElements},
+    {"cumsum", PrepareCumSum},
     {"gelu", PrepareGelu},
     {"softmax", PrepareSoftmax},
     {"transpose", PrepareStrided},

@@ -161,58 +161,34 @@ absl::StatusOr<StepPtr> PrepareGather(const StepChecker& c) {
   return StepPtr(new IndexStep<cuda::GatherArgs, cuda::Gather>(a));
 }
 
+static_assert(kMaxIndexRank == cuda::kMaxRank);
+
 absl::StatusOr<StepPtr> PrepareGatherND(const StepChecker& c) {
-  const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
-  const int64_t b = c.Int("batch_dims");
-  const int64_t r = static_cast<int64_t>(data.dims.size()),
-                q = static_cast<int64_t>(idx.dims.size());
-  if (q < 1 || b >= std::min(r, q)) return c.Err("batch_dims %d needs more data and index dims", b);
-  const int64_t k = idx.dims.back();
-  if (k < 1 || b + k > r || k > cuda::kMaxRank) return c.Err("index tuples of %d do not fit", k);
-  for (int64_t d = 0; d < b; ++d)
-    if (data.dims[d] != idx.dims[d]) return c.Err("batch dim %d differs", d);
-  Dims want(idx.dims.begin(), idx.dims.end() - 1);
-  want.insert(want.end(), data.dims.begin() + b + k, data.dims.end());
-  if (want != y.dims) return c.Err("y %s should be %s", DimsStr(y.dims), DimsStr(want));
-  const Dims ds = Strides(data.dims);
+  KILN_ASSIGN_OR_RETURN(const GatherNDRule r, CheckGatherND(c));
   cuda::GatherNDArgs a;
-  a.idx_i32 = idx.dtype == DType::kI32;
-  a.elem_size = static_cast<int>(DTypeSize(data.dtype));
-  a.batch = Elems(Dims(data.dims.begin(), data.dims.begin() + b));
-  a.batch_stride = Elems(Dims(data.dims.begin() + b, data.dims.end()));
-  a.tuples = Elems(Dims(idx.dims.begin() + b, idx.dims.end() - 1));
-  a.k = static_cast<int>(k);
-  for (int64_t j = 0; j < k; ++j) {
-    a.dims[j] = data.dims[b + j];
-    a.strides[j] = ds[b + j];
-  }
-  a.slice = Elems(Dims(data.dims.begin() + b + k, data.dims.end()));
+  a.idx_i32 = r.idx_i32;
+  a.elem_size = static_cast<int>(r.elem_size);
+  a.batch = r.batch;
+  a.batch_stride = r.batch_stride;
+  a.tuples = r.tuples;
+  a.k = r.k;
+  std::copy(r.dims, r.dims + r.k, a.dims);
+  std::copy(r.strides, r.strides + r.k, a.strides);
+  a.slice = r.slice;
   return StepPtr(new IndexStep<cuda::GatherNDArgs, cuda::GatherND>(a));
 }
 
 absl::StatusOr<StepPtr> PrepareGatherElements(const StepChecker& c) {
-  const PlanBuffer &data = *c.In(0), &idx = *c.In(1), &y = *c.Out(0);
-  const int64_t axis = c.Int("axis");
-  const size_t r = data.dims.size();
-  if (r == 0 || r > static_cast<size_t>(cuda::kMaxRank) || idx.dims.size() != r ||
-      axis >= static_cast<int64_t>(r))
-    return c.Err("data, indices and axis must share a rank of 1..%d", cuda::kMaxRank);
-  if (y.dims != idx.dims) return c.Err("y %s must have the indices' dims", DimsStr(y.dims));
-  for (size_t d = 0; d < r; ++d)
-    if (static_cast<int64_t>(d) != axis && idx.dims[d] > data.dims[d])
-      return c.Err("indices dim %d (%d) exceeds data's (%d)", d, idx.dims[d], data.dims[d]);
-  const Dims ds = Strides(data.dims);
+  KILN_ASSIGN_OR_RETURN(const GatherElementsRule r, CheckGatherElements(c));
   cuda::GatherElementsArgs a;
-  a.idx_i32 = idx.dtype == DType::kI32;
-  a.elem_size = static_cast<int>(DTypeSize(data.dtype));
-  a.rank = static_cast<int>(r);
-  a.axis = static_cast<int>(axis);
-  for (size_t d = 0; d < r; ++d) {
-    a.idx_dims[d] = idx.dims[d];
-    a.data_strides[d] = ds[d];
-  }
-  a.axis_dim = data.dims[axis];
-  a.n = StepChecker::Elems(idx);
+  a.idx_i32 = r.idx_i32;
+  a.elem_size = static_cast<int>(r.elem_size);
+  a.rank = r.rank;
+  a.axis = r.axis;
+  std::copy(r.idx_dims, r.idx_dims + r.rank, a.idx_dims);
+  std::copy(r.data_strides, r.data_strides + r.rank, a.data_strides);
+  a.axis_dim = r.axis_dim;
+  a.n = r.n;
   return StepPtr(new IndexStep<cuda::GatherElementsArgs, cuda::GatherElements>(a));
 }
 
@@ -233,17 +209,14 @@ class CumSumStep final : public CudaStep {
 };
 
 absl::StatusOr<StepPtr> PrepareCumSum(const StepChecker& c) {
-  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
-  const int64_t axis = c.Int("axis");
-  if (axis >= static_cast<int64_t>(x.dims.size())) return c.Err("axis %d is past x's rank", axis);
-  if (y.dims != x.dims) return c.Err("y %s must have x's dims", DimsStr(y.dims));
+  KILN_ASSIGN_OR_RETURN(const CumSumRule r, CheckCumSum(c));
   cuda::CumSumArgs a;
-  a.type = ElemTypeOf(x.dtype);
-  a.outer = Elems(Dims(x.dims.begin(), x.dims.begin() + axis));
-  a.len = x.dims[axis];
-  a.inner = Elems(Dims(x.dims.begin() + axis + 1, x.dims.end()));
-  a.exclusive = c.Flag("exclusive");
-  a.reverse = c.Flag("reverse");
+  a.type = ElemTypeOf(r.dtype);
+  a.outer = r.outer;
+  a.len = r.len;
+  a.inner = r.inner;
+  a.exclusive = r.exclusive;
+  a.reverse = r.reverse;
   return StepPtr(new CumSumStep(a));
 }
 
