@@ -18,6 +18,7 @@ std::unique_ptr<Pass> CreateReshapeSimplificationPass();  // reshape_simplificat
 std::unique_ptr<Pass> CreateCanonicalizePass();        // canonicalize.cc
 std::unique_ptr<Pass> CreateFuseLayerNormPass();       // fuse_layernorm.cc (+ RMSNorm)
 std::unique_ptr<Pass> CreateFuseGeluPass();            // fuse_gelu.cc
+std::unique_ptr<Pass> CreateFuseRotaryPass();          // fuse_rotary.cc
 std::unique_ptr<Pass> CreateFuseLinearPass();          // fuse_linear.cc (+ activation)
 std::unique_ptr<Pass> CreateFuseSkipLayerNormPass();   // fuse_skip_layernorm.cc
 std::unique_ptr<Pass> CreateFuseQkvPass();             // fuse_qkv.cc

@@ -25,6 +25,7 @@ constexpr Entry kPasses[] = {
     {"canonicalize", CreateCanonicalizePass},
     {"fuse-layernorm", CreateFuseLayerNormPass},
     {"fuse-gelu", CreateFuseGeluPass},
+    {"fuse-rotary", CreateFuseRotaryPass},
     {"fuse-linear", CreateFuseLinearPass},
     {"fuse-skip-layernorm", CreateFuseSkipLayerNormPass},
     {"fuse-qkv", CreateFuseQkvPass},

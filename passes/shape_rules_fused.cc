@@ -1,13 +1,12 @@
 // Shape rules of kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
-// SkipLayerNorm, RMSNorm, SkipRMSNorm, MultiHeadAttention, EmbedLayerNorm, Pool. The fusion passes
-// set output types themselves, but the -O2 cleanup runs shape inference again after
-// fusing (and --shape specializes graphs that already hold fused ops), so each rule
-// derives its outputs from its inputs, symbolic dims included (MultiHeadAttention's
-// hidden size is `3H / 3`). Known dims that contradict the contract (K of X vs W, a
-// gamma of the wrong length, a packed qkv not divisible by 3·num_heads) are errors naming
-// the node; anything unknown stays unknown.
-// Limits: broadcasts of optional inputs (skip, masks, position ids) are checked only where
-// both dims are known.
+// SkipLayerNorm, RMSNorm, SkipRMSNorm, Rotary, MultiHeadAttention, EmbedLayerNorm, Pool. The fusion
+// passes set output types themselves, but the -O2 cleanup runs shape inference again after fusing
+// (and --shape specializes graphs that already hold fused ops), so each rule derives its outputs
+// from its inputs, symbolic dims included (MultiHeadAttention's hidden size is `3H / 3`). Known
+// dims that contradict the contract (K of X vs W, a gamma of the wrong length, a packed qkv not
+// divisible by 3·num_heads) are errors naming the node; anything unknown stays unknown. Limits:
+// broadcasts of optional inputs (skip, masks, position ids) are checked only where both dims are
+// known.
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -95,6 +94,37 @@ Rule SkipNormRule(const RuleContext& ctx, bool rms) {
 Rule SkipLayerNormRule(const RuleContext& ctx) { return SkipNormRule(ctx, false); }
 Rule SkipRMSNormRule(const RuleContext& ctx) { return SkipNormRule(ctx, true); }
 
+// kiln.Rotary(X, cos, sin): Y has X's type; cos and sin agree, their last dim R is even
+// and at most X's, and their leading dims broadcast to X's.
+Rule RotaryRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const Type& c = ctx.input_type(1);
+  const Type& s = ctx.input_type(2);
+  if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
+  for (const Type* t : {&c, &s}) {
+    if (!t->has_rank()) continue;
+    if (t->rank() == 0) return ctx.Error("cos and sin must have rank >= 1");
+    const Dim r = t->shape->back(), d = LastDim(x);
+    if (r.is_known() && (r.value() % 2 != 0 || (d.is_known() && r.value() > d.value())))
+      return ctx.Error(
+          absl::StrCat("the rotary dim ", r.value(), " must be even and at most X's last dim"));
+    if (x.has_rank()) {
+      if (t->rank() > x.rank())
+        return ctx.Error(absl::StrCat(t->ToString(), " does not broadcast to X ", x.ToString()));
+      for (int i = 0; i + 1 < t->rank(); ++i) {
+        const Dim& a = (*t->shape)[i];
+        const Dim& b = (*x.shape)[i + x.rank() - t->rank()];
+        if (a.is_known() && a.value() != 1 && b.is_known() && a.value() != b.value())
+          return ctx.Error(absl::StrCat(t->ToString(), " does not broadcast to X ", x.ToString()));
+      }
+    }
+  }
+  if (c.has_rank() && s.has_rank() && c.rank() == s.rank())
+    for (int i = 0; i < c.rank(); ++i)
+      KILN_RETURN_IF_ERROR(Agree(ctx, (*c.shape)[i], (*s.shape)[i], "cos and sin differ"));
+  return Outputs(ctx, x);
+}
+
 Rule RMSNormRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
@@ -173,6 +203,7 @@ ShapeRule FindFusedRule(std::string_view op) {
       {"SkipLayerNorm", &SkipLayerNormRule},
       {"RMSNorm", &RMSNormRule},
       {"SkipRMSNorm", &SkipRMSNormRule},
+      {"Rotary", &RotaryRule},
       {"MultiHeadAttention", &MultiHeadAttentionRule},
       {"EmbedLayerNorm", &EmbedLayerNormRule},
       {"Pool", &PoolRule},

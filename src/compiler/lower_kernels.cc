@@ -164,6 +164,16 @@ std::optional<KernelChoice> RmsNorm(const Node& n, PlanTarget t) {
                Real("epsilon", n.attr_float_or("epsilon", 1e-6f))});
 }
 
+// kiln.Rotary(x, cos, sin): static dims, tables of one shape; the kernel rule checks the
+// broadcast.
+std::optional<KernelChoice> Rotary(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
+    return std::nullopt;
+  const Dims x = InDims(n, 0), c = InDims(n, 1);
+  if (x.empty() || c.empty() || InDims(n, 2) != c || OutDims(n, 0) != x) return std::nullopt;
+  return Emit(t, "rotary", n, {});
+}
+
 std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims qkv = InDims(n, 0);
@@ -284,6 +294,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
       k = SkipNorm(n, target, n.op() == "SkipRMSNorm");
     else if (n.op() == "RMSNorm")
       k = RmsNorm(n, target);
+    else if (n.op() == "Rotary")
+      k = Rotary(n, target);
     else if (n.op() == "MultiHeadAttention")
       k = Attention(n, target);
     else if (n.op() == "EmbedLayerNorm")

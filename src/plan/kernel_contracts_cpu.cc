@@ -51,6 +51,11 @@ std::vector<KernelContract> CpuContracts() {
                .params = {SizeParam("rows"), SizeParam("h"), FloatParam("epsilon")},
                .inplace_ok = true,
                .doc = "y = x / sqrt(mean(x²) + epsilon) · gamma over the last axis"});
+  t.push_back({.name = "rotary",
+               .inputs = {Req("x", kF32Only), Req("cos", kF32Only), Req("sin", kF32Only)},
+               .outputs = {Req("y", kF32Only)},
+               .doc = "rotate-half RoPE over the first r = cos's last dim of x's last axis; "
+                      "cos, sin [.., r] broadcast to x's rows"});
   t.push_back({.name = "skip_layer_norm",
                .inputs = {Req("x", kF32Only), Req("skip", kF32Only), Req("gamma", kF32Only),
                           Opt("beta", kF32Only), Opt("bias", kF32Only)},

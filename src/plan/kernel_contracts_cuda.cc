@@ -66,6 +66,11 @@ std::vector<KernelContract> CudaContracts() {
                   FloatParam("epsilon")},
        .inplace_ok = true,
        .doc = "sum = x + skip (+ bias); y = sum / sqrt(mean(sum²) + epsilon) · gamma"});
+  t.push_back({.name = "rotary",
+               .inputs = {Req("x", kFloatTypes), Same("cos", 0), Same("sin", 0)},
+               .outputs = {Same("y", 0)},
+               .doc = "rotate-half RoPE over the first r = cos's last dim of x's last axis; "
+                      "cos, sin [.., r] broadcast to x's rows; fp32 math"});
   t.push_back({.name = "rms_norm",
                .inputs = {Req("x", kFloatTypes), Same("gamma", 0)},
                .outputs = {Same("y", 0)},

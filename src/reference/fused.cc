@@ -1,7 +1,7 @@
 // Reference kernels for kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
-// SkipLayerNorm, RMSNorm, SkipRMSNorm, MultiHeadAttention, EmbedLayerNorm, Pool. They are
-// the oracle the fusion passes are checked against, so each is written as the plain
-// formula of the contract, validates every shape, dtype, attribute and index before reading
+// SkipLayerNorm, RMSNorm, SkipRMSNorm, Rotary, MultiHeadAttention, EmbedLayerNorm, Pool.
+// They are the oracle the fusion passes are checked against, so each is written as the
+// plain formula of the contract, validates every shape, dtype, attribute and index before reading
 // (bad input is InvalidArgument, an unsupported dtype Unimplemented), and accumulates in
 // double with one rounding to the output dtype (f32, f16, bf16, f64).
 // Limits: plain loops, no blocking or threading (clarity over speed); every float input of
@@ -287,6 +287,47 @@ Result RMSNormKernel(const Node& node, Inputs in) {
 }
 
 // ---------------------------------------------------------------------------------------
+// kiln.Rotary(X, cos, sin): rotary position embedding, rotate-half form, over the first R
+// elements of X's last axis (R = cos's last dim, even, <= D = X's last dim):
+// Y[..., :R] = X[..., :R] · cos + rotate_half(X[..., :R]) · sin, Y[..., R:] = X[..., R:];
+// rotate_half(x) = concat(-x[R/2:], x[:R/2]); cos and sin [..., R] broadcast (numpy) to
+// X[..., :R].
+
+Result RotaryKernel(const Node&, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* cs, Arg(in, 1, "cos"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* sn, Arg(in, 2, "sin"));
+  KILN_RETURN_IF_ERROR(RequireFloat(*x, "X"));
+  KILN_RETURN_IF_ERROR(SameDType(*x, cs, "X", "cos"));
+  KILN_RETURN_IF_ERROR(SameDType(*x, sn, "X", "sin"));
+  if (x->rank() < 1 || cs->rank() < 1 || sn->rank() < 1)
+    return absl::InvalidArgumentError("X, cos and sin must have rank >= 1");
+  if (cs->dims() != sn->dims())
+    return absl::InvalidArgumentError(
+        absl::StrCat("cos ", DimsStr(cs->dims()), " and sin ", DimsStr(sn->dims()), " differ"));
+  const int64_t d = x->dims().back(), r = cs->dims().back();
+  if (r % 2 != 0 || r > d)
+    return absl::InvalidArgumentError(absl::StrCat("the rotary dim (cos's last dim) ", r,
+                                                   " must be even and at most X's last dim ", d));
+  std::vector<int64_t> xr = x->dims();
+  xr.back() = r;
+  if (!BroadcastsTo(cs->dims(), xr))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cos ", DimsStr(cs->dims()), " does not broadcast to X's rotated part ", DimsStr(xr)));
+  const std::vector<double> xv = ToDoubles(*x), cv = ToDoubles(*cs), sv = ToDoubles(*sn);
+  const std::vector<int64_t> toff = BroadcastOffsets(cs->dims(), xr);  // per rotated element
+  std::vector<double> y = xv;
+  const int64_t rows = d == 0 ? 0 : static_cast<int64_t>(y.size()) / d, half = r / 2;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < r; ++j) {
+      const double rot = j < half ? -xv[row * d + j + half] : xv[row * d + j - half];
+      const int64_t t = toff[row * r + j];
+      y[row * d + j] = xv[row * d + j] * cv[t] + rot * sv[t];
+    }
+  return std::vector<Tensor>{FromDoubles(x->dtype(), x->dims(), y)};
+}
+
+// ---------------------------------------------------------------------------------------
 // kiln.MultiHeadAttention(qkv, mask?): per batch b and head n,
 // P = softmax(scale · Q·Kᵀ + mask (+ causal −inf above the diagonal)), Y = P·V.
 
@@ -551,6 +592,7 @@ void RegisterFusedKernels(KernelTable& table) {
   add("SkipLayerNorm", &SkipLayerNormKernel);
   add("RMSNorm", &RMSNormKernel);
   add("SkipRMSNorm", &SkipRMSNormKernel);
+  add("Rotary", &RotaryKernel);
   add("MultiHeadAttention", &MultiHeadAttentionKernel);
   add("EmbedLayerNorm", &EmbedLayerNormKernel);
   add("Pool", &PoolKernel);

@@ -526,4 +526,22 @@ absl::StatusOr<CumSumRule> CheckCumSum(const StepChecker& c) {
   return r;
 }
 
+absl::StatusOr<RotaryRule> CheckRotary(const StepChecker& c) {
+  const PlanBuffer &x = *c.In(0), &cs = *c.In(1), &sn = *c.In(2), &y = *c.Out(0);
+  if (x.dims.empty() || cs.dims.empty() || cs.dims != sn.dims || cs.dims.size() > x.dims.size())
+    return c.Err("x %s, cos %s and sin %s: the tables must share dims of rank 1..rank(x)",
+                 DimsStr(x.dims), DimsStr(cs.dims), DimsStr(sn.dims));
+  if (y.dims != x.dims) return c.Err("y %s must have x's dims", DimsStr(y.dims));
+  RotaryRule r;
+  r.d = x.dims.back();
+  r.r = cs.dims.back();
+  if (r.r % 2 != 0 || r.r > r.d)
+    return c.Err("the rotary dim %d must be even and at most x's last dim %d", r.r, r.d);
+  const Dims xl(x.dims.begin(), x.dims.end() - 1), tl(cs.dims.begin(), cs.dims.end() - 1);
+  if (!kernels::ComputeBroadcastLayout(xl, {xl, tl, tl}, &r.rows))
+    return c.Err("cos %s does not broadcast to the rows of x %s", DimsStr(cs.dims),
+                 DimsStr(x.dims));
+  return r;
+}
+
 }  // namespace kiln::runtime

@@ -150,6 +150,14 @@ struct StridedCopyRule {
 // Dispatches on c.step().kernel; InvalidArgument for another kernel id.
 absl::StatusOr<StridedCopyRule> CheckStridedCopy(const StepChecker& c);
 
+// rotary: x [.., d] and tables cos, sin [.., r] (r even, ≤ d, same dims) whose leading dims
+// broadcast (numpy) to x's; `rows` is that broadcast in units of rows (inputs x, cos, sin).
+struct RotaryRule {
+  int64_t d = 0, r = 0;
+  kernels::BroadcastLayout rows;
+};
+absl::StatusOr<RotaryRule> CheckRotary(const StepChecker& c);
+
 struct SoftmaxRule {
   int64_t rows = 0, n = 0;
 };

@@ -61,7 +61,8 @@ void CheckContract(const Plan& p) {
                                                "skip_rms_norm",
                                                "gather_nd",
                                                "gather_elements",
-                                               "cumsum"};
+                                               "cumsum",
+                                               "rotary"};
   for (const PlanBucket& b : p.buckets) {
     SCOPED_TRACE(::testing::Message() << "bucket with " << b.bindings.size() << " bindings");
     EXPECT_LE(b.arena_bytes, b.no_reuse_bytes);

@@ -82,9 +82,13 @@ def assert_rmsnorm_fused(report, histogram):
     assert histogram["kiln.SkipRMSNorm"] == SKIP_RMSNORMS, histogram
     assert report["fusions"]["skip_layernorm"]["fused"] == SKIP_RMSNORMS, report
     assert not RMSNORM_PIECES & set(histogram), histogram
-    # Known near-miss: rotary is applied between the Q/K head split and Q·Kᵀ, so
-    # fuse-attention reports each block as a miss; any miss must say why, and nothing
-    # else (layernorm, gelu, ...) may be a near-miss on this model.
+    # Q and K of every layer: the rotate-half RoPE is one kiln.Rotary, no piece left.
+    assert report["fusions"]["rotary"]["fused"] == 2 * CFG.layers, report["fusions"]["rotary"]
+    assert histogram["kiln.Rotary"] == 2 * CFG.layers, histogram
+    assert histogram["Neg"] == 0, histogram
+    # Known near-miss: kiln.MultiHeadAttention cannot take the rotary between the Q/K head
+    # split and Q·Kᵀ yet, so fuse-attention reports each block as a miss; any miss must
+    # say why, and nothing else (layernorm, gelu, ...) may be a near-miss on this model.
     for kind, entry in report["fusions"].items():
         for miss in entry["missed"]:
             assert kind == "attention", (kind, miss)

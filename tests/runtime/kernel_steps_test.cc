@@ -499,6 +499,38 @@ TEST(KernelSteps, GatherNDGatherElementsCumSum) {
                                ::testing::HasSubstr("GatherND index 5 (entry 0 of tuple 0)")));
 }
 
+// rotary: x [B, N, S, D] with tables [1, 1, S, D] against kiln.Rotary; a table that does
+// not broadcast to x's rows is refused at Create naming the step.
+TEST(KernelSteps, RotaryAndItsRule) {
+  using V = std::vector<int64_t>;
+  const V xd = {2, 3, 5, 8}, td = {1, 1, 5, 8};
+  Tensor x = RandomF32(xd, 34), cs = RandomF32(td, 35), sn = RandomF32(td, 36);
+  auto want = RunRefOp("kiln", "Rotary", {}, {&x, &cs, &sn});
+  auto build = [&](const V& table) {
+    auto known = [](const V& d) {
+      std::vector<Dim> r;
+      for (int64_t v : d) r.push_back(Dim::Known(v));
+      return r;
+    };
+    PlanBuilder pb;
+    pb.Input("x", DType::kF32, known(xd));
+    pb.Input("cos", DType::kF32, known(table));
+    pb.Input("sin", DType::kF32, known(table));
+    pb.Output("y", DType::kF32, known(xd));
+    pb.Bucket({});
+    pb.Step("rotary", {pb.In(0, xd), pb.In(1, table), pb.In(2, table)}, {pb.Out(0, xd)}, {});
+    return pb.Finish();
+  };
+  auto got = RunPlan(build(td), {x, cs, sn});
+  ASSERT_EQ(got.size(), 1u);
+  ExpectClose(got[0], want.outputs[0], kAtol, kRtol, "rotary");
+  auto st = Executor::Create(build({1, 1, 4, 8})).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()),
+              ::testing::AllOf(::testing::HasSubstr("step 0 (rotary"),
+                               ::testing::HasSubstr("does not broadcast to the rows of x")));
+}
+
 // The shared strided-copy rule refuses, at Create, every box that would touch memory
 // outside its buffers, naming the step.
 TEST(KernelSteps, StridedCopiesAreCheckedAtCreate) {

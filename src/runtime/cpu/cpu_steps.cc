@@ -17,6 +17,7 @@
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cpu/rotary.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/cpu/strided_copy.h"
 #include "runtime/kernel_rules.h"
@@ -217,6 +218,31 @@ absl::StatusOr<StepPtr> PrepareRmsNorm(const StepChecker& c, CpuPrepareEnv&) {
 }
 absl::StatusOr<StepPtr> PrepareSkipRmsNorm(const StepChecker& c, CpuPrepareEnv&) {
   return PrepareNorm(c, true, true);
+}
+
+class RotaryStep final : public CpuStep {
+ public:
+  explicit RotaryStep(cpu::RotaryArgs a) : a_(a) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::RotaryArgs a = a_;
+    a.x = io.In<float>(0);
+    a.cos = io.In<float>(1);
+    a.sin = io.In<float>(2);
+    a.y = io.Out<float>(0);
+    return cpu::Rotary(ctx, a);
+  }
+
+ private:
+  cpu::RotaryArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareRotary(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const RotaryRule r, CheckRotary(c));
+  cpu::RotaryArgs a;
+  a.d = r.d;
+  a.r = r.r;
+  a.rows = r.rows;
+  return StepPtr(new RotaryStep(a));
 }
 
 class AttentionStep final : public CpuStep {
@@ -540,6 +566,7 @@ constexpr Entry kTable[] = {
     {"skip_layer_norm", PrepareSkipLayerNorm},
     {"rms_norm", PrepareRmsNorm},
     {"skip_rms_norm", PrepareSkipRmsNorm},
+    {"rotary", PrepareRotary},
     {"attention", PrepareAttention},
     {"embed_layer_norm", PrepareEmbed},
     {"pool", PreparePool},

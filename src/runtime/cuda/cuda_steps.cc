@@ -15,6 +15,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/pool.h"
+#include "kernels/cuda/rotary.h"
 #include "kernels/cuda/softmax.h"
 #include "runtime/cuda/cuda_util.h"
 #include "runtime/kernel_rules.h"
@@ -219,6 +220,33 @@ absl::StatusOr<StepPtr> PrepareLayerNorm(const StepChecker& c) {
 absl::StatusOr<StepPtr> PrepareSkipLayerNorm(const StepChecker& c) {
   return PrepareNorm(c, cuda::NormKind::kSkipLayerNorm);
 }
+class RotaryStep final : public CudaStep {
+ public:
+  explicit RotaryStep(cuda::RotaryArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::RotaryArgs a = a_;
+    a.x = io.In(0);
+    a.cos = io.In(1);
+    a.sin = io.In(2);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::Rotary(a, env.stream), "rotary");
+  }
+
+ private:
+  cuda::RotaryArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareRotary(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const RotaryRule r, CheckRotary(c));
+  if (r.rows.n * r.d / 256 >= 0x7fffffff) return c.Err("x has more elements than the grid takes");
+  cuda::RotaryArgs a;
+  a.dtype = ElemTypeOf(c.In(0)->dtype);
+  a.d = r.d;
+  a.r = r.r;
+  a.rows = r.rows;
+  return StepPtr(new RotaryStep(a));
+}
+
 absl::StatusOr<StepPtr> PrepareRmsNorm(const StepChecker& c) {
   return PrepareNorm(c, cuda::NormKind::kRmsNorm);
 }
@@ -462,6 +490,7 @@ constexpr Entry kTable[] = {
     {"layer_norm", PrepareLayerNorm},
     {"skip_layer_norm", PrepareSkipLayerNorm},
     {"skip_rms_norm", PrepareSkipRmsNorm},
+    {"rotary", PrepareRotary},
     {"rms_norm", PrepareRmsNorm},
     {"attention", PrepareAttention},
     {"flash_attention", PrepareFlashAttention},
