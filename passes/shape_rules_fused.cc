@@ -132,23 +132,37 @@ Rule RMSNormRule(const RuleContext& ctx) {
   return Outputs(ctx, x);
 }
 
-// kiln.MultiHeadAttention(qkv [B, S, 3H], mask?) -> Y [B, S, H]
+// kiln.MultiHeadAttention(qkv [B, S, (N + 2·Nkv)·D], mask?, cos?, sin?) -> Y [B, S, N·D]
 Rule MultiHeadAttentionRule(const RuleContext& ctx) {
   const Type& qkv = ctx.input_type(0);
   const int64_t heads = ctx.node().attr_int_or("num_heads", 0);
+  const int64_t kv_heads = ctx.node().attr_int_or("num_kv_heads", heads);
   if (ctx.node().has_attr("num_heads") && heads <= 0)
     return ctx.Error(absl::StrCat("num_heads must be positive, got ", heads));
+  if (heads > 0 && (kv_heads <= 0 || heads % kv_heads != 0))
+    return ctx.Error(absl::StrCat("num_kv_heads must be positive and divide num_heads = ", heads,
+                                  ", got ", kv_heads));
   KILN_RETURN_IF_ERROR(CheckRank(ctx, 0, 3, "qkv"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 2, 3, "cos"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 3, 3, "sin"));
+  if (ctx.has_input(2) != ctx.has_input(3))
+    return ctx.Error("cos and sin must be given together or both omitted");
   if (ctx.has_input(1) && ctx.input_type(1).has_rank() && ctx.input_type(1).rank() > 4)
     return ctx.Error(
         absl::StrCat("mask ", ctx.input_type(1).ToString(), " does not broadcast to [B, N, S, S]"));
   if (!qkv.has_rank()) return Outputs(ctx, MakeType(qkv.dtype, std::nullopt));
   const Shape& s = *qkv.shape;
   const Dim& packed = s[2];
-  if (packed.is_known() && heads > 0 && packed.value() % (3 * heads) != 0)
+  const int64_t parts = heads > 0 ? heads + 2 * kv_heads : 3;
+  if (packed.is_known() && heads > 0 && packed.value() % parts != 0)
     return ctx.Error(absl::StrCat("qkv last dim ", packed.value(),
-                                  " is not divisible by 3 * num_heads = ", 3 * heads));
-  return Outputs(ctx, MakeType(qkv.dtype, Shape{s[0], s[1], DimDivByConst(packed, 3)}));
+                                  " is not divisible by num_heads + 2 * num_kv_heads = ", parts));
+  Dim h;  // N·D
+  if (heads <= 0 || kv_heads == heads)
+    h = DimDivByConst(packed, 3);
+  else if (packed.is_known())
+    h = Dim::Known(packed.value() / parts * heads);
+  return Outputs(ctx, MakeType(qkv.dtype, Shape{s[0], s[1], h}));
 }
 
 // kiln.EmbedLayerNorm(input_ids [B, S], ..., word_emb [V, H], ...) -> Y [B, S, H]

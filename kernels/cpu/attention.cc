@@ -43,11 +43,35 @@ struct MaskLayout {
   int64_t stride[4] = {0, 0, 0, 0};
 };
 
+int64_t KvHeads(const MultiHeadAttentionArgs& a) {
+  return a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads;
+}
+
+// Where the strategies read Q, K and V: element c of head n of token t of batch item b is
+// at q + b·bq + t·ldq + n·D (K/V head n' likewise with k, v); query head n reads K/V head
+// n / group.
+struct Operands {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t ldq = 0, ldk = 0, ldv = 0;  // row strides
+  int64_t bq = 0, bk = 0, bv = 0;     // batch strides
+  int64_t group = 1;
+};
+
 absl::StatusOr<MaskLayout> CheckArgs(const MultiHeadAttentionArgs& a) {
   const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
   if (nb < 0 || s < 0 || nh <= 0 || d <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("MultiHeadAttention got B=", nb, " S=", s, " N=", nh, " D=", d));
+  if (a.num_kv_heads < 0 || nh % KvHeads(a) != 0)
+    return absl::InvalidArgumentError(absl::StrCat("MultiHeadAttention: num_kv_heads ",
+                                                   a.num_kv_heads, " does not divide N=", nh));
+  if ((a.rotary.cos == nullptr) != (a.rotary.sin == nullptr) ||
+      (a.rotary.cos && (a.rotary.dim <= 0 || a.rotary.dim % 2 != 0 || a.rotary.dim > d)))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MultiHeadAttention: rotary tables need cos and sin and an even dim in (0, D=", d,
+        "], got ", a.rotary.dim));
   MaskLayout m;
   if (nb == 0 || s == 0) return m;
   if (!a.qkv || !a.y) return absl::InvalidArgumentError("MultiHeadAttention: null pointer");
@@ -72,12 +96,13 @@ absl::StatusOr<MaskLayout> CheckArgs(const MultiHeadAttentionArgs& a) {
   return m;
 }
 
-absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a, const MaskLayout& m) {
+absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a, const MaskLayout& m,
+                     const Operands& o) {
   const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
   const internal::IsaKernels& k = internal::KernelsFor(ctx);
   const int64_t vw = k.vector_width;
   const int64_t sp = (s + vw - 1) / vw * vw;
-  const int64_t h = nh * d, ld = 3 * h;
+  const int64_t h = nh * d;
   // Row blocks: whole heads when there are enough of them, else split the query rows.
   const int64_t threads = ctx.threads();
   int64_t rb = s;
@@ -92,26 +117,26 @@ absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a, con
   ParallelForWorkers(ctx, nb * nh * blocks, 1, [&](int64_t begin, int64_t end, int worker) {
     float* kt = scratch.data() + worker * per_worker;
     float* scores = kt + d * sp;
-    int64_t packed = -1;  // (batch * N + head) whose Kᵀ is in kt
+    int64_t packed = -1;  // (batch * Nkv + K/V head) whose Kᵀ is in kt
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / blocks, blk = task % blocks;
-      const int64_t b = bh / nh, n = bh % nh;
-      const float* base = a.qkv + b * s * ld;
-      if (packed != bh) {
-        const float* kp = base + h + n * d;
+      const int64_t b = bh / nh, n = bh % nh, kvh = n / o.group;
+      const int64_t key = b * (nh / o.group) + kvh;
+      if (packed != key) {
+        const float* kp = o.k + b * o.bk + kvh * d;
         for (int64_t j = 0; j < s; ++j)
-          for (int64_t c = 0; c < d; ++c) kt[c * sp + j] = kp[j * ld + c];
+          for (int64_t c = 0; c < d; ++c) kt[c * sp + j] = kp[j * o.ldk + c];
         for (int64_t c = 0; c < d; ++c)
           for (int64_t j = s; j < sp; ++j) kt[c * sp + j] = 0.0f;
-        packed = bh;
+        packed = key;
       }
       internal::AttentionRows r;
-      r.q = base + n * d;
-      r.ldq = ld;
+      r.q = o.q + b * o.bq + n * d;
+      r.ldq = o.ldq;
       r.kt = kt;
       r.sp = sp;
-      r.v = base + 2 * h + n * d;
-      r.ldv = ld;
+      r.v = o.v + b * o.bv + kvh * d;
+      r.ldv = o.ldv;
       r.s = s;
       r.d = d;
       r.scale = a.scale;
@@ -175,9 +200,11 @@ void ScaleRows(const internal::IsaKernels& k, const float* inv, int64_t rows, in
 }
 
 // scale·Q·Kᵀ for `heads` consecutive heads and `rows` query rows into scores
-// [heads, rows, S]; Q and K are strided views into qkv (row stride 3·N·D, head stride D).
-BatchedMatMulDesc ScoresDesc(const MultiHeadAttentionArgs& a, int64_t heads, int64_t rows) {
-  const int64_t s = a.seq, d = a.head_size, ld = 3 * a.num_heads * d;
+// [heads, rows, S]; Q and K are strided views (head stride D). With grouped K/V heads
+// (o.group > 1) call it per head: `heads` = 1.
+BatchedMatMulDesc ScoresDesc(const MultiHeadAttentionArgs& a, const Operands& o, int64_t heads,
+                             int64_t rows) {
+  const int64_t s = a.seq, d = a.head_size;
   BatchedMatMulDesc qk;
   qk.batch = heads;
   qk.m = rows;
@@ -185,7 +212,8 @@ BatchedMatMulDesc ScoresDesc(const MultiHeadAttentionArgs& a, int64_t heads, int
   qk.k = d;
   qk.trans_b = true;
   qk.alpha = a.scale;
-  qk.lda = qk.ldb = ld;
+  qk.lda = o.ldq;
+  qk.ldb = o.ldk;
   qk.sa = qk.sb = d;
   qk.ldc = s;
   qk.sc = rows * s;
@@ -194,7 +222,8 @@ BatchedMatMulDesc ScoresDesc(const MultiHeadAttentionArgs& a, int64_t heads, int
 
 // P·V for the same heads and rows, written into their columns of y (merged heads,
 // ldc = N·D).
-BatchedMatMulDesc OutputDesc(const MultiHeadAttentionArgs& a, int64_t heads, int64_t rows) {
+BatchedMatMulDesc OutputDesc(const MultiHeadAttentionArgs& a, const Operands& o, int64_t heads,
+                             int64_t rows) {
   const int64_t s = a.seq, d = a.head_size, h = a.num_heads * d;
   BatchedMatMulDesc pv;
   pv.batch = heads;
@@ -203,7 +232,7 @@ BatchedMatMulDesc OutputDesc(const MultiHeadAttentionArgs& a, int64_t heads, int
   pv.k = s;
   pv.lda = s;
   pv.sa = rows * s;
-  pv.ldb = 3 * h;
+  pv.ldb = o.ldv;
   pv.sb = d;
   pv.ldc = h;
   pv.sc = d;
@@ -239,9 +268,9 @@ ItemShape ChooseItemShape(const CpuContext& ctx, const MultiHeadAttentionArgs& a
 }
 
 absl::Status RunGemmHeads(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
-                          const MaskLayout& m) {
+                          const MaskLayout& m, const Operands& o) {
   const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
-  const int64_t h = nh * d, ld = 3 * h;
+  const int64_t h = nh * d;
   const ItemShape shape = ChooseItemShape(ctx, a);
   const int64_t groups = (nh + shape.heads - 1) / shape.heads;
   const int64_t blocks = (s + shape.rows - 1) / shape.rows;
@@ -262,13 +291,23 @@ absl::Status RunGemmHeads(const CpuContext& ctx, const MultiHeadAttentionArgs& a
       const int64_t b = item / (groups * blocks), rest = item % (groups * blocks);
       const int64_t n0 = rest / blocks * shape.heads, i0 = rest % blocks * shape.rows;
       const int64_t heads = std::min(shape.heads, nh - n0), rows = std::min(shape.rows, s - i0);
-      const float* base = a.qkv + b * s * ld + n0 * d;
-      st = BatchedMatMul(inner, ScoresDesc(a, heads, rows), base + i0 * ld, base + h, scores);
+      float* out = a.y + (b * s + i0) * h + n0 * d;
+      // Heads sharing K/V heads one at a time (a batch stride cannot map n to n / group).
+      const int64_t per_call = o.group > 1 ? 1 : heads;
+      for (int64_t n = 0; n < heads && st.ok(); n += per_call) {
+        const int64_t kvh = (n0 + n) / o.group;
+        st = BatchedMatMul(inner, ScoresDesc(a, o, per_call, rows),
+                           o.q + b * o.bq + i0 * o.ldq + (n0 + n) * d, o.k + b * o.bk + kvh * d,
+                           scores + n * rows * s);
+      }
       if (!st.ok()) break;
       for (int64_t n = 0; n < heads; ++n)
         MaskExpRows(k, a, m, b, n0 + n, i0, i0 + rows, scores + n * rows * s, inv + n * rows);
-      float* out = a.y + (b * s + i0) * h + n0 * d;
-      st = BatchedMatMul(inner, OutputDesc(a, heads, rows), scores, base + 2 * h, out);
+      for (int64_t n = 0; n < heads && st.ok(); n += per_call) {
+        const int64_t kvh = (n0 + n) / o.group;
+        st = BatchedMatMul(inner, OutputDesc(a, o, per_call, rows), scores + n * rows * s,
+                           o.v + b * o.bv + kvh * d, out + n * d);
+      }
       if (!st.ok()) break;
       for (int64_t n = 0; n < heads; ++n) ScaleRows(k, inv + n * rows, rows, d, out + n * d, h);
     }
@@ -278,19 +317,19 @@ absl::Status RunGemmHeads(const CpuContext& ctx, const MultiHeadAttentionArgs& a
 }
 
 absl::Status RunGemmBatch(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
-                          const MaskLayout& m) {
+                          const MaskLayout& m, const Operands& o) {
   const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
-  const int64_t h = nh * d, ld = 3 * h;
+  const int64_t h = nh * d;
   const internal::IsaKernels& k = internal::KernelsFor(ctx);
-  // One [N, S, S] score block per call: past 16 Mi floats (64 MiB), take the bounded path.
-  if (s > (int64_t{1} << 24) / (nh * s)) return RunGemmHeads(ctx, a, m);
+  // One [N, S, S] score block per call: past 16 Mi floats (64 MiB), take the bounded path;
+  // grouped K/V heads need one call per head, which is that path.
+  if (s > (int64_t{1} << 24) / (nh * s) || o.group > 1) return RunGemmHeads(ctx, a, m, o);
   std::vector<float> scores(static_cast<size_t>(nh * s * s)), inv(static_cast<size_t>(nh * s));
-  const BatchedMatMulDesc qk = ScoresDesc(a, nh, s), pv = OutputDesc(a, nh, s);
+  const BatchedMatMulDesc qk = ScoresDesc(a, o, nh, s), pv = OutputDesc(a, o, nh, s);
   // Rows per softmax chunk: at least ~16K score floats, so short rows are not one task each.
   const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 14) / s);
   for (int64_t b = 0; b < nb; ++b) {
-    const float* base = a.qkv + b * s * ld;
-    KILN_RETURN_IF_ERROR(BatchedMatMul(ctx, qk, base, base + h, scores.data()));
+    KILN_RETURN_IF_ERROR(BatchedMatMul(ctx, qk, o.q + b * o.bq, o.k + b * o.bk, scores.data()));
     ParallelFor(ctx, nh * s, min_rows, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end;) {
         const int64_t n = r / s, i0 = r % s, i1 = std::min(s, i0 + (end - r));
@@ -299,12 +338,39 @@ absl::Status RunGemmBatch(const CpuContext& ctx, const MultiHeadAttentionArgs& a
       }
     });
     float* out = a.y + b * s * h;
-    KILN_RETURN_IF_ERROR(BatchedMatMul(ctx, pv, scores.data(), base + 2 * h, out));
+    KILN_RETURN_IF_ERROR(BatchedMatMul(ctx, pv, scores.data(), o.v + b * o.bv, out));
     ParallelFor(ctx, nh * s, min_rows, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) k.scale(inv[r], out + r % s * h + r / s * d, d);
     });
   }
   return absl::OkStatus();
+}
+
+// Q and K heads of qkv rotated (rotate-half over the first R elements of each head, the
+// rest copied): [B, S, (N + Nkv)·D], in parallel over tokens.
+std::vector<float> RotateQk(const CpuContext& ctx, const MultiHeadAttentionArgs& a) {
+  const int64_t nb = a.batch, s = a.seq, d = a.head_size, heads = a.num_heads + KvHeads(a);
+  const int64_t ld = (a.num_heads + 2 * KvHeads(a)) * d, out_ld = heads * d;
+  const int64_t r = a.rotary.dim, half = r / 2;
+  std::vector<float> out(static_cast<size_t>(nb * s * out_ld));
+  ParallelFor(ctx, nb * s, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t b = row / s, t = row % s;
+      const int64_t toff = ((a.rotary.per_batch ? b : 0) * s + t) * r;
+      const float* c = a.rotary.cos + toff;
+      const float* sn = a.rotary.sin + toff;
+      for (int64_t n = 0; n < heads; ++n) {
+        const float* x = a.qkv + row * ld + n * d;
+        float* y = out.data() + row * out_ld + n * d;
+        for (int64_t j = 0; j < half; ++j) {
+          y[j] = x[j] * c[j] - x[j + half] * sn[j];
+          y[j + half] = x[j + half] * c[j + half] + x[j] * sn[j + half];
+        }
+        std::copy(x + r, x + d, y + r);
+      }
+    }
+  });
+  return out;
 }
 
 }  // namespace
@@ -326,14 +392,31 @@ absl::Status MultiHeadAttentionWithPath(const CpuContext& ctx, const MultiHeadAt
   KILN_ASSIGN_OR_RETURN(const MaskLayout m, CheckArgs(a));
   if (a.batch == 0 || a.seq == 0) return absl::OkStatus();
   if (path == AttentionPath::kAuto) path = ChooseAttentionPath(ctx, a);
+  const int64_t s = a.seq, d = a.head_size, nh = a.num_heads, nkv = KvHeads(a);
+  const int64_t ld = (nh + 2 * nkv) * d;
+  Operands o;
+  o.q = a.qkv;
+  o.k = a.qkv + nh * d;
+  o.v = a.qkv + (nh + nkv) * d;
+  o.ldq = o.ldk = o.ldv = ld;
+  o.bq = o.bk = o.bv = s * ld;
+  o.group = nh / nkv;
+  std::vector<float> rotated;
+  if (a.rotary.cos) {
+    rotated = RotateQk(ctx, a);
+    o.q = rotated.data();
+    o.k = rotated.data() + nh * d;
+    o.ldq = o.ldk = (nh + nkv) * d;
+    o.bq = o.bk = s * o.ldq;
+  }
   switch (path) {
     case AttentionPath::kAuto:
     case AttentionPath::kRows:
-      return RunRows(ctx, a, m);
+      return RunRows(ctx, a, m, o);
     case AttentionPath::kGemmHeads:
-      return RunGemmHeads(ctx, a, m);
+      return RunGemmHeads(ctx, a, m, o);
     case AttentionPath::kGemmBatch:
-      return RunGemmBatch(ctx, a, m);
+      return RunGemmBatch(ctx, a, m, o);
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,9 @@
 // Fused multi-head attention for kiln.MultiHeadAttention (docs/fused-ops.md), fp32:
-// qkv [B, S, 3H] packed (Q, K, V each [B, S, N·D]); per batch and head
-// P = softmax(scale · Q·Kᵀ + mask, causal), Y = P·V, heads merged into y [B, S, H].
+// qkv [B, S, (N + 2·Nkv)·D] packed (Q [B, S, N·D], then K and V [B, S, Nkv·D]); head n
+// reads K/V head n / (N / Nkv) (grouped-query attention; Nkv = N is plain multi-head);
+// Q and K optionally rotated first (rotate-half RoPE over the first R elements of each
+// head); per batch and head P = softmax(scale · Q·Kᵀ + mask, causal), Y = P·V, heads
+// merged into y [B, S, N·D].
 // How (attention.cc, chosen by shape): for S ≤ 64 a hand-written kernel, register-blocked
 // over query rows, on a per-worker Kᵀ panel (no oneDNN per-call cost); for longer S,
 // per (batch, head group) two single-threaded oneDNN batched matmuls on strided views of
@@ -8,6 +11,10 @@
 // score tensor (docs/benchmarks.md has the numbers).
 // Masks: additive f32 or bool (0 = masked out), any shape broadcastable to [B, N, S, S];
 // a row with every key masked yields zeros.
+// Rotary: the rotated Q and K heads are written once to a per-call buffer
+// ([B, S, (N + Nkv)·D] floats) that the strategies then read instead of qkv; V is read in
+// place. Grouped K/V heads are read once per group by the row kernel (its packed Kᵀ is
+// shared by the group's query heads).
 // Limits: fp32; per worker a score block of about 64K floats (256 KiB; query rows are
 // blocked past S = 256) and no online softmax; for S > 64, causal attention still computes
 // the masked upper triangle of the scores.
@@ -27,9 +34,19 @@ struct AttentionMask {
   std::vector<int64_t> dims;         // its shape, rank ≤ 4, broadcastable to [B, N, S, S]
 };
 
+// Rotate-half tables: cos and sin [1 or B, S, R] (R even, R <= D).
+struct RotaryTables {
+  const float* cos = nullptr;  // null: no rotary
+  const float* sin = nullptr;
+  int64_t dim = 0;         // R
+  bool per_batch = false;  // tables [B, S, R] (else [1, S, R], shared by the batch)
+};
+
 struct MultiHeadAttentionArgs {
-  const float* qkv = nullptr;  // [B, S, 3·N·D]
+  const float* qkv = nullptr;  // [B, S, (N + 2·Nkv)·D]
   int64_t batch = 0, seq = 0, num_heads = 0, head_size = 0;
+  int64_t num_kv_heads = 0;  // Nkv, dividing N; 0 means N
+  RotaryTables rotary;
   float scale = 1.0f;
   bool causal = false;
   AttentionMask mask;  // both pointers null: no mask

@@ -7,6 +7,17 @@ namespace {
 
 constexpr int kWarps = 8;
 
+// Element c of the head at `x` (head size D), rotated by the tables' row (cos, sin) over the
+// first R elements when R > 0.
+template <typename T>
+__device__ float Rotated(const T* x, int64_t c, const T* cos, const T* sin, int64_t r) {
+  const float v = ToFloat(x[c]);
+  if (c >= r) return v;
+  const int64_t half = r / 2;
+  const float partner = c < half ? -ToFloat(x[c + half]) : ToFloat(x[c - half]);
+  return v * ToFloat(cos[c]) + partner * ToFloat(sin[c]);
+}
+
 template <typename T, int MAX_D>
 __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a) {
   constexpr int KT = MAX_D > 128 ? 16 : 32;  // keys per tile
@@ -16,14 +27,22 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a) 
   __shared__ float v_s[KT][MAX_D + 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t S = a.seq, D = a.head_size, N = a.heads;
-  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const int64_t NKV = a.kv_heads > 0 ? a.kv_heads : N;
+  const int64_t b = blockIdx.z, h = blockIdx.y, kvh = h / (N / NKV);
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kWarps;
   const int64_t i = q0 + warp;  // this warp's query row
   const bool active = i < S;
-  const int64_t row_stride = 3 * N * D;
-  const T* base = static_cast<const T*>(a.qkv) + b * S * row_stride + h * D;
+  const int64_t row_stride = (N + 2 * NKV) * D;
+  const T* rows = static_cast<const T*>(a.qkv) + b * S * row_stride;
+  const T* base = rows + h * D;             // Q head h of token 0
+  const T* kbase = rows + N * D + kvh * D;  // K head kvh of token 0
+  const T* vbase = rows + (N + NKV) * D + kvh * D;
+  const int64_t R = a.cos ? a.rotary_dim : 0;
+  const T* cos_b = static_cast<const T*>(a.cos) + b * a.rotary_batch_stride;
+  const T* sin_b = static_cast<const T*>(a.sin) + b * a.rotary_batch_stride;
   if (active)
-    for (int64_t d = lane; d < D; d += 32) q_s[warp][d] = ToFloat(base[i * row_stride + d]);
+    for (int64_t d = lane; d < D; d += 32)
+      q_s[warp][d] = Rotated(base + i * row_stride, d, cos_b + i * R, sin_b + i * R, R);
   float o[PER_LANE];
 #pragma unroll
   for (int t = 0; t < PER_LANE; ++t) o[t] = 0.f;
@@ -40,9 +59,8 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a) 
       const int64_t kk = e / D, d = e % D, j = j0 + kk;
       float kv = 0.f, vv = 0.f;
       if (j < S) {
-        const T* r = base + j * row_stride;
-        kv = ToFloat(r[N * D + d]);
-        vv = ToFloat(r[2 * N * D + d]);
+        kv = Rotated(kbase + j * row_stride, d, cos_b + j * R, sin_b + j * R, R);
+        vv = ToFloat(vbase[j * row_stride + d]);
       }
       k_s[kk][d] = kv;
       v_s[kk][d] = vv;
@@ -112,6 +130,10 @@ cudaError_t Attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.seq == 0) return cudaSuccess;
   if (a.head_size <= 0 || a.head_size > kAttentionMaxHeadSize || a.heads > 65535 ||
       a.batch > 65535 || (a.seq + kWarps - 1) / kWarps > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  if (a.kv_heads < 0 || (a.kv_heads > 0 && a.heads % a.kv_heads != 0)) return cudaErrorInvalidValue;
+  if ((a.cos == nullptr) != (a.sin == nullptr) ||
+      (a.cos && (a.rotary_dim <= 0 || a.rotary_dim % 2 != 0 || a.rotary_dim > a.head_size)))
     return cudaErrorInvalidValue;
   if (a.mask && a.mask_type != ElemType::kF32 && a.mask_type != ElemType::kBool)
     return cudaErrorInvalidValue;

@@ -1,14 +1,15 @@
 // Multi-head attention for kiln.MultiHeadAttention (docs/fused-ops.md), the simple correct
-// path: qkv [B, S, 3·N·D] read in place (no transpose kernel), y [B, S, N·D] written in
-// place, fp32 / fp16 / bf16 I/O with fp32 scores, softmax and accumulation. The score
-// matrix never reaches device memory.
-// How: a block of 8 warps takes 8 consecutive query rows of one (batch, head); key tiles
-// (32 keys, 16 for head sizes over 128) of K and V are staged in shared memory (rows padded
-// by one float, so the per-key dot products are bank-conflict free) and shared by the 8
-// warps; lane j scores key j of the tile, the warp keeps the online softmax (running max
-// and sum) and each lane accumulates its D/32 output elements; the output is normalized
-// once at the end. Causal attention skips tiles past the block's last query row.
-// Masks: additive f32 or bool (false = masked out), any shape broadcastable to
+// path: qkv [B, S, (N + 2·Nkv)·D] read in place (no transpose kernel; head n reads K/V head
+// n / (N / Nkv)), y [B, S, N·D] written in place, fp32 / fp16 / bf16 I/O with fp32 scores, softmax
+// and accumulation. The score matrix never reaches device memory. How: a block of 8 warps takes 8
+// consecutive query rows of one (batch, head); key tiles (32 keys, 16 for head sizes over 128) of K
+// and V are staged in shared memory (rows padded by one float, so the per-key dot products are
+// bank-conflict free) and shared by the 8 warps; lane j scores key j of the tile, the warp keeps
+// the online softmax (running max and sum) and each lane accumulates its D/32 output elements; the
+// output is normalized once at the end. Causal attention skips tiles past the block's last query
+// row. Rotary: with cos/sin tables [1 or B, S, R], each Q row and K tile element is rotated as it
+// is loaded (rotate-half over the first R elements of the head: one more read of the partner
+// element), in fp32. Masks: additive f32 or bool (false = masked out), any shape broadcastable to
 // [B, N, S, S] given by element strides (0 on broadcast dims); a row whose every key is
 // masked (bool, causal or -inf) yields zeros; a finite large negative additive mask is a
 // score like any other (the decomposed graph's behaviour).
@@ -26,8 +27,14 @@ inline constexpr int64_t kAttentionMaxHeadSize = 256;
 
 struct AttentionArgs {
   ElemType dtype = ElemType::kF32;  // of qkv and y
-  const void* qkv = nullptr;        // [B, S, 3·N·D]
+  const void* qkv = nullptr;        // [B, S, (N + 2·Nkv)·D]
   int64_t batch = 0, seq = 0, heads = 0, head_size = 0;
+  int64_t kv_heads = 0;  // Nkv, dividing heads; 0 means heads
+  // Rotary tables of qkv's dtype, [1 or B, S, rotary_dim]; null: no rotary.
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  int64_t rotary_dim = 0;
+  int64_t rotary_batch_stride = 0;  // elements between batches of the tables (0: shared)
   float scale = 1.f;
   bool causal = false;
   const void* mask = nullptr;  // f32 (additive) or bool, or null

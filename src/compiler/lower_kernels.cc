@@ -182,9 +182,19 @@ std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
   const int64_t causal = n.attr_int_or("causal", 0);
   if (qkv.size() != 3 || !heads || *heads <= 0 || !scale || (causal != 0 && causal != 1))
     return std::nullopt;
+  const int64_t kv = n.attr_int_or("num_kv_heads", *heads);
+  if (kv <= 0 || *heads % kv != 0) return std::nullopt;
   const int64_t b = qkv[0], s = qkv[1];
-  if (qkv[2] % (3 * *heads) != 0) return std::nullopt;
-  const int64_t d = qkv[2] / (3 * *heads);
+  if (qkv[2] % (*heads + 2 * kv) != 0) return std::nullopt;
+  const int64_t d = qkv[2] / (*heads + 2 * kv);
+  const bool rotary = Present(n, 2);
+  if (rotary != Present(n, 3)) return std::nullopt;
+  if (rotary) {
+    const Dims c = InDims(n, 2);
+    if (c != InDims(n, 3) || c.size() != 3 || (c[0] != 1 && c[0] != b) || c[1] != s || c[2] <= 0 ||
+        c[2] % 2 != 0 || c[2] > d || InType(n, 2) != InType(n, 0) || InType(n, 3) != InType(n, 0))
+      return std::nullopt;
+  }
   if (Present(n, 1)) {
     const Dims m = InDims(n, 1);
     if (m.size() > 4) return std::nullopt;
@@ -198,9 +208,10 @@ std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
   std::vector<PlanParam> params = {Int("batch", b),          Int("seq", s),
                                    Int("num_heads", *heads), Int("head_size", d),
                                    Real("scale", *scale),    Int("causal", causal)};
+  if (kv != *heads) params.push_back(Int("kv_heads", kv));
   // cuda: 16-bit attention at a head size the tensor-core kernel has (its contract takes
-  // fp16/bf16 only); everything else the simple kernel.
-  if (t == PlanTarget::kCuda && FlashAttentionHeadSizeOk(d))
+  // fp16/bf16 and no rotary tables); everything else the simple kernel.
+  if (t == PlanTarget::kCuda && FlashAttentionHeadSizeOk(d) && !rotary)
     if (auto k = Emit(t, "flash_attention", n, params)) return k;
   return Emit(t, "attention", n, std::move(params));
 }

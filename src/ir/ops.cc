@@ -165,7 +165,7 @@ const std::vector<OpInfo>& Table() {
       {"kiln", "SkipRMSNorm", 3, 4, 1, 2, kPure, 0, PrecisionPolicy::kLower},
       {"kiln", "Rotary", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower},
       Mixes(PositionMixing::kMaskedOrCausal,
-            {"kiln", "MultiHeadAttention", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
+            {"kiln", "MultiHeadAttention", 1, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
       Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower}),
       Mixes(PositionMixing::kMaskedOrFirst,
             Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1})),

@@ -72,14 +72,16 @@ std::vector<KernelContract> CpuContracts() {
                           PositiveParam("skip_rows", "divides rows"), FloatParam("epsilon")},
                .inplace_ok = true,
                .doc = "sum = x + skip (+ bias); y = sum / sqrt(mean(sum²) + epsilon) · gamma"});
-  t.push_back({.name = "attention",
-               .inputs = {Req("qkv", kF32Only),
-                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
-               .outputs = {Req("y", kF32Only)},
-               .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
-                          PositiveParam("head_size"), FloatParam("scale"), FlagParam("causal")},
-               .doc = "qkv [B,S,3·N·D] → y [B,S,N·D]; mask additive (f32) or bool, rank ≤ 4, "
-                      "broadcastable to [B,N,S,S]"});
+  t.push_back(
+      {.name = "attention",
+       .inputs = {Req("qkv", kF32Only), Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool)),
+                  Opt("cos", kF32Only), Opt("sin", kF32Only)},
+       .outputs = {Req("y", kF32Only)},
+       .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
+                  PositiveParam("head_size"), FloatParam("scale"), FlagParam("causal"),
+                  OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+       .doc = "qkv [B,S,(N+2·Nkv)·D] → y [B,S,N·D]; mask additive (f32) or bool, rank ≤ "
+              "4, broadcastable to [B,N,S,S]; cos/sin [1|B,S,R] rotate Q and K"});
   t.push_back(
       {.name = "embed_layer_norm",
        .inputs = {Req("input_ids", kIndexTypes), Same("segment_ids", 0, true),

@@ -80,20 +80,25 @@ std::vector<KernelContract> CudaContracts() {
   t.push_back(
       {.name = "attention",
        .inputs = {Req("qkv", kFloatTypes),
-                  Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
+                  Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool)), Same("cos", 0, true),
+                  Same("sin", 0, true)},
        .outputs = {Same("y", 0)},
        .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
-                  PositiveParam("head_size", "≤ 256"), FloatParam("scale"), FlagParam("causal")},
-       .doc = "qkv [B,S,3·N·D] read in place → y [B,S,N·D]; mask additive (f32) or "
-              "bool, rank ≤ 4, broadcastable to [B,N,S,S]"});
+                  PositiveParam("head_size", "≤ 256"), FloatParam("scale"), FlagParam("causal"),
+                  OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+       .doc = "qkv [B,S,(N+2·Nkv)·D] read in place → y [B,S,N·D]; mask additive (f32) or "
+              "bool, rank ≤ 4, broadcastable to [B,N,S,S]; cos/sin [1|B,S,R] rotate Q and K "
+              "as they are loaded"});
   t.push_back({.name = "flash_attention",
                .inputs = {Req("qkv", DTypeBit(DType::kF16) | DTypeBit(DType::kBF16)),
                           Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
                .outputs = {Same("y", 0)},
                .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
                           PositiveParam("head_size", "8, 16, 32, 64 or 128"), FloatParam("scale"),
-                          FlagParam("causal")},
-               .doc = "attention's operands and rule on tensor cores (fp16/bf16, fp32 softmax "
+                          FlagParam("causal"),
+                          OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+               .doc = "attention's operands (no rotary tables) and rule on tensor cores "
+                      "(fp16/bf16, fp32 softmax "
                       "and accumulation); key tiles past a key-padding mask's last kept key "
                       "and above a causal diagonal are skipped"});
   t.push_back({.name = "embed_layer_norm",

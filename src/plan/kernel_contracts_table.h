@@ -21,6 +21,9 @@ inline ParamSpec PositiveParam(std::string_view name, std::string_view doc = {})
 inline ParamSpec FlagParam(std::string_view name, std::string_view doc = {}) {
   return {name, ParamKind::kInt, 0, 1, {}, false, doc};
 }
+inline ParamSpec OptionalPositive(std::string_view name, std::string_view doc = {}) {
+  return {name, ParamKind::kInt, 1, kMaxInt, {}, true, doc};
+}
 inline ParamSpec OptionalFlag(std::string_view name, std::string_view doc = {}) {
   return {name, ParamKind::kInt, 0, 1, {}, true, doc};
 }

@@ -328,28 +328,38 @@ Result RotaryKernel(const Node&, Inputs in) {
 }
 
 // ---------------------------------------------------------------------------------------
-// kiln.MultiHeadAttention(qkv, mask?): per batch b and head n,
+// kiln.MultiHeadAttention(qkv, mask?, cos?, sin?): per batch b and head n (K/V head
+// n / (N / Nkv)), Q and K rotated by the tables when given,
 // P = softmax(scale · Q·Kᵀ + mask (+ causal −inf above the diagonal)), Y = P·V.
 
 Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* qkv, Arg(in, 0, "qkv"));
   const Tensor* mask = OptArg(in, 1);
+  const Tensor* cs = OptArg(in, 2);
+  const Tensor* sn = OptArg(in, 3);
   KILN_RETURN_IF_ERROR(RequireFloat(*qkv, "qkv"));
   KILN_ASSIGN_OR_RETURN(int64_t heads, IntAttr(node, "num_heads", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t kv_heads, IntAttr(node, "num_kv_heads", heads));
   KILN_ASSIGN_OR_RETURN(double scale, FloatAttr(node, "scale", std::nullopt));
   KILN_ASSIGN_OR_RETURN(int64_t causal, IntAttr(node, "causal", 0));
   if (heads <= 0)
     return absl::InvalidArgumentError(absl::StrCat("num_heads must be positive, got ", heads));
+  if (kv_heads <= 0 || heads % kv_heads != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_kv_heads must be positive and divide num_heads = ", heads, ", got ", kv_heads));
   if (causal != 0 && causal != 1)
     return absl::InvalidArgumentError(absl::StrCat("causal must be 0 or 1, got ", causal));
   if (qkv->rank() != 3)
     return absl::InvalidArgumentError(
-        absl::StrCat("qkv must have shape [B, S, 3H], got ", DimsStr(qkv->dims())));
-  const int64_t nb = qkv->dims()[0], s = qkv->dims()[1], three_h = qkv->dims()[2];
-  if (three_h % (3 * heads) != 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("qkv last dim ", three_h, " is not divisible by 3 * num_heads = ", 3 * heads));
-  const int64_t h = three_h / 3, hd = h / heads;
+        absl::StrCat("qkv must have shape [B, S, (N + 2·Nkv)·D], got ", DimsStr(qkv->dims())));
+  const int64_t nb = qkv->dims()[0], s = qkv->dims()[1], packed = qkv->dims()[2];
+  const int64_t parts = heads + 2 * kv_heads;
+  if (packed % parts != 0)
+    return absl::InvalidArgumentError(absl::StrCat("qkv last dim ", packed,
+                                                   " is not divisible by num_heads + 2 * "
+                                                   "num_kv_heads = ",
+                                                   parts));
+  const int64_t hd = packed / parts, h = heads * hd, group = heads / kv_heads;
   const std::vector<int64_t> score_dims = {nb, heads, s, s};
   std::vector<double> mv;
   int64_t mstride[4] = {0, 0, 0, 0};
@@ -373,24 +383,67 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
       st *= mask->dims()[i];
     }
   }
+  if ((cs == nullptr) != (sn == nullptr))
+    return absl::InvalidArgumentError("cos and sin must be given together or both omitted");
+  int64_t rot = 0, table_batch_stride = 0;
+  std::vector<double> cv, sv;
+  if (cs) {
+    KILN_RETURN_IF_ERROR(SameDType(*qkv, cs, "qkv", "cos"));
+    KILN_RETURN_IF_ERROR(SameDType(*qkv, sn, "qkv", "sin"));
+    if (cs->dims() != sn->dims())
+      return absl::InvalidArgumentError(
+          absl::StrCat("cos ", DimsStr(cs->dims()), " and sin ", DimsStr(sn->dims()), " differ"));
+    const std::vector<int64_t>& td = cs->dims();
+    if (td.size() != 3 || (td[0] != 1 && td[0] != nb) || td[1] != s || td[2] % 2 != 0 ||
+        td[2] > hd || td[2] == 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("cos/sin must be [1 or B, S, R] with R even and 0 < R <= D = ", hd, "; got ",
+                       DimsStr(td), " for B = ", nb, ", S = ", s));
+    rot = td[2];
+    table_batch_stride = td[0] == 1 ? 0 : s * rot;
+    cv = ToDoubles(*cs);
+    sv = ToDoubles(*sn);
+  }
   const double neg_inf = -std::numeric_limits<double>::infinity();
   KILN_RETURN_IF_ERROR(CheckBufferSize({nb, s, h}, "output"));
   KILN_RETURN_IF_ERROR(CheckBufferSize({s}, "score row"));
-  const std::vector<double> xv = ToDoubles(*qkv);
+  std::vector<double> xv = ToDoubles(*qkv);
+  // Rotate the Q and K heads in place (V, past Q and K, is untouched).
+  if (rot > 0) {
+    const int64_t half = rot / 2;
+    std::vector<double> head(static_cast<size_t>(rot));
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t t = 0; t < s; ++t) {
+        const double* c = &cv[b * table_batch_stride + t * rot];
+        const double* sg = &sv[b * table_batch_stride + t * rot];
+        for (int64_t n = 0; n < heads + kv_heads; ++n) {
+          double* x = &xv[(b * s + t) * packed + n * hd];
+          std::copy(x, x + rot, head.begin());
+          for (int64_t j = 0; j < rot; ++j) {
+            const double r = j < half ? -head[j + half] : head[j - half];
+            x[j] = head[j] * c[j] + r * sg[j];
+          }
+        }
+      }
+  }
   std::vector<double> y(static_cast<size_t>(nb * s * h), 0.0);
   std::vector<double> p(static_cast<size_t>(s));
-  // Element d of head n of part (0 = Q, 1 = K, 2 = V) at batch b, position t.
-  auto at = [&](int64_t b, int64_t t, int part, int64_t n, int64_t dd) {
-    return xv[(b * s + t) * three_h + part * h + n * hd + dd];
+  // Element d of head n of Q (or of K/V head n) at batch b, position t.
+  auto q_at = [&](int64_t b, int64_t t, int64_t n, int64_t dd) {
+    return xv[(b * s + t) * packed + n * hd + dd];
+  };
+  auto kv_at = [&](int64_t b, int64_t t, int part, int64_t n, int64_t dd) {
+    return xv[(b * s + t) * packed + h + part * kv_heads * hd + n * hd + dd];
   };
   for (int64_t b = 0; b < nb; ++b) {
     for (int64_t n = 0; n < heads; ++n) {
+      const int64_t kvn = n / group;
       for (int64_t i = 0; i < s; ++i) {
         double row_max = neg_inf;
         bool any_nan = false;
         for (int64_t j = 0; j < s; ++j) {
           double score = 0;
-          for (int64_t dd = 0; dd < hd; ++dd) score += at(b, i, 0, n, dd) * at(b, j, 1, n, dd);
+          for (int64_t dd = 0; dd < hd; ++dd) score += q_at(b, i, n, dd) * kv_at(b, j, 0, kvn, dd);
           score *= scale;
           if (mask) {
             const double m = mv[b * mstride[0] + n * mstride[1] + i * mstride[2] + j * mstride[3]];
@@ -415,7 +468,7 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
         }
         for (int64_t j = 0; j < s; ++j) {
           const double w = p[j] / denom;
-          for (int64_t dd = 0; dd < hd; ++dd) out[dd] += w * at(b, j, 2, n, dd);
+          for (int64_t dd = 0; dd < hd; ++dd) out[dd] += w * kv_at(b, j, 1, kvn, dd);
         }
       }
     }

@@ -111,18 +111,32 @@ absl::StatusOr<AttentionRule> CheckAttention(const StepChecker& c) {
   r.seq = c.Int("seq");
   r.heads = c.Int("num_heads");
   r.head_size = c.Int("head_size");
+  r.kv_heads = c.Int("kv_heads", r.heads);
   r.scale = static_cast<float>(c.Float("scale"));
   r.causal = c.Flag("causal");
+  if (r.heads % r.kv_heads != 0)
+    return c.Err("kv_heads %d does not divide num_heads %d", r.kv_heads, r.heads);
   KILN_ASSIGN_OR_RETURN(const int64_t y_elems,
                         c.Product({r.batch, r.seq, r.heads, r.head_size}, "B*S*N*D"));
-  KILN_ASSIGN_OR_RETURN(const int64_t qkv_elems, c.Product({y_elems, 3}, "B*S*3*N*D"));
-  const PlanBuffer *qkv = c.In(0), *mask = c.In(1);
+  // Not implied by B*S*(N+2*Nkv)*D when B or S is 0.
+  KILN_ASSIGN_OR_RETURN(const int64_t qkv_row, c.Product({r.heads + 2 * r.kv_heads, r.head_size},
+                                                         "(num_heads+2*kv_heads)*head_size"));
+  KILN_ASSIGN_OR_RETURN(const int64_t qkv_elems,
+                        c.Product({r.batch, r.seq, qkv_row}, "B*S*(N+2*Nkv)*D"));
+  const PlanBuffer *qkv = c.In(0), *mask = c.In(1), *cs = c.In(2), *sn = c.In(3);
   KILN_RETURN_IF_ERROR(c.N(qkv, qkv_elems, "qkv"));
-  // Not implied by B*S*3*N*D when B or S is 0.
-  KILN_ASSIGN_OR_RETURN(const int64_t qkv_row,
-                        c.Product({3, r.heads, r.head_size}, "3*num_heads*head_size"));
-  KILN_RETURN_IF_ERROR(c.LastDim(qkv, qkv_row, "qkv", "3*num_heads*head_size"));
+  KILN_RETURN_IF_ERROR(c.LastDim(qkv, qkv_row, "qkv", "(num_heads+2*kv_heads)*head_size"));
   KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  if ((cs == nullptr) != (sn == nullptr)) return c.Err("cos and sin must be given together");
+  if (cs != nullptr) {
+    const std::vector<int64_t>& t = cs->dims;
+    if (t != sn->dims || t.size() != 3 || (t[0] != 1 && t[0] != r.batch) || t[1] != r.seq ||
+        t[2] <= 0 || t[2] % 2 != 0 || t[2] > r.head_size)
+      return c.Err("cos %s / sin %s must be [1 or B, S, R] with R even, 0 < R <= head_size %d",
+                   DimsStr(cs->dims), DimsStr(sn->dims), r.head_size);
+    r.rotary_dim = t[2];
+    r.rotary_per_batch = t[0] != 1;
+  }
   if (mask != nullptr) {
     r.mask_dtype = mask->dtype;
     r.mask_dims = mask->dims;

@@ -55,8 +55,11 @@ absl::StatusOr<NormRule> CheckNorm(const StepChecker& c, bool skip, bool rms);
 
 struct AttentionRule {
   int64_t batch = 0, seq = 0, heads = 0, head_size = 0;
+  int64_t kv_heads = 0;  // divides heads (the plan's kv_heads, else heads)
   float scale = 1.0f;
   bool causal = false;
+  int64_t rotary_dim = 0;                // R of the cos/sin tables [1 or B, S, R]; 0: no rotary
+  bool rotary_per_batch = false;         // tables [B, S, R] (else [1, S, R])
   DType mask_dtype = DType::kUndefined;  // kUndefined: no mask
   std::vector<int64_t> mask_dims;        // rank <= 4, broadcastable to [B, N, S, S]
 };

@@ -94,7 +94,7 @@ void CheckContract(const Plan& p) {
       // The contract's operand counts (omitted optional operands are -1, never dropped).
       static const std::map<std::string, size_t> kArity = {
           {"copy", 1},      {"linear", 3},           {"layer_norm", 3}, {"skip_layer_norm", 5},
-          {"attention", 2}, {"embed_layer_norm", 8}, {"pool", 2},       {"gelu", 1},
+          {"attention", 4}, {"embed_layer_norm", 8}, {"pool", 2},       {"gelu", 1},
           {"softmax", 1},   {"gather", 2},           {"transpose", 1},  {"slice", 1},
           {"expand", 1},    {"rms_norm", 2},         {"matmul", 2},     {"skip_rms_norm", 4}};
       if (auto it = kArity.find(s.kernel); it != kArity.end())

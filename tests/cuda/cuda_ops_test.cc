@@ -323,6 +323,38 @@ TEST(CudaOps, Attention) {
   RunCases(cases, /*int_high=*/2);
 }
 
+// Decoder attention on the simple kernel: grouped K/V heads (N = 4 over Nkv = 2 or 1) and
+// rotate-half tables over the whole head or half of it, shared ([1, S, R]) or per batch
+// item ([B, S, R]), causal, every float type; and grouped heads on the flash kernel (16-bit,
+// no tables). Same reference and tolerances as the cases above.
+TEST(CudaOps, DecoderAttention) {
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* t : kFloatTypes)
+    for (const auto& [b, s, d, kv, r, tb] :
+         {std::tuple{2, 7, 16, 2, 16, 1}, std::tuple{2, 33, 64, 1, 32, 2},
+          std::tuple{1, 130, 32, 2, 32, 1}})
+      for (bool rotary : {false, true}) {
+        const int n = 4;
+        const std::string qkv = absl::StrCat(b, ",", s, ",", (n + 2 * kv) * d);
+        const std::string y = absl::StrCat(b, ",", s, ",", n * d);
+        const std::string table = absl::StrCat(tb, ",", s, ",", r);
+        std::string ir =
+            absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", qkv, "] \"qkv\"\n");
+        std::string args = "%0";
+        if (rotary) {
+          absl::StrAppend(&ir, " %1 = Input() : $T[", table, "] \"cos\"\n %2 = Input() : $T[",
+                          table, "] \"sin\"\n");
+          args = "%0, _, %1, %2";
+        }
+        absl::StrAppend(&ir, " %9 = kiln.MultiHeadAttention(", args, ") {causal=1, num_heads=", n,
+                        ", num_kv_heads=", kv, ", scale=0.25} : $T[", y,
+                        "] \"y\"\n return \"y\": %9\n}");
+        cases.push_back({absl::StrCat("decoder attention ", t, " ", qkv, rotary ? " rotary" : ""),
+                         WithType(ir, t)});
+      }
+  RunCases(cases, /*int_high=*/2);
+}
+
 // The flash kernel (fp16/bf16 plans) against the reference on every head size it has, the
 // mask kinds the fused op takes and the lengths the issue names: S = 1, 7, 64, 128, 129
 // (batch 1 and 33, 2 heads), 512 and 1024 (batch 1, 1 head). Key-padding masks are HF's: 0 on

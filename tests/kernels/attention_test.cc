@@ -200,5 +200,111 @@ TEST(AttentionArgs, RejectsBadMaskAndSizes) {
   EXPECT_EQ(MultiHeadAttention(ctx, a).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Decoder attention: grouped K/V heads (N = 8 query heads over Nkv = 8, 4, 2 or 1 K/V
+// heads) and rotate-half rotary tables over the whole head (R = D) or half of it, shared
+// by the batch ([1, S, R]) or per batch item ([B, S, R]), causal with a key-padding mask,
+// on every path at 1 and 3 threads, against the reference kiln.MultiHeadAttention with
+// num_kv_heads and cos/sin. The tables are real cos/sin of position·frequency, so the
+// rotation keeps the norms (same tolerance as above).
+using DecoderCase =
+    std::tuple<int64_t /*S*/, int64_t /*D*/, int64_t /*Nkv*/, int64_t /*R*/, bool /*per_batch*/>;
+class AttentionDecoderTest : public ::testing::TestWithParam<DecoderCase> {};
+
+TEST_P(AttentionDecoderTest, MatchesReference) {
+  const auto [s, d, nkv, rot, per_batch] = GetParam();
+  const int64_t nb = 2, nh = 8, row = (nh + 2 * nkv) * d;
+  const auto qkv = RandomVec(nb * s * row, 90 + s + d + nkv);
+  const int64_t tb = per_batch ? nb : 1;
+  std::vector<float> cs(tb * s * rot), sn(tb * s * rot);
+  for (int64_t b = 0; b < tb; ++b)
+    for (int64_t t = 0; t < s; ++t)
+      for (int64_t j = 0; j < rot; ++j) {
+        // HF's layout: frequency j mod R/2, both halves; batch 1 shifted by 3 positions.
+        const double f = std::pow(10000.0, -2.0 * (j % (rot / 2)) / rot);
+        const double angle = (t + 3 * b) * f;
+        cs[(b * s + t) * rot + j] = static_cast<float>(std::cos(angle));
+        sn[(b * s + t) * rot + j] = static_cast<float>(std::sin(angle));
+      }
+  std::vector<float> mask(nb * s, 0.0f);
+  for (int64_t j = s - s / 3; j < s; ++j) mask[s + j] = -std::numeric_limits<float>::infinity();
+  MultiHeadAttentionArgs a;
+  a.qkv = qkv.data();
+  a.batch = nb;
+  a.seq = s;
+  a.num_heads = nh;
+  a.num_kv_heads = nkv;
+  a.head_size = d;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  a.causal = true;
+  a.mask.dims = {nb, 1, 1, s};
+  a.mask.additive = mask.data();
+  a.rotary.cos = cs.data();
+  a.rotary.sin = sn.data();
+  a.rotary.dim = rot;
+  a.rotary.per_batch = per_batch;
+  Tensor qt = F32({nb, s, row}, qkv), mt = F32({nb, 1, 1, s}, mask);
+  Tensor ct = F32({tb, s, rot}, cs), st = F32({tb, s, rot}, sn);
+  auto ref = testing::RunReferenceOp(
+      "kiln", "MultiHeadAttention",
+      {{"num_heads", nh}, {"num_kv_heads", nkv}, {"scale", a.scale}, {"causal", int64_t{1}}},
+      {&qt, &mt, &ct, &st});
+  ASSERT_EQ(ref.size(), 1u);
+  for (AttentionPath path : kAllPaths)
+    for (int t : {1, 3}) {
+      CpuContext ctx;
+      ctx.num_threads = t;
+      std::vector<float> y(nb * s * nh * d, std::nanf(""));
+      a.y = y.data();
+      const absl::Status status = internal::MultiHeadAttentionWithPath(ctx, a, path);
+      ASSERT_TRUE(status.ok()) << PathName(path) << ": " << status;
+      testing::ExpectClose(y.data(), ref[0], 2e-5, 1e-5,
+                           absl::StrCat(PathName(path), " threads=", t));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Decoder, AttentionDecoderTest,
+    ::testing::Values(DecoderCase{7, 16, 8, 16, false}, DecoderCase{7, 16, 4, 16, true},
+                      DecoderCase{33, 32, 2, 32, false}, DecoderCase{33, 32, 1, 16, true},
+                      DecoderCase{77, 64, 2, 64, true}, DecoderCase{77, 64, 4, 32, false},
+                      DecoderCase{130, 24, 2, 24, false}));
+
+// The rotated values really enter the scores: the same qkv without the tables differs.
+TEST(AttentionDecoder, RotaryAndGroupsChangeTheResult) {
+  const int64_t nb = 1, s = 9, nh = 4, d = 8;
+  const auto qkv = RandomVec(nb * s * (nh + 2 * 2) * d, 5);
+  std::vector<float> cs(s * d), sn(s * d);
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t j = 0; j < d; ++j) {
+      cs[t * d + j] = static_cast<float>(std::cos(0.7 * t));
+      sn[t * d + j] = static_cast<float>(std::sin(0.7 * t));
+    }
+  MultiHeadAttentionArgs a;
+  a.qkv = qkv.data();
+  a.batch = nb;
+  a.seq = s;
+  a.num_heads = nh;
+  a.num_kv_heads = 2;
+  a.head_size = d;
+  a.scale = 0.35f;
+  std::vector<float> plain(nb * s * nh * d), rotated(plain.size());
+  a.y = plain.data();
+  ASSERT_TRUE(MultiHeadAttention(CpuContext{}, a).ok());
+  a.rotary = {cs.data(), sn.data(), d, false};
+  a.y = rotated.data();
+  ASSERT_TRUE(MultiHeadAttention(CpuContext{}, a).ok());
+  float diff = 0;
+  for (size_t i = 0; i < plain.size(); ++i) diff = std::max(diff, std::abs(plain[i] - rotated[i]));
+  EXPECT_GT(diff, 1e-2f);
+  // Bad group counts and rotary dims are refused, not run.
+  a.num_kv_heads = 3;
+  EXPECT_FALSE(MultiHeadAttention(CpuContext{}, a).ok());
+  a.num_kv_heads = 2;
+  a.rotary.dim = 7;
+  EXPECT_FALSE(MultiHeadAttention(CpuContext{}, a).ok());
+  a.rotary.dim = 2 * d;
+  EXPECT_FALSE(MultiHeadAttention(CpuContext{}, a).ok());
+}
+
 }  // namespace
 }  // namespace kiln::cpu

@@ -139,7 +139,7 @@ TEST(ShapeRulesFusedTest, ContractViolationsAreErrorsNamingTheNode) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"(%0 = Input() : f32[2,5,36] "x"
   %1 = kiln.MultiHeadAttention(%0) {num_heads=5, scale=0.5} @ "n")",
-       "qkv last dim 36 is not divisible by 3 * num_heads = 15"},
+       "qkv last dim 36 is not divisible by num_heads + 2 * num_kv_heads = 15"},
       {R"(%0 = Input() : f32[2,36] "x"
   %1 = kiln.MultiHeadAttention(%0) {num_heads=3, scale=0.5} @ "n")",
        "qkv must have rank 3"},

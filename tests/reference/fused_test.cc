@@ -615,7 +615,7 @@ TEST(MultiHeadAttentionTest, Errors) {
                         "}\n  return \"y\": %2\n}");
   };
   ExpectError(graph("num_heads=5, scale=0.5"), f, absl::StatusCode::kInvalidArgument,
-              "qkv last dim 36 is not divisible by 3 * num_heads = 15");
+              "qkv last dim 36 is not divisible by num_heads + 2 * num_kv_heads = 15");
   ExpectError(graph("num_heads=3"), f, absl::StatusCode::kInvalidArgument,
               "attribute 'scale' is required");
   ExpectError(graph("scale=0.5"), f, absl::StatusCode::kInvalidArgument,
@@ -626,7 +626,7 @@ TEST(MultiHeadAttentionTest, Errors) {
               "attribute 'scale' must be a float");
   ExpectError(graph("num_heads=3, scale=0.5", "f32[10,36]"),
               {{"qkv", Rand(DType::kF32, {10, 36}, 1)}}, absl::StatusCode::kInvalidArgument,
-              "qkv must have shape [B, S, 3H]");
+              "qkv must have shape [B, S, (N + 2·Nkv)·D]");
   ExpectError(R"(graph g opset=21 {
   %0 = Input() : f32[2,5,36] "qkv"
   %1 = Input() : f32[2,1,5,4] "mask"

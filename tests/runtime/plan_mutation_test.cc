@@ -692,7 +692,7 @@ TEST(PlanMutation, AttentionHeadProductOverflowIsRejected) {
   const absl::Status st = Executor::Create(pb.Finish()).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_THAT(std::string(st.message()),
-              ::testing::HasSubstr("3*num_heads*head_size overflows int64"));
+              ::testing::HasSubstr("(num_heads+2*kv_heads)*head_size overflows int64"));
 }
 
 // Float parameters (epsilon, scale) are converted to float for the kernels; a finite

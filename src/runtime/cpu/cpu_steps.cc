@@ -255,6 +255,7 @@ class AttentionStep final : public CpuStep {
     a.batch = a_.batch;
     a.seq = a_.seq;
     a.num_heads = a_.num_heads;
+    a.num_kv_heads = a_.num_kv_heads;
     a.head_size = a_.head_size;
     a.scale = a_.scale;
     a.causal = a_.causal;
@@ -266,6 +267,11 @@ class AttentionStep final : public CpuStep {
         a.mask.boolean = static_cast<const uint8_t*>(m);
       else
         a.mask.additive = static_cast<const float*>(m);
+    }
+    a.rotary = a_.rotary;
+    if (a.rotary.dim > 0) {
+      a.rotary.cos = io.In<float>(2);
+      a.rotary.sin = io.In<float>(3);
     }
     a.qkv = io.In<float>(0);
     a.y = io.Out<float>(0);
@@ -280,10 +286,11 @@ class AttentionStep final : public CpuStep {
     if (y_elems == 0 || y_elems > (int64_t{16} << 20) / 3) return;
     std::vector<float> qkv(static_cast<size_t>(3 * y_elems)), y(static_cast<size_t>(y_elems));
     cpu::MultiHeadAttentionArgs a;
-    a.qkv = qkv.data();
+    a.qkv = qkv.data();  // a grouped qkv ((N + 2·Nkv)·D per row) is smaller: fits
     a.batch = a_.batch;
     a.seq = a_.seq;
     a.num_heads = a_.num_heads;
+    a.num_kv_heads = a_.num_kv_heads;
     a.head_size = a_.head_size;
     a.scale = a_.scale;
     a.causal = a_.causal;
@@ -302,10 +309,13 @@ absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c, CpuPrepareEnv&) {
   a.batch = r.batch;
   a.seq = r.seq;
   a.num_heads = r.heads;
+  a.num_kv_heads = r.kv_heads;
   a.head_size = r.head_size;
   a.scale = r.scale;
   a.causal = r.causal;
   a.mask.dims = std::move(r.mask_dims);
+  a.rotary.dim = r.rotary_dim;
+  a.rotary.per_batch = r.rotary_per_batch;
   return StepPtr(new AttentionStep(std::move(a), r.mask_dtype == DType::kBool));
 }
 

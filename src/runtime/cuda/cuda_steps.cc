@@ -275,6 +275,10 @@ class AttentionStep final : public CudaStep {
     cuda::AttentionArgs a = a_;
     a.qkv = io.In(0);
     a.mask = io.In(1);
+    if (a.rotary_dim > 0) {
+      a.cos = io.In(2);
+      a.sin = io.In(3);
+    }
     a.y = io.Out(0);
     return LaunchStatus(cuda::Attention(a, env.stream), "attention");
   }
@@ -295,6 +299,7 @@ absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c) {
   a.batch = r.batch;
   a.seq = r.seq;
   a.heads = r.heads;
+  a.kv_heads = r.kv_heads;
   a.head_size = r.head_size;
   a.scale = r.scale;
   a.causal = r.causal;
@@ -302,11 +307,13 @@ absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c) {
     a.mask_type = ElemTypeOf(r.mask_dtype);
     MaskStrides(r.mask_dims, a.mask_stride);
   }
+  a.rotary_dim = r.rotary_dim;
+  a.rotary_batch_stride = r.rotary_per_batch ? r.seq * r.rotary_dim : 0;
   return StepPtr(new AttentionStep(a));
 }
 
 // flash_attention: attention's rule; Q, K and V are views of the packed qkv row
-// (q = row, k = row + N·D, v = row + 2·N·D) and y [B, S, N·D]. The launch shape is the
+// (q = row, k = row + N·D, v = row + (N + Nkv)·D) and y [B, S, N·D]. The launch shape is the
 // device's (ChooseFlashLaunch), fixed at Init.
 class FlashAttentionStep final : public CudaStep {
  public:
@@ -320,12 +327,12 @@ class FlashAttentionStep final : public CudaStep {
   }
   absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
     cuda::FlashAttentionArgs a = a_;
-    const int64_t nd = a.heads * a.head_size;
+    const int64_t nd = a.heads * a.head_size, kvd = a.kv_heads * a.head_size;
     const auto* qkv = static_cast<const std::byte*>(io.In(0));
     const int64_t elem = 2;  // fp16 / bf16
     a.q = qkv;
     a.k = qkv + nd * elem;
-    a.v = qkv + 2 * nd * elem;
+    a.v = qkv + (nd + kvd) * elem;
     a.mask = io.In(1);
     a.y = io.Out(0);
     return LaunchStatus(cuda::FlashAttention(a, launch_, env.stream), "flash_attention");
@@ -344,13 +351,16 @@ absl::StatusOr<StepPtr> PrepareFlashAttention(const StepChecker& c) {
   a.dtype = ElemTypeOf(c.In(0)->dtype);
   a.batch = r.batch;
   a.q_len = a.kv_len = r.seq;
-  a.heads = a.kv_heads = r.heads;
+  if (r.rotary_dim > 0) return c.Err("flash_attention takes no rotary tables");
+  a.heads = r.heads;
+  a.kv_heads = r.kv_heads;
   a.head_size = r.head_size;
   a.scale = r.scale;
   a.causal = r.causal;
-  const int64_t nd = r.heads * r.head_size;  // CheckAttention bounded B·S·3·N·D
-  a.q_row_stride = a.kv_row_stride = 3 * nd;
-  a.q_batch_stride = a.kv_batch_stride = r.seq * 3 * nd;
+  const int64_t nd = r.heads * r.head_size;  // CheckAttention bounded B·S·(N+2·Nkv)·D
+  const int64_t row = (r.heads + 2 * r.kv_heads) * r.head_size;
+  a.q_row_stride = a.kv_row_stride = row;
+  a.q_batch_stride = a.kv_batch_stride = r.seq * row;
   a.y_row_stride = nd;
   a.y_batch_stride = r.seq * nd;
   if (r.mask_dtype != DType::kUndefined) {
