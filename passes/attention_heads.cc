@@ -1,6 +1,8 @@
 // Attention matcher, head paths: from an attention MatMul operand back through the head
-// split (Transpose + Reshape, scalar Muls anywhere on the Q and K paths) to the [B, S, H]
-// projection, and the heads / head size the split Reshape implies (attention_match.h).
+// split (Transpose + Reshape, scalar Muls anywhere on the Q and K paths, fuse-rotary's
+// kiln.Rotary on the Q and K heads, HF's repeat_kv expansion on the K and V heads) to the
+// [B, S, H] projection, and the heads / head size the split Reshape implies
+// (attention_match.h).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,7 +50,80 @@ Value SkipScales(Value v, HeadPath& p, std::string* issue) {
   return v;
 }
 
+// HF repeat_kv on [B, Nkv, S, D] heads x:
+//   Reshape(Expand(Unsqueeze(x, axes = [2]), [B, Nkv, n, S, D]), [B, Nkv·n, S, D]).
+// Fills p.repeat / p.repeat_reshape and returns x; null when `v` is not made so. A chain
+// of these ops whose shapes cannot be proved to be that sets *issue.
+Value SkipRepeatKv(Value v, HeadPath& p, std::string* issue) {
+  Node* r = ProducerIs(v, "Reshape");
+  Node* e = r ? ProducerIs(r->input(0), "Expand") : nullptr;
+  Node* u = e ? ProducerIs(e->input(0), "Unsqueeze") : nullptr;
+  if (u == nullptr) return {};
+  std::optional<std::vector<int64_t>> axes;
+  if (u->num_inputs() > 1 && u->input(1)) axes = rewrite::IntConstant(u->input(1));
+  const std::vector<Dim>* x = ShapeOf(u->input(0));
+  const std::vector<Dim>* ex = ShapeOf(e->output(0));
+  const std::vector<Dim>* out = ShapeOf(r->output(0));
+  const bool ok =
+      axes && (*axes == std::vector<int64_t>{2}) && x && x->size() == 4 && ex && ex->size() == 5 &&
+      out && out->size() == 4 && (*ex)[2].is_known() && (*ex)[2].value() >= 1 &&
+      SameDim((*ex)[0], (*x)[0]) && SameDim((*ex)[1], (*x)[1]) && SameDim((*ex)[3], (*x)[2]) &&
+      SameDim((*ex)[4], (*x)[3]) && SameDim((*out)[0], (*x)[0]) && SameDim((*out)[2], (*x)[2]) &&
+      SameDim((*out)[3], (*x)[3]) && (*x)[1].is_known() && (*out)[1].is_known() &&
+      (*out)[1].value() == (*x)[1].value() * (*ex)[2].value();
+  if (!ok) {
+    if (issue->empty())
+      *issue = absl::StrFormat(
+          "the grouped-query expansion %s -> %s -> %s is not provably repeat_kv "
+          "(Unsqueeze axis 2 of [B, Nkv, S, D], Expand to [B, Nkv, n, S, D], Reshape to "
+          "[B, Nkv*n, S, D]; give static shapes, --shape)",
+          Name(u), Name(e), Name(r));
+    return {};
+  }
+  p.repeat = (*ex)[2].value();
+  p.repeat_reshape = r;
+  p.nodes.insert(p.nodes.end(), {r, e, u});
+  return u->input(0);
+}
+
+// The repeat_kv expansion Expand(Unsqueeze(x, axes = [2]), [B, Nkv, n, S, D]) whose 5-D
+// result `v` a joined Reshape reads: fills p.repeat and returns x (null if not so).
+Value SkipExpandedKv(Value v, HeadPath& p) {
+  Node* e = ProducerIs(v, "Expand");
+  Node* u = e ? ProducerIs(e->input(0), "Unsqueeze") : nullptr;
+  if (u == nullptr || u->num_inputs() < 2 || !u->input(1)) return {};
+  const std::optional<std::vector<int64_t>> axes = rewrite::IntConstant(u->input(1));
+  const std::vector<Dim>* x = ShapeOf(u->input(0));
+  const std::vector<Dim>* ex = ShapeOf(v);
+  if (!axes || *axes != std::vector<int64_t>{2} || !x || x->size() != 4 || !ex || ex->size() != 5 ||
+      !(*ex)[2].is_known() || (*ex)[2].value() < 1)
+    return {};
+  for (int i : {0, 1, 2, 3})
+    if (!SameDim((*ex)[i < 2 ? i : i + 1], (*x)[i])) return {};
+  p.repeat = (*ex)[2].value();
+  p.nodes.insert(p.nodes.end(), {e, u});
+  return u->input(0);
+}
+
+// What lies between the head Transpose's [B, N, S, D] output and the attention MatMul
+// operand `v` (or, for K, the Kᵀ Transpose): scales (Q, K), repeat_kv (K, V), kiln.Rotary
+// (Q, K). Returns the value the head Transpose should produce.
+Value SkipHeadOps(Value v, PathKind kind, HeadPath& p, std::string* issue) {
+  const bool qk = kind != PathKind::kV;
+  if (qk) v = SkipScales(v, p, issue);
+  if (kind != PathKind::kQ)
+    if (Value x = SkipRepeatKv(v, p, issue)) v = qk ? SkipScales(x, p, issue) : x;
+  if (qk && v && v.node->domain() == "kiln" && v.node->op() == "Rotary") {
+    p.rotary = v.node;
+    p.nodes.push_back(v.node);
+    v = SkipScales(v.node->input(0), p, issue);
+  }
+  return v;
+}
+
 }  // namespace
+
+bool SameDim(const Dim& a, const Dim& b) { return !a.is_unknown() && a == b; }
 
 const std::vector<Dim>* ShapeOf(Value v) {
   if (!v) return nullptr;
@@ -138,7 +213,10 @@ std::string AnalyzeSplit(HeadPath& p, const char* which) {
 
 bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
   const bool scaled = kind != PathKind::kV;
-  if (scaled) v = SkipScales(v, p, issue);
+  if (kind == PathKind::kK)
+    v = SkipScales(v, p, issue);
+  else
+    v = SkipHeadOps(v, kind, p, issue);
   // Kᵀ: Transpose [0, 2, 3, 1] of the split, or [0, 1, 3, 2] (or the batched form) after
   // the usual [0, 2, 1, 3].
   Node* t = ProducerIs(v, "Transpose");
@@ -150,9 +228,13 @@ bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
   } else if (kind == PathKind::kK) {
     kt = BatchedKeyTranspose(v, &via);
   }
+  if (kt && ShapeOf(kt) && ShapeOf(kt)->size() == 5) {
+    kt = SkipExpandedKv(kt, p);
+    if (!kt) return false;
+  }
   if (kt) {
     p.nodes.insert(p.nodes.end(), via.begin(), via.end());
-    t = ProducerIs(SkipScales(kt, p, issue), "Transpose");
+    t = ProducerIs(SkipHeadOps(kt, kind, p, issue), "Transpose");
     if (t == nullptr || !PermIs(t, {0, 2, 1, 3})) return false;
   } else if (t == nullptr || !PermIs(t, kind == PathKind::kK ? std::vector<int64_t>{0, 2, 3, 1}
                                                              : std::vector<int64_t>{0, 2, 1, 3})) {

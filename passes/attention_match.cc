@@ -28,6 +28,7 @@ using internal::MaskLayer;
 using internal::Name;
 using internal::PathKind;
 using internal::PermIs;
+using internal::SameDim;
 using internal::ScaleOperand;
 using internal::ShapeOf;
 using internal::UniformConstant;
@@ -59,6 +60,10 @@ std::vector<Value> QueryHeadValues(const AttentionBlock& b) {
   for (int i = 0; i < 4 && v; ++i) {
     out.push_back(v);
     if (IsOp(v.node, "Transpose")) break;
+    if (v.node->domain() == "kiln" && v.node->op() == "Rotary") {
+      v = v.node->input(0);
+      continue;
+    }
     std::optional<double> f;
     std::optional<int> data = ScaleOperand(v.node, &f);
     if (!data) break;
@@ -81,7 +86,7 @@ bool OnlyFeeds(const Graph& g, const Node* n, const std::vector<Node*>& sorted, 
   return true;
 }
 
-// Q, K, V as outputs 0, 1, 2 of one Split into three equal parts on the last axis.
+// Q, K, V as outputs 0, 1, 2 of one Split into [N·D, Nkv·D, Nkv·D] on the last axis.
 Node* QkvSplit(const AttentionBlock& b) {
   Node* s = b.q.proj.node;
   if (!IsOp(s, "Split") || s->num_outputs() != 3 || b.q.proj.index != 0 ||
@@ -92,14 +97,55 @@ Node* QkvSplit(const AttentionBlock& b) {
   const int64_t r = static_cast<int64_t>(in->size());
   const int64_t axis = s->attr_int_or("axis", 0);
   if (r != 3 || (axis != -1 && axis != r - 1)) return nullptr;
-  const int64_t h = b.num_heads * b.head_dim;
+  const int64_t h = b.num_heads * b.head_dim, kvh = b.num_kv_heads * b.head_dim;
+  const std::vector<int64_t> want = {h, kvh, kvh};
   for (int i = 0; i < 3; ++i)
-    if (LastDim(s->output(i)) != h) return nullptr;
+    if (LastDim(s->output(i)) != want[i]) return nullptr;
   if (s->num_inputs() > 1 && s->input(1)) {
     std::optional<std::vector<int64_t>> sizes = rewrite::IntConstant(s->input(1));
-    if (!sizes || *sizes != std::vector<int64_t>{h, h, h}) return nullptr;
+    if (!sizes || *sizes != want) return nullptr;
+  } else if (h != kvh) {
+    return nullptr;  // equal parts
   }
   return s;
+}
+
+// The rotary tables of Q's and K's kiln.Rotary as the fused op's [1 or B, S, R] inputs
+// (b.cos, b.sin, b.table_fix); empty on success (or without rotary), else the reason.
+std::string AnalyzeRotary(AttentionBlock& b) {
+  const Node *qr = b.q.rotary, *kr = b.k.rotary;
+  if (qr == nullptr && kr == nullptr) return "";
+  if (qr == nullptr || kr == nullptr)
+    return absl::StrFormat(
+        "only %s is rotated (%s); the fused attention rotates Q and K with the same tables",
+        qr ? "Q" : "K", Name(qr ? qr : kr));
+  if (qr->input(1) != kr->input(1) || qr->input(2) != kr->input(2))
+    return absl::StrFormat("Q and K are rotated with different cos/sin tables (%s, %s)", Name(qr),
+                           Name(kr));
+  const std::vector<Dim>* t = ShapeOf(qr->input(1));
+  const std::vector<Dim>* qs = ShapeOf(b.q.proj);
+  if (t == nullptr || t->size() < 2 || t->size() > 4 || !t->back().is_known())
+    return absl::StrFormat("the rotary tables of %s (%s) are not [.., S, R] with a static R",
+                           Name(qr), t ? DimsString(*t) : "of unknown rank");
+  const size_t r = t->size();
+  const int64_t rot = t->back().value();
+  const Dim& seq = (*t)[r - 2];
+  const bool heads_one = r < 3 || ((*t)[r - 3].is_known() && (*t)[r - 3].value() == 1);
+  const bool batch_ok = r < 4 || ((*t)[0].is_known() && (*t)[0].value() == 1) ||
+                        (qs && qs->size() == 3 && SameDim((*t)[0], (*qs)[0]));
+  const bool seq_ok = !(seq.is_known() && seq.value() == 1) ||
+                      (qs && qs->size() == 3 && (*qs)[1].is_known() && (*qs)[1].value() == 1);
+  if (rot <= 0 || rot % 2 != 0 || rot > b.head_dim || !heads_one || !batch_ok || !seq_ok)
+    return absl::StrFormat(
+        "the rotary tables %s of %s are not [1 or B, 1, S, R] (R even, at most the head size "
+        "%d) against the heads [B, N, S, D]",
+        DimsString(*t), Name(qr), b.head_dim);
+  b.cos = qr->input(1);
+  b.sin = qr->input(2);
+  b.table_fix = r == 4   ? AttentionBlock::TableFix::kSqueezeHeadAxis
+                : r == 2 ? AttentionBlock::TableFix::kUnsqueezeBatch
+                         : AttentionBlock::TableFix::kNone;
+  return "";
 }
 
 }  // namespace
@@ -214,14 +260,21 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
     std::string why = AnalyzeSplit(*path, which);
     if (!why.empty()) return fail(why);
   }
-  if (b.q.heads != b.k.heads || b.q.heads != b.v.heads || b.q.head_dim != b.k.head_dim ||
-      b.q.head_dim != b.v.head_dim)
+  if (b.k.repeat != b.v.repeat)
     return fail(
-        absl::StrFormat("Q, K and V are split into different heads (%dx%d, %dx%d, "
-                        "%dx%d)",
-                        b.q.heads, b.q.head_dim, b.k.heads, b.k.head_dim, b.v.heads, b.v.head_dim));
+        absl::StrFormat("K and V are expanded to the query heads differently (repeat_kv "
+                        "x%d and x%d)",
+                        b.k.repeat, b.v.repeat));
+  if (b.q.heads != b.k.heads * b.k.repeat || b.k.heads != b.v.heads ||
+      b.q.head_dim != b.k.head_dim || b.q.head_dim != b.v.head_dim)
+    return fail(absl::StrFormat(
+        "Q, K and V are split into heads that do not match (%dx%d, %dx%d, %dx%d, K/V "
+        "repeated x%d)",
+        b.q.heads, b.q.head_dim, b.k.heads, b.k.head_dim, b.v.heads, b.v.head_dim, b.k.repeat));
   b.num_heads = b.q.heads;
+  b.num_kv_heads = b.k.heads;
   b.head_dim = b.q.head_dim;
+  if (std::string why = AnalyzeRotary(b); !why.empty()) return fail(why);
 
   // Scale.
   if (!scale_issue.empty()) return fail(scale_issue);
@@ -375,9 +428,13 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
             "fused yet");
       return fail("Q, K and V are projections of different inputs");
     }
-    for (const Value& pv : {b.q.proj, b.k.proj, b.v.proj})
-      if (LastDim(pv) != b.num_heads * b.head_dim || pv.type().dtype != b.q.proj.type().dtype)
-        return fail("the Q, K and V projections do not all have the known shape [B, S, H]");
+    const int64_t h = b.num_heads * b.head_dim, kvh = b.num_kv_heads * b.head_dim;
+    if (LastDim(b.q.proj) != h || LastDim(b.k.proj) != kvh || LastDim(b.v.proj) != kvh ||
+        b.k.proj.type().dtype != b.q.proj.type().dtype ||
+        b.v.proj.type().dtype != b.q.proj.type().dtype)
+      return fail(
+          "the Q, K and V projections do not all have the known shapes [B, S, N*D], "
+          "[B, S, Nkv*D], [B, S, Nkv*D]");
   }
   r.stage = Stage::kComplete;
   return r;

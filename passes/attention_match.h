@@ -10,7 +10,9 @@
 // (## fuse-attention).
 // Limits: self-attention only (Q, K and V computed from one tensor); 4-D head layout
 // [B, N, S, D] (heads folded into the batch only in the dynamo SDPA Kᵀ chain); one mask
-// plus a causal pattern.
+// plus a causal pattern; a rotary embedding only as fuse-rotary's kiln.Rotary on the
+// [B, N, S, D] Q and K heads (same tables for both); grouped K/V heads only through the
+// HF repeat_kv expansion.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,12 @@ struct HeadPath {
   std::vector<Node*> scale_ops;  // Mul/Div by a scalar on this path (Q and K only)
   double scale = 1.0;            // product of the constant factors of scale_ops
   int64_t heads = -1, head_dim = -1;
+  // Q and K only: the kiln.Rotary (fuse-rotary's) applied to the [B, N, S, D] heads.
+  Node* rotary = nullptr;
+  // K and V only: the grouped-query repeat_kv expansion Reshape(Expand(Unsqueeze(x, 2),
+  // [B, Nkv, repeat, S, D]), [B, Nkv·repeat, S, D]) after the head split, if any.
+  Node* repeat_reshape = nullptr;
+  int64_t repeat = 1;
 };
 
 // How the scores are masked, as kiln.MultiHeadAttention will take it.
@@ -66,6 +74,11 @@ struct AttentionBlock {
   bool merge_kept = false;
   HeadPath q, k, v;
   int64_t num_heads = 0, head_dim = 0;
+  int64_t num_kv_heads = 0;  // K/V heads (num_heads / k.repeat)
+  // Rotary tables of Q and K's kiln.Rotary, as the fused op takes them ([1 or B, S, R]
+  // after `table_fix`): the Rotary's cos / sin, and what reshapes them.
+  Value cos, sin;
+  enum class TableFix { kNone, kSqueezeHeadAxis, kUnsqueezeBatch } table_fix = TableFix::kNone;
   double scale = 1.0;
   bool causal = false;
   Mask mask;

@@ -26,6 +26,9 @@ bool PermIs(const Node* t, std::vector<int64_t> perm);
 // The node's first ONNX name, or "Op #id" without provenance.
 std::string Name(const Node* n);
 
+// Known, or the same symbol: equal for every input (two unknown dims are not).
+bool SameDim(const Dim& a, const Dim& b);
+
 // The known size of `v`'s last dim, else -1.
 int64_t LastDim(Value v);
 

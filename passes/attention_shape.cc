@@ -237,11 +237,20 @@ Value BatchedKeyTranspose(Value v, std::vector<Node*>* via) {
   const std::vector<Dim>* in = ShapeOf(r1->input(0));
   const std::vector<Dim>* o1 = ShapeOf(r1->output(0));
   const std::vector<Dim>* o2 = ShapeOf(r2->output(0));
-  if (!in || !o1 || !o2 || in->size() != 4 || o1->size() != 3 || o2->size() != 4) return {};
-  if (!SameKnownDim((*o1)[1], (*in)[2]) || !SameKnownDim((*o1)[2], (*in)[3]) ||
-      !SameKnownDim((*o2)[1], (*in)[1]) || !SameKnownDim((*o2)[2], (*in)[3]) ||
-      !SameKnownDim((*o2)[3], (*in)[2]))
+  if (!in || !o1 || !o2 || o1->size() != 3 || o2->size() != 4) return {};
+  if (in->size() == 5) {
+    // The repeat_kv expansion [B, Nkv, n, S, D] reshaped straight to [B·Nkv·n, S, D]
+    // (reshape-simplification joined its [B, Nkv·n, S, D] Reshape into this one).
+    if (!(*in)[1].is_known() || !(*in)[2].is_known() || !(*o2)[1].is_known() ||
+        (*o2)[1].value() != (*in)[1].value() * (*in)[2].value() ||
+        !SameKnownDim((*o1)[1], (*in)[3]) || !SameKnownDim((*o1)[2], (*in)[4]) ||
+        !SameKnownDim((*o2)[2], (*in)[4]) || !SameKnownDim((*o2)[3], (*in)[3]))
+      return {};
+  } else if (in->size() != 4 || !SameKnownDim((*o1)[1], (*in)[2]) ||
+             !SameKnownDim((*o1)[2], (*in)[3]) || !SameKnownDim((*o2)[1], (*in)[1]) ||
+             !SameKnownDim((*o2)[2], (*in)[3]) || !SameKnownDim((*o2)[3], (*in)[2])) {
     return {};
+  }
   *via = {r2, t, r1};
   return r1->input(0);
 }

@@ -46,6 +46,8 @@ bool SameKnownDim(const Dim& a, const Dim& b);
 // which is Transpose [0, 1, 3, 2] when the dims line up as written (checked on the value
 // types: S and D kept by the first Reshape, N, D, S produced by the second). Returns the
 // [B, N, S, D] value and the three nodes in `via`; null when `v` is not built that way.
+// The value may also be the 5-D repeat_kv Expand [B, Nkv, n, S, D] (its 4-D Reshape joined
+// into the first Reshape): the caller checks that expansion.
 Value BatchedKeyTranspose(Value v, std::vector<Node*>* via);
 
 // True when Reshape `r` of a [B, N, S, D] tensor (N = `heads`, D = `head_dim`) provably

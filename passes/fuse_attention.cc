@@ -1,6 +1,7 @@
 // fuse-attention: replaces each self-attention block — Q·Kᵀ, scale, mask, Softmax, P·V and
-// the head split/merge around them — with one kiln.MultiHeadAttention(qkv, mask?)
-// {num_heads, scale, causal} (docs/fused-ops.md).
+// the head split/merge around them, and on decoders the kiln.Rotary of Q and K and the
+// repeat_kv expansion of grouped K/V heads — with one kiln.MultiHeadAttention(qkv, mask?,
+// cos?, sin?) {num_heads, num_kv_heads, scale, causal} (docs/fused-ops.md).
 // Algebra: Reshape(Transpose(softmax(c·Q·Kᵀ + M) · V)) = MHA(concat(Q, K, V), M){scale=c}.
 // Why: the block is ~15 small ops whose [B, N, S, S] intermediates dominate memory traffic;
 // one fused kernel keeps them in registers and lets the CPU/GPU kernels pick their layout.
@@ -75,10 +76,33 @@ Value PackedQkv(Graph& g, const AttentionBlock& b, Node* before) {
   Node* c = g.InsertNodeBefore(before, "Concat", {b.q.proj, b.k.proj, b.v.proj}, 1);
   c->set_attr("axis", int64_t{-1});
   Type t = b.q.proj.type();
-  if (t.shape && !t.shape->empty()) t.shape->back() = Dim::Known(3 * b.num_heads * b.head_dim);
+  if (t.shape && !t.shape->empty())
+    t.shape->back() = Dim::Known((b.num_heads + 2 * b.num_kv_heads) * b.head_dim);
   c->set_output_type(0, t);
   rewrite::UnionProvenance(c, {b.q.proj.node, b.k.proj.node, b.v.proj.node});
   return c->output(0);
+}
+
+// A rotary table as the fused op takes it, [1 or B, S, R]: the Rotary's table with its
+// head axis squeezed ([B, 1, S, R]) or a batch axis added ([S, R]).
+Value FusedTable(Graph& g, const AttentionBlock& b, Value table, Node* before) {
+  using Fix = AttentionBlock::TableFix;
+  if (b.table_fix == Fix::kNone) return table;
+  const bool squeeze = b.table_fix == Fix::kSqueezeHeadAxis;
+  Tensor axes(DType::kI64, {1});
+  axes.SetFromDouble(0, squeeze ? 1 : 0);
+  Node* c = g.InsertNodeBefore(before, "Constant", {}, 1);
+  c->set_attr("value", axes);
+  c->set_output_type(0, Type::Of(axes));
+  Node* n = g.InsertNodeBefore(before, squeeze ? "Squeeze" : "Unsqueeze", {table, c->output(0)}, 1);
+  Type t = table.type();
+  if (squeeze)
+    t.shape->erase(t.shape->begin() + 1);
+  else
+    t.shape->insert(t.shape->begin(), Dim::Known(1));
+  n->set_output_type(0, t);
+  n->set_provenance(table.node->provenance());
+  return n->output(0);
 }
 
 class AttentionRule final : public fusion::FusionRule<attention::MatchResult> {
@@ -102,6 +126,8 @@ class AttentionRule final : public fusion::FusionRule<attention::MatchResult> {
     s.Count("fused");
     if (m.block.causal) s.Count("causal");
     if (m.block.mask.kind != MaskKind::kNone) s.Count("masked");
+    if (m.block.cos) s.Count("rotary");
+    if (m.block.num_kv_heads != m.block.num_heads) s.Count("grouped-query");
     if (!m.block.qkv_split) s.Count("qkv concatenated");
     return absl::OkStatus();
   }
@@ -120,9 +146,14 @@ class AttentionRule final : public fusion::FusionRule<attention::MatchResult> {
     const Value qkv = PackedQkv(g, b, out);
     const Value mask = FusedMask(g, b, out, dtype);
     std::vector<Value> inputs = {qkv};
-    if (mask) inputs.push_back(mask);
+    if (mask || b.cos) inputs.push_back(mask);
+    if (b.cos) {
+      inputs.push_back(FusedTable(g, b, b.cos, out));
+      inputs.push_back(FusedTable(g, b, b.sin, out));
+    }
     Node* mha = g.InsertNodeBefore(out, "MultiHeadAttention", inputs, 1, "kiln");
     mha->set_attr("num_heads", b.num_heads);
+    if (b.num_kv_heads != b.num_heads) mha->set_attr("num_kv_heads", b.num_kv_heads);
     mha->set_attr("scale", static_cast<float>(b.scale));
     mha->set_attr("causal", int64_t{b.causal ? 1 : 0});
     std::vector<const Node*> from(b.interior.begin(), b.interior.end());

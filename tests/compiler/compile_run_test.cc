@@ -110,9 +110,9 @@ void CompileAndRun(const std::string& model, int opt_level, bool all_buckets = t
     CheckAgainstReference(**exec, **reference, 2, 8, false);
   }
   // Sequence padding is allowed only where Compile can see that every position-mixing op
-  // honours the mask (plan-kernels.md): fused attention everywhere, so not at -O0 and not
-  // for the LLaMA-style decoder (its attention stays unfused Softmax).
-  const bool seq_paddable = opt_level >= 2 && model.find("llama") == std::string::npos;
+  // honours the mask (plan-kernels.md): fused attention everywhere (the LLaMA-style
+  // decoder's included, rotary and causal mask inside it), so not at -O0.
+  const bool seq_paddable = opt_level >= 2;
   const auto& paddable = (*exec)->plan().paddable_symbols;
   EXPECT_EQ(std::count(paddable.begin(), paddable.end(), "sequence") == 1, seq_paddable);
   if (seq_paddable) {

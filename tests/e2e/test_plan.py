@@ -58,9 +58,6 @@ UNSUPPORTED = {}
 REPRESENTATIVE = ["default.onnx", "st_mean_tiny_opset14.onnx", "roberta_tiny_opset17.onnx",
                   "distilbert_dynamo_sdpa.onnx", "gpt2_torchscript_eager.onnx",
                   "llama_tiny_opset17.onnx"]
-# Models whose sequence Compile must not mark paddable (docs/plan-kernels.md, Padding):
-# the LLaMA-style decoder's attention is not fused (rotary inside), so its masking is unseen.
-SEQUENCE_NOT_PADDABLE = {"llama_tiny_opset17.onnx"}
 
 
 def model_id(path):
@@ -202,14 +199,6 @@ def test_profile_plan_pads_sequence(kiln_bin, profile_plans, name, tmp_path):
         {"batch": 1, "sequence": 16}, {"batch": 1, "sequence": 32},
         {"batch": 2, "sequence": 16}, {"batch": 2, "sequence": 32}]
     feeds = feeds_for(model, 2, 20, seed=220)
-    if name in SEQUENCE_NOT_PADDABLE:
-        # Its attention stays unfused (Softmax), so Compile cannot see that padding is
-        # masked: sequence 20 has no bucket and the run must say so, naming the dim.
-        assert info["paddable_symbols"] == ["batch"], info["paddable_symbols"]
-        proc, _ = run_kiln(kiln_bin, plan, feeds, tmp_path / "o")
-        line = assert_one_line_error(proc, 2)
-        assert "sequence" in line, line
-        return
     assert "sequence" in info["paddable_symbols"], info["paddable_symbols"]
     proc = assert_matches_ort(kiln_bin, plan, model, feeds, tmp_path)
     assert "bucket 3 [batch=2,sequence=32], padded" in proc.stdout, proc.stdout
