@@ -5,12 +5,19 @@ Why: models/gen_bert.py reproduces what the TorchScript exporter writes for BERT
 as far as its author knew it. These fixtures are the real thing: transformers models built
 from small configs with seeded random weights (no hub download), exported by torch.onnx's
 TorchScript exporter (dynamo=False) and by its dynamo exporter (dynamo=True), with the
-"eager" and "sdpa" attention implementations. kiln must import, run and fuse what they
-contain; tests/e2e/test_torch_fixtures.py compares `kiln run` with onnxruntime on them.
+"eager" and "sdpa" attention implementations: encoders (BERT, DistilBERT, RoBERTa), GPT-2
+and RoPE decoders (Llama, Qwen2 with grouped-query attention, Mistral with a sliding
+window), the causal LMs with use_cache=False (no KV-cache inputs or outputs). kiln must
+import, run and fuse what they contain; tests/e2e/test_torch_fixtures.py compares
+`kiln run` with onnxruntime on them.
 
 Each fixture is checked here with onnx.checker (full check) and by running it in
 onnxruntime against torch's own output (max abs error <= 1e-4) on batch 2 x sequence 16
-and batch 1 x sequence 7, with trailing padding in the attention mask.
+and batch 1 x sequence 7, with trailing padding in the attention mask. Trailing padding
+suits the decoders too: they compute position ids as arange(sequence) (no position_ids
+input), right for right-padded rows only, and under a causal mask every query still sees
+key 0, a real token, so no softmax row is fully masked (verify checks this, sliding
+window included, so no NaN or meaningless row enters a comparison).
 
 Limits: needs torch, transformers, onnx, onnxscript and onnxruntime (see
 models/fixtures/torch/README.md for the versions used); CI does not run this script, it
@@ -61,8 +68,8 @@ class Family:
     pad_id: int
 
 
-# Tiny sizes shared by every family: 2 layers, hidden 32, 4 heads (head dim 8), FFN 128,
-# vocab 512, 64 positions. Every file stays well under 1 MB.
+# Tiny sizes of the encoders and GPT-2 (the decoders' are below): 2 layers, hidden 32,
+# 4 heads (head dim 8), FFN 128, vocab 512, 64 positions. Every file stays under 1 MB.
 LAYERS, HIDDEN, HEADS, FFN, VOCAB, MAX_POS = 2, 32, 4, 128, 512, 64
 # Weight init std (transformers' `initializer_range`, default 0.02). At 0.02 a model this
 # small has near-uniform attention and a pooler output of ~0.1, so ignoring the padding
@@ -84,6 +91,21 @@ FAMILIES = {
     # GPT2LMHeadModel, use_cache=False: causal mask combined with the padding mask.
     "gpt2": Family(("input_ids", "attention_mask"), ("logits",), VOCAB, 0),
 }
+
+# The RoPE decoders, *ForCausalLM with use_cache=False: logits [batch, sequence, vocab].
+# Their sizes: 2 layers, hidden 64, 4 heads of dim 16, FFN (SwiGLU) 128, vocab 256, 128
+# positions. qwen2 has 2 key/value heads (grouped-query attention, repeat_kv) and q/k/v
+# biases; mistral has a sliding window shorter than the longest checked sequence, which
+# the mask must implement (verify checks that it changes the output).
+DEC_LAYERS, DEC_HIDDEN, DEC_HEADS, DEC_HEAD_DIM, DEC_FFN = 2, 64, 4, 16, 128
+DEC_VOCAB, DEC_MAX_POS = 256, 128
+DEC_KV_HEADS = {"llama": DEC_HEADS, "qwen2": 2, "mistral": DEC_HEADS}
+SLIDING_WINDOW = 8  # mistral; < CHECK_SHAPES' 16, and > the padding random_inputs draws there
+DECODERS = tuple(DEC_KV_HEADS)
+FAMILIES.update({name: Family(("input_ids", "attention_mask"), ("logits",), DEC_VOCAB, 0)
+                 for name in DECODERS})
+# Families whose every output is per token ([batch, sequence, ...]).
+CAUSAL_LMS = ("gpt2",) + DECODERS
 
 
 def fixture_name(family, exporter, attention):
@@ -123,6 +145,21 @@ def random_inputs(family, batch, seq, seed=0):
     return feeds
 
 
+def allowed_keys(family, attention_mask):
+    """bool [batch, query, key]: which keys each query may attend to, the padding mask
+    combined with causality for the causal LMs and with the sliding window for mistral
+    (transformers' rule: key > query - window)."""
+    keys = attention_mask.astype(bool)[:, None, :]
+    seq = attention_mask.shape[1]
+    q, k = np.arange(seq)[:, None], np.arange(seq)[None, :]
+    allowed = np.ones((seq, seq), dtype=bool)
+    if family in CAUSAL_LMS:
+        allowed &= k <= q
+    if family == "mistral":
+        allowed &= k > q - SLIDING_WINDOW
+    return keys & allowed[None]
+
+
 # --------------------------------------------------------------------------------------
 # Everything below needs torch and transformers.
 
@@ -157,6 +194,24 @@ def build_model(family, attention):
                                n_inner=FFN, n_positions=MAX_POS, use_cache=False,
                                bos_token_id=0, eos_token_id=0, initializer_range=INIT_STD)
         cls = tf.GPT2LMHeadModel
+    elif family in DECODERS:
+        sizes = dict(vocab_size=DEC_VOCAB, hidden_size=DEC_HIDDEN,
+                     num_hidden_layers=DEC_LAYERS, num_attention_heads=DEC_HEADS,
+                     num_key_value_heads=DEC_KV_HEADS[family], intermediate_size=DEC_FFN,
+                     max_position_embeddings=DEC_MAX_POS, use_cache=False, pad_token_id=0,
+                     bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                     initializer_range=INIT_STD)
+        if family == "llama":
+            config = tf.LlamaConfig(head_dim=DEC_HEAD_DIM, **sizes)
+            cls = tf.LlamaForCausalLM
+        elif family == "qwen2":
+            # Qwen2Config has no head_dim: hidden / heads = 16.
+            config = tf.Qwen2Config(use_sliding_window=False, **sizes)
+            cls = tf.Qwen2ForCausalLM
+        else:
+            config = tf.MistralConfig(head_dim=DEC_HEAD_DIM, sliding_window=SLIDING_WINDOW,
+                                      **sizes)
+            cls = tf.MistralForCausalLM
     else:
         raise ValueError(f"unknown family {family}")
     torch.manual_seed(SEED)
@@ -234,7 +289,7 @@ def export_one(family, exporter, attention, path):
         dynamic_axes = {name: {0: "batch", 1: "sequence"} for name in fam.inputs}
         for name in fam.outputs:
             # pooler_output and a classifier's logits are [batch, ...]; the rest per token.
-            per_token = name == "last_hidden_state" or family == "gpt2"
+            per_token = name == "last_hidden_state" or family in CAUSAL_LMS
             dynamic_axes[name] = {0: "batch", 1: "sequence"} if per_token else {0: "batch"}
         with torch.no_grad():
             torch.onnx.export(wrapper, args, path, dynamo=False, opset_version=TORCHSCRIPT_OPSET,
@@ -242,7 +297,8 @@ def export_one(family, exporter, attention, path):
                               dynamic_axes=dynamic_axes, do_constant_folding=True)
         return f"opset {TORCHSCRIPT_OPSET}"
     batch = torch.export.Dim("batch", min=1, max=64)
-    seq = torch.export.Dim("sequence", min=1, max=MAX_POS - 2)
+    seq = torch.export.Dim("sequence", min=1,
+                           max=(DEC_MAX_POS if family in DECODERS else MAX_POS) - 2)
     dynamic_shapes = {name: {0: batch, 1: seq} for name in fam.inputs}
     errors = []
     for opset in DYNAMO_OPSETS:
@@ -284,9 +340,16 @@ def verify(family, attention, path):
     if tuple(names) != FAMILIES[family].outputs:
         raise RuntimeError(f"{path}: outputs {names}, expected {FAMILIES[family].outputs}")
     worst = 0.0
+    runs = []
     for batch, seq in CHECK_SHAPES:
         feeds = random_inputs(family, batch, seq, seed=batch * 100 + seq)
+        # A query with no key left (e.g. a padded tail >= the sliding window) would make
+        # softmax average padding (eager's finfo.min fill) or NaN (sdpa's -inf in ONNX,
+        # 0 in torch): the comparison would be meaningless, so refuse such inputs.
+        if not allowed_keys(family, feeds["attention_mask"]).any(axis=-1).all():
+            raise RuntimeError(f"{family} at {batch}x{seq}: a query row is fully masked")
         got = session.run(names, feeds)
+        runs.append((feeds, got))
         want = torch_outputs(wrapper, feeds, family)
         for name, g, w in zip(names, got, want):
             if g.shape != w.shape:
@@ -295,6 +358,13 @@ def verify(family, attention, path):
             worst = max(worst, err)
             if not err <= TOLERANCE:
                 raise RuntimeError(f"{path}: {name} at {batch}x{seq}: max abs error {err:.3g}")
+    if getattr(wrapper.model.config, "sliding_window", None) is not None:
+        # The export must implement the window: torch without it differs from ORT.
+        wrapper.model.config.sliding_window = None
+        moved = max(float(np.max(np.abs(got[0] - torch_outputs(wrapper, feeds, family)[0])))
+                    for feeds, got in runs)
+        if not moved > 10 * TOLERANCE:
+            raise RuntimeError(f"{path}: the sliding window changes the output by {moved:.3g}")
     return worst
 
 

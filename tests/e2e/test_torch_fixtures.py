@@ -1,7 +1,8 @@
 """`kiln run` vs onnxruntime on the real torch.onnx exports in models/fixtures/torch/.
 
 The fixtures are tiny transformers models (BERT, a BERT cross-encoder, DistilBERT,
-RoBERTa, GPT-2) exported by torch.onnx's TorchScript and dynamo exporters with eager and
+RoBERTa, GPT-2, and the decoders Llama, Qwen2 with grouped-query attention and Mistral
+with a sliding window) exported by torch.onnx's TorchScript and dynamo exporters with eager and
 sdpa attention (models/export_torch.py; the versions used are in the folder's README).
 Each runs at batch 2 x sequence 16 and batch 1 x sequence 7 on seeded inputs whose
 attention mask has trailing padding. torch is not needed: only the committed files and
@@ -154,3 +155,84 @@ def test_gpt2_o2_fused_matches_onnxruntime(kiln_bin, model, tmp_path):
         assert got.shape == want.shape, name
         err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
         assert err <= TOLERANCE, f"{name}: max abs error {err:.3g} > {TOLERANCE}"
+
+
+# ---------------------------------------------------------------------------------------
+# The decoders (Llama; Qwen2: 4 query heads over 2 K/V heads; Mistral: sliding window 8)
+# through -O2, static and symbolic: every attention block fuses — the rotary of Q and K
+# and Qwen2's repeat_kv inside it — with no near-miss of any kind; Q, K, V become one
+# Linear; the fused graph read back by `kiln run` matches onnxruntime on the original
+# (2 x 16 with trailing padding, where Mistral's window changes the logits by ~3.6, and
+# 1 x 7). Same tolerance as above. A compiled cpu plan of each matches too (sequence 7
+# padded into the 16 bucket: the fused attention's mask covers the padded keys).
+DECODER_FIXTURES = sorted(p for p in FIXTURES if family_of(p) in ("llama", "qwen2", "mistral"))
+DECODER_LAYERS = 2
+KV_HEADS = {"llama": 4, "qwen2": 2, "mistral": 4}
+
+
+def kiln_json(kiln_bin, *args):
+    import json
+    import subprocess
+    from conftest import KILN_TIMEOUT_S
+
+    proc = subprocess.run([kiln_bin, *map(str, args)], capture_output=True, text=True,
+                          timeout=KILN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, f"kiln {args[0]} failed ({proc.returncode}):\n{proc.stderr}"
+    return proc
+
+
+def assert_outputs_match(outdir, model, feeds):
+    for name, want in run_onnxruntime(model, feeds).items():
+        got = np.load(outdir / f"{name}.npy")
+        assert got.shape == want.shape, name
+        err = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+        assert err <= TOLERANCE, f"{name}: max abs error {err:.3g} > {TOLERANCE}"
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static", "symbolic"])
+@pytest.mark.parametrize("model", DECODER_FIXTURES, ids=[p.stem for p in DECODER_FIXTURES])
+def test_decoder_o2_fuses_attention(kiln_bin, model, static, tmp_path):
+    import json
+
+    import onnx
+
+    family = family_of(model)
+    fused, report = tmp_path / "fused.onnx", tmp_path / "report.json"
+    shape = ["--shape", "batch=2,sequence=16"] if static else []
+    kiln_json(kiln_bin, "opt", model, "-O2", "--verify-each", *shape, "--emit-onnx", fused,
+              "--fusion-report", report, "--quiet")
+    fusions = json.loads(report.read_text())["fusions"]
+    misses = {k: [m["reason"] for m in v["missed"]] for k, v in fusions.items() if v["missed"]}
+    assert misses == {}, misses
+    assert fusions["attention"]["fused"] == DECODER_LAYERS, fusions["attention"]
+    assert fusions["qkv"]["fused"] == DECODER_LAYERS, fusions["qkv"]
+    ops = json.loads(kiln_json(kiln_bin, "inspect", fused, "--json").stdout)["op_histogram"]
+    assert ops.get("kiln.MultiHeadAttention") == DECODER_LAYERS, ops
+    # Per layer qkv, o, gate, up, down; the LM head.
+    assert ops.get("kiln.Linear") == 5 * DECODER_LAYERS + 1, ops
+    for gone in ("Softmax", "Neg", "Expand" if static else "Softmax"):
+        assert gone not in ops, ops
+    if static:
+        assert "kiln.Rotary" not in ops and "Transpose" not in ops, ops
+    for node in onnx.load(str(fused)).graph.node:
+        if node.op_type == "MultiHeadAttention":
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            assert attrs.get("num_kv_heads", attrs["num_heads"]) == KV_HEADS[family], attrs
+            assert len(node.input) == 4 and all(node.input), list(node.input)  # cos, sin
+    for batch, seq in SHAPES if not static else SHAPES[:1]:
+        feeds = export_torch.random_inputs(family, batch, seq, seed=batch * 100 + seq)
+        proc, outdir = run_kiln(kiln_bin, fused, feeds, tmp_path / f"run_{batch}x{seq}")
+        assert proc.returncode == 0, f"kiln run on the fused model failed:\n{proc.stderr}"
+        assert_outputs_match(outdir, model, feeds)
+
+
+@pytest.mark.parametrize("model", DECODER_FIXTURES, ids=[p.stem for p in DECODER_FIXTURES])
+def test_decoder_plan_matches_onnxruntime(kiln_bin, model, tmp_path):
+    plan = tmp_path / "plan.kiln"
+    kiln_json(kiln_bin, "compile", model, "-o", plan, "--profile", "batch=1:2,sequence=16")
+    family = family_of(model)
+    for batch, seq in SHAPES:
+        feeds = export_torch.random_inputs(family, batch, seq, seed=batch * 100 + seq)
+        proc, outdir = run_kiln(kiln_bin, plan, feeds, tmp_path / f"run_{batch}x{seq}")
+        assert proc.returncode == 0, f"kiln run on the plan failed:\n{proc.stderr}"
+        assert_outputs_match(outdir, model, feeds)
