@@ -1,0 +1,176 @@
+// Projection merging shared by fuse-qkv and fuse-glu (projection_merge.h).
+#include "passes/projection_merge.h"
+
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_format.h"
+
+namespace kiln::projection {
+
+using rewrite::ConstantOf;
+using rewrite::IsOp;
+using rewrite::ProducerIs;
+
+static bool IsLinear(const Node* n) { return n && n->domain() == "kiln" && n->op() == "Linear"; }
+
+std::string Analyze(const Graph& g, Value v, const char* which, Projection* p) {
+  p->out = v;
+  Node* n = v.node;
+  Node* mm = nullptr;
+  Value bias;
+  if (IsLinear(n)) {
+    const std::string* act = n->attr_string("activation");
+    if (act && *act != "none")
+      return absl::StrFormat("the %s projection has a fused activation (%s)", which, *act);
+    p->trans_w = n->attr_int_or("trans_w", 0);
+    if (p->trans_w != 0 && p->trans_w != 1)
+      return absl::StrFormat("the %s projection has trans_w=%d", which, p->trans_w);
+    p->x = n->input(0);
+    p->w = ConstantOf(n->input(1));
+    if (n->num_inputs() > 2) bias = n->input(2);
+    p->nodes = {n};
+  } else {
+    if (IsOp(n, "Add") && n->num_inputs() == 2) {
+      for (int i = 0; i < 2 && mm == nullptr; ++i)
+        if ((mm = ProducerIs(n->input(i), "MatMul"))) bias = n->input(1 - i);
+      if (mm == nullptr || !rewrite::HasSingleUse(g, mm->output(0)))
+        return absl::StrFormat("the %s projection is an Add, not MatMul + bias", which);
+      p->nodes = {mm, n};
+    } else if (IsOp(n, "MatMul")) {
+      mm = n;
+      p->nodes = {n};
+    } else {
+      return absl::StrFormat("the %s projection is %s, not a Linear or MatMul", which, n->op());
+    }
+    if (mm->num_inputs() != 2) return "malformed MatMul";
+    p->x = mm->input(0);
+    p->w = ConstantOf(mm->input(1));
+    if (!p->x.type().has_rank() || p->x.type().rank() < 2)
+      return absl::StrFormat("the %s projection's input rank is unknown or below 2", which);
+  }
+  if (p->w == nullptr || p->w->rank() != 2 || !IsFloat(p->w->dtype()))
+    return absl::StrFormat("the %s projection's weight is not a constant float matrix", which);
+  if (bias) {
+    p->bias = ConstantOf(bias);
+    if (p->bias == nullptr || p->bias->NumElements() != p->n() || p->bias->dtype() != p->w->dtype())
+      return absl::StrFormat("the %s projection's bias is not a constant vector of size %d", which,
+                             p->n());
+    for (int64_t d : p->bias->dims())
+      if (d != 1 && d != p->n())
+        return absl::StrFormat("the %s projection's bias has shape %s", which,
+                               p->bias->ShapeString());
+  }
+  return "";
+}
+
+// Concatenates the weights along the output axis (columns of [K, N], rows of [N, K]).
+static Tensor ConcatWeights(const std::vector<Projection>& ps) {
+  const int64_t k = ps[0].k();
+  int64_t total = 0;
+  for (const Projection& p : ps) total += p.n();
+  const DType dt = ps[0].w->dtype();
+  const size_t es = DTypeSize(dt);
+  const bool tw = ps[0].trans_w == 1;
+  Tensor w(dt, tw ? std::vector<int64_t>{total, k} : std::vector<int64_t>{k, total});
+  std::byte* dst = w.raw();
+  if (tw) {
+    for (const Projection& p : ps) {
+      std::memcpy(dst, p.w->raw(), p.w->NumBytes());
+      dst += p.w->NumBytes();
+    }
+  } else {
+    for (int64_t r = 0; r < k; ++r)
+      for (const Projection& p : ps) {
+        const size_t row = static_cast<size_t>(p.n()) * es;
+        std::memcpy(dst, p.w->raw() + r * row, row);
+        dst += row;
+      }
+  }
+  return w;
+}
+
+static Tensor ConcatBiases(const std::vector<Projection>& ps) {
+  int64_t total = 0;
+  for (const Projection& p : ps) total += p.n();
+  Tensor b(ps[0].bias->dtype(), {total});
+  std::byte* dst = b.raw();
+  for (const Projection& p : ps) {
+    std::memcpy(dst, p.bias->raw(), p.bias->NumBytes());
+    dst += p.bias->NumBytes();
+  }
+  return b;
+}
+
+Value ConstantBefore(Graph& g, Node* before, Tensor t, std::string name) {
+  Node* c = g.InsertNodeBefore(before, "Constant", {}, 1);
+  c->set_output_type(0, Type::Of(t));
+  c->set_attr("value", std::move(t));
+  c->set_output_name(0, std::move(name));
+  return c->output(0);
+}
+
+std::string CheckGroup(const std::vector<Projection>& ps, const std::string& what,
+                       const std::string& cross) {
+  for (size_t i = 0; i < ps.size(); ++i)
+    for (size_t j = i + 1; j < ps.size(); ++j)
+      if (ps[i].out.node == ps[j].out.node) return what + " share a projection node";
+  bool rest_same = true, all_same = true;
+  for (size_t i = 1; i < ps.size(); ++i) {
+    all_same &= ps[i].x == ps[0].x;
+    rest_same &= ps[i].x == ps[1].x;
+  }
+  if (!all_same)
+    return rest_same && ps.size() > 2 ? cross : what + " projections read different inputs";
+  for (const Projection& p : ps) {
+    if (p.trans_w != ps[0].trans_w) return "the projections differ in trans_w";
+    if (p.w->dtype() != ps[0].w->dtype()) return "the projection weights differ in dtype";
+    if (p.k() != ps[0].k())
+      return absl::StrFormat("the projection weights differ in input size (%d vs %d)", p.k(),
+                             ps[0].k());
+    if ((p.bias == nullptr) != (ps[0].bias == nullptr))
+      return "some projections have a bias and some do not";
+  }
+  return "";
+}
+
+Node* InsertMerged(Graph& g, const std::vector<Projection>& ps, const rewrite::NodeOrder& order,
+                   const std::string& name, Node** first_out) {
+  std::vector<Node*> replaced;
+  for (const Projection& p : ps) replaced.insert(replaced.end(), p.nodes.begin(), p.nodes.end());
+  // The first replaced node in graph order: the merged Linear goes before it.
+  Node* first = nullptr;
+  if (order.Sort(replaced)) {
+    first = replaced.front();
+  } else {
+    const std::set<const Node*> set(replaced.begin(), replaced.end());
+    for (const auto& n : g.nodes())
+      if (set.count(n.get())) {
+        first = n.get();
+        break;
+      }
+  }
+  if (first_out) *first_out = first;
+  auto named = [&](const char* suffix) { return name.empty() ? "" : name + suffix; };
+  std::vector<Value> inputs = {ps[0].x,
+                               ConstantBefore(g, first, ConcatWeights(ps), named("_weight"))};
+  if (ps[0].bias) inputs.push_back(ConstantBefore(g, first, ConcatBiases(ps), named("_bias")));
+  Node* lin = g.InsertNodeBefore(first, "Linear", inputs, 1, "kiln");
+  lin->set_attr("trans_w", ps[0].trans_w);
+  lin->set_attr("activation", std::string("none"));
+  int64_t total = 0;
+  for (const Projection& p : ps) total += p.n();
+  Type t = ps[0].out.type();
+  if (!t.has_rank()) {
+    t = ps[0].x.type();
+    t.dtype = ps[0].w->dtype();
+  }
+  if (t.shape && !t.shape->empty()) t.shape->back() = Dim::Known(total);
+  lin->set_output_type(0, t);
+  lin->set_output_name(0, name);
+  for (const Projection& p : ps)
+    rewrite::UnionProvenance(lin, std::vector<const Node*>(p.nodes.begin(), p.nodes.end()));
+  return lin;
+}
+
+}  // namespace kiln::projection

@@ -1,0 +1,147 @@
+// Tests for fuse-glu: the Llama SwiGLU (two bias-free MatMul projections, SiLU as
+// x·Sigmoid(x)) as Before/Expected IR (run twice by ExpectRewrite), the commuted and
+// biased forms, ModernBERT's GeGLU on Split halves (erf and tanh Gelu), numerically on the
+// reference executor (1e-5: kiln.Glu rounds once from double where the decomposed graph
+// rounds after each f32 op; values are O(1)); the near-misses with their reasons; the
+// graphs left alone.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kiln/ir/text.h"
+#include "kiln/passes/fusion_report.h"
+#include "tests/passes/pass_test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::Edit;
+using testing::ExpectNoChange;
+using testing::ExpectNumericallyEquivalent;
+using testing::ExpectRewrite;
+using testing::RunWithReport;
+
+constexpr char kPass[] = "fuse-glu";
+
+// x [2, 3, 4] -> gate, up [2, 3, 2] -> silu(gate) · up.
+constexpr char kSwiGlu[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Constant() {value=tensor<f32[4,2]>[0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8]} : f32[4,2] "wg"
+  %2 = Constant() {value=tensor<f32[4,2]>[0.5, 0.25, -0.75, 1.0, 0.125, -0.5, 0.3, 0.2]} : f32[4,2] "wu"
+  %3 = MatMul(%0, %1) : f32[2,3,2] "gate" @ "gate_proj"
+  %4 = Sigmoid(%3) : f32[2,3,2] @ "sigmoid"
+  %5 = Mul(%3, %4) : f32[2,3,2] @ "silu"
+  %6 = MatMul(%0, %2) : f32[2,3,2] @ "up_proj"
+  %7 = Mul(%5, %6) : f32[2,3,2] "y" @ "mul"
+  return "y": %7
+})";
+
+constexpr char kSwiGluFused[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,4] "x"
+  %1 = Constant() {value=tensor<f32[4,4]>[0.1, -0.2, 0.5, 0.25, 0.3, 0.4, -0.75, 1.0, -0.5, 0.6, 0.125, -0.5, 0.7, -0.8, 0.3, 0.2]} : f32[4,4] "gate/gate_up_weight"
+  %2 = kiln.Linear(%0, %1) {activation="none", trans_w=0} : f32[2,3,4] "gate/gate_up" @ "gate_proj", "up_proj"
+  %3 = kiln.Glu(%2) {activation="silu"} : f32[2,3,2] "y" @ "gate_proj", "sigmoid", "silu", "up_proj", "mul"
+  return "y": %3
+})";
+
+TEST(FuseGlu, SwiGluBecomesOneLinearAndGlu) {
+  ExpectRewrite(kPass, kSwiGlu, kSwiGluFused);
+  ExpectNumericallyEquivalent(kPass, kSwiGlu);
+  const testing::FusionRun r = RunWithReport({kPass}, kSwiGlu);
+  EXPECT_EQ(r.report.kinds().at("glu").fused, 1);
+  EXPECT_EQ(r.counters.at("swiglu"), 1);
+}
+
+// Sigmoid first in the SiLU Mul, the product commuted, and projections with a bias
+// (MatMul + Add, bias first) as Qwen2's MLP does not have but BERT-style exports do.
+TEST(FuseGlu, CommutedAndBiased) {
+  std::string t = Edit(kSwiGlu, "%5 = Mul(%3, %4)", "%5 = Mul(%4, %3)");
+  t = Edit(t, "%7 = Mul(%5, %6)", "%7 = Mul(%6, %5)");
+  ExpectNumericallyEquivalent(kPass, t);
+  EXPECT_EQ(RunWithReport({kPass}, t).report.kinds().at("glu").fused, 1);
+
+  std::string b = Edit(kSwiGlu, "%3 = MatMul(%0, %1) : f32[2,3,2] \"gate\" @ \"gate_proj\"",
+                       "%8 = MatMul(%0, %1) : f32[2,3,2]\n"
+                       "  %9 = Constant() {value=tensor<f32[2]>[0.5, -1.0]} : f32[2]\n"
+                       "  %3 = Add(%9, %8) : f32[2,3,2] \"gate\" @ \"gate_proj\"");
+  b = Edit(b, "%6 = MatMul(%0, %2) : f32[2,3,2] @ \"up_proj\"",
+           "%10 = MatMul(%0, %2) : f32[2,3,2]\n"
+           "  %11 = Constant() {value=tensor<f32[2]>[0.25, 2.0]} : f32[2]\n"
+           "  %6 = Add(%10, %11) : f32[2,3,2] @ \"up_proj\"");
+  ExpectNumericallyEquivalent(kPass, b);
+  const testing::FusionRun r = RunWithReport({kPass}, b);
+  EXPECT_EQ(r.report.kinds().at("glu").fused, 1);
+  EXPECT_THAT(PrintGraph(*r.graph), ::testing::HasSubstr("kiln.Linear(%0, %1, %2)"));
+}
+
+// ModernBERT: Wi(x) -> Split in two -> Gelu(first) · second.
+constexpr char kGeGlu[] = R"(graph g opset=21 {
+  %0 = Input() : f32[2,3,8] "p"
+  %1, %2 = Split(%0) {axis=-1, num_outputs=2} : f32[2,3,4], f32[2,3,4] @ "chunk"
+  %3 = Gelu(%1) {approximate="none"} : f32[2,3,4] @ "act"
+  %4 = Mul(%3, %2) : f32[2,3,4] "y" @ "mul"
+  return "y": %4
+})";
+
+TEST(FuseGlu, GeGluOnSplitHalves) {
+  for (const char* approx : {"none", "tanh"}) {
+    const std::string t =
+        Edit(kGeGlu, "{approximate=\"none\"}", absl::StrCat("{approximate=\"", approx, "\"}"));
+    ExpectRewrite(kPass, t, absl::StrCat(R"(graph g opset=21 {
+  %0 = Input() : f32[2,3,8] "p"
+  %1 = kiln.Glu(%0) {activation=")",
+                                         std::string(approx) == "tanh" ? "gelu_tanh" : "gelu",
+                                         R"("} : f32[2,3,4] "y" @ "chunk", "act", "mul"
+  return "y": %1
+})"));
+    ExpectNumericallyEquivalent(kPass, t);
+  }
+}
+
+// Exactly one glu near-miss, its reason containing `reason`; the graph unchanged.
+void ExpectMiss(const std::string& text, const std::string& reason) {
+  ExpectNoChange(kPass, text);
+  const FusionReport r = RunWithReport({kPass}, text).report;
+  ASSERT_TRUE(r.kinds().count("glu"));
+  const auto& k = r.kinds().at("glu");
+  EXPECT_EQ(k.fused, 0);
+  ASSERT_EQ(k.missed.size(), 1u);
+  EXPECT_THAT(k.missed[0].reason, ::testing::HasSubstr(reason));
+}
+
+TEST(FuseGlu, NearMisses) {
+  // up projects another input.
+  std::string other = Edit(kSwiGlu, "%6 = MatMul(%0, %2)", "%6 = MatMul(%8, %2)");
+  other = Edit(other, "%1 = Constant()", "%8 = Input() : f32[2,3,4] \"x2\"\n  %1 = Constant()");
+  ExpectMiss(other, "gate and up projections read different inputs");
+  // The gate is also a graph output.
+  ExpectMiss(Edit(kSwiGlu, "return \"y\": %7", "return \"y\": %7, \"g\": %3"),
+             "interior value of 'gate_proj' (MatMul) is a graph output");
+  // Unequal halves.
+  std::string uneq = Edit(kGeGlu, "%1, %2 = Split(%0) {axis=-1, num_outputs=2} : f32[2,3,4]",
+                          "%9 = Constant() {value=tensor<i64[2]>[3, 5]} : i64[2]\n"
+                          "  %1, %2 = Split(%0, %9) {axis=-1} : f32[2,3,3]");
+  uneq = Edit(uneq, "%3 = Gelu(%1) {approximate=\"none\"} : f32[2,3,4]",
+              "%3 = Gelu(%1) {approximate=\"none\"} : f32[2,3,3]");
+  uneq = Edit(uneq, ", f32[2,3,4] @ \"chunk\"", ", f32[2,3,5] @ \"chunk\"");
+  uneq = Edit(uneq, "%4 = Mul(%3, %2) : f32[2,3,4]", "%4 = Mul(%3, %2) : f32[2,3,5]");
+  ExpectMiss(uneq, "differ in type");
+  // A non-constant weight.
+  std::string w = Edit(kSwiGlu, "%2 = Constant() {value=tensor<f32[4,2]>[0.5, 0.25, -0.75, 1.0, "
+                                "0.125, -0.5, 0.3, 0.2]} : f32[4,2] \"wu\"",
+                       "%2 = Input() : f32[4,2] \"wu\"");
+  ExpectMiss(w, "the up projection's weight is not a constant float matrix");
+}
+
+TEST(FuseGlu, LeavesOtherMulsAlone) {
+  // Another activation than SiLU's Sigmoid.
+  ExpectNoChange(kPass, Edit(kSwiGlu, "%4 = Sigmoid(%3)", "%4 = Tanh(%3)"));
+  // Gelu of a Split output times something that is not the other half.
+  ExpectNoChange(kPass, Edit(kGeGlu, "%4 = Mul(%3, %2)", "%4 = Mul(%3, %1)"));
+  // A plain product of two projections, no activation.
+  ExpectNoChange(kPass, Edit(kSwiGlu, "%7 = Mul(%5, %6)", "%7 = Mul(%3, %6)"));
+}
+
+}  // namespace
+}  // namespace kiln
