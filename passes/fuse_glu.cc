@@ -36,9 +36,9 @@ using rewrite::ProducerIs;
 struct GluMatch {
   Node* root = nullptr;
   Value gate, up;
-  std::string activation;    // silu, gelu, gelu_tanh
-  std::vector<Node*> act;    // Sigmoid + Mul, or Gelu
-  Node* split = nullptr;     // the halves' Split, when g and u are its outputs 0 and 1
+  std::string activation;      // silu, gelu, gelu_tanh
+  std::vector<Node*> act;      // Sigmoid + Mul, or Gelu
+  Node* split = nullptr;       // the halves' Split, when g and u are its outputs 0 and 1
   std::vector<Projection> ps;  // gate and up projections (filled by Check when no split)
 };
 
@@ -94,14 +94,6 @@ class GluRule final : public fusion::FusionRule<GluMatch> {
   }
 
   std::string Check(const Graph& g, GluMatch& m, fusion::FusionSession&) override {
-    const Type& gt = m.gate.type();
-    if (!IsFloat(gt.dtype) || gt != m.up.type())
-      return absl::StrCat("the gate ", gt.ToString(), " and the up value ",
-                          m.up.type().ToString(), " differ in type (or are not float)");
-    const std::optional<int64_t> f = rewrite::StaticLastDim(m.gate);
-    if (!gt.has_rank() || !f) return "the MLP width (the gate's last dim) is not static";
-    std::vector<Node*> nodes = m.act;
-    nodes.push_back(m.root);
     if (m.split) {
       const Node* s = m.split;
       const int rank = s->input(0).type().has_rank() ? s->input(0).type().rank() : -1;
@@ -114,6 +106,16 @@ class GluRule final : public fusion::FusionRule<GluMatch> {
         if (!sizes || sizes->size() != 2 || (*sizes)[0] != (*sizes)[1])
           return absl::StrCat(rewrite::NodeLabel(s), " splits into unequal parts");
       }
+    }
+    const Type& gt = m.gate.type();
+    if (!IsFloat(gt.dtype) || gt != m.up.type())
+      return absl::StrCat("the gate ", gt.ToString(), " and the up value ", m.up.type().ToString(),
+                          " differ in type (or are not float)");
+    const std::optional<int64_t> f = rewrite::StaticLastDim(m.gate);
+    if (!gt.has_rank() || !f) return "the MLP width (the gate's last dim) is not static";
+    std::vector<Node*> nodes = m.act;
+    nodes.push_back(m.root);
+    if (m.split) {
       nodes.insert(nodes.begin(), m.split);
       return rewrite::CheckInterior(g, nodes, {m.root});
     }

@@ -19,6 +19,7 @@ std::unique_ptr<Pass> CreateCanonicalizePass();        // canonicalize.cc
 std::unique_ptr<Pass> CreateFuseLayerNormPass();       // fuse_layernorm.cc (+ RMSNorm)
 std::unique_ptr<Pass> CreateFuseGeluPass();            // fuse_gelu.cc
 std::unique_ptr<Pass> CreateFuseRotaryPass();          // fuse_rotary.cc
+std::unique_ptr<Pass> CreateFuseGluPass();             // fuse_glu.cc
 std::unique_ptr<Pass> CreateFuseLinearPass();          // fuse_linear.cc (+ activation)
 std::unique_ptr<Pass> CreateFuseSkipLayerNormPass();   // fuse_skip_layernorm.cc
 std::unique_ptr<Pass> CreateFuseQkvPass();             // fuse_qkv.cc

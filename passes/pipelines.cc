@@ -47,13 +47,16 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
                       "no-op Casts) so each fusion rule covers every exporter",
                       "after the -O1 group (needs folded constants and types), before fusions"});
   p.stages.push_back(
-      {{"fuse-layernorm", "fuse-gelu", "fuse-rotary", "fuse-linear", "fuse-skip-layernorm",
-        "fuse-qkv", "fuse-attention", "fuse-embed-layernorm", "fuse-pooling"},
+      {{"fuse-layernorm", "fuse-gelu", "fuse-rotary", "fuse-glu", "fuse-linear",
+        "fuse-skip-layernorm", "fuse-qkv", "fuse-attention", "fuse-embed-layernorm",
+        "fuse-pooling"},
        1,
        "turn the Transformer's chains of small ops into kiln's fused ops",
        "LayerNorm and Gelu before Linear (which absorbs a following Gelu); "
        "rotary before attention (whose matcher sees it between the head split "
        "and Q·Kᵀ); "
+       "Gelu before glu (GeGLU's act), glu before Linear (which would take the gate's "
+       "Gelu); "
        "Linear before SkipLayerNorm and QKV; QKV before attention; "
        "embeddings and pooling last"});
   p.stages.push_back({{"shape-inference", "constant-folding", "cse", "dce"},

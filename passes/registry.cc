@@ -26,6 +26,7 @@ constexpr Entry kPasses[] = {
     {"fuse-layernorm", CreateFuseLayerNormPass},
     {"fuse-gelu", CreateFuseGeluPass},
     {"fuse-rotary", CreateFuseRotaryPass},
+    {"fuse-glu", CreateFuseGluPass},
     {"fuse-linear", CreateFuseLinearPass},
     {"fuse-skip-layernorm", CreateFuseSkipLayerNormPass},
     {"fuse-qkv", CreateFuseQkvPass},

@@ -96,6 +96,22 @@ Rule SkipRMSNormRule(const RuleContext& ctx) { return SkipNormRule(ctx, true); }
 
 // kiln.Rotary(X, cos, sin): Y has X's type; cos and sin agree, their last dim R is even
 // and at most X's, and their leading dims broadcast to X's.
+// kiln.Glu(X [..., 2F]) -> Y [..., F]
+Rule GluRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const std::string* act = ctx.node().attr_string("activation");
+  if (act && *act != "silu" && *act != "gelu" && *act != "gelu_tanh")
+    return ctx.Error(absl::StrCat("activation must be silu, gelu or gelu_tanh, got ", *act));
+  if (!x.has_rank()) return Outputs(ctx, x);
+  if (x.rank() == 0) return ctx.Error("X must have rank >= 1");
+  const Dim d = LastDim(x);
+  if (d.is_known() && d.value() % 2 != 0)
+    return ctx.Error(absl::StrCat("X's last dim ", d.value(), " is odd; it must be 2F"));
+  Type y = x;
+  y.shape->back() = d.is_known() ? Dim::Known(d.value() / 2) : Dim();
+  return Outputs(ctx, y);
+}
+
 Rule RotaryRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   const Type& c = ctx.input_type(1);
@@ -218,6 +234,7 @@ ShapeRule FindFusedRule(std::string_view op) {
       {"RMSNorm", &RMSNormRule},
       {"SkipRMSNorm", &SkipRMSNormRule},
       {"Rotary", &RotaryRule},
+      {"Glu", &GluRule},
       {"MultiHeadAttention", &MultiHeadAttentionRule},
       {"EmbedLayerNorm", &EmbedLayerNormRule},
       {"Pool", &PoolRule},

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_context.h"
 
 namespace kiln::cpu::internal {
@@ -74,6 +75,9 @@ struct IsaKernels {
   // y = sigmoid(x) for x not NaN, relative error ~3e-7 (exp's, damped by 1/(1+e), plus a
   // division); 0 below x = -87.3, where the true value is < 1.2e-38.
   void (*sigmoid_row)(const float* x, int64_t n, float* y);
+  // y = act(a) · b for n floats, act = silu (a·sigmoid(a), sigmoid_row's accuracy), gelu
+  // or gelu_tanh (gelu's); y may alias a or b.
+  void (*glu_row)(const float* a, const float* b, int64_t n, GluActivation act, float* y);
   // Σ x².
   float (*sum_squares)(const float* x, int64_t n);
   void (*attention_rows)(const AttentionRows& a);

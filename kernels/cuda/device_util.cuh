@@ -11,6 +11,22 @@
 
 namespace kiln::cuda {
 
+// f(T{}) with T the C++ type of float element type `t` (float, __half, __nv_bfloat16), for
+// launching a kernel template on the operand dtype; cudaErrorInvalidValue for other types.
+template <typename F>
+cudaError_t DispatchFloat(ElemType t, F&& f) {
+  switch (t) {
+    case ElemType::kF32:
+      return f(float{});
+    case ElemType::kF16:
+      return f(__half{});
+    case ElemType::kBF16:
+      return f(__nv_bfloat16{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ float ToFloat(T v);
 template <>

@@ -42,16 +42,7 @@ cudaError_t LaunchT(const GluArgs& a, cudaStream_t stream) {
 cudaError_t Glu(const GluArgs& a, cudaStream_t stream) {
   if (a.rows < 0 || a.f < 0) return cudaErrorInvalidValue;
   if (a.rows == 0 || a.f == 0) return cudaSuccess;
-  switch (a.dtype) {
-    case ElemType::kF32:
-      return LaunchT<float>(a, stream);
-    case ElemType::kF16:
-      return LaunchT<__half>(a, stream);
-    case ElemType::kBF16:
-      return LaunchT<__nv_bfloat16>(a, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return DispatchFloat(a.dtype, [&](auto t) { return LaunchT<decltype(t)>(a, stream); });
 }
 
 }  // namespace kiln::cuda

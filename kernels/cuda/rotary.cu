@@ -50,16 +50,7 @@ cudaError_t LaunchT(const RotaryArgs& a, cudaStream_t stream) {
 cudaError_t Rotary(const RotaryArgs& a, cudaStream_t stream) {
   if (a.rows.n == 0 || a.d == 0) return cudaSuccess;
   if (a.r % 2 != 0 || a.r > a.d) return cudaErrorInvalidValue;
-  switch (a.dtype) {
-    case ElemType::kF32:
-      return LaunchT<float>(a, stream);
-    case ElemType::kF16:
-      return LaunchT<__half>(a, stream);
-    case ElemType::kBF16:
-      return LaunchT<__nv_bfloat16>(a, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return DispatchFloat(a.dtype, [&](auto t) { return LaunchT<decltype(t)>(a, stream); });
 }
 
 }  // namespace kiln::cuda

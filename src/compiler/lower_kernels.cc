@@ -277,6 +277,19 @@ std::optional<KernelChoice> Gelu(const Node& n, PlanTarget t) {
               {Int("n", Product(x, 0, x.size())), Int("tanh", approx == "tanh" ? 1 : 0)});
 }
 
+std::optional<KernelChoice> Glu(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
+  const std::string* act = n.attr_string("activation");
+  const Dims x = InDims(n, 0);
+  if (!act || x.empty() || x.back() % 2 != 0) return std::nullopt;
+  Dims y = x;
+  y.back() /= 2;
+  if (OutDims(n, 0) != y) return std::nullopt;
+  return Emit(
+      t, "glu", n,
+      {Int("rows", Product(x, 0, x.size() - 1)), Int("f", y.back()), Str("activation", *act)});
+}
+
 std::optional<KernelChoice> Softmax(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims x = InDims(n, 0);
@@ -307,6 +320,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
       k = RmsNorm(n, target);
     else if (n.op() == "Rotary")
       k = Rotary(n, target);
+    else if (n.op() == "Glu")
+      k = Glu(n, target);
     else if (n.op() == "MultiHeadAttention")
       k = Attention(n, target);
     else if (n.op() == "EmbedLayerNorm")

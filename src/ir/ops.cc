@@ -164,6 +164,7 @@ const std::vector<OpInfo>& Table() {
       {"kiln", "RMSNorm", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower},
       {"kiln", "SkipRMSNorm", 3, 4, 1, 2, kPure, 0, PrecisionPolicy::kLower},
       {"kiln", "Rotary", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower},
+      {"kiln", "Glu", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower},
       Mixes(PositionMixing::kMaskedOrCausal,
             {"kiln", "MultiHeadAttention", 1, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
       Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower}),

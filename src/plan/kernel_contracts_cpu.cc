@@ -108,6 +108,12 @@ std::vector<KernelContract> CpuContracts() {
                                  DTypeBit(DType::kU64),
                              "ONNX CumSum along `axis` (floats accumulate in their own type, "
                              "as the reference)"));
+  t.push_back({.name = "glu",
+               .inputs = {Req("x", kF32Only)},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("rows"), SizeParam("f"),
+                          StringParam("activation", {"silu", "gelu", "gelu_tanh"})},
+               .doc = "x [rows,2f] = [a|b] → y [rows,f] = act(a)·b (SwiGLU, GeGLU)"});
   t.push_back({.name = "gelu",
                .inputs = {Req("x", kF32Only)},
                .outputs = {Req("y", kF32Only)},

@@ -118,6 +118,12 @@ std::vector<KernelContract> CudaContracts() {
                .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("hidden"),
                           StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
                .doc = "hidden [B,S,H], mask [B,S] → y [B,H]; normalize needs H ≤ 12256"});
+  t.push_back({.name = "glu",
+               .inputs = {Req("x", kFloatTypes)},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("rows"), SizeParam("f"),
+                          StringParam("activation", {"silu", "gelu", "gelu_tanh"})},
+               .doc = "x [rows,2f] = [a|b] → y [rows,f] = act(a)·b (SwiGLU, GeGLU); fp32 math"});
   t.push_back({.name = "gelu",
                .inputs = {Req("x", kFloatTypes)},
                .outputs = {Same("y", 0)},

@@ -287,6 +287,41 @@ Result RMSNormKernel(const Node& node, Inputs in) {
 }
 
 // ---------------------------------------------------------------------------------------
+// kiln.Glu(X){activation}: X [..., 2F] = [A | B] -> Y = act(A) · B [..., F]; act is
+// silu (x·sigmoid(x)), gelu (erf form) or gelu_tanh.
+
+Result GluKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
+  KILN_RETURN_IF_ERROR(RequireFloat(*x, "X"));
+  KILN_ASSIGN_OR_RETURN(std::string act, StringAttr(node, "activation", std::nullopt));
+  if (act != "silu" && act != "gelu" && act != "gelu_tanh")
+    return absl::InvalidArgumentError(
+        absl::StrCat("activation must be silu, gelu or gelu_tanh, got ", act));
+  if (x->rank() < 1 || x->dims().back() % 2 != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("X must be [..., 2F] with an even last dim, got ", DimsStr(x->dims())));
+  const int64_t two_f = x->dims().back(), f = two_f / 2;
+  const int64_t rows = two_f == 0 ? 0 : x->NumElements() / two_f;
+  std::vector<int64_t> yd = x->dims();
+  yd.back() = f;
+  const std::vector<double> xv = ToDoubles(*x);
+  std::vector<double> y(static_cast<size_t>(rows * f));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < f; ++j) {
+      const double a = xv[r * two_f + j], b = xv[r * two_f + f + j];
+      double g;
+      if (act == "silu")
+        g = a / (1.0 + std::exp(-a));
+      else if (act == "gelu")
+        g = 0.5 * a * (1.0 + std::erf(a / std::sqrt(2.0)));
+      else
+        g = 0.5 * a * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (a + 0.044715 * a * a * a)));
+      y[r * f + j] = g * b;
+    }
+  return std::vector<Tensor>{FromDoubles(x->dtype(), yd, y)};
+}
+
+// ---------------------------------------------------------------------------------------
 // kiln.Rotary(X, cos, sin): rotary position embedding, rotate-half form, over the first R
 // elements of X's last axis (R = cos's last dim, even, <= D = X's last dim):
 // Y[..., :R] = X[..., :R] · cos + rotate_half(X[..., :R]) · sin, Y[..., R:] = X[..., R:];
@@ -646,6 +681,7 @@ void RegisterFusedKernels(KernelTable& table) {
   add("RMSNorm", &RMSNormKernel);
   add("SkipRMSNorm", &SkipRMSNormKernel);
   add("Rotary", &RotaryKernel);
+  add("Glu", &GluKernel);
   add("MultiHeadAttention", &MultiHeadAttentionKernel);
   add("EmbedLayerNorm", &EmbedLayerNormKernel);
   add("Pool", &PoolKernel);

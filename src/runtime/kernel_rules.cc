@@ -227,6 +227,17 @@ absl::StatusOr<GeluRule> CheckGelu(const StepChecker& c) {
   return r;
 }
 
+absl::StatusOr<GluRule> CheckGlu(const StepChecker& c) {
+  GluRule r{c.Int("rows"), c.Int("f"), c.String("activation")};
+  KILN_ASSIGN_OR_RETURN(const int64_t y_elems, c.Product({r.rows, r.f}, "rows*f"));
+  KILN_ASSIGN_OR_RETURN(const int64_t x_elems, c.Product({y_elems, 2}, "rows*2f"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), x_elems, "x"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), 2 * r.f, "x", "2f"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.Out(0), r.f, "y", "f"));
+  return r;
+}
+
 absl::StatusOr<SoftmaxRule> CheckSoftmax(const StepChecker& c) {
   SoftmaxRule r{c.Int("rows"), c.Int("n")};
   KILN_ASSIGN_OR_RETURN(const int64_t total, c.Product({r.rows, r.n}, "rows*n"));

@@ -87,6 +87,13 @@ struct GeluRule {
 };
 absl::StatusOr<GeluRule> CheckGelu(const StepChecker& c);
 
+// glu: x [rows, 2f] -> y [rows, f] = act(x[:, :f]) · x[:, f:].
+struct GluRule {
+  int64_t rows = 0, f = 0;
+  std::string activation;  // silu, gelu or gelu_tanh
+};
+absl::StatusOr<GluRule> CheckGlu(const StepChecker& c);
+
 // eltwise: one ONNX elementwise op over numpy-broadcast operands (src/plan/eltwise_ops.h
 // for the typing). The operands are the step's present inputs, in order; y may be input 0
 // in place only where that input does not broadcast and has y's element size.

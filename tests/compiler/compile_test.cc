@@ -49,6 +49,7 @@ void CheckContract(const Plan& p) {
                                                "embed_layer_norm",
                                                "pool",
                                                "gelu",
+                                               "glu",
                                                "softmax",
                                                "gather",
                                                "eltwise",
@@ -96,7 +97,8 @@ void CheckContract(const Plan& p) {
           {"copy", 1},      {"linear", 3},           {"layer_norm", 3}, {"skip_layer_norm", 5},
           {"attention", 4}, {"embed_layer_norm", 8}, {"pool", 2},       {"gelu", 1},
           {"softmax", 1},   {"gather", 2},           {"transpose", 1},  {"slice", 1},
-          {"expand", 1},    {"rms_norm", 2},         {"matmul", 2},     {"skip_rms_norm", 4}};
+          {"expand", 1},    {"rms_norm", 2},         {"matmul", 2},     {"skip_rms_norm", 4},
+          {"glu", 1}};
       if (auto it = kArity.find(s.kernel); it != kArity.end())
         EXPECT_EQ(s.inputs.size(), it->second) << s.kernel;
       EXPECT_FALSE(s.provenance.empty()) << s.kernel;

@@ -296,6 +296,21 @@ TEST(CudaOps, Rotary) {
   RunCases(cases);
 }
 
+// kiln.Glu on every float type and activation (one thread per output element; fp32 math).
+TEST(CudaOps, Glu) {
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* t : kFloatTypes)
+    for (const char* act : {"silu", "gelu", "gelu_tanh"})
+      for (const auto& [rows, f] : {std::pair{1, 1}, std::pair{6, 37}, std::pair{4, 256}})
+        cases.push_back(
+            {absl::StrCat("glu ", t, " ", act, " ", rows, "x", f),
+             WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", rows, ",", 2 * f,
+                                   "] \"x\"\n %1 = kiln.Glu(%0) {activation=\"", act, "\"} : $T[",
+                                   rows, ",", f, "] \"y\"\n return \"y\": %1\n}"),
+                      t)});
+  RunCases(cases);
+}
+
 TEST(CudaOps, Attention) {
   std::vector<std::pair<std::string, std::string>> cases;
   for (const char* t : kFloatTypes)

@@ -161,7 +161,7 @@ def test_gpt2_o2_fused_matches_onnxruntime(kiln_bin, model, tmp_path):
 # The decoders (Llama; Qwen2: 4 query heads over 2 K/V heads; Mistral: sliding window 8)
 # through -O2, static and symbolic: every attention block fuses — the rotary of Q and K
 # and Qwen2's repeat_kv inside it — with no near-miss of any kind; Q, K, V become one
-# Linear; the fused graph read back by `kiln run` matches onnxruntime on the original
+# Linear, gate and up another feeding one kiln.Glu (SwiGLU); the fused graph read back by `kiln run` matches onnxruntime on the original
 # (2 x 16 with trailing padding, where Mistral's window changes the logits by ~3.6, and
 # 1 x 7). Same tolerance as above. A compiled cpu plan of each matches too (sequence 7
 # padded into the 16 bucket: the fused attention's mask covers the padded keys).
@@ -208,8 +208,11 @@ def test_decoder_o2_fuses_attention(kiln_bin, model, static, tmp_path):
     assert fusions["qkv"]["fused"] == DECODER_LAYERS, fusions["qkv"]
     ops = json.loads(kiln_json(kiln_bin, "inspect", fused, "--json").stdout)["op_histogram"]
     assert ops.get("kiln.MultiHeadAttention") == DECODER_LAYERS, ops
-    # Per layer qkv, o, gate, up, down; the LM head.
-    assert ops.get("kiln.Linear") == 5 * DECODER_LAYERS + 1, ops
+    # Per layer qkv, o, gate+up (one Linear feeding the SwiGLU), down; the LM head.
+    assert fusions["glu"]["fused"] == DECODER_LAYERS, fusions["glu"]
+    assert ops.get("kiln.Glu") == DECODER_LAYERS, ops
+    assert ops.get("kiln.Linear") == 4 * DECODER_LAYERS + 1, ops
+    assert "Sigmoid" not in ops, ops
     for gone in ("Softmax", "Neg", "Expand" if static else "Softmax"):
         assert gone not in ops, ops
     if static:

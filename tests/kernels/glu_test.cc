@@ -26,8 +26,8 @@ TEST(Glu, MatchesReferenceOnEveryIsa) {
       for (const auto& [rows, f] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {5, 16}, {4, 100}})
         for (int threads : {1, 3}) {
           Tensor x = F32({rows, 2 * f}, RandomVec(rows * 2 * f, 11 + f, -12.f, 12.f));
-          auto want = testing::RunReferenceOp("kiln", "Glu", {{"activation", std::string(name)}},
-                                              {&x});
+          auto want =
+              testing::RunReferenceOp("kiln", "Glu", {{"activation", std::string(name)}}, {&x});
           ASSERT_EQ(want.size(), 1u);
           std::vector<float> y(rows * f, std::nanf(""));
           CpuContext ctx;

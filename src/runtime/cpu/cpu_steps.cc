@@ -412,6 +412,26 @@ absl::StatusOr<StepPtr> PrepareGelu(const StepChecker& c, CpuPrepareEnv&) {
   return StepPtr(new GeluStep(r.n, r.tanh));
 }
 
+class GluStep final : public CpuStep {
+ public:
+  GluStep(int64_t rows, int64_t f, cpu::GluActivation act) : rows_(rows), f_(f), act_(act) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    return cpu::Glu(ctx, io.In<float>(0), rows_, f_, act_, io.Out<float>(0));
+  }
+
+ private:
+  int64_t rows_, f_;
+  cpu::GluActivation act_;
+};
+
+absl::StatusOr<StepPtr> PrepareGlu(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const GluRule r, CheckGlu(c));
+  const cpu::GluActivation act = r.activation == "silu"   ? cpu::GluActivation::kSilu
+                                 : r.activation == "gelu" ? cpu::GluActivation::kGelu
+                                                          : cpu::GluActivation::kGeluTanh;
+  return StepPtr(new GluStep(r.rows, r.f, act));
+}
+
 class SoftmaxStep final : public CpuStep {
  public:
   SoftmaxStep(int64_t rows, int64_t n) : rows_(rows), n_(n) {}
@@ -586,6 +606,7 @@ constexpr Entry kTable[] = {
     {"gather_elements", PrepareGatherElements},
     {"cumsum", PrepareCumSum},
     {"gelu", PrepareGelu},
+    {"glu", PrepareGlu},
     {"softmax", PrepareSoftmax},
     {"transpose", PrepareStrided},
     {"slice", PrepareStrided},

@@ -13,6 +13,7 @@
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/glu.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/pool.h"
 #include "kernels/cuda/rotary.h"
@@ -245,6 +246,33 @@ absl::StatusOr<StepPtr> PrepareRotary(const StepChecker& c) {
   a.r = r.r;
   a.rows = r.rows;
   return StepPtr(new RotaryStep(a));
+}
+
+class GluStep final : public CudaStep {
+ public:
+  explicit GluStep(cuda::GluArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::GluArgs a = a_;
+    a.x = io.In(0);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::Glu(a, env.stream), "glu");
+  }
+
+ private:
+  cuda::GluArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareGlu(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const GluRule r, CheckGlu(c));
+  if (r.rows * r.f / 256 >= 0x7fffffff) return c.Err("y has more elements than the grid takes");
+  cuda::GluArgs a;
+  a.dtype = ElemTypeOf(c.In(0)->dtype);
+  a.rows = r.rows;
+  a.f = r.f;
+  a.act = r.activation == "silu"   ? cuda::GluAct::kSilu
+          : r.activation == "gelu" ? cuda::GluAct::kGelu
+                                   : cuda::GluAct::kGeluTanh;
+  return StepPtr(new GluStep(a));
 }
 
 absl::StatusOr<StepPtr> PrepareRmsNorm(const StepChecker& c) {
@@ -507,6 +535,7 @@ constexpr Entry kTable[] = {
     {"embed_layer_norm", PrepareEmbed},
     {"pool", PreparePool},
     {"gelu", Movement<kGelu>},
+    {"glu", PrepareGlu},
     {"softmax", PrepareSoftmax},
     {"eltwise", Movement<kEltwise>},
     {"transpose", Movement<kTranspose>},
