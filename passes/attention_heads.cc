@@ -105,6 +105,56 @@ Value SkipExpandedKv(Value v, HeadPath& p) {
   return u->input(0);
 }
 
+// axis as a rank-`rank` input's dim (negative counted from the end), or -1.
+int64_t AxisOf(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+// The constant axes of a Squeeze / Unsqueeze / Slice operand (input `i`), else nullopt.
+std::optional<std::vector<int64_t>> AxesInput(const Node* n, int i) {
+  if (n->num_inputs() > i && n->input(i)) return rewrite::IntConstant(n->input(i));
+  return std::nullopt;
+}
+
+// ModernBERT's packed head split, from the Squeeze in front of the head Transpose:
+// Squeeze(part, axes = [2]) where part is output i of Split(r, [1, 1, 1], axis = 2) or
+// Slice(r, [i], [i + 1], axes = [2]), r = Reshape([B, S, 3H] -> [B, S, 3, N, D]).
+bool WalkPackedPart(Node* sq, HeadPath& p) {
+  const std::optional<std::vector<int64_t>> sq_axes = AxesInput(sq, 1);
+  Value part = sq->input(0);
+  const std::vector<Dim>* pd = ShapeOf(part);
+  if (!sq_axes || sq_axes->size() != 1 || !pd || pd->size() != 5 || AxisOf((*sq_axes)[0], 5) != 2)
+    return false;
+  Node* r = nullptr;
+  Node* picker = part.node;
+  int64_t index = -1;
+  if (IsOp(picker, "Split") && picker->num_outputs() == 3) {
+    if (AxisOf(picker->attr_int_or("axis", 0), 5) != 2) return false;
+    if (const auto sizes = AxesInput(picker, 1); sizes && *sizes != std::vector<int64_t>{1, 1, 1})
+      return false;
+    index = part.index;
+    r = ProducerIs(picker->input(0), "Reshape");
+  } else if (IsOp(picker, "Slice") && picker->num_inputs() >= 4) {
+    const auto starts = AxesInput(picker, 1), ends = AxesInput(picker, 2),
+               axes = AxesInput(picker, 3);
+    const auto steps = AxesInput(picker, 4);
+    if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 ||
+        axes->size() != 1 || AxisOf((*axes)[0], 5) != 2 ||
+        (picker->num_inputs() > 4 && picker->input(4) &&
+         (!steps || *steps != std::vector<int64_t>{1})))
+      return false;
+    index = (*starts)[0];
+    if (index < 0 || index > 2 || (*ends)[0] != index + 1) return false;
+    r = ProducerIs(picker->input(0), "Reshape");
+  }
+  if (r == nullptr || r->num_inputs() < 2) return false;
+  const std::vector<Dim>* out = ShapeOf(r->output(0));
+  if (!out || out->size() != 5 || !(*out)[2].is_known() || (*out)[2].value() != 3) return false;
+  p.nodes.insert(p.nodes.end(), {sq, picker, r});
+  p.reshape = r;
+  p.packed_part = index;
+  p.proj = r->input(0);
+  return true;
+}
+
 // What lies between the head Transpose's [B, N, S, D] output and the attention MatMul
 // operand `v` (or, for K, the Kᵀ Transpose): scales (Q, K), repeat_kv (K, V), kiln.Rotary
 // (Q, K). Returns the value the head Transpose should produce.
@@ -167,6 +217,29 @@ int64_t LastDim(Value v) {
 
 std::string AnalyzeSplit(HeadPath& p, const char* which) {
   const Node* r = p.reshape;
+  if (p.packed_part >= 0) {
+    const std::vector<Dim>* in = ShapeOf(r->input(0));
+    const std::vector<Dim>* out = ShapeOf(p.reshape->output(0));
+    std::vector<Value> same_bs = {r->input(0)};
+    if (Value src = ProjectionInput(p.proj)) same_bs.push_back(src);
+    if (!in || in->size() != 3 || !(*out)[3].is_known() || !(*out)[4].is_known())
+      return absl::StrFormat(
+          "the packed %s head split reshapes %s to %s; expected [B, S, 3H] -> "
+          "[B, S, 3, N, D] with static N and D",
+          which, in ? DimsString(*in) : "?", DimsString(*out));
+    if (!KeepsBatchAndSequence(r, same_bs))
+      return absl::StrFormat(
+          "the packed %s head split Reshape does not provably keep the [batch, sequence] "
+          "dims of its input",
+          which);
+    p.heads = (*out)[3].value();
+    p.head_dim = (*out)[4].value();
+    const int64_t h = LastDim(r->input(0));
+    if (h > 0 && h != 3 * p.heads * p.head_dim)
+      return absl::StrFormat("packed head split inconsistent: %s is [.., %d], not 3 x %d x %d",
+                             which, h, p.heads, p.head_dim);
+    return "";
+  }
   const std::vector<Dim>* in = ShapeOf(r->input(0));
   const std::vector<Dim>* out = ShapeOf(p.reshape->output(0));
   if ((in && in->size() != 3) || (out && out->size() != 4))
@@ -243,6 +316,7 @@ bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
   p.nodes.push_back(t);
   v = t->input(0);
   if (scaled) v = SkipScales(v, p, issue);
+  if (Node* sq = ProducerIs(v, "Squeeze")) return WalkPackedPart(sq, p);
   Node* r = ProducerIs(v, "Reshape");
   if (r == nullptr || r->num_inputs() < 2) return false;
   p.nodes.push_back(r);

@@ -260,6 +260,13 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
     std::string why = AnalyzeSplit(*path, which);
     if (!why.empty()) return fail(why);
   }
+  const int packed = (b.q.packed_part >= 0) + (b.k.packed_part >= 0) + (b.v.packed_part >= 0);
+  if (packed > 0) {
+    if (packed != 3 || b.q.proj != b.k.proj || b.q.proj != b.v.proj || b.q.packed_part != 0 ||
+        b.k.packed_part != 1 || b.v.packed_part != 2)
+      return fail("Q, K and V are not parts 0, 1 and 2 of one packed [B, S, 3, N, D] head split");
+    b.packed_qkv = b.q.proj;
+  }
   if (b.k.repeat != b.v.repeat)
     return fail(
         absl::StrFormat("K and V are expanded to the query heads differently (repeat_kv "
@@ -413,8 +420,8 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
 
   // Where qkv comes from: one Split of a packed projection, or three projections of one
   // input (concatenated).
-  b.qkv_split = QkvSplit(b);
-  if (b.qkv_split == nullptr) {
+  if (!b.packed_qkv) b.qkv_split = QkvSplit(b);
+  if (b.qkv_split == nullptr && !b.packed_qkv) {
     const Value sq = ProjectionInput(b.q.proj), sk = ProjectionInput(b.k.proj),
                 sv = ProjectionInput(b.v.proj);
     if (!sq || !sk || !sv)

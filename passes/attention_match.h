@@ -27,8 +27,13 @@ namespace kiln::attention {
 
 // One of Q, K, V: the projection and the head split between it and the attention MatMul.
 struct HeadPath {
-  Value proj;                    // the [B, S, H] value before the head split
-  Node* reshape = nullptr;       // Reshape [B, S, H] -> [B, S, N, D]
+  Value proj;               // the [B, S, H] value before the head split
+  Node* reshape = nullptr;  // Reshape [B, S, H] -> [B, S, N, D], or (packed_part >= 0)
+                            // Reshape [B, S, 3H] -> [B, S, 3, N, D]
+  // ModernBERT's packed split: part 0, 1 or 2 (Q, K, V) of the [B, S, 3, N, D] Reshape,
+  // taken by a Split or Slice on axis 2 and a Squeeze of that axis; proj is then the
+  // packed [B, S, 3H] projection. -1: the plain split.
+  int packed_part = -1;
   std::vector<Node*> nodes;      // every node from proj (exclusive) to the MatMul operand
   std::vector<Node*> scale_ops;  // Mul/Div by a scalar on this path (Q and K only)
   double scale = 1.0;            // product of the constant factors of scale_ops
@@ -85,6 +90,9 @@ struct AttentionBlock {
   // When Q, K, V are outputs 0, 1, 2 of one Split of a [B, S, 3H] tensor (the fuse-qkv
   // result, GPT-2's c_attn): that Split; qkv is then its input. Else qkv is a Concat.
   Node* qkv_split = nullptr;
+  // ModernBERT's Wqkv: Q, K, V are parts 0, 1, 2 of one [B, S, 3, N, D] Reshape of this
+  // [B, S, 3H] projection, which is then qkv as it is (null Value otherwise).
+  Value packed_qkv;
   std::vector<Node*> interior;  // every node the fused op replaces
 };
 

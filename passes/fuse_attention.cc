@@ -73,6 +73,7 @@ Value FusedMask(Graph& g, const AttentionBlock& b, Node* before, DType dtype) {
 
 Value PackedQkv(Graph& g, const AttentionBlock& b, Node* before) {
   if (b.qkv_split) return b.qkv_split->input(0);
+  if (b.packed_qkv) return b.packed_qkv;
   Node* c = g.InsertNodeBefore(before, "Concat", {b.q.proj, b.k.proj, b.v.proj}, 1);
   c->set_attr("axis", int64_t{-1});
   Type t = b.q.proj.type();
@@ -89,6 +90,13 @@ Value FusedTable(Graph& g, const AttentionBlock& b, Value table, Node* before) {
   using Fix = AttentionBlock::TableFix;
   if (b.table_fix == Fix::kNone) return table;
   const bool squeeze = b.table_fix == Fix::kSqueezeHeadAxis;
+  // The exporters' tables are Unsqueeze(t [1 or B, S, R], [1]): take t itself.
+  if (Node* u = rewrite::ProducerIs(table, "Unsqueeze"); squeeze && u && u->num_inputs() == 2) {
+    const auto axes = rewrite::IntConstant(u->input(1));
+    if (axes && *axes == std::vector<int64_t>{1} && u->input(0).type().has_rank() &&
+        u->input(0).type().rank() == 3)
+      return u->input(0);
+  }
   Tensor axes(DType::kI64, {1});
   axes.SetFromDouble(0, squeeze ? 1 : 0);
   Node* c = g.InsertNodeBefore(before, "Constant", {}, 1);

@@ -5,7 +5,8 @@
 //   GeGLU:  Mul(Gelu(g), u)             -> Glu(Linear(x, [Wg | Wu])){gelu | gelu_tanh}
 // where g and u are projections of one x (MatMul, MatMul + constant bias or kiln.Linear
 // without activation; merged as fuse-qkv merges Q, K, V), or the two halves of one tensor
-// P (Split into two equal parts on the last axis, ModernBERT's Wi(x).chunk(2)) -> Glu(P).
+// P (Split into two equal parts on the last axis, or Slices [0, F) and [F, 2F) of it:
+// ModernBERT's Wi(x).chunk(2), dynamo and TorchScript) -> Glu(P).
 // Why: two GEMMs of width F become one of width 2F (one pass over x, better weight
 // streaming) and three element-wise passes over [T, F] (Sigmoid, Mul, Mul) become one.
 // Root: Mul. Cheap match (nothing reported): one operand is SiLU or Gelu of a value g,
@@ -14,8 +15,9 @@
 // trans_w, dtypes, bias on one only, a non-constant weight), the halves are unequal, the
 // types of g and u differ or F is not static, an interior value is read elsewhere.
 // Runs before fuse-linear (so the gate's Gelu is not taken into the gate's Linear).
-// Limits: the activation on the first operand only (act(g)·u, any Mul operand order); a
-// Slice pair instead of a Split, x·sigmoid(1.702·x) and other activations stay unfused.
+// Limits: the activation on the first operand only (act(g)·u, any Mul operand order);
+// halves by Slices only with constant bounds (static shapes fold TorchScript's
+// Shape-computed ones); x·sigmoid(1.702·x) and other activations stay unfused.
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,11 +38,33 @@ using rewrite::ProducerIs;
 struct GluMatch {
   Node* root = nullptr;
   Value gate, up;
-  std::string activation;      // silu, gelu, gelu_tanh
-  std::vector<Node*> act;      // Sigmoid + Mul, or Gelu
-  Node* split = nullptr;       // the halves' Split, when g and u are its outputs 0 and 1
+  std::string activation;  // silu, gelu, gelu_tanh
+  std::vector<Node*> act;  // Sigmoid + Mul, or Gelu
+  Node* split = nullptr;   // the halves' Split, when g and u are its outputs 0 and 1
+  Node* lo = nullptr;      // ... or the halves' Slices [0, F) and [F, 2F) of one P
+  Node* hi = nullptr;
   std::vector<Projection> ps;  // gate and up projections (filled by Check when no split)
 };
+
+// Slice(x, start, end, axes, steps) of the last axis of a rank-`rank` x with step 1 and
+// constant bounds: (start, end); else nullopt.
+std::optional<std::pair<int64_t, int64_t>> LastAxisSlice(const Node* s, int rank) {
+  if (s->num_inputs() < 3) return std::nullopt;
+  auto starts = rewrite::IntConstant(s->input(1)), ends = rewrite::IntConstant(s->input(2));
+  if (!starts || !ends || starts->size() != 1 || ends->size() != 1) return std::nullopt;
+  int64_t axis = rank - 1;
+  if (s->num_inputs() > 3 && s->input(3)) {
+    auto axes = rewrite::IntConstant(s->input(3));
+    if (!axes || axes->size() != 1) return std::nullopt;
+    axis = (*axes)[0] < 0 ? (*axes)[0] + rank : (*axes)[0];
+  }
+  if (s->num_inputs() > 4 && s->input(4)) {
+    auto steps = rewrite::IntConstant(s->input(4));
+    if (!steps || steps->size() != 1 || (*steps)[0] != 1) return std::nullopt;
+  }
+  if (axis != rank - 1) return std::nullopt;
+  return std::make_pair((*starts)[0], (*ends)[0]);
+}
 
 bool ProjectionLike(const Node* n) {
   return n && ((n->domain() == "kiln" && n->op() == "Linear") || IsOp(n, "MatMul") ||
@@ -88,6 +112,13 @@ class GluRule final : public fusion::FusionRule<GluMatch> {
         m.split = gs;
         return m;
       }
+      Node* lo = ProducerIs(m.gate, "Slice");
+      Node* hi = ProducerIs(m.up, "Slice");
+      if (lo && hi && lo->input(0) && lo->input(0) == hi->input(0)) {
+        m.lo = lo;
+        m.hi = hi;
+        return m;
+      }
       if (ProjectionLike(m.gate.node) && ProjectionLike(m.up.node)) return m;
     }
     return std::nullopt;
@@ -107,6 +138,18 @@ class GluRule final : public fusion::FusionRule<GluMatch> {
           return absl::StrCat(rewrite::NodeLabel(s), " splits into unequal parts");
       }
     }
+    if (m.lo) {
+      const Type& pt = m.lo->input(0).type();
+      const std::optional<int64_t> two_f = rewrite::StaticLastDim(m.lo->input(0));
+      const auto lo = pt.has_rank() ? LastAxisSlice(m.lo, pt.rank()) : std::nullopt;
+      const auto hi = pt.has_rank() ? LastAxisSlice(m.hi, pt.rank()) : std::nullopt;
+      if (!two_f || !lo || !hi || *two_f % 2 != 0 || lo->first != 0 || lo->second != *two_f / 2 ||
+          hi->first != *two_f / 2 || hi->second < *two_f)
+        return absl::StrCat(rewrite::NodeLabel(m.lo), " and ", rewrite::NodeLabel(m.hi),
+                            " are not the halves [0, F) (activated) and [F, 2F) of the last "
+                            "axis of ",
+                            pt.ToString(), " (constant bounds, step 1)");
+    }
     const Type& gt = m.gate.type();
     if (!IsFloat(gt.dtype) || gt != m.up.type())
       return absl::StrCat("the gate ", gt.ToString(), " and the up value ", m.up.type().ToString(),
@@ -115,8 +158,9 @@ class GluRule final : public fusion::FusionRule<GluMatch> {
     if (!gt.has_rank() || !f) return "the MLP width (the gate's last dim) is not static";
     std::vector<Node*> nodes = m.act;
     nodes.push_back(m.root);
-    if (m.split) {
-      nodes.insert(nodes.begin(), m.split);
+    if (m.split || m.lo) {
+      if (m.split) nodes.insert(nodes.begin(), m.split);
+      if (m.lo) nodes.insert(nodes.begin(), {m.lo, m.hi});
       return rewrite::CheckInterior(g, nodes, {m.root});
     }
     m.ps.resize(2);
@@ -137,6 +181,10 @@ class GluRule final : public fusion::FusionRule<GluMatch> {
       packed = m.split->input(0);
       old.push_back(m.split);
       s.Count("glu of split halves");
+    } else if (m.lo) {
+      packed = m.lo->input(0);
+      old.insert(old.end(), {m.lo, m.hi});
+      s.Count("glu of sliced halves");
     } else {
       const std::string name = m.gate.name().empty() ? "" : m.gate.name() + "/gate_up";
       packed = projection::InsertMerged(g, m.ps, *order_, name)->output(0);

@@ -46,8 +46,9 @@ class QkvRule final : public fusion::FusionRule<QkvMatch> {
     attention::MatchResult m = attention::MatchAttention(g, softmax, &*order_);
     if (m.stage < attention::Stage::kProjections) return std::nullopt;
     const attention::AttentionBlock& b = m.block;
-    // Already packed (by this pass, or by the exporter as in GPT-2's c_attn).
-    if (IsOp(b.q.proj.node, "Split") && b.q.proj.node == b.k.proj.node &&
+    // Already packed (by this pass, or by the exporter as in GPT-2's c_attn and
+    // ModernBERT's Wqkv, whose [B, S, 3, N, D] head split reads one projection).
+    if ((IsOp(b.q.proj.node, "Split") || b.q.proj == b.k.proj) && b.q.proj.node == b.k.proj.node &&
         b.q.proj.node == b.v.proj.node) {
       s.Count("already packed");
       return std::nullopt;

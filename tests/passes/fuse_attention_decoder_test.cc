@@ -8,6 +8,7 @@
 // decomposed graph rounds each op to f32, on O(1) scores.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -228,6 +229,98 @@ TEST(FuseAttentionDecoder, NearMisses) {
   per_head.table_dims = "1,4,5,4";
   per_head.kv_heads = 4;
   ExpectMiss(per_head, "the rotary tables [1,4,5,4] of q_rotary are not [1 or B, 1, S, R]");
+}
+
+// ModernBERT's packed head split: Wqkv(x) [B, S, 3H] -> Reshape [B, S, 3, N, D] -> parts
+// 0, 1, 2 on axis 2 (one Split, or three Slices as the dynamo export writes) -> Squeeze ->
+// Transpose; rotary on Q and K. `order` gives the part each of Q, K, V takes.
+std::string PackedBlock(bool slices, std::array<int, 3> order = {0, 1, 2}) {
+  Emitter e;
+  const std::string x = e.Node("Input()", Dims({kB, kS, kH}), "", "x");
+  const std::string mask = e.Node("Input()", Dims({kB, 1, 1, kS}), "", "mask");
+  const std::string cos = e.Node("Input()", "f32[1,1,5,4]", "", "cos");
+  const std::string sin = e.Node("Input()", "f32[1,1,5,4]", "", "sin");
+  const std::string w = e.Const(WeightLiteral(kH, 3 * kH, 7), Dims({kH, 3 * kH}));
+  const std::string p =
+      e.Node(absl::StrCat("MatMul(", x, ", ", w, ")"), Dims({kB, kS, 3 * kH}), "wqkv");
+  const std::string shape =
+      e.Const(absl::StrFormat("tensor<i64[5]>[%d, %d, 3, %d, %d]", kB, kS, kN, kD), "i64[5]");
+  const std::string r =
+      e.Node(absl::StrCat("Reshape(", p, ", ", shape, ")"), Dims({kB, kS, 3, kN, kD}), "qkv_split");
+  const std::string part_t = Dims({kB, kS, 1, kN, kD});
+  std::vector<std::string> parts;
+  if (slices) {
+    const std::string axes = e.Const("tensor<i64[1]>[2]", "i64[1]");
+    for (int i = 0; i < 3; ++i) {
+      const std::string a = e.Const(absl::StrFormat("tensor<i64[1]>[%d]", i), "i64[1]");
+      const std::string b = e.Const(absl::StrFormat("tensor<i64[1]>[%d]", i + 1), "i64[1]");
+      parts.push_back(e.Node(absl::StrCat("Slice(", r, ", ", a, ", ", b, ", ", axes, ")"), part_t));
+    }
+  } else {
+    const std::string sizes = e.Const("tensor<i64[3]>[1, 1, 1]", "i64[3]");
+    parts = e.Nodes(3, absl::StrCat("Split(", r, ", ", sizes, ") {axis=2}"),
+                    absl::StrCat(part_t, ", ", part_t, ", ", part_t), "chunk");
+  }
+  const std::string sq_axes = e.Const("tensor<i64[1]>[-3]", "i64[1]");
+  std::vector<std::string> heads;
+  for (int i = 0; i < 3; ++i) {
+    const std::string sq = e.Node(absl::StrCat("Squeeze(", parts[order[i]], ", ", sq_axes, ")"),
+                                  Dims({kB, kS, kN, kD}));
+    heads.push_back(
+        e.Node(absl::StrCat("Transpose(", sq, ") {perm=[0, 2, 1, 3]}"), Dims({kB, kN, kS, kD})));
+  }
+  const std::string q = e.Node(absl::StrCat("kiln.Rotary(", heads[0], ", ", cos, ", ", sin, ")"),
+                               Dims({kB, kN, kS, kD}), "q_rotary");
+  const std::string k = e.Node(absl::StrCat("kiln.Rotary(", heads[1], ", ", cos, ", ", sin, ")"),
+                               Dims({kB, kN, kS, kD}), "k_rotary");
+  const std::string kt =
+      e.Node(absl::StrCat("Transpose(", k, ") {perm=[0, 1, 3, 2]}"), Dims({kB, kN, kD, kS}));
+  const std::string qk = e.Node(absl::StrCat("MatMul(", q, ", ", kt, ")"), Dims({kB, kN, kS, kS}));
+  const std::string half = e.Const("tensor<f32[]>[0.5]", "f32[]");
+  const std::string sc = e.Node(absl::StrCat("Mul(", qk, ", ", half, ")"), Dims({kB, kN, kS, kS}));
+  const std::string m = e.Node(absl::StrCat("Add(", sc, ", ", mask, ")"), Dims({kB, kN, kS, kS}));
+  const std::string pr = e.Node(absl::StrCat("Softmax(", m, ") {axis=-1}"), Dims({kB, kN, kS, kS}));
+  const std::string pv =
+      e.Node(absl::StrCat("MatMul(", pr, ", ", heads[2], ")"), Dims({kB, kN, kS, kD}));
+  const std::string mt =
+      e.Node(absl::StrCat("Transpose(", pv, ") {perm=[0, 2, 1, 3]}"), Dims({kB, kS, kN, kD}));
+  const std::string s3 =
+      e.Const(absl::StrFormat("tensor<i64[3]>[%d, %d, %d]", kB, kS, kH), "i64[3]");
+  const std::string y =
+      e.Node(absl::StrCat("Reshape(", mt, ", ", s3, ")"), Dims({kB, kS, kH}), "merge", "y");
+  return e.Finish({{"y", y}});
+}
+
+TEST(FuseAttentionDecoder, ModernBertPackedSplitFuses) {
+  for (bool slices : {false, true}) {
+    SCOPED_TRACE(slices ? "slices" : "split");
+    const std::string text = PackedBlock(slices);
+    const testing::FusionRun r = RunWithReport({"fuse-qkv", "fuse-attention"}, text);
+    ASSERT_TRUE(r.graph);
+    const Node* mha = OnlyAttention(*r.graph);
+    ASSERT_NE(mha, nullptr);
+    // qkv is the packed projection itself: no Concat, no Split left, nothing for fuse-qkv.
+    EXPECT_EQ(mha->input(0).node->op(), "MatMul");
+    EXPECT_EQ(mha->input(0).type().ToString(), "f32[2,5,48]");
+    EXPECT_FALSE(mha->has_attr("num_kv_heads"));
+    EXPECT_TRUE(NodesOf(*r.graph, "", "Squeeze").size() == 2);  // the two tables'
+    if (r.report.kinds().count("qkv")) {                        // fuse-qkv sees it already packed
+      EXPECT_EQ(r.report.kinds().at("qkv").fused, 0);
+      EXPECT_TRUE(r.report.kinds().at("qkv").missed.empty());
+    }
+    EXPECT_TRUE(r.report.kinds().at("attention").missed.empty());
+    EXPECT_LE(MaxDiffAfter({"fuse-qkv", "fuse-attention"}, text), 1e-5);
+  }
+}
+
+TEST(FuseAttentionDecoder, ModernBertPartsOutOfOrderAreAMiss) {
+  const testing::FusionRun r = RunWithReport({"fuse-attention"}, PackedBlock(false, {1, 0, 2}));
+  ASSERT_TRUE(r.graph);
+  EXPECT_TRUE(NodesOf(*r.graph, "kiln", "MultiHeadAttention").empty());
+  const auto& kind = r.report.kinds().at("attention");
+  ASSERT_EQ(kind.missed.size(), 1u);
+  EXPECT_EQ(kind.missed[0].reason,
+            "Q, K and V are not parts 0, 1 and 2 of one packed [B, S, 3, N, D] head split");
 }
 
 }  // namespace

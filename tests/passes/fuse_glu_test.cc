@@ -100,6 +100,36 @@ TEST(FuseGlu, GeGluOnSplitHalves) {
   }
 }
 
+// The TorchScript ModernBERT export cuts the halves with two Slices (bounds folded to
+// constants under static shapes).
+constexpr char kGeGluSlices[] = R"(graph g opset=21 {
+  %0 = Input() : f32[2,3,8] "p"
+  %1 = Constant() {value=tensor<i64[1]>[0]} : i64[1]
+  %2 = Constant() {value=tensor<i64[1]>[4]} : i64[1]
+  %3 = Constant() {value=tensor<i64[1]>[8]} : i64[1]
+  %4 = Constant() {value=tensor<i64[1]>[-1]} : i64[1]
+  %5 = Slice(%0, %1, %2, %4) : f32[2,3,4] @ "lo"
+  %6 = Slice(%0, %2, %3, %4) : f32[2,3,4] @ "hi"
+  %7 = Gelu(%5) {approximate="none"} : f32[2,3,4] @ "act"
+  %8 = Mul(%7, %6) : f32[2,3,4] "y" @ "mul"
+  return "y": %8
+})";
+
+TEST(FuseGlu, GeGluOnSlicedHalves) {
+  const testing::FusionRun r = RunWithReport({kPass}, kGeGluSlices);
+  EXPECT_EQ(r.report.kinds().at("glu").fused, 1);
+  EXPECT_EQ(r.counters.at("glu of sliced halves"), 1);
+  EXPECT_THAT(PrintGraph(*r.graph), ::testing::HasSubstr("kiln.Glu(%0) {activation=\"gelu\"}"));
+  ExpectNumericallyEquivalent(kPass, kGeGluSlices);
+  // The activation on the second half.
+  testing::ExpectOneMiss(kPass,
+                         Edit(Edit(kGeGluSlices, "%7 = Gelu(%5)", "%7 = Gelu(%6)"),
+                              "%8 = Mul(%7, %6)", "%8 = Mul(%7, %5)"),
+                         "glu",
+                         "'hi' and 'lo' are not the halves [0, F) (activated) and [F, 2F) of "
+                         "the last axis of f32[2,3,8] (constant bounds, step 1)");
+}
+
 void ExpectMiss(const std::string& text, const std::string& reason) {
   testing::ExpectOneMiss(kPass, text, "glu", reason);
 }
