@@ -6,6 +6,7 @@
 // slice, matmul patterns, eltwise typing) and the error for a node no device kernel takes.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,6 +31,15 @@ std::vector<std::string> AllFixtures() {
   return out;
 }
 
+// The symbols of the fixture sweeps: batch 2 x sequence 16, and for the KV-cache decoders
+// (models/fixtures/kv/) 5 cached positions (their mask covers past + sequence, a symbol
+// of its own in the export).
+std::map<std::string, int64_t> SweepSymbols(const std::string& model) {
+  if (std::filesystem::path(model).parent_path().filename() == "kv")
+    return {{"batch", 2}, {"sequence", 16}, {"past_sequence", 5}, {"total_sequence", 21}};
+  return {{"batch", 2}, {"sequence", 16}};
+}
+
 CompileOptions Cuda(const std::string& precision) {
   CompileOptions o;
   o.target = PlanTarget::kCuda;
@@ -42,15 +52,17 @@ TEST(CompileCuda, EveryFixtureAtEveryPrecisionHasNoHostStep) {
   const std::vector<std::string> fixtures = AllFixtures();
   ASSERT_GE(fixtures.size(), 31u);
   for (const std::string& model : fixtures) {
-    absl::StatusOr<Plan> ref = Compile(model, [] {
+    absl::StatusOr<Plan> ref = Compile(model, [&] {
       CompileOptions o;
-      o.symbols = {{"batch", 2}, {"sequence", 16}};
+      o.symbols = SweepSymbols(model);
       return o;
     }());
     ASSERT_TRUE(ref.ok()) << model << ": " << ref.status();
     for (const char* precision : {"fp32", "fp16", "bf16"}) {
       SCOPED_TRACE(model + " at " + precision);
-      absl::StatusOr<Plan> plan = Compile(model, Cuda(precision));
+      CompileOptions o = Cuda(precision);
+      o.symbols = SweepSymbols(model);
+      absl::StatusOr<Plan> plan = Compile(model, o);
       ASSERT_TRUE(plan.ok()) << plan.status();
       EXPECT_EQ(plan->target, PlanTarget::kCuda);
       EXPECT_EQ(plan->cuda_sms, (std::vector<int32_t>{80, 90}));
