@@ -30,8 +30,10 @@ What is reproduced:
     lm_head MatMul -> logits [batch, sequence, vocab].
 
 Limits: weights are random (normal * 0.02, RMSNorm weights 1 + normal * 0.1), so the
-outputs mean nothing. No KV cache (past_key_values) inputs or present outputs, no
-grouped-query attention (repeat_kv with n_rep = 1 writes nothing), and the mask's slice
+outputs mean nothing. No KV cache (past_key_values) inputs or present outputs; the
+fixture has no grouped-query attention (repeat_kv with n_rep = 1 writes nothing), but
+--kv-heads N (< --heads) writes it Qwen2-style (K/V projections of N heads,
+Unsqueeze(2) -> Expand -> Reshape after K's rotary and on V); and the mask's slice
 assignment (`causal_mask[..., :mask_len] = masked_fill(...)`, a ScatterND in real
 exports) is written as a plain Where since mask_len equals the key length here.
 
@@ -70,6 +72,13 @@ class DecoderConfig:
     max_pos: int = 64
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
+    # K/V heads for grouped-query attention (Qwen2-style repeat_kv); 0 means `heads` (the
+    # fixture's: no expansion is written, as transformers writes none for n_rep = 1).
+    kv_heads: int = 0
+
+    @property
+    def kv(self):
+        return self.kv_heads or self.heads
 
 
 TINY = DecoderConfig()
@@ -207,8 +216,9 @@ def self_attention(b, h, mask, positions, layer, cfg):
     _, q_len_1d = b.dim(h, 1, scope)
     states = {}
     for part in ("q", "k", "v"):
-        proj = linear(b, h, f"{scope}/{part}_proj", cfg.hidden, cfg.hidden)
-        shape = b.node("Concat", [bsz_1d, q_len_1d, b.const(scope, [cfg.heads]),
+        heads = cfg.heads if part == "q" else cfg.kv
+        proj = linear(b, h, f"{scope}/{part}_proj", cfg.hidden, heads * head_dim)
+        shape = b.node("Concat", [bsz_1d, q_len_1d, b.const(scope, [heads]),
                                   b.const(scope, [head_dim])], scope, axis=0)
         split = b.node("Reshape", [proj, shape], scope)
         states[part] = b.node("Transpose", [split], scope, perm=[0, 2, 1, 3])
@@ -219,6 +229,18 @@ def self_attention(b, h, mask, positions, layer, cfg):
         x = states[part]
         rotated = b.node("Mul", [rotate_half(b, x, scope), sin], scope)
         states[part] = b.node("Add", [b.node("Mul", [x, cos], scope), rotated], scope)
+    if cfg.kv != cfg.heads:
+        # repeat_kv: x[:, :, None].expand(B, kv, n_rep, S, D).reshape(B, kv * n_rep, S, D)
+        rep = cfg.heads // cfg.kv
+        for part in ("k", "v"):
+            x = b.unsqueeze(states[part], [2], scope)
+            _, seq_1d = b.dim(states[part], 2, scope)
+            size = b.node("Concat", [bsz_1d, b.const(scope, [cfg.kv]), b.const(scope, [rep]),
+                                     seq_1d, b.const(scope, [head_dim])], scope, axis=0)
+            x = b.node("Expand", [x, size], scope)
+            shape = b.node("Concat", [bsz_1d, b.const(scope, [cfg.heads]), seq_1d,
+                                      b.const(scope, [head_dim])], scope, axis=0)
+            states[part] = b.node("Reshape", [x, shape], scope)
     k_t = b.node("Transpose", [states["k"]], scope, perm=[0, 1, 3, 2])
     scores = b.node("MatMul", [states["q"], k_t], scope)
     scores = b.node("Div", [scores, b.const(scope, math.sqrt(head_dim), np.float32)], scope)
@@ -347,8 +369,9 @@ def reference_logits(model, feeds, cfg=TINY):
     for layer in range(cfg.layers):
         p = f"model.layers.{layer}"
         x = norm(h, f"{p}.input_layernorm.weight")
-        q, k, v = [(x @ next(it)).reshape(batch, seq, cfg.heads, hd).transpose(0, 2, 1, 3)
-                   for _ in range(3)]
+        q, k, v = [(x @ next(it)).reshape(batch, seq, n, hd).transpose(0, 2, 1, 3)
+                   for n in (cfg.heads, cfg.kv, cfg.kv)]
+        k, v = (np.repeat(t, cfg.heads // cfg.kv, axis=1) for t in (k, v))
         freqs = pos[:, None] * w[f"{p}.self_attn.rotary_emb.inv_freq"][None, :]
         emb = np.concatenate([freqs, freqs], -1)
 
@@ -417,6 +440,8 @@ def main(argv=None):
         parser.error("--fixtures writes the tiny fixture: size flags go with -o")
     if cfg.hidden % cfg.heads:
         parser.error(f"--hidden {cfg.hidden} is not a multiple of --heads {cfg.heads}")
+    if cfg.heads % cfg.kv:
+        parser.error(f"--heads {cfg.heads} is not a multiple of --kv-heads {cfg.kv}")
     path = FIXTURE if args.fixtures else args.output
     save(build_model(cfg, 0 if args.fixtures else args.seed), path)
     if args.check:

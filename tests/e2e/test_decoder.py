@@ -147,3 +147,32 @@ def test_O2_symbolic_numbers_match(kiln_bin, tmp_path):
     for batch, seq, padding in CASES:
         assert_kiln_matches_ort(kiln_bin, out, feeds_for(batch, seq, padding),
                                 tmp_path / f"run_{batch}x{seq}")
+
+
+def test_grouped_query_variant_fuses_and_matches(kiln_bin, tmp_path):
+    """The generator's GQA form (--kv-heads 2: Qwen2-style repeat_kv on K after rotary and
+    on V) fuses every attention block with num_kv_heads = 2 and no near-miss, and the fused
+    model matches onnxruntime on the generated model (same tolerance; the generator's own
+    check compares onnxruntime with its numpy reference)."""
+    cfg = gen_decoder.DecoderConfig(kv_heads=2)
+    model_path = tmp_path / "gqa.onnx"
+    gen_decoder.save(gen_decoder.build_model(cfg), str(model_path))
+    fused, report = tmp_path / "fused.onnx", tmp_path / "report.json"
+    proc = subprocess.run([kiln_bin, "opt", str(model_path), "-O2", "--verify-each",
+                           "--emit-onnx", str(fused), "--fusion-report", str(report),
+                           "--quiet"], capture_output=True, text=True,
+                          timeout=KILN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr
+    fusions = json.loads(report.read_text())["fusions"]
+    assert all(not v["missed"] for v in fusions.values()), fusions
+    assert fusions["attention"]["fused"] == CFG.layers, fusions["attention"]
+    heads = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+             for n in onnx.load(str(fused)).graph.node if n.op_type == "MultiHeadAttention"]
+    assert [h.get("num_kv_heads") for h in heads] == [2] * CFG.layers, heads
+    for batch, seq, padding in CASES:
+        feeds = gen_decoder.random_inputs(cfg, batch, seq, seed=batch * 7 + seq, padding=padding)
+        proc, outdir = run_kiln(kiln_bin, fused, feeds, tmp_path / f"run_{batch}x{seq}")
+        assert proc.returncode == 0, proc.stderr
+        want = run_onnxruntime(model_path, feeds)["logits"]
+        err = max_error(np.load(outdir / "logits.npy"), want)
+        assert err <= TOLERANCE, f"{batch}x{seq}: logits max abs error {err:.3g}"
