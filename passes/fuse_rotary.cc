@@ -11,9 +11,10 @@
 // cut x's last axis exactly at D/2 (with step 1), cos / sin are not [.., D] tables that
 // broadcast to x without growing it, the dtypes differ, or an interior value is read
 // elsewhere.
-// Limits: the full-width form only (partial rotary — rotating the first R < D elements
-// and concatenating the rest, GPT-NeoX's rotary_pct — stays unfused, although kiln.Rotary
-// takes it); the interleaved GPT-J form (even/odd pairs) is not matched.
+// Partial rotary (GPT-NeoX's rotary_pct): when x is Slice(q, 0:R) and the result is
+// concatenated back with Slice(q, R:), the whole Concat becomes kiln.Rotary(q, cos, sin)
+// with [.., R] tables (counter "partial rotary").
+// Limits: the interleaved GPT-J form (even/odd pairs) is not matched.
 #include <limits>
 #include <optional>
 #include <string>
@@ -40,7 +41,15 @@ struct RotaryMatch {
   Node* lo = nullptr;  // Slice(x, 0, D/2)
   Node* hi = nullptr;  // Slice(x, D/2, end)
   Value x, cos, sin;
-  std::vector<Node*> Nodes() const { return {lo, hi, neg, concat, mul_rot, mul_x, add}; }
+  // Partial rotary (GPT-NeoX's rotary_pct): x = Slice(q, 0:R) and the result is put back by
+  // Concat(result, Slice(q, R:)) on the last axis; the Concat is then the root replaced.
+  Node* rot_slice = nullptr;   // Slice(q, 0, R)
+  Node* pass_slice = nullptr;  // Slice(q, R, end)
+  Node* merge = nullptr;       // the Concat
+  std::vector<Node*> Nodes() const {
+    if (merge) return {rot_slice, pass_slice, lo, hi, neg, concat, mul_rot, mul_x, add, merge};
+    return {lo, hi, neg, concat, mul_rot, mul_x, add};
+  }
 };
 
 // The other operand of a two-input node whose operand `v` is one of them; null otherwise.
@@ -152,22 +161,57 @@ class RotaryRule final : public fusion::FusionRule<RotaryMatch> {
         m.mul_rot->output_info(0).type != xt || m.concat->output_info(0).type != xt)
       return absl::StrCat("the tables broadcast ", xt.ToString(), " to ",
                           m.add->output_info(0).type.ToString());
-    return rewrite::CheckInterior(g, m.Nodes(), {m.add});
+    const std::string why = rewrite::CheckInterior(g, m.Nodes(), {m.add});
+    if (why.empty()) DetectPartial(g, m, *d);
+    return why;
   }
 
   absl::Status Rewrite(Graph& g, RotaryMatch& m, fusion::FusionSession& s) override {
-    Node* rot = g.InsertNodeBefore(m.add, "Rotary", {m.x, m.cos, m.sin}, 1, "kiln");
+    Node* root = m.merge ? m.merge : m.add;
+    const Value x = m.merge ? m.rot_slice->input(0) : m.x;
+    Node* rot = g.InsertNodeBefore(root, "Rotary", {x, m.cos, m.sin}, 1, "kiln");
     rot->set_provenance({});
     const std::vector<Node*> nodes = m.Nodes();
     rewrite::UnionProvenance(rot, {nodes.begin(), nodes.end()});
-    rot->set_output_type(0, m.add->output_info(0).type);
-    rot->set_output_name(0, m.add->output_info(0).name);
-    g.ReplaceAllUsesWith(m.add->output(0), rot->output(0));
-    s.Count("rotary");
+    rot->set_output_type(0, root->output_info(0).type);
+    rot->set_output_name(0, root->output_info(0).name);
+    g.ReplaceAllUsesWith(root->output(0), rot->output(0));
+    s.Count(m.merge ? "partial rotary" : "rotary");
     s.RemoveIfDead(g, nodes);
     return absl::OkStatus();
   }
 
+ private:
+  // Fills m.rot_slice / pass_slice / merge when the matched rotary (over `r` elements) is
+  // the rotated part of a partial rotary of q: x = Slice(q, 0, r) on q's last axis, and
+  // the Add's only reader is Concat(add, Slice(q, r, end)) on that axis with q's type.
+  // Anything else leaves the plain fusion of the rotated part.
+  static void DetectPartial(const Graph& g, RotaryMatch& m, int64_t r) {
+    Node* rs = ProducerIs(m.x, "Slice");
+    Node* cat = rewrite::SingleUser(g, m.add->output(0));
+    if (rs == nullptr || !IsOp(cat, "Concat") || cat->num_inputs() != 2 ||
+        cat->input(0) != m.add->output(0))
+      return;
+    Node* ps = ProducerIs(cat->input(1), "Slice");
+    const Value q = rs->input(0);
+    if (ps == nullptr || ps->input(0) != q || !q.type().has_rank()) return;
+    const int rank = q.type().rank();
+    const std::optional<int64_t> dq = rewrite::StaticLastDim(q);
+    const int64_t axis = cat->attr_int_or("axis", 0);
+    const auto a = LastAxisSlice(rs, rank), b = LastAxisSlice(ps, rank);
+    const int64_t kEnd = std::numeric_limits<int64_t>::max();
+    if (!dq || *dq <= r || (axis != -1 && axis != rank - 1) || !a || a->first != 0 ||
+        (a->second != r && a->second != r - *dq) || !b || (b->first != r && b->first != r - *dq) ||
+        (b->second < *dq && b->second != kEnd) || cat->output_info(0).type != q.type())
+      return;
+    RotaryMatch p = m;
+    p.rot_slice = rs;
+    p.pass_slice = ps;
+    p.merge = cat;
+    if (rewrite::CheckInterior(g, p.Nodes(), {cat}).empty()) m = p;
+  }
+
+ public:
   std::string_view Kind(const RotaryMatch&) const override { return "rotary"; }
   std::vector<const Node*> Involved(const RotaryMatch& m) const override {
     const std::vector<Node*> nodes = m.Nodes();

@@ -174,8 +174,9 @@ TEST(FuseAttentionDecoder, AfterFuseQkvReadsThePackedProjection) {
   EXPECT_LE(MaxDiffAfter({"fuse-qkv", "fuse-attention"}, text), 1e-5);
 }
 
-// Tables shaped [S, D] (a batch axis added) and [B, 1, S, D] (per-row positions: the head
-// axis squeezed to [B, S, D]); no rotary at all leaves the fused op with (qkv, mask).
+// Tables shaped [S, D] (a batch axis added), [B, 1, S, D] (per-row positions: the head
+// axis squeezed to [B, S, D]) and [1, 1, S, R < D] (partial rotary); no rotary at all
+// leaves the fused op with (qkv, mask).
 TEST(FuseAttentionDecoder, TableShapesAndNoRotary) {
   DecoderSpec flat;
   flat.table_dims = "5,4";
@@ -193,6 +194,15 @@ TEST(FuseAttentionDecoder, TableShapesAndNoRotary) {
   ASSERT_NE(mha, nullptr);
   EXPECT_EQ(mha->input(2).type().ToString(), "f32[2,5,4]");
   EXPECT_LE(MaxDiffAfter({"fuse-attention"}, DecoderBlock(batch)), 1e-5);
+
+  // Partial rotary (R = 2 of D = 4, GPT-NeoX style): the fused op takes [1, S, 2] tables.
+  DecoderSpec partial;
+  partial.table_dims = "1,1,5,2";
+  r = RunWithReport({"fuse-attention"}, DecoderBlock(partial));
+  mha = OnlyAttention(*r.graph);
+  ASSERT_NE(mha, nullptr);
+  EXPECT_EQ(mha->input(2).type().ToString(), "f32[1,5,2]");
+  EXPECT_LE(MaxDiffAfter({"fuse-attention"}, DecoderBlock(partial)), 1e-5);
 
   DecoderSpec none;
   none.rotary_q = none.rotary_k = false;

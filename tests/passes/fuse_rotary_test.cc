@@ -75,6 +75,50 @@ TEST(FuseRotary, CommutedOperandsAndBatchTables) {
   ExpectNumericallyEquivalent(kPass, t);
 }
 
+// GPT-NeoX's partial rotary (rotary_pct = 0.5): the first R = 4 of D = 8 elements rotated,
+// the rest passed through and concatenated back: one kiln.Rotary of q with [.., 4] tables.
+constexpr char kPartial[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,2,5,8] "q"
+  %1 = Input() : f32[1,1,5,4] "cos"
+  %2 = Input() : f32[1,1,5,4] "sin"
+  %3 = Constant() {value=tensor<i64[1]>[0]} : i64[1] "zero"
+  %4 = Constant() {value=tensor<i64[1]>[2]} : i64[1] "half"
+  %5 = Constant() {value=tensor<i64[1]>[3]} : i64[1] "axis"
+  %6 = Constant() {value=tensor<i64[1]>[1]} : i64[1] "one"
+  %7 = Constant() {value=tensor<i64[1]>[9223372036854775807]} : i64[1] "end"
+  %15 = Constant() {value=tensor<i64[1]>[4]} : i64[1] "rdim"
+  %16 = Slice(%0, %3, %15, %5, %6) : f32[2,2,5,4] @ "q_rot"
+  %17 = Slice(%0, %15, %7, %5, %6) : f32[2,2,5,4] @ "q_pass"
+  %8 = Slice(%16, %3, %4, %5, %6) : f32[2,2,5,2] @ "lo"
+  %9 = Slice(%16, %4, %7, %5, %6) : f32[2,2,5,2] @ "hi"
+  %10 = Neg(%9) : f32[2,2,5,2] @ "neg"
+  %11 = Concat(%10, %8) {axis=-1} : f32[2,2,5,4] @ "rotate_half"
+  %12 = Mul(%11, %2) : f32[2,2,5,4] @ "mul_sin"
+  %13 = Mul(%16, %1) : f32[2,2,5,4] @ "mul_cos"
+  %14 = Add(%13, %12) : f32[2,2,5,4] @ "add"
+  %18 = Concat(%14, %17) {axis=-1} : f32[2,2,5,8] "y" @ "merge"
+  return "y": %18
+})";
+
+TEST(FuseRotary, PartialRotaryBecomesOneRotaryOfQ) {
+  ExpectRewrite(kPass, kPartial, R"(graph g opset=17 {
+  %0 = Input() : f32[2,2,5,8] "q"
+  %1 = Input() : f32[1,1,5,4] "cos"
+  %2 = Input() : f32[1,1,5,4] "sin"
+  %3 = kiln.Rotary(%0, %1, %2) : f32[2,2,5,8] "y" @ "q_rot", "q_pass", "lo", "hi", "neg", "rotate_half", "mul_sin", "mul_cos", "add", "merge"
+  return "y": %3
+})");
+  ExpectNumericallyEquivalent(kPass, kPartial);
+  const testing::FusionRun r = RunWithReport({kPass}, kPartial);
+  EXPECT_EQ(r.counters.at("partial rotary"), 1);
+  // The pass-through part read elsewhere too: only the rotated part fuses.
+  const std::string t = Edit(kPartial, "return \"y\": %18", "return \"y\": %18, \"p\": %17");
+  const testing::FusionRun r2 = RunWithReport({kPass}, t);
+  EXPECT_EQ(r2.counters.at("rotary"), 1);
+  EXPECT_EQ(r2.counters.count("partial rotary"), 0u);
+  ExpectNumericallyEquivalent(kPass, t);
+}
+
 // Exactly one rotary near-miss, its reason containing `reason`; the graph unchanged.
 void ExpectMiss(const std::string& text, const std::string& reason) {
   ExpectNoChange(kPass, text);
