@@ -46,26 +46,6 @@ struct GluMatch {
   std::vector<Projection> ps;  // gate and up projections (filled by Check when no split)
 };
 
-// Slice(x, start, end, axes, steps) of the last axis of a rank-`rank` x with step 1 and
-// constant bounds: (start, end); else nullopt.
-std::optional<std::pair<int64_t, int64_t>> LastAxisSlice(const Node* s, int rank) {
-  if (s->num_inputs() < 3) return std::nullopt;
-  auto starts = rewrite::IntConstant(s->input(1)), ends = rewrite::IntConstant(s->input(2));
-  if (!starts || !ends || starts->size() != 1 || ends->size() != 1) return std::nullopt;
-  int64_t axis = rank - 1;
-  if (s->num_inputs() > 3 && s->input(3)) {
-    auto axes = rewrite::IntConstant(s->input(3));
-    if (!axes || axes->size() != 1) return std::nullopt;
-    axis = (*axes)[0] < 0 ? (*axes)[0] + rank : (*axes)[0];
-  }
-  if (s->num_inputs() > 4 && s->input(4)) {
-    auto steps = rewrite::IntConstant(s->input(4));
-    if (!steps || steps->size() != 1 || (*steps)[0] != 1) return std::nullopt;
-  }
-  if (axis != rank - 1) return std::nullopt;
-  return std::make_pair((*starts)[0], (*ends)[0]);
-}
-
 bool ProjectionLike(const Node* n) {
   return n && ((n->domain() == "kiln" && n->op() == "Linear") || IsOp(n, "MatMul") ||
                (IsOp(n, "Add") && n->num_inputs() == 2));
@@ -141,8 +121,8 @@ class GluRule final : public fusion::FusionRule<GluMatch> {
     if (m.lo) {
       const Type& pt = m.lo->input(0).type();
       const std::optional<int64_t> two_f = rewrite::StaticLastDim(m.lo->input(0));
-      const auto lo = pt.has_rank() ? LastAxisSlice(m.lo, pt.rank()) : std::nullopt;
-      const auto hi = pt.has_rank() ? LastAxisSlice(m.hi, pt.rank()) : std::nullopt;
+      const auto lo = pt.has_rank() ? rewrite::LastAxisSlice(m.lo, pt.rank()) : std::nullopt;
+      const auto hi = pt.has_rank() ? rewrite::LastAxisSlice(m.hi, pt.rank()) : std::nullopt;
       if (!two_f || !lo || !hi || *two_f % 2 != 0 || lo->first != 0 || lo->second != *two_f / 2 ||
           hi->first != *two_f / 2 || hi->second < *two_f)
         return absl::StrCat(rewrite::NodeLabel(m.lo), " and ", rewrite::NodeLabel(m.hi),

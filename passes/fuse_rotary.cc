@@ -98,26 +98,6 @@ std::optional<RotaryMatch> RecognizeRotary(Node* add) {
   return std::nullopt;
 }
 
-// Slice(x, starts, ends, axes, steps) on one axis: (start, end) when the axis is the last
-// of a rank-`rank` input and the step is 1, constants all.
-std::optional<std::pair<int64_t, int64_t>> LastAxisSlice(const Node* s, int rank) {
-  if (s->num_inputs() < 3) return std::nullopt;
-  auto starts = rewrite::IntConstant(s->input(1)), ends = rewrite::IntConstant(s->input(2));
-  if (!starts || !ends || starts->size() != 1 || ends->size() != 1) return std::nullopt;
-  int64_t axis = rank - 1;
-  if (s->num_inputs() > 3 && s->input(3)) {
-    auto axes = rewrite::IntConstant(s->input(3));
-    if (!axes || axes->size() != 1) return std::nullopt;
-    axis = (*axes)[0] < 0 ? (*axes)[0] + rank : (*axes)[0];
-  }
-  if (s->num_inputs() > 4 && s->input(4)) {
-    auto steps = rewrite::IntConstant(s->input(4));
-    if (!steps || steps->size() != 1 || (*steps)[0] != 1) return std::nullopt;
-  }
-  if (axis != rank - 1) return std::nullopt;
-  return std::make_pair((*starts)[0], (*ends)[0]);
-}
-
 class RotaryRule final : public fusion::FusionRule<RotaryMatch> {
  public:
   bool IsRoot(const Node& n) const override { return IsOp(&n, "Add"); }
@@ -136,7 +116,7 @@ class RotaryRule final : public fusion::FusionRule<RotaryMatch> {
     if (*d % 2 != 0) return absl::StrCat("the head size ", *d, " is odd");
     const int rank = xt.rank();
     const int64_t h = *d / 2;
-    const auto lo = LastAxisSlice(m.lo, rank), hi = LastAxisSlice(m.hi, rank);
+    const auto lo = rewrite::LastAxisSlice(m.lo, rank), hi = rewrite::LastAxisSlice(m.hi, rank);
     const int64_t kEnd = std::numeric_limits<int64_t>::max();
     const bool lo_ok = lo && lo->first == 0 && (lo->second == h || lo->second == h - *d);
     const bool hi_ok =
@@ -198,7 +178,7 @@ class RotaryRule final : public fusion::FusionRule<RotaryMatch> {
     const int rank = q.type().rank();
     const std::optional<int64_t> dq = rewrite::StaticLastDim(q);
     const int64_t axis = cat->attr_int_or("axis", 0);
-    const auto a = LastAxisSlice(rs, rank), b = LastAxisSlice(ps, rank);
+    const auto a = rewrite::LastAxisSlice(rs, rank), b = rewrite::LastAxisSlice(ps, rank);
     const int64_t kEnd = std::numeric_limits<int64_t>::max();
     if (!dq || *dq <= r || (axis != -1 && axis != rank - 1) || !a || a->first != 0 ||
         (a->second != r && a->second != r - *dq) || !b || (b->first != r && b->first != r - *dq) ||

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -214,6 +215,27 @@ inline Node* InsertConstant(Graph& g, Node* before, const std::string& name, Ten
   c->set_output_name(0, name);
   c->set_attr("value", std::move(t));
   return c;
+}
+
+// Slice(x, starts, ends, axes?, steps?) of one axis: (start, end) as written (negative
+// values not normalized) when that axis is the last of a rank-`rank` x, the step is 1 and
+// the bounds are constants; else nullopt.
+inline std::optional<std::pair<int64_t, int64_t>> LastAxisSlice(const Node* s, int rank) {
+  if (s->num_inputs() < 3) return std::nullopt;
+  auto starts = IntConstant(s->input(1)), ends = IntConstant(s->input(2));
+  if (!starts || !ends || starts->size() != 1 || ends->size() != 1) return std::nullopt;
+  int64_t axis = rank - 1;
+  if (s->num_inputs() > 3 && s->input(3)) {
+    auto axes = IntConstant(s->input(3));
+    if (!axes || axes->size() != 1) return std::nullopt;
+    axis = (*axes)[0] < 0 ? (*axes)[0] + rank : (*axes)[0];
+  }
+  if (s->num_inputs() > 4 && s->input(4)) {
+    auto steps = IntConstant(s->input(4));
+    if (!steps || steps->size() != 1 || (*steps)[0] != 1) return std::nullopt;
+  }
+  if (axis != rank - 1) return std::nullopt;
+  return std::make_pair((*starts)[0], (*ends)[0]);
 }
 
 // The last dim of `v`'s type when it is a known size, else nullopt.

@@ -191,14 +191,11 @@ def assert_outputs_match(outdir, model, feeds):
         assert err <= TOLERANCE, f"{name}: max abs error {err:.3g} > {TOLERANCE}"
 
 
-@pytest.mark.parametrize("static", [True, False], ids=["static", "symbolic"])
-@pytest.mark.parametrize("model", DECODER_FIXTURES, ids=[p.stem for p in DECODER_FIXTURES])
-def test_decoder_o2_fuses_attention(kiln_bin, model, static, tmp_path):
+def opt_without_misses(kiln_bin, model, static, tmp_path):
+    """`kiln opt -O2 --verify-each` (at 2 x 16 when static) to fused.onnx; asserts the fusion
+    report has no near-miss of any kind. Returns (fused path, fusions, op histogram)."""
     import json
 
-    import onnx
-
-    family = family_of(model)
     fused, report = tmp_path / "fused.onnx", tmp_path / "report.json"
     shape = ["--shape", "batch=2,sequence=16"] if static else []
     kiln_json(kiln_bin, "opt", model, "-O2", "--verify-each", *shape, "--emit-onnx", fused,
@@ -206,9 +203,19 @@ def test_decoder_o2_fuses_attention(kiln_bin, model, static, tmp_path):
     fusions = json.loads(report.read_text())["fusions"]
     misses = {k: [m["reason"] for m in v["missed"]] for k, v in fusions.items() if v["missed"]}
     assert misses == {}, misses
+    ops = json.loads(kiln_json(kiln_bin, "inspect", fused, "--json").stdout)["op_histogram"]
+    return fused, fusions, ops
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static", "symbolic"])
+@pytest.mark.parametrize("model", DECODER_FIXTURES, ids=[p.stem for p in DECODER_FIXTURES])
+def test_decoder_o2_fuses_attention(kiln_bin, model, static, tmp_path):
+    import onnx
+
+    family = family_of(model)
+    fused, fusions, ops = opt_without_misses(kiln_bin, model, static, tmp_path)
     assert fusions["attention"]["fused"] == DECODER_LAYERS, fusions["attention"]
     assert fusions["qkv"]["fused"] == DECODER_LAYERS, fusions["qkv"]
-    ops = json.loads(kiln_json(kiln_bin, "inspect", fused, "--json").stdout)["op_histogram"]
     assert ops.get("kiln.MultiHeadAttention") == DECODER_LAYERS, ops
     # Per layer qkv, o, gate+up (one Linear feeding the SwiGLU), down; the LM head.
     assert fusions["glu"]["fused"] == DECODER_LAYERS, fusions["glu"]
@@ -305,19 +312,10 @@ MODERNBERT_FIXTURES = sorted(p for p in FIXTURES if family_of(p) == "modernbert"
 @pytest.mark.parametrize("static", [True, False], ids=["static", "symbolic"])
 @pytest.mark.parametrize("model", MODERNBERT_FIXTURES, ids=[p.stem for p in MODERNBERT_FIXTURES])
 def test_modernbert_o2_fuses(kiln_bin, model, static, tmp_path):
-    import json
-
     import onnx
 
-    fused, report = tmp_path / "fused.onnx", tmp_path / "report.json"
-    shape = ["--shape", "batch=2,sequence=16"] if static else []
-    kiln_json(kiln_bin, "opt", model, "-O2", "--verify-each", *shape, "--emit-onnx", fused,
-              "--fusion-report", report, "--quiet")
-    fusions = json.loads(report.read_text())["fusions"]
-    misses = {k: [m["reason"] for m in v["missed"]] for k, v in fusions.items() if v["missed"]}
-    assert misses == {}, misses
+    fused, fusions, ops = opt_without_misses(kiln_bin, model, static, tmp_path)
     assert fusions["attention"]["fused"] == 2 and fusions["glu"]["fused"] == 2, fusions
-    ops = json.loads(kiln_json(kiln_bin, "inspect", fused, "--json").stdout)["op_histogram"]
     assert ops.get("kiln.MultiHeadAttention") == 2 and ops.get("kiln.Glu") == 2, ops
     assert ops.get("kiln.Linear") == 8, ops  # per layer Wqkv, Wo, Wi, mlp.Wo
     for gone in ("Softmax", "Neg", "Gelu", "Erf", "Transpose"):
