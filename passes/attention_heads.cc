@@ -284,6 +284,37 @@ std::string AnalyzeSplit(HeadPath& p, const char* which) {
   return "";
 }
 
+bool WalkHeads(Value v, PathKind kind, HeadPath& p, std::string* issue) {
+  if (kind != PathKind::kV) v = SkipScales(v, p, issue);
+  if (kind == PathKind::kK) {
+    Node* t = ProducerIs(v, "Transpose");
+    std::vector<Node*> via;
+    if (t && PermIs(t, {0, 1, 3, 2})) {
+      via = {t};
+      v = t->input(0);
+    } else {
+      v = BatchedKeyTranspose(v, &via);
+      if (!v) return false;
+    }
+    p.nodes.insert(p.nodes.end(), via.begin(), via.end());
+    if (ShapeOf(v) && ShapeOf(v)->size() == 5) {
+      v = SkipExpandedKv(v, p);
+      if (!v) return false;
+    }
+  }
+  if (kind != PathKind::kQ && p.repeat == 1)
+    if (Value x = SkipRepeatKv(v, p, issue)) v = x;
+  if (kind == PathKind::kK) v = SkipScales(v, p, issue);
+  const std::vector<Dim>* s = ShapeOf(v);
+  if (!v || s == nullptr || s->size() != 4 || !(*s)[1].is_known() || !(*s)[3].is_known() ||
+      (*s)[1].value() <= 0 || (*s)[3].value() <= 0)
+    return false;
+  p.heads_value = v;
+  p.heads = (*s)[1].value();
+  p.head_dim = (*s)[3].value();
+  return true;
+}
+
 bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
   const bool scaled = kind != PathKind::kV;
   if (kind == PathKind::kK)

@@ -243,22 +243,38 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
   };
 
   // The three head splits back to the projections.
-  std::string path_issue;
-  if (!WalkHeadPath(b.scores->input(0), PathKind::kQ, b.q, &path_issue))
-    return fail("Q is not split into heads by Reshape [B, S, N, D] + Transpose [0, 2, 1, 3]");
-  if (!WalkHeadPath(b.scores->input(1), PathKind::kK, b.k, &path_issue))
-    return fail(
-        "K is not split into heads and transposed by Reshape [B, S, N, D] + "
-        "Transpose [0, 2, 3, 1] (or [0, 2, 1, 3] then [0, 1, 3, 2])");
-  if (!WalkHeadPath(b.context->input(1), PathKind::kV, b.v, &path_issue))
-    return fail("V is not split into heads by Reshape [B, S, N, D] + Transpose [0, 2, 1, 3]");
-  r.stage = Stage::kProjections;
-
-  // Head counts.
-  const std::pair<HeadPath*, const char*> paths[] = {{&b.q, "Q"}, {&b.k, "K"}, {&b.v, "V"}};
-  for (const auto& [path, which] : paths) {
-    std::string why = AnalyzeSplit(*path, which);
-    if (!why.empty()) return fail(why);
+  std::string path_issue, split_why;
+  Value q_proj;  // Q's projection, when its head split was found
+  if (!WalkHeadPath(b.scores->input(0), PathKind::kQ, b.q, &path_issue)) {
+    split_why = "Q is not split into heads by Reshape [B, S, N, D] + Transpose [0, 2, 1, 3]";
+  } else {
+    q_proj = b.q.proj;
+    if (!WalkHeadPath(b.scores->input(1), PathKind::kK, b.k, &path_issue))
+      split_why =
+          "K is not split into heads and transposed by Reshape [B, S, N, D] + "
+          "Transpose [0, 2, 3, 1] (or [0, 2, 1, 3] then [0, 1, 3, 2])";
+    else if (!WalkHeadPath(b.context->input(1), PathKind::kV, b.v, &path_issue))
+      split_why = "V is not split into heads by Reshape [B, S, N, D] + Transpose [0, 2, 1, 3]";
+  }
+  if (!split_why.empty()) {
+    // Not three projections of one tensor: the heads form (a KV cache's K/V, each the past
+    // concatenated with this step's heads, or K/V from elsewhere), if Q, K and V are plain
+    // heads tensors. Else the split that broke is the reason.
+    b.q = b.k = b.v = HeadPath{};
+    path_issue.clear();
+    if (!WalkHeads(b.scores->input(0), PathKind::kQ, b.q, &path_issue) ||
+        !WalkHeads(b.scores->input(1), PathKind::kK, b.k, &path_issue) ||
+        !WalkHeads(b.context->input(1), PathKind::kV, b.v, &path_issue))
+      return fail(split_why);
+    b.heads_form = true;
+  } else {
+    r.stage = Stage::kProjections;
+    // Head counts.
+    const std::pair<HeadPath*, const char*> paths[] = {{&b.q, "Q"}, {&b.k, "K"}, {&b.v, "V"}};
+    for (const auto& [path, which] : paths) {
+      std::string why = AnalyzeSplit(*path, which);
+      if (!why.empty()) return fail(why);
+    }
   }
   const int packed = (b.q.packed_part >= 0) + (b.k.packed_part >= 0) + (b.v.packed_part >= 0);
   if (packed > 0) {
@@ -281,7 +297,22 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
   b.num_heads = b.q.heads;
   b.num_kv_heads = b.k.heads;
   b.head_dim = b.q.head_dim;
-  if (std::string why = AnalyzeRotary(b); !why.empty()) return fail(why);
+  if (b.heads_form) {
+    const std::vector<Dim>&qh = *ShapeOf(b.q.heads_value), &kh = *ShapeOf(b.k.heads_value),
+          &vh = *ShapeOf(b.v.heads_value);
+    for (int i : {0, 2})
+      if (!kh[i].is_unknown() && !vh[i].is_unknown() && !SameDim(kh[i], vh[i]))
+        return fail(
+            absl::StrFormat("K and V heads %s and %s differ", DimsString(kh), DimsString(vh)));
+    if (!qh[0].is_unknown() && !kh[0].is_unknown() && !SameDim(qh[0], kh[0]))
+      return fail(absl::StrFormat("Q and K heads %s and %s differ in batch", DimsString(qh),
+                                  DimsString(kh)));
+    const DType dt = b.q.heads_value.type().dtype;
+    if (b.k.heads_value.type().dtype != dt || b.v.heads_value.type().dtype != dt)
+      return fail("Q, K and V heads differ in dtype");
+  } else if (std::string why = AnalyzeRotary(b); !why.empty()) {
+    return fail(why);
+  }
 
   // Scale.
   if (!scale_issue.empty()) return fail(scale_issue);
@@ -309,6 +340,9 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
   std::vector<Dim> scores4;
   if (sdims && sdims->size() == 4) {
     scores4 = *sdims;
+  } else if (b.heads_form) {
+    const std::vector<Dim>&qh = *ShapeOf(b.q.heads_value), &kh = *ShapeOf(b.k.heads_value);
+    scores4 = {qh[0], Dim::Known(b.num_heads), qh[2], kh[2]};
   } else {
     const std::vector<Dim>* qs = ShapeOf(b.q.proj);
     const Dim bd = qs && qs->size() == 3 ? (*qs)[0] : Dim();
@@ -350,7 +384,8 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
   b.output = mr;
   {
     const int64_t h = b.num_heads * b.head_dim;
-    std::vector<Value> same_bs = {mr->input(0), b.q.proj};
+    std::vector<Value> same_bs = {mr->input(0)};
+    if (q_proj) same_bs.push_back(q_proj);
     const std::vector<Dim>* out = ShapeOf(mr->output(0));
     std::optional<std::vector<ShapeElem>> target = DescribeShape(mr->input(1));
     bool last_ok = out && out->size() == 3 && (*out)[2].is_known() && (*out)[2].value() == h;
@@ -420,8 +455,8 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
 
   // Where qkv comes from: one Split of a packed projection, or three projections of one
   // input (concatenated).
-  if (!b.packed_qkv) b.qkv_split = QkvSplit(b);
-  if (b.qkv_split == nullptr && !b.packed_qkv) {
+  if (!b.packed_qkv && !b.heads_form) b.qkv_split = QkvSplit(b);
+  if (b.qkv_split == nullptr && !b.packed_qkv && !b.heads_form) {
     const Value sq = ProjectionInput(b.q.proj), sk = ProjectionInput(b.k.proj),
                 sv = ProjectionInput(b.v.proj);
     if (!sq || !sk || !sv)

@@ -44,6 +44,9 @@ struct HeadPath {
   // [B, Nkv, repeat, S, D]), [B, Nkv·repeat, S, D]) after the head split, if any.
   Node* repeat_reshape = nullptr;
   int64_t repeat = 1;
+  // The heads form only: the [B, N, S, D] (Q) or [B, Nkv, L, D] (K, V) value the attention
+  // reads, before any repeat_kv, Kᵀ transpose or scale (proj, reshape stay unset).
+  Value heads_value;
 };
 
 // How the scores are masked, as kiln.MultiHeadAttention will take it.
@@ -93,6 +96,11 @@ struct AttentionBlock {
   // ModernBERT's Wqkv: Q, K, V are parts 0, 1, 2 of one [B, S, 3, N, D] Reshape of this
   // [B, S, 3H] projection, which is then qkv as it is (null Value otherwise).
   Value packed_qkv;
+  // True when Q, K and V do not all trace back to projections of one [B, S, H] tensor (a KV
+  // cache's past concatenated in front of K and V, cross-attention) but are plain heads
+  // tensors: the block then becomes kiln.Attention(q, k, v, mask?) over those heads
+  // (HeadPath::heads_value), and the head splits, rotary and qkv fields are unused.
+  bool heads_form = false;
   std::vector<Node*> interior;  // every node the fused op replaces
 };
 

@@ -41,6 +41,11 @@ enum class PathKind { kQ, kK, kV };
 // head-split structure is not there.
 bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue);
 
+// The heads form: from the attention MatMul operand `v` back through scales (Q, K), the Kᵀ
+// transpose (K) and repeat_kv (K, V) to a 4-D heads value with known head count and size
+// (p.heads_value, p.heads, p.head_dim, p.repeat). False if not so.
+bool WalkHeads(Value v, PathKind kind, HeadPath& p, std::string* issue);
+
 // A mask layer between Q·Kᵀ and the Softmax: an Add, or a Where whose operand
 // `scores_operand` carries the scores.
 struct MaskLayer {

@@ -136,7 +136,10 @@ class AttentionRule final : public fusion::FusionRule<attention::MatchResult> {
     if (m.block.mask.kind != MaskKind::kNone) s.Count("masked");
     if (m.block.cos) s.Count("rotary");
     if (m.block.num_kv_heads != m.block.num_heads) s.Count("grouped-query");
-    if (!m.block.qkv_split) s.Count("qkv concatenated");
+    if (m.block.heads_form)
+      s.Count("heads form");
+    else if (!m.block.qkv_split && !m.block.packed_qkv)
+      s.Count("qkv concatenated");
     return absl::OkStatus();
   }
 
@@ -151,17 +154,23 @@ class AttentionRule final : public fusion::FusionRule<attention::MatchResult> {
     const DType dtype = b.scores->output_info(0).type.dtype != DType::kUndefined
                             ? b.scores->output_info(0).type.dtype
                             : b.q.proj.type().dtype;
-    const Value qkv = PackedQkv(g, b, out);
     const Value mask = FusedMask(g, b, out, dtype);
-    std::vector<Value> inputs = {qkv};
-    if (mask || b.cos) inputs.push_back(mask);
-    if (b.cos) {
-      inputs.push_back(FusedTable(g, b, b.cos, out));
-      inputs.push_back(FusedTable(g, b, b.sin, out));
+    Node* mha = nullptr;
+    if (b.heads_form) {
+      std::vector<Value> inputs = {b.q.heads_value, b.k.heads_value, b.v.heads_value};
+      if (mask) inputs.push_back(mask);
+      mha = g.InsertNodeBefore(out, "Attention", inputs, 1, "kiln");
+    } else {
+      std::vector<Value> inputs = {PackedQkv(g, b, out)};
+      if (mask || b.cos) inputs.push_back(mask);
+      if (b.cos) {
+        inputs.push_back(FusedTable(g, b, b.cos, out));
+        inputs.push_back(FusedTable(g, b, b.sin, out));
+      }
+      mha = g.InsertNodeBefore(out, "MultiHeadAttention", inputs, 1, "kiln");
+      mha->set_attr("num_heads", b.num_heads);
+      if (b.num_kv_heads != b.num_heads) mha->set_attr("num_kv_heads", b.num_kv_heads);
     }
-    Node* mha = g.InsertNodeBefore(out, "MultiHeadAttention", inputs, 1, "kiln");
-    mha->set_attr("num_heads", b.num_heads);
-    if (b.num_kv_heads != b.num_heads) mha->set_attr("num_kv_heads", b.num_kv_heads);
     mha->set_attr("scale", static_cast<float>(b.scale));
     mha->set_attr("causal", int64_t{b.causal ? 1 : 0});
     std::vector<const Node*> from(b.interior.begin(), b.interior.end());

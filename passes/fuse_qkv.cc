@@ -44,7 +44,8 @@ class QkvRule final : public fusion::FusionRule<QkvMatch> {
   std::optional<QkvMatch> Recognize(const Graph& g, Node* softmax,
                                     fusion::FusionSession& s) override {
     attention::MatchResult m = attention::MatchAttention(g, softmax, &*order_);
-    if (m.stage < attention::Stage::kProjections) return std::nullopt;
+    // The heads form has no projections to merge (its K/V are a cache's, or another input's).
+    if (m.stage < attention::Stage::kProjections || m.block.heads_form) return std::nullopt;
     const attention::AttentionBlock& b = m.block;
     // Already packed (by this pass, or by the exporter as in GPT-2's c_attn and
     // ModernBERT's Wqkv, whose [B, S, 3, N, D] head split reads one projection).

@@ -1,12 +1,12 @@
 // Shape rules of kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
-// SkipLayerNorm, RMSNorm, SkipRMSNorm, Rotary, MultiHeadAttention, EmbedLayerNorm, Pool. The fusion
-// passes set output types themselves, but the -O2 cleanup runs shape inference again after fusing
-// (and --shape specializes graphs that already hold fused ops), so each rule derives its outputs
-// from its inputs, symbolic dims included (MultiHeadAttention's hidden size is `3H / 3`). Known
-// dims that contradict the contract (K of X vs W, a gamma of the wrong length, a packed qkv not
-// divisible by 3·num_heads) are errors naming the node; anything unknown stays unknown. Limits:
-// broadcasts of optional inputs (skip, masks, position ids) are checked only where both dims are
-// known.
+// SkipLayerNorm, RMSNorm, SkipRMSNorm, Rotary, MultiHeadAttention, Attention, EmbedLayerNorm, Pool.
+// The fusion passes set output types themselves, but the -O2 cleanup runs shape inference again
+// after fusing (and --shape specializes graphs that already hold fused ops), so each rule derives
+// its outputs from its inputs, symbolic dims included (MultiHeadAttention's hidden size is `3H /
+// 3`). Known dims that contradict the contract (K of X vs W, a gamma of the wrong length, a packed
+// qkv not divisible by 3·num_heads) are errors naming the node; anything unknown stays unknown.
+// Limits: broadcasts of optional inputs (skip, masks, position ids) are checked only where both
+// dims are known.
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -181,6 +181,35 @@ Rule MultiHeadAttentionRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(qkv.dtype, Shape{s[0], s[1], h}));
 }
 
+// kiln.Attention(q [B, N, S, D], k [B, Nkv, L, D], v [B, Nkv, L, D], mask?) -> Y [B, S, N·D]
+Rule AttentionRule(const RuleContext& ctx) {
+  const Type& q = ctx.input_type(0);
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 0, 4, "q"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 1, 4, "k"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 2, 4, "v"));
+  const Type& k = ctx.input_type(1);
+  const Type& v = ctx.input_type(2);
+  if (k.has_rank() && v.has_rank())
+    for (int i = 0; i < 4; ++i)
+      KILN_RETURN_IF_ERROR(Agree(ctx, (*k.shape)[i], (*v.shape)[i], "k and v differ"));
+  if (q.has_rank() && k.has_rank()) {
+    KILN_RETURN_IF_ERROR(Agree(ctx, (*q.shape)[0], (*k.shape)[0], "q and k differ in batch"));
+    KILN_RETURN_IF_ERROR(Agree(ctx, (*q.shape)[3], (*k.shape)[3], "q and k differ in head size"));
+    const Dim &n = (*q.shape)[1], &nkv = (*k.shape)[1];
+    if (n.is_known() && nkv.is_known() && (nkv.value() <= 0 || n.value() % nkv.value() != 0))
+      return ctx.Error(
+          absl::StrCat("k has ", nkv.value(), " heads, which does not divide q's ", n.value()));
+  }
+  if (ctx.has_input(3) && ctx.input_type(3).has_rank() && ctx.input_type(3).rank() > 4)
+    return ctx.Error(
+        absl::StrCat("mask ", ctx.input_type(3).ToString(), " does not broadcast to [B, N, S, L]"));
+  if (!q.has_rank()) return Outputs(ctx, MakeType(q.dtype, std::nullopt));
+  const Shape& s = *q.shape;
+  Dim h;  // N·D
+  if (s[1].is_known() && s[3].is_known()) h = Dim::Known(s[1].value() * s[3].value());
+  return Outputs(ctx, MakeType(q.dtype, Shape{s[0], s[2], h}));
+}
+
 // kiln.EmbedLayerNorm(input_ids [B, S], ..., word_emb [V, H], ...) -> Y [B, S, H]
 // (and Sum [B, S, H] when it has a second output)
 Rule EmbedLayerNormRule(const RuleContext& ctx) {
@@ -236,6 +265,7 @@ ShapeRule FindFusedRule(std::string_view op) {
       {"Rotary", &RotaryRule},
       {"Glu", &GluRule},
       {"MultiHeadAttention", &MultiHeadAttentionRule},
+      {"Attention", &AttentionRule},
       {"EmbedLayerNorm", &EmbedLayerNormRule},
       {"Pool", &PoolRule},
   };

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -37,27 +38,68 @@ using internal::AttentionPath;
 // machine) and 1 Mi floats by 2–7 % at S = 128–256 (2 threads, idle machine).
 constexpr int64_t kScoreBudget = int64_t{1} << 16;
 
-// Mask broadcast strides against [B, N, S, S] (0 where the mask broadcasts).
+// Mask broadcast strides against [B, N, S, L] (0 where the mask broadcasts).
 struct MaskLayout {
   bool present = false;
   int64_t stride[4] = {0, 0, 0, 0};
 };
 
-int64_t KvHeads(const MultiHeadAttentionArgs& a) {
-  return a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads;
-}
-
 // Where the strategies read Q, K and V: element c of head n of token t of batch item b is
-// at q + b·bq + t·ldq + n·D (K/V head n' likewise with k, v); query head n reads K/V head
-// n / group.
+// at q + b·bq + n·hq + t·ldq + c (K/V head n' likewise with k, v); query head n reads K/V
+// head n / group.
 struct Operands {
   const float* q = nullptr;
   const float* k = nullptr;
   const float* v = nullptr;
   int64_t ldq = 0, ldk = 0, ldv = 0;  // row strides
+  int64_t hq = 0, hk = 0, hv = 0;     // head strides
   int64_t bq = 0, bk = 0, bv = 0;     // batch strides
   int64_t group = 1;
 };
+
+// What every strategy computes, whichever op it came from: S query rows per head over L
+// keys per K/V head; causal query row i attends keys j <= i + L - S.
+struct Problem {
+  int64_t batch = 0, seq = 0, keys = 0, num_heads = 0, head_size = 0;
+  float scale = 1.0f;
+  bool causal = false;
+  AttentionMask mask;
+  MaskLayout m;
+  Operands o;
+  float* y = nullptr;  // [B, S, N·D]
+  // Keys query row i attends (all L unless causal).
+  int64_t KeysFor(int64_t i) const {
+    return causal ? std::clamp<int64_t>(i + 1 + keys - seq, 0, keys) : keys;
+  }
+};
+
+// Mask checks shared by both ops: at most one of the pointers, broadcastable to `target`.
+absl::StatusOr<MaskLayout> CheckMask(const AttentionMask& mask, const int64_t (&target)[4],
+                                     const std::string& op) {
+  MaskLayout m;
+  if (mask.additive && mask.boolean)
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": give an additive or a bool mask, not both"));
+  m.present = mask.additive || mask.boolean;
+  if (!m.present) return m;
+  const auto& md = mask.dims;
+  if (md.size() > 4)
+    return absl::InvalidArgumentError(absl::StrCat("attention mask has rank ", md.size(), " > 4"));
+  int64_t stride = 1;
+  for (int i = static_cast<int>(md.size()) - 1, t = 3; i >= 0; --i, --t) {
+    if (md[i] != 1 && md[i] != target[t])
+      return absl::InvalidArgumentError(absl::StrCat(
+          "attention mask [", absl::StrJoin(md, ","), "] does not broadcast to [B, N, S, ",
+          op == "Attention" ? "L" : "S", "] = [", absl::StrJoin(target, ","), "]"));
+    m.stride[t] = md[i] == 1 ? 0 : stride;
+    stride *= md[i];
+  }
+  return m;
+}
+
+int64_t KvHeads(const MultiHeadAttentionArgs& a) {
+  return a.num_kv_heads > 0 ? a.num_kv_heads : a.num_heads;
+}
 
 absl::StatusOr<MaskLayout> CheckArgs(const MultiHeadAttentionArgs& a) {
   const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
@@ -72,36 +114,33 @@ absl::StatusOr<MaskLayout> CheckArgs(const MultiHeadAttentionArgs& a) {
     return absl::InvalidArgumentError(absl::StrCat(
         "MultiHeadAttention: rotary tables need cos and sin and an even dim in (0, D=", d,
         "], got ", a.rotary.dim));
-  MaskLayout m;
-  if (nb == 0 || s == 0) return m;
+  if (nb == 0 || s == 0) return MaskLayout{};
   if (!a.qkv || !a.y) return absl::InvalidArgumentError("MultiHeadAttention: null pointer");
-  if (a.mask.additive && a.mask.boolean)
-    return absl::InvalidArgumentError(
-        "MultiHeadAttention: give an additive or a bool mask, not both");
-  m.present = a.mask.additive || a.mask.boolean;
-  if (!m.present) return m;
-  const auto& md = a.mask.dims;
-  const int64_t target[4] = {nb, nh, s, s};
-  if (md.size() > 4)
-    return absl::InvalidArgumentError(absl::StrCat("attention mask has rank ", md.size(), " > 4"));
-  int64_t stride = 1;
-  for (int i = static_cast<int>(md.size()) - 1, t = 3; i >= 0; --i, --t) {
-    if (md[i] != 1 && md[i] != target[t])
-      return absl::InvalidArgumentError(absl::StrCat("attention mask [", absl::StrJoin(md, ","),
-                                                     "] does not broadcast to [B, N, S, S] = [", nb,
-                                                     ",", nh, ",", s, ",", s, "]"));
-    m.stride[t] = md[i] == 1 ? 0 : stride;
-    stride *= md[i];
-  }
-  return m;
+  return CheckMask(a.mask, {nb, nh, s, s}, "MultiHeadAttention");
 }
 
-absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a, const MaskLayout& m,
-                     const Operands& o) {
-  const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
+absl::StatusOr<MaskLayout> CheckArgs(const AttentionArgs& a) {
+  const int64_t nb = a.batch, s = a.seq, l = a.kv_seq, nh = a.num_heads, d = a.head_size;
+  const int64_t nkv = a.num_kv_heads > 0 ? a.num_kv_heads : nh;
+  if (nb < 0 || s < 0 || l < 0 || nh <= 0 || d <= 0 || nh % nkv != 0)
+    return absl::InvalidArgumentError(absl::StrCat("Attention got B=", nb, " S=", s, " L=", l,
+                                                   " N=", nh, " Nkv=", nkv, " D=", d,
+                                                   " (Nkv must divide N)"));
+  if (a.causal && l < s)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Attention: causal attention needs at least as many keys as queries, got S=", s, " L=", l));
+  if (nb == 0 || s == 0) return MaskLayout{};
+  if (!a.q || !a.k || !a.v || !a.y) return absl::InvalidArgumentError("Attention: null pointer");
+  return CheckMask(a.mask, {nb, nh, s, l}, "Attention");
+}
+
+absl::Status RunRows(const CpuContext& ctx, const Problem& p) {
+  const int64_t nb = p.batch, s = p.seq, l = p.keys, nh = p.num_heads, d = p.head_size;
+  const Operands& o = p.o;
+  const MaskLayout& m = p.m;
   const internal::IsaKernels& k = internal::KernelsFor(ctx);
   const int64_t vw = k.vector_width;
-  const int64_t sp = (s + vw - 1) / vw * vw;
+  const int64_t sp = (l + vw - 1) / vw * vw;
   const int64_t h = nh * d;
   // Row blocks: whole heads when there are enough of them, else split the query rows.
   const int64_t threads = ctx.threads();
@@ -123,35 +162,36 @@ absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a, con
       const int64_t b = bh / nh, n = bh % nh, kvh = n / o.group;
       const int64_t key = b * (nh / o.group) + kvh;
       if (packed != key) {
-        const float* kp = o.k + b * o.bk + kvh * d;
-        for (int64_t j = 0; j < s; ++j)
+        const float* kp = o.k + b * o.bk + kvh * o.hk;
+        for (int64_t j = 0; j < l; ++j)
           for (int64_t c = 0; c < d; ++c) kt[c * sp + j] = kp[j * o.ldk + c];
         for (int64_t c = 0; c < d; ++c)
-          for (int64_t j = s; j < sp; ++j) kt[c * sp + j] = 0.0f;
+          for (int64_t j = l; j < sp; ++j) kt[c * sp + j] = 0.0f;
         packed = key;
       }
       internal::AttentionRows r;
-      r.q = o.q + b * o.bq + n * d;
+      r.q = o.q + b * o.bq + n * o.hq;
       r.ldq = o.ldq;
       r.kt = kt;
       r.sp = sp;
-      r.v = o.v + b * o.bv + kvh * d;
+      r.v = o.v + b * o.bv + kvh * o.hv;
       r.ldv = o.ldv;
-      r.s = s;
+      r.s = l;
       r.d = d;
-      r.scale = a.scale;
+      r.scale = p.scale;
       if (m.present) {
         const int64_t off = b * m.stride[0] + n * m.stride[1];
-        if (a.mask.additive) r.mask_add = a.mask.additive + off;
-        if (a.mask.boolean) r.mask_bool = a.mask.boolean + off;
+        if (p.mask.additive) r.mask_add = p.mask.additive + off;
+        if (p.mask.boolean) r.mask_bool = p.mask.boolean + off;
         r.mask_si = m.stride[2];
         r.mask_sj = m.stride[3];
       }
-      r.causal = a.causal;
+      r.causal = p.causal;
+      r.causal_offset = l - s;
       r.row_begin = blk * rb;
       r.row_end = std::min(s, r.row_begin + rb);
       r.scores = scores;
-      r.out = a.y + b * s * h + n * d;
+      r.out = p.y + b * s * h + n * d;
       r.ldo = h;
       k.attention_rows(r);
     }
@@ -160,36 +200,36 @@ absl::Status RunRows(const CpuContext& ctx, const MultiHeadAttentionArgs& a, con
 }
 
 // Score rows [row_begin, row_end) of head n of batch item b, row i at
-// scores + (i - row_begin)·S, already scaled: add or apply the mask, exclude causal keys, and
+// scores + (i - row_begin)·L, already scaled: add or apply the mask, exclude causal keys, and
 // exponentiate in place (ExpShiftRow) without normalizing; inv[i - row_begin] = 1 / row sum
 // (0 for a fully masked row) is applied to the P·V output instead, D floats per row rather
-// than S. Excluded keys end as exact zeros so that P·V can run over all S keys.
-void MaskExpRows(const internal::IsaKernels& k, const MultiHeadAttentionArgs& a,
-                 const MaskLayout& m, int64_t b, int64_t n, int64_t row_begin, int64_t row_end,
-                 float* scores, float* inv) {
-  const int64_t s = a.seq;
+// than L. Excluded keys end as exact zeros so that P·V can run over all L keys.
+void MaskExpRows(const internal::IsaKernels& k, const Problem& p, int64_t b, int64_t n,
+                 int64_t row_begin, int64_t row_end, float* scores, float* inv) {
+  const int64_t l = p.keys;
+  const MaskLayout& m = p.m;
   const float ninf = -std::numeric_limits<float>::infinity();
   const int64_t moff = b * m.stride[0] + n * m.stride[1];
   const int64_t msj = m.stride[3];
   for (int64_t i = row_begin; i < row_end; ++i) {
-    float* row = scores + (i - row_begin) * s;
-    const int64_t keys = a.causal ? std::min(i + 1, s) : s;
+    float* row = scores + (i - row_begin) * l;
+    const int64_t keys = p.KeysFor(i);
     const float* add = nullptr;
-    if (a.mask.additive) {
-      const float* mr = a.mask.additive + moff + i * m.stride[2];
+    if (p.mask.additive) {
+      const float* mr = p.mask.additive + moff + i * m.stride[2];
       if (msj == 1) {
         add = mr;
       } else {
         for (int64_t j = 0; j < keys; ++j) row[j] += mr[0];
       }
-    } else if (a.mask.boolean) {
-      const uint8_t* mr = a.mask.boolean + moff + i * m.stride[2];
+    } else if (p.mask.boolean) {
+      const uint8_t* mr = p.mask.boolean + moff + i * m.stride[2];
       for (int64_t j = 0; j < keys; ++j)
         if (mr[j * msj] == 0) row[j] = ninf;
     }
     const float sum = k.exp_shift_row(row, add, keys);
     inv[i - row_begin] = sum > 0.0f ? 1.0f / sum : 0.0f;
-    std::fill(row + keys, row + s, 0.0f);
+    std::fill(row + keys, row + l, 0.0f);
   }
 }
 
@@ -200,41 +240,39 @@ void ScaleRows(const internal::IsaKernels& k, const float* inv, int64_t rows, in
 }
 
 // scale·Q·Kᵀ for `heads` consecutive heads and `rows` query rows into scores
-// [heads, rows, S]; Q and K are strided views (head stride D). With grouped K/V heads
-// (o.group > 1) call it per head: `heads` = 1.
-BatchedMatMulDesc ScoresDesc(const MultiHeadAttentionArgs& a, const Operands& o, int64_t heads,
-                             int64_t rows) {
-  const int64_t s = a.seq, d = a.head_size;
+// [heads, rows, L]; Q and K are strided views. With grouped K/V heads (o.group > 1) call it
+// per head: `heads` = 1.
+BatchedMatMulDesc ScoresDesc(const Problem& p, int64_t heads, int64_t rows) {
   BatchedMatMulDesc qk;
   qk.batch = heads;
   qk.m = rows;
-  qk.n = s;
-  qk.k = d;
+  qk.n = p.keys;
+  qk.k = p.head_size;
   qk.trans_b = true;
-  qk.alpha = a.scale;
-  qk.lda = o.ldq;
-  qk.ldb = o.ldk;
-  qk.sa = qk.sb = d;
-  qk.ldc = s;
-  qk.sc = rows * s;
+  qk.alpha = p.scale;
+  qk.lda = p.o.ldq;
+  qk.ldb = p.o.ldk;
+  qk.sa = p.o.hq;
+  qk.sb = p.o.hk;
+  qk.ldc = p.keys;
+  qk.sc = rows * p.keys;
   return qk;
 }
 
 // P·V for the same heads and rows, written into their columns of y (merged heads,
 // ldc = N·D).
-BatchedMatMulDesc OutputDesc(const MultiHeadAttentionArgs& a, const Operands& o, int64_t heads,
-                             int64_t rows) {
-  const int64_t s = a.seq, d = a.head_size, h = a.num_heads * d;
+BatchedMatMulDesc OutputDesc(const Problem& p, int64_t heads, int64_t rows) {
+  const int64_t l = p.keys, d = p.head_size;
   BatchedMatMulDesc pv;
   pv.batch = heads;
   pv.m = rows;
   pv.n = d;
-  pv.k = s;
-  pv.lda = s;
-  pv.sa = rows * s;
-  pv.ldb = o.ldv;
-  pv.sb = d;
-  pv.ldc = h;
+  pv.k = l;
+  pv.lda = l;
+  pv.sa = rows * l;
+  pv.ldb = p.o.ldv;
+  pv.sb = p.o.hv;
+  pv.ldc = p.num_heads * d;
   pv.sc = d;
   return pv;
 }
@@ -244,69 +282,70 @@ struct ItemShape {
   int64_t heads = 1, rows = 1;
 };
 
-// Whole heads (rows = S) while one head's S² scores fit kScoreBudget; then the largest head
-// count whose block fits, among those with the shortest makespan counted in heads per thread
-// under the static split: B=1, N=12, S=128 (4 heads fit) on 2 threads takes 3 heads
-// (4 items), not 4 (3 items, one thread doing two). Past the budget: one head, budget / S
-// rows.
-ItemShape ChooseItemShape(const CpuContext& ctx, const MultiHeadAttentionArgs& a) {
-  const int64_t nh = a.num_heads, s = a.seq, threads = ctx.threads();
+// Whole heads (rows = S) while one head's S·L scores fit kScoreBudget; then the largest
+// head count whose block fits, among those with the shortest makespan counted in heads per
+// thread under the static split: B=1, N=12, S=L=128 (4 heads fit) on 2 threads takes 3
+// heads (4 items), not 4 (3 items, one thread doing two). Past the budget: one head,
+// budget / L rows.
+ItemShape ChooseItemShape(const CpuContext& ctx, const Problem& p) {
+  const int64_t nh = p.num_heads, s = p.seq, l = std::max<int64_t>(p.keys, 1);
+  const int64_t threads = ctx.threads();
   ItemShape shape;
-  if (s > kScoreBudget / s) {
-    shape.rows = std::max<int64_t>(1, kScoreBudget / s);
+  if (s > kScoreBudget / l) {
+    shape.rows = std::max<int64_t>(1, kScoreBudget / l);
     return shape;
   }
   shape.rows = s;
-  const int64_t cap = std::max<int64_t>(1, std::min(nh, kScoreBudget / (s * s)));
+  const int64_t cap = std::max<int64_t>(1, std::min(nh, kScoreBudget / (s * l)));
   int64_t best_span = -1;
   for (int64_t hpi = 1; hpi <= cap; ++hpi) {
-    const int64_t items = a.batch * ((nh + hpi - 1) / hpi);
+    const int64_t items = p.batch * ((nh + hpi - 1) / hpi);
     const int64_t span = (items + threads - 1) / threads * hpi;
     if (best_span < 0 || span <= best_span) shape.heads = hpi, best_span = span;
   }
   return shape;
 }
 
-absl::Status RunGemmHeads(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
-                          const MaskLayout& m, const Operands& o) {
-  const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
+absl::Status RunGemmHeads(const CpuContext& ctx, const Problem& p) {
+  const int64_t nb = p.batch, s = p.seq, l = p.keys, nh = p.num_heads, d = p.head_size;
+  const Operands& o = p.o;
   const int64_t h = nh * d;
-  const ItemShape shape = ChooseItemShape(ctx, a);
+  const ItemShape shape = ChooseItemShape(ctx, p);
   const int64_t groups = (nh + shape.heads - 1) / shape.heads;
   const int64_t blocks = (s + shape.rows - 1) / shape.rows;
   const int64_t items = nb * groups * blocks;
   const internal::IsaKernels& k = internal::KernelsFor(ctx);
   const int64_t threads = std::min<int64_t>(ctx.threads(), items);
   const int64_t block = shape.heads * shape.rows;  // score rows per item
-  const int64_t per_worker = block * s + block;    // scores, then 1/row sums
+  const int64_t per_worker = block * l + block;    // scores, then 1/row sums
   std::vector<float> scratch(static_cast<size_t>(threads * per_worker));
   std::vector<absl::Status> status(static_cast<size_t>(threads));
   CpuContext inner = ctx;
   inner.num_threads = 1;
   ParallelForWorkers(ctx, items, 1, [&](int64_t begin, int64_t end, int worker) {
     float* scores = scratch.data() + worker * per_worker;
-    float* inv = scores + block * s;
+    float* inv = scores + block * l;
     absl::Status& st = status[worker];
     for (int64_t item = begin; item < end && st.ok(); ++item) {
       const int64_t b = item / (groups * blocks), rest = item % (groups * blocks);
       const int64_t n0 = rest / blocks * shape.heads, i0 = rest % blocks * shape.rows;
       const int64_t heads = std::min(shape.heads, nh - n0), rows = std::min(shape.rows, s - i0);
-      float* out = a.y + (b * s + i0) * h + n0 * d;
+      float* out = p.y + (b * s + i0) * h + n0 * d;
       // Heads sharing K/V heads one at a time (a batch stride cannot map n to n / group).
       const int64_t per_call = o.group > 1 ? 1 : heads;
       for (int64_t n = 0; n < heads && st.ok(); n += per_call) {
         const int64_t kvh = (n0 + n) / o.group;
-        st = BatchedMatMul(inner, ScoresDesc(a, o, per_call, rows),
-                           o.q + b * o.bq + i0 * o.ldq + (n0 + n) * d, o.k + b * o.bk + kvh * d,
-                           scores + n * rows * s);
+        st = BatchedMatMul(inner, ScoresDesc(p, per_call, rows),
+                           o.q + b * o.bq + i0 * o.ldq + (n0 + n) * o.hq,
+                           o.k + b * o.bk + kvh * o.hk, scores + n * rows * l);
       }
       if (!st.ok()) break;
       for (int64_t n = 0; n < heads; ++n)
-        MaskExpRows(k, a, m, b, n0 + n, i0, i0 + rows, scores + n * rows * s, inv + n * rows);
+        MaskExpRows(k, p, b, n0 + n, i0, i0 + rows, scores + n * rows * l, inv + n * rows);
       for (int64_t n = 0; n < heads && st.ok(); n += per_call) {
         const int64_t kvh = (n0 + n) / o.group;
-        st = BatchedMatMul(inner, OutputDesc(a, o, per_call, rows), scores + n * rows * s,
-                           o.v + b * o.bv + kvh * d, out + n * d);
+        st = BatchedMatMul(inner, OutputDesc(p, per_call, rows), scores + n * rows * l,
+                           o.v + b * o.bv + kvh * o.hv, out + n * d);
       }
       if (!st.ok()) break;
       for (int64_t n = 0; n < heads; ++n) ScaleRows(k, inv + n * rows, rows, d, out + n * d, h);
@@ -316,28 +355,29 @@ absl::Status RunGemmHeads(const CpuContext& ctx, const MultiHeadAttentionArgs& a
   return absl::OkStatus();
 }
 
-absl::Status RunGemmBatch(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
-                          const MaskLayout& m, const Operands& o) {
-  const int64_t nb = a.batch, s = a.seq, nh = a.num_heads, d = a.head_size;
+absl::Status RunGemmBatch(const CpuContext& ctx, const Problem& p) {
+  const int64_t nb = p.batch, s = p.seq, l = p.keys, nh = p.num_heads, d = p.head_size;
+  const Operands& o = p.o;
   const int64_t h = nh * d;
   const internal::IsaKernels& k = internal::KernelsFor(ctx);
-  // One [N, S, S] score block per call: past 16 Mi floats (64 MiB), take the bounded path;
+  // One [N, S, L] score block per call: past 16 Mi floats (64 MiB), take the bounded path;
   // grouped K/V heads need one call per head, which is that path.
-  if (s > (int64_t{1} << 24) / (nh * s) || o.group > 1) return RunGemmHeads(ctx, a, m, o);
-  std::vector<float> scores(static_cast<size_t>(nh * s * s)), inv(static_cast<size_t>(nh * s));
-  const BatchedMatMulDesc qk = ScoresDesc(a, o, nh, s), pv = OutputDesc(a, o, nh, s);
+  if (s > (int64_t{1} << 24) / (nh * std::max<int64_t>(l, 1)) || o.group > 1)
+    return RunGemmHeads(ctx, p);
+  std::vector<float> scores(static_cast<size_t>(nh * s * l)), inv(static_cast<size_t>(nh * s));
+  const BatchedMatMulDesc qk = ScoresDesc(p, nh, s), pv = OutputDesc(p, nh, s);
   // Rows per softmax chunk: at least ~16K score floats, so short rows are not one task each.
-  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 14) / s);
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(l, 1));
   for (int64_t b = 0; b < nb; ++b) {
     KILN_RETURN_IF_ERROR(BatchedMatMul(ctx, qk, o.q + b * o.bq, o.k + b * o.bk, scores.data()));
     ParallelFor(ctx, nh * s, min_rows, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end;) {
         const int64_t n = r / s, i0 = r % s, i1 = std::min(s, i0 + (end - r));
-        MaskExpRows(k, a, m, b, n, i0, i1, scores.data() + r * s, inv.data() + r);
+        MaskExpRows(k, p, b, n, i0, i1, scores.data() + r * l, inv.data() + r);
         r += i1 - i0;
       }
     });
-    float* out = a.y + b * s * h;
+    float* out = p.y + b * s * h;
     KILN_RETURN_IF_ERROR(BatchedMatMul(ctx, pv, scores.data(), o.v + b * o.bv, out));
     ParallelFor(ctx, nh * s, min_rows, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) k.scale(inv[r], out + r % s * h + r / s * d, d);
@@ -373,6 +413,33 @@ std::vector<float> RotateQk(const CpuContext& ctx, const MultiHeadAttentionArgs&
   return out;
 }
 
+// The fields both ops' arguments share.
+template <typename Args>
+void SetCommon(const Args& a, Problem& p) {
+  p.batch = a.batch;
+  p.seq = a.seq;
+  p.num_heads = a.num_heads;
+  p.head_size = a.head_size;
+  p.scale = a.scale;
+  p.causal = a.causal;
+  p.mask = a.mask;
+  p.y = a.y;
+}
+
+absl::Status Run(const CpuContext& ctx, const Problem& p, AttentionPath path) {
+  if (path == AttentionPath::kAuto) path = internal::ChooseAttentionPath(p.keys);
+  switch (path) {
+    case AttentionPath::kAuto:
+    case AttentionPath::kRows:
+      return RunRows(ctx, p);
+    case AttentionPath::kGemmHeads:
+      return RunGemmHeads(ctx, p);
+    case AttentionPath::kGemmBatch:
+      return RunGemmBatch(ctx, p);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 namespace internal {
@@ -381,24 +448,29 @@ namespace internal {
 // register-blocked row kernel is faster up to S = 64 (1.4–2.5× at S ≤ 16, 0–16 % at
 // S = 48–64: no oneDNN per-call cost), even at S = 96 (±6 % either way across runs), up to
 // 13 % slower at S = 128 and up to 40 % slower at S = 256, so kGemmHeads from S = 65 on.
-// kGemmBatch is never picked: no faster than kGemmHeads on one thread, and with two it opens
-// three parallel regions per batch item where kGemmHeads opens one per call.
-AttentionPath ChooseAttentionPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a) {
-  return a.seq <= 64 ? AttentionPath::kRows : AttentionPath::kGemmHeads;
+// That was square attention; the key count L decides, as the row kernel's work per row
+// grows with it (for kiln.Attention over a cache, S is often 1). kGemmBatch is never
+// picked: no faster than kGemmHeads on one thread, and with two it opens three parallel
+// regions per batch item where kGemmHeads opens one per call.
+AttentionPath ChooseAttentionPath(int64_t keys) {
+  return keys <= 64 ? AttentionPath::kRows : AttentionPath::kGemmHeads;
 }
 
 absl::Status MultiHeadAttentionWithPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
                                         AttentionPath path) {
-  KILN_ASSIGN_OR_RETURN(const MaskLayout m, CheckArgs(a));
+  Problem p;
+  KILN_ASSIGN_OR_RETURN(p.m, CheckArgs(a));
   if (a.batch == 0 || a.seq == 0) return absl::OkStatus();
-  if (path == AttentionPath::kAuto) path = ChooseAttentionPath(ctx, a);
   const int64_t s = a.seq, d = a.head_size, nh = a.num_heads, nkv = KvHeads(a);
   const int64_t ld = (nh + 2 * nkv) * d;
-  Operands o;
+  SetCommon(a, p);
+  p.keys = s;
+  Operands& o = p.o;
   o.q = a.qkv;
   o.k = a.qkv + nh * d;
   o.v = a.qkv + (nh + nkv) * d;
   o.ldq = o.ldk = o.ldv = ld;
+  o.hq = o.hk = o.hv = d;
   o.bq = o.bk = o.bv = s * ld;
   o.group = nh / nkv;
   std::vector<float> rotated;
@@ -409,22 +481,42 @@ absl::Status MultiHeadAttentionWithPath(const CpuContext& ctx, const MultiHeadAt
     o.ldq = o.ldk = (nh + nkv) * d;
     o.bq = o.bk = s * o.ldq;
   }
-  switch (path) {
-    case AttentionPath::kAuto:
-    case AttentionPath::kRows:
-      return RunRows(ctx, a, m, o);
-    case AttentionPath::kGemmHeads:
-      return RunGemmHeads(ctx, a, m, o);
-    case AttentionPath::kGemmBatch:
-      return RunGemmBatch(ctx, a, m, o);
+  return Run(ctx, p, path);
+}
+
+absl::Status AttentionWithPath(const CpuContext& ctx, const AttentionArgs& a, AttentionPath path) {
+  Problem p;
+  KILN_ASSIGN_OR_RETURN(p.m, CheckArgs(a));
+  if (a.batch == 0 || a.seq == 0) return absl::OkStatus();
+  const int64_t s = a.seq, l = a.kv_seq, d = a.head_size, nh = a.num_heads;
+  const int64_t nkv = a.num_kv_heads > 0 ? a.num_kv_heads : nh;
+  if (l == 0) {  // no keys: every row is fully masked
+    std::fill(a.y, a.y + a.batch * s * nh * d, 0.0f);
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  SetCommon(a, p);
+  p.keys = l;
+  Operands& o = p.o;
+  o.q = a.q;
+  o.k = a.k;
+  o.v = a.v;
+  o.ldq = o.ldk = o.ldv = d;
+  o.hq = s * d;
+  o.hk = o.hv = l * d;
+  o.bq = nh * s * d;
+  o.bk = o.bv = nkv * l * d;
+  o.group = nh / nkv;
+  return Run(ctx, p, path);
 }
 
 }  // namespace internal
 
 absl::Status MultiHeadAttention(const CpuContext& ctx, const MultiHeadAttentionArgs& a) {
   return internal::MultiHeadAttentionWithPath(ctx, a, internal::AttentionPath::kAuto);
+}
+
+absl::Status Attention(const CpuContext& ctx, const AttentionArgs& a) {
+  return internal::AttentionWithPath(ctx, a, internal::AttentionPath::kAuto);
 }
 
 }  // namespace kiln::cpu

@@ -1,4 +1,5 @@
-// Fused multi-head attention for kiln.MultiHeadAttention (docs/fused-ops.md), fp32:
+// Fused multi-head attention for kiln.MultiHeadAttention and kiln.Attention
+// (docs/fused-ops.md), fp32. MultiHeadAttention:
 // qkv [B, S, (N + 2·Nkv)·D] packed (Q [B, S, N·D], then K and V [B, S, Nkv·D]); head n
 // reads K/V head n / (N / Nkv) (grouped-query attention; Nkv = N is plain multi-head);
 // Q and K optionally rotated first (rotate-half RoPE over the first R elements of each
@@ -54,5 +55,23 @@ struct MultiHeadAttentionArgs {
 };
 
 absl::Status MultiHeadAttention(const CpuContext& ctx, const MultiHeadAttentionArgs& a);
+
+// kiln.Attention: Q, K and V given as heads (the KV-cache layout), so S query rows attend
+// L keys; the same strategies as MultiHeadAttention (chosen by L) on other strides.
+struct AttentionArgs {
+  const float* q = nullptr;  // [B, N, S, D]
+  const float* k = nullptr;  // [B, Nkv, L, D]
+  const float* v = nullptr;  // [B, Nkv, L, D]
+  int64_t batch = 0, seq = 0, kv_seq = 0, num_heads = 0, head_size = 0;
+  int64_t num_kv_heads = 0;  // Nkv, dividing N; 0 means N
+  float scale = 1.0f;
+  // Bottom-right aligned: query row i sits at position L - S + i and attends keys
+  // j <= L - S + i (needs L >= S).
+  bool causal = false;
+  AttentionMask mask;  // broadcastable to [B, N, S, L]; both pointers null: no mask
+  float* y = nullptr;  // [B, S, N·D]; must not overlap q, k or v
+};
+
+absl::Status Attention(const CpuContext& ctx, const AttentionArgs& a);
 
 }  // namespace kiln::cpu

@@ -1,6 +1,6 @@
-// Internal: the execution strategies behind MultiHeadAttention (attention.h), so that tests
-// can check every one of them on any shape and benches can compare them in one run.
-// Production code calls MultiHeadAttention, which picks a strategy from the shape.
+// Internal: the execution strategies behind MultiHeadAttention and Attention (attention.h), so that
+// tests can check every one of them on any shape and benches can compare them in one run.
+// Production code calls MultiHeadAttention or Attention, which pick a strategy from the shape.
 #pragma once
 
 #include "absl/status/status.h"
@@ -21,8 +21,10 @@ enum class AttentionPath {
 
 absl::Status MultiHeadAttentionWithPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
                                         AttentionPath path);
+absl::Status AttentionWithPath(const CpuContext& ctx, const AttentionArgs& a, AttentionPath path);
 
-// The path kAuto takes for this shape on ctx.threads() threads (never kAuto).
-AttentionPath ChooseAttentionPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a);
+// The path kAuto takes for `keys` keys per query row (S for MultiHeadAttention, L for
+// Attention); never kAuto.
+AttentionPath ChooseAttentionPath(int64_t keys);
 
 }  // namespace kiln::cpu::internal

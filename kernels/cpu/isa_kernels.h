@@ -28,7 +28,8 @@ struct AttentionRows {
   const float* mask_add = nullptr;     // additive mask: row i, key j at i*mask_si + j*mask_sj
   const uint8_t* mask_bool = nullptr;  // bool mask (0 = masked out), same indexing
   int64_t mask_si = 0, mask_sj = 0;
-  bool causal = false;
+  bool causal = false;  // row i attends keys j <= i + causal_offset
+  int64_t causal_offset = 0;
   int64_t row_begin = 0, row_end = 0;
   float* scores = nullptr;  // scratch, kAttentionRowBlock · sp floats
   float* out = nullptr;     // output row i at out + i * ldo

@@ -7,6 +7,15 @@ namespace {
 
 constexpr int kWarps = 8;
 
+// Where the kernel reads Q, K, V: element c of head n of token t of batch item b at
+// x + b·batch + n·head + t·row + c; S query rows, L keys.
+struct Layout {
+  const void *q, *k, *v;
+  int64_t q_row, q_head, q_batch;
+  int64_t kv_row, kv_head, kv_batch;
+  int64_t keys;  // L
+};
+
 // Element c of the head at `x` (head size D), rotated by the tables' row (cos, sin) over the
 // first R elements when R > 0.
 template <typename T>
@@ -19,37 +28,36 @@ __device__ float Rotated(const T* x, int64_t c, const T* cos, const T* sin, int6
 }
 
 template <typename T, int MAX_D>
-__global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a) {
+__global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a, Layout lay) {
   constexpr int KT = MAX_D > 128 ? 16 : 32;  // keys per tile
   constexpr int PER_LANE = MAX_D / 32;       // output elements per lane
   __shared__ float q_s[kWarps][MAX_D];
   __shared__ float k_s[KT][MAX_D + 1];
   __shared__ float v_s[KT][MAX_D + 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t S = a.seq, D = a.head_size, N = a.heads;
+  const int64_t S = a.seq, L = lay.keys, D = a.head_size, N = a.heads;
   const int64_t NKV = a.kv_heads > 0 ? a.kv_heads : N;
   const int64_t b = blockIdx.z, h = blockIdx.y, kvh = h / (N / NKV);
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kWarps;
   const int64_t i = q0 + warp;  // this warp's query row
   const bool active = i < S;
-  const int64_t row_stride = (N + 2 * NKV) * D;
-  const T* rows = static_cast<const T*>(a.qkv) + b * S * row_stride;
-  const T* base = rows + h * D;             // Q head h of token 0
-  const T* kbase = rows + N * D + kvh * D;  // K head kvh of token 0
-  const T* vbase = rows + (N + NKV) * D + kvh * D;
+  const T* base = static_cast<const T*>(lay.q) + b * lay.q_batch + h * lay.q_head;  // token 0
+  const T* kbase = static_cast<const T*>(lay.k) + b * lay.kv_batch + kvh * lay.kv_head;
+  const T* vbase = static_cast<const T*>(lay.v) + b * lay.kv_batch + kvh * lay.kv_head;
+  const int64_t causal_offset = L - S;  // query i sees keys j <= i + L - S
   const int64_t R = a.cos ? a.rotary_dim : 0;
   const T* cos_b = static_cast<const T*>(a.cos) + b * a.rotary_batch_stride;
   const T* sin_b = static_cast<const T*>(a.sin) + b * a.rotary_batch_stride;
   if (active)
     for (int64_t d = lane; d < D; d += 32)
-      q_s[warp][d] = Rotated(base + i * row_stride, d, cos_b + i * R, sin_b + i * R, R);
+      q_s[warp][d] = Rotated(base + i * lay.q_row, d, cos_b + i * R, sin_b + i * R, R);
   float o[PER_LANE];
 #pragma unroll
   for (int t = 0; t < PER_LANE; ++t) o[t] = 0.f;
   float m = -INFINITY, l = 0.f;
   // Keys a query of this block can see: all, or (causal) up to the block's last row.
-  int64_t last_key = S - 1;
-  if (a.causal) last_key = min(S - 1, q0 + kWarps - 1);
+  int64_t last_key = L - 1;
+  if (a.causal) last_key = min(L - 1, q0 + kWarps - 1 + causal_offset);
   const uint8_t* bmask = static_cast<const uint8_t*>(a.mask);
   const float* fmask = static_cast<const float*>(a.mask);
   const int64_t mrow = b * a.mask_stride[0] + h * a.mask_stride[1] + i * a.mask_stride[2];
@@ -58,9 +66,9 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a) 
     for (int64_t e = threadIdx.x; e < KT * D; e += blockDim.x) {
       const int64_t kk = e / D, d = e % D, j = j0 + kk;
       float kv = 0.f, vv = 0.f;
-      if (j < S) {
-        kv = Rotated(kbase + j * row_stride, d, cos_b + j * R, sin_b + j * R, R);
-        vv = ToFloat(vbase[j * row_stride + d]);
+      if (j < L) {
+        kv = Rotated(kbase + j * lay.kv_row, d, cos_b + j * R, sin_b + j * R, R);
+        vv = ToFloat(vbase[j * lay.kv_row + d]);
       }
       k_s[kk][d] = kv;
       v_s[kk][d] = vv;
@@ -69,7 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a) 
     if (!active) continue;
     const int64_t j = j0 + lane;
     float s = -INFINITY;
-    if (lane < KT && j < S && !(a.causal && j > i)) {
+    if (lane < KT && j < L && !(a.causal && j > i + causal_offset)) {
       float dot = 0.f;
       for (int64_t d = 0; d < D; ++d) dot += q_s[warp][d] * k_s[lane][d];
       s = dot * a.scale;
@@ -111,16 +119,16 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a) 
 }
 
 template <typename T>
-cudaError_t LaunchT(const AttentionArgs& a, cudaStream_t stream) {
+cudaError_t LaunchT(const AttentionArgs& a, const Layout& lay, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.seq + kWarps - 1) / kWarps),
                   static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
   const dim3 block(kWarps * 32);
   if (a.head_size <= 64)
-    AttentionKernel<T, 64><<<grid, block, 0, stream>>>(a);
+    AttentionKernel<T, 64><<<grid, block, 0, stream>>>(a, lay);
   else if (a.head_size <= 128)
-    AttentionKernel<T, 128><<<grid, block, 0, stream>>>(a);
+    AttentionKernel<T, 128><<<grid, block, 0, stream>>>(a, lay);
   else
-    AttentionKernel<T, 256><<<grid, block, 0, stream>>>(a);
+    AttentionKernel<T, 256><<<grid, block, 0, stream>>>(a, lay);
   return cudaGetLastError();
 }
 
@@ -137,13 +145,40 @@ cudaError_t Attention(const AttentionArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (a.mask && a.mask_type != ElemType::kF32 && a.mask_type != ElemType::kBool)
     return cudaErrorInvalidValue;
+  const int64_t S = a.seq, D = a.head_size, N = a.heads;
+  const int64_t NKV = a.kv_heads > 0 ? a.kv_heads : N;
+  Layout lay;
+  if (a.qkv != nullptr) {
+    const int64_t row = (N + 2 * NKV) * D;
+    const size_t es = ElemSize(a.dtype);
+    const char* base = static_cast<const char*>(a.qkv);
+    lay.q = base;
+    lay.k = base + N * D * es;
+    lay.v = base + (N + NKV) * D * es;
+    lay.q_row = lay.kv_row = row;
+    lay.q_head = lay.kv_head = D;
+    lay.q_batch = lay.kv_batch = S * row;
+    lay.keys = S;
+  } else {
+    if (!a.q || !a.k || !a.v || a.cos || a.kv_seq < 0 || (a.causal && a.kv_seq < S))
+      return cudaErrorInvalidValue;
+    lay.q = a.q;
+    lay.k = a.k;
+    lay.v = a.v;
+    lay.q_row = lay.kv_row = D;
+    lay.q_head = S * D;
+    lay.q_batch = N * S * D;
+    lay.kv_head = a.kv_seq * D;
+    lay.kv_batch = NKV * a.kv_seq * D;
+    lay.keys = a.kv_seq;
+  }
   switch (a.dtype) {
     case ElemType::kF32:
-      return LaunchT<float>(a, stream);
+      return LaunchT<float>(a, lay, stream);
     case ElemType::kF16:
-      return LaunchT<__half>(a, stream);
+      return LaunchT<__half>(a, lay, stream);
     case ElemType::kBF16:
-      return LaunchT<__nv_bfloat16>(a, stream);
+      return LaunchT<__nv_bfloat16>(a, lay, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -13,6 +13,8 @@
 // [B, N, S, S] given by element strides (0 on broadcast dims); a row whose every key is
 // masked (bool, causal or -inf) yields zeros; a finite large negative additive mask is a
 // score like any other (the decomposed graph's behaviour).
+// kiln.Attention's head layout (q, k, v given apart, S queries over L keys) runs the same
+// kernel on other strides.
 // Limits: head_size ≤ kAttentionMaxHeadSize; no tensor cores (the fused flash kernel is
 // its own issue). Cost O(S²·D) per head on CUDA cores.
 #pragma once
@@ -26,8 +28,15 @@ namespace kiln::cuda {
 inline constexpr int64_t kAttentionMaxHeadSize = 256;
 
 struct AttentionArgs {
-  ElemType dtype = ElemType::kF32;  // of qkv and y
+  ElemType dtype = ElemType::kF32;  // of qkv (or q, k, v) and y
   const void* qkv = nullptr;        // [B, S, (N + 2·Nkv)·D]
+  // kiln.Attention: instead of qkv (null), the heads: q [B, N, S, D], k and v
+  // [B, Nkv, L = kv_seq, D] (the KV-cache layout); no rotary tables; causal is
+  // bottom-right aligned (query i sees keys j <= L - S + i) and needs L >= S.
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t kv_seq = 0;
   int64_t batch = 0, seq = 0, heads = 0, head_size = 0;
   int64_t kv_heads = 0;  // Nkv, dividing heads; 0 means heads
   // Rotary tables of qkv's dtype, [1 or B, S, rotary_dim]; null: no rotary.

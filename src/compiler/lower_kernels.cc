@@ -216,6 +216,36 @@ std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
   return Emit(t, "attention", n, std::move(params));
 }
 
+// kiln.Attention(q [B, N, S, D], k [B, Nkv, L, D], v, mask?) -> y [B, S, N·D].
+std::optional<KernelChoice> HeadAttention(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
+    return std::nullopt;
+  const Dims q = InDims(n, 0), k = InDims(n, 1);
+  const auto scale = n.attr_float("scale");
+  const int64_t causal = n.attr_int_or("causal", 0);
+  if (q.size() != 4 || k.size() != 4 || InDims(n, 2) != k || !scale || (causal != 0 && causal != 1))
+    return std::nullopt;
+  const int64_t b = q[0], heads = q[1], s = q[2], d = q[3], kv = k[1], l = k[2];
+  if (k[0] != b || k[3] != d || heads <= 0 || kv <= 0 || heads % kv != 0 || (causal && l < s))
+    return std::nullopt;
+  if (InType(n, 1) != InType(n, 0) || InType(n, 2) != InType(n, 0)) return std::nullopt;
+  if (Present(n, 3)) {
+    const Dims m = InDims(n, 3);
+    if (m.size() > 4) return std::nullopt;
+    const Dims full = {b, heads, s, l};
+    for (size_t i = 0; i < m.size(); ++i) {
+      const int64_t want = full[4 - m.size() + i];
+      if (m[i] != 1 && m[i] != want) return std::nullopt;
+    }
+  }
+  if (OutDims(n, 0) != Dims{b, s, heads * d}) return std::nullopt;
+  std::vector<PlanParam> params = {
+      Int("batch", b),     Int("seq", s),         Int("kv_seq", l),     Int("num_heads", heads),
+      Int("head_size", d), Real("scale", *scale), Int("causal", causal)};
+  if (kv != heads) params.push_back(Int("kv_heads", kv));
+  return Emit(t, "head_attention", n, std::move(params));
+}
+
 std::optional<KernelChoice> EmbedLayerNorm(const Node& n, PlanTarget t) {
   // input_ids, segment_ids?, position_ids?, word, pos, segment?, gamma, beta -> y, sum?
   if (n.num_outputs() > 2 || n.num_inputs() != 8) return std::nullopt;
@@ -324,6 +354,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
       k = Glu(n, target);
     else if (n.op() == "MultiHeadAttention")
       k = Attention(n, target);
+    else if (n.op() == "Attention")
+      k = HeadAttention(n, target);
     else if (n.op() == "EmbedLayerNorm")
       k = EmbedLayerNorm(n, target);
     else if (n.op() == "Pool")

@@ -167,6 +167,10 @@ const std::vector<OpInfo>& Table() {
       {"kiln", "Glu", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower},
       Mixes(PositionMixing::kMaskedOrCausal,
             {"kiln", "MultiHeadAttention", 1, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
+      // Its mask (input 3) is not where the padding analysis looks, and its keys may be a
+      // cache: treated like a Softmax (never paddable).
+      Mixes(PositionMixing::kNormalizesAxis,
+            {"kiln", "Attention", 3, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 3}),
       Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower}),
       Mixes(PositionMixing::kMaskedOrFirst,
             Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1})),

@@ -82,6 +82,18 @@ std::vector<KernelContract> CpuContracts() {
                   OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
        .doc = "qkv [B,S,(N+2·Nkv)·D] → y [B,S,N·D]; mask additive (f32) or bool, rank ≤ "
               "4, broadcastable to [B,N,S,S]; cos/sin [1|B,S,R] rotate Q and K"});
+  t.push_back({.name = "head_attention",
+               .inputs = {Req("q", kF32Only), Req("k", kF32Only), Req("v", kF32Only),
+                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("kv_seq"),
+                          PositiveParam("num_heads"), PositiveParam("head_size"),
+                          FloatParam("scale"), FlagParam("causal"),
+                          OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+               .doc =
+                   "kiln.Attention: q [B,N,S,D], k/v [B,Nkv,L,D] → y [B,S,N·D]; mask additive "
+                   "(f32) or bool, rank ≤ 4, broadcastable to [B,N,S,L]; causal: query i sees keys "
+                   "j ≤ L−S+i"});
   t.push_back(
       {.name = "embed_layer_norm",
        .inputs = {Req("input_ids", kIndexTypes), Same("segment_ids", 0, true),

@@ -89,6 +89,17 @@ std::vector<KernelContract> CudaContracts() {
        .doc = "qkv [B,S,(N+2·Nkv)·D] read in place → y [B,S,N·D]; mask additive (f32) or "
               "bool, rank ≤ 4, broadcastable to [B,N,S,S]; cos/sin [1|B,S,R] rotate Q and K "
               "as they are loaded"});
+  t.push_back({.name = "head_attention",
+               .inputs = {Req("q", kFloatTypes), Same("k", 0), Same("v", 0),
+                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
+               .outputs = {Same("y", 0)},
+               .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("kv_seq"),
+                          PositiveParam("num_heads"), PositiveParam("head_size", "≤ 256"),
+                          FloatParam("scale"), FlagParam("causal"),
+                          OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+               .doc = "kiln.Attention on attention's kernel: q [B,N,S,D], k/v [B,Nkv,L,D] → y "
+                      "[B,S,N·D]; mask additive (f32) or bool, broadcastable to [B,N,S,L]; causal: "
+                      "query i sees keys j ≤ L−S+i"});
   t.push_back({.name = "flash_attention",
                .inputs = {Req("qkv", DTypeBit(DType::kF16) | DTypeBit(DType::kBF16)),
                           Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},

@@ -1,12 +1,12 @@
 // Reference kernels for kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
-// SkipLayerNorm, RMSNorm, SkipRMSNorm, Rotary, MultiHeadAttention, EmbedLayerNorm, Pool.
-// They are the oracle the fusion passes are checked against, so each is written as the
-// plain formula of the contract, validates every shape, dtype, attribute and index before reading
-// (bad input is InvalidArgument, an unsupported dtype Unimplemented), and accumulates in
-// double with one rounding to the output dtype (f32, f16, bf16, f64).
-// Limits: plain loops, no blocking or threading (clarity over speed); every float input of
-// an op must share one dtype (no mixed precision); MultiHeadAttention materializes one
-// [S, S] score row block per (batch, head).
+// SkipLayerNorm, RMSNorm, SkipRMSNorm, Rotary, Glu, MultiHeadAttention, Attention,
+// EmbedLayerNorm, Pool. They are the oracle the fusion passes are checked against, so each is
+// written as the plain formula of the contract, validates every shape, dtype, attribute and index
+// before reading (bad input is InvalidArgument, an unsupported dtype Unimplemented), and
+// accumulates in double with one rounding to the output dtype (f32, f16, bf16, f64). Limits: plain
+// loops, no blocking or threading (clarity over speed); every float input of an op must share one
+// dtype (no mixed precision); MultiHeadAttention materializes one [S, S] score row block per
+// (batch, head).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -362,6 +362,54 @@ Result RotaryKernel(const Node&, Inputs in) {
   return std::vector<Tensor>{FromDoubles(x->dtype(), x->dims(), y)};
 }
 
+// An attention mask as the reference kernels read it: its values and its strides
+// right-aligned to the [B, N, S, L] scores (0 on broadcast dims).
+struct ScoreMask {
+  std::vector<double> values;
+  int64_t stride[4] = {0, 0, 0, 0};
+  bool is_bool = false;
+  double At(int64_t b, int64_t n, int64_t i, int64_t j) const {
+    return values[b * stride[0] + n * stride[1] + i * stride[2] + j * stride[3]];
+  }
+};
+
+// `mask` (null: none) checked to be float or bool and to broadcast to `scores`
+// (`what` names those dims in the error).
+absl::StatusOr<ScoreMask> ReadMask(const Tensor* mask, const std::vector<int64_t>& scores,
+                                   const char* what) {
+  ScoreMask m;
+  if (mask == nullptr) return m;
+  if (mask->dtype() == DType::kBool) {
+    m.is_bool = true;
+  } else if (!IsFloat(mask->dtype())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mask must be float or bool, got ", DName(mask->dtype())));
+  }
+  if (!BroadcastsTo(mask->dims(), scores))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mask ", DimsStr(mask->dims()), " does not broadcast to ", what, " = ", DimsStr(scores)));
+  m.values = ToDoubles(*mask);
+  int64_t st = 1;
+  for (int i = mask->rank() - 1; i >= 0; --i) {
+    m.stride[i + 4 - mask->rank()] = mask->dims()[i] == 1 ? 0 : st;
+    st *= mask->dims()[i];
+  }
+  return m;
+}
+
+// Scores `p` (their max `row_max`) into softmax weights in place. False when every score
+// is -inf (every key masked, or none): the row stays zero. NaN scores propagate.
+bool Normalize(std::vector<double>& p, double row_max, bool any_nan) {
+  if (row_max == -std::numeric_limits<double>::infinity() && !any_nan) return false;
+  double denom = 0;
+  for (double& x : p) {
+    x = std::exp(x - row_max);
+    denom += x;
+  }
+  for (double& x : p) x /= denom;
+  return true;
+}
+
 // ---------------------------------------------------------------------------------------
 // kiln.MultiHeadAttention(qkv, mask?, cos?, sin?): per batch b and head n (K/V head
 // n / (N / Nkv)), Q and K rotated by the tables when given,
@@ -395,29 +443,7 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
                                                    "num_kv_heads = ",
                                                    parts));
   const int64_t hd = packed / parts, h = heads * hd, group = heads / kv_heads;
-  const std::vector<int64_t> score_dims = {nb, heads, s, s};
-  std::vector<double> mv;
-  int64_t mstride[4] = {0, 0, 0, 0};
-  bool bool_mask = false;
-  if (mask) {
-    if (mask->dtype() == DType::kBool) {
-      bool_mask = true;
-    } else if (!IsFloat(mask->dtype())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("mask must be float or bool, got ", DName(mask->dtype())));
-    }
-    if (!BroadcastsTo(mask->dims(), score_dims))
-      return absl::InvalidArgumentError(
-          absl::StrCat("mask ", DimsStr(mask->dims()),
-                       " does not broadcast to [B, N, S, S] = ", DimsStr(score_dims)));
-    mv = ToDoubles(*mask);
-    // Strides of the mask right-aligned to [B, N, S, S]; 0 on broadcast dims.
-    int64_t st = 1;
-    for (int i = mask->rank() - 1; i >= 0; --i) {
-      mstride[i + 4 - mask->rank()] = mask->dims()[i] == 1 ? 0 : st;
-      st *= mask->dims()[i];
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(const ScoreMask m, ReadMask(mask, {nb, heads, s, s}, "[B, N, S, S]"));
   if ((cs == nullptr) != (sn == nullptr))
     return absl::InvalidArgumentError("cos and sin must be given together or both omitted");
   int64_t rot = 0, table_batch_stride = 0;
@@ -481,11 +507,11 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
           for (int64_t dd = 0; dd < hd; ++dd) score += q_at(b, i, n, dd) * kv_at(b, j, 0, kvn, dd);
           score *= scale;
           if (mask) {
-            const double m = mv[b * mstride[0] + n * mstride[1] + i * mstride[2] + j * mstride[3]];
-            if (bool_mask) {
-              if (m == 0) score = neg_inf;
+            const double mj = m.At(b, n, i, j);
+            if (m.is_bool) {
+              if (mj == 0) score = neg_inf;
             } else {
-              score += m;
+              score += mj;
             }
           }
           if (causal && j > i) score = neg_inf;
@@ -494,21 +520,85 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
           any_nan |= std::isnan(score);
         }
         double* out = &y[(b * s + i) * h + n * hd];
-        // Every position masked (-inf): the row stays zero. NaN scores propagate.
-        if (row_max == neg_inf && !any_nan) continue;
-        double denom = 0;
-        for (int64_t j = 0; j < s; ++j) {
-          p[j] = std::exp(p[j] - row_max);
-          denom += p[j];
-        }
-        for (int64_t j = 0; j < s; ++j) {
-          const double w = p[j] / denom;
-          for (int64_t dd = 0; dd < hd; ++dd) out[dd] += w * kv_at(b, j, 1, kvn, dd);
-        }
+        if (!Normalize(p, row_max, any_nan)) continue;
+        for (int64_t j = 0; j < s; ++j)
+          for (int64_t dd = 0; dd < hd; ++dd) out[dd] += p[j] * kv_at(b, j, 1, kvn, dd);
       }
     }
   }
   return std::vector<Tensor>{FromDoubles(qkv->dtype(), {nb, s, h}, y)};
+}
+
+// ---------------------------------------------------------------------------------------
+// kiln.Attention(q [B, N, S, D], k [B, Nkv, L, D], v [B, Nkv, L, D], mask?) -> Y [B, S, N·D]:
+// per batch b and head n (K/V head n / (N / Nkv)),
+// P = softmax(scale · Q·Kᵀ + mask (+ causal: −inf where key j > L − S + query i)), Y = P·V
+// with the heads merged.
+
+Result AttentionKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* q, Arg(in, 0, "q"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* k, Arg(in, 1, "k"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* v, Arg(in, 2, "v"));
+  const Tensor* mask = OptArg(in, 3);
+  KILN_RETURN_IF_ERROR(RequireFloat(*q, "q"));
+  KILN_RETURN_IF_ERROR(SameDType(*q, k, "q", "k"));
+  KILN_RETURN_IF_ERROR(SameDType(*q, v, "q", "v"));
+  KILN_ASSIGN_OR_RETURN(double scale, FloatAttr(node, "scale", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t causal, IntAttr(node, "causal", 0));
+  if (causal != 0 && causal != 1)
+    return absl::InvalidArgumentError(absl::StrCat("causal must be 0 or 1, got ", causal));
+  if (q->rank() != 4 || k->rank() != 4 || v->rank() != 4)
+    return absl::InvalidArgumentError(
+        absl::StrCat("q, k and v must be [B, N, S, D], [B, Nkv, L, D], [B, Nkv, L, D]; got ",
+                     DimsStr(q->dims()), ", ", DimsStr(k->dims()), ", ", DimsStr(v->dims())));
+  const int64_t nb = q->dims()[0], heads = q->dims()[1], s = q->dims()[2], hd = q->dims()[3];
+  const int64_t kv_heads = k->dims()[1], l = k->dims()[2];
+  if (k->dims()[0] != nb || k->dims()[3] != hd || v->dims() != k->dims() || kv_heads <= 0 ||
+      heads % kv_heads != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "k and v must both be [B, Nkv, L, D] with B and D of q and Nkv dividing N; got q ",
+        DimsStr(q->dims()), ", k ", DimsStr(k->dims()), ", v ", DimsStr(v->dims())));
+  if (causal && l < s)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "causal attention needs at least as many keys as queries; got S = ", s, ", L = ", l));
+  KILN_ASSIGN_OR_RETURN(const ScoreMask m, ReadMask(mask, {nb, heads, s, l}, "[B, N, S, L]"));
+  KILN_RETURN_IF_ERROR(CheckBufferSize({nb, s, heads * hd}, "output"));
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  const std::vector<double> qv = ToDoubles(*q), kv = ToDoubles(*k), vv = ToDoubles(*v);
+  const int64_t h = heads * hd, group = heads / kv_heads;
+  std::vector<double> y(static_cast<size_t>(nb * s * h), 0.0);
+  std::vector<double> p(static_cast<size_t>(l));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t n = 0; n < heads; ++n) {
+      const double* qh = &qv[(b * heads + n) * s * hd];
+      const int64_t kvoff = (b * kv_heads + n / group) * l * hd;
+      for (int64_t i = 0; i < s; ++i) {
+        double row_max = neg_inf;
+        bool any_nan = false;
+        for (int64_t j = 0; j < l; ++j) {
+          double score = 0;
+          for (int64_t dd = 0; dd < hd; ++dd) score += qh[i * hd + dd] * kv[kvoff + j * hd + dd];
+          score *= scale;
+          if (mask) {
+            const double mj = m.At(b, n, i, j);
+            if (m.is_bool) {
+              if (mj == 0) score = neg_inf;
+            } else {
+              score += mj;
+            }
+          }
+          if (causal && j > l - s + i) score = neg_inf;
+          p[j] = score;
+          if (score > row_max) row_max = score;
+          any_nan |= std::isnan(score);
+        }
+        double* out = &y[(b * s + i) * h + n * hd];
+        if (!Normalize(p, row_max, any_nan)) continue;
+        for (int64_t j = 0; j < l; ++j)
+          for (int64_t dd = 0; dd < hd; ++dd) out[dd] += p[j] * vv[kvoff + j * hd + dd];
+      }
+    }
+  return std::vector<Tensor>{FromDoubles(q->dtype(), {nb, s, h}, y)};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -683,6 +773,7 @@ void RegisterFusedKernels(KernelTable& table) {
   add("Rotary", &RotaryKernel);
   add("Glu", &GluKernel);
   add("MultiHeadAttention", &MultiHeadAttentionKernel);
+  add("Attention", &AttentionKernel);
   add("EmbedLayerNorm", &EmbedLayerNormKernel);
   add("Pool", &PoolKernel);
 }

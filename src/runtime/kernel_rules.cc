@@ -1,6 +1,8 @@
 // The device-neutral kernel rules (kernel_rules.h).
 #include "runtime/kernel_rules.h"
 
+#include <array>
+
 #include "absl/strings/str_cat.h"
 
 namespace kiln::runtime {
@@ -105,6 +107,24 @@ absl::StatusOr<NormRule> CheckNorm(const StepChecker& c, bool skip, bool rms) {
   return r;
 }
 
+namespace {
+
+// An attention mask of rank <= 4 broadcastable (right-aligned) to the scores `target`
+// (`what` names its dims in the error).
+absl::Status CheckScoreMask(const StepChecker& c, const PlanBuffer& mask,
+                            const std::array<int64_t, 4>& target, const char* what) {
+  if (mask.dims.size() > 4) return c.Err("mask %s has rank > 4", DimsStr(mask.dims));
+  for (size_t i = 0; i < mask.dims.size(); ++i) {
+    const int64_t d = mask.dims[mask.dims.size() - 1 - i], t = target[3 - i];
+    if (d != 1 && d != t)
+      return c.Err("mask %s does not broadcast to %s = [%d,%d,%d,%d]", DimsStr(mask.dims), what,
+                   target[0], target[1], target[2], target[3]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<AttentionRule> CheckAttention(const StepChecker& c) {
   AttentionRule r;
   r.batch = c.Int("batch");
@@ -140,14 +160,38 @@ absl::StatusOr<AttentionRule> CheckAttention(const StepChecker& c) {
   if (mask != nullptr) {
     r.mask_dtype = mask->dtype;
     r.mask_dims = mask->dims;
-    if (mask->dims.size() > 4) return c.Err("mask %s has rank > 4", DimsStr(mask->dims));
-    const int64_t target[4] = {r.batch, r.heads, r.seq, r.seq};
-    for (size_t i = 0; i < mask->dims.size(); ++i) {
-      const int64_t d = mask->dims[mask->dims.size() - 1 - i], t = target[3 - i];
-      if (d != 1 && d != t)
-        return c.Err("mask %s does not broadcast to [B,N,S,S] = [%d,%d,%d,%d]", DimsStr(mask->dims),
-                     r.batch, r.heads, r.seq, r.seq);
-    }
+    KILN_RETURN_IF_ERROR(CheckScoreMask(c, *mask, {r.batch, r.heads, r.seq, r.seq}, "[B,N,S,S]"));
+  }
+  return r;
+}
+
+absl::StatusOr<HeadAttentionRule> CheckHeadAttention(const StepChecker& c) {
+  HeadAttentionRule r;
+  r.batch = c.Int("batch");
+  r.seq = c.Int("seq");
+  r.kv_seq = c.Int("kv_seq");
+  r.heads = c.Int("num_heads");
+  r.kv_heads = c.Int("kv_heads", r.heads);
+  r.head_size = c.Int("head_size");
+  r.scale = static_cast<float>(c.Float("scale"));
+  r.causal = c.Flag("causal");
+  if (r.heads % r.kv_heads != 0)
+    return c.Err("kv_heads %d does not divide num_heads %d", r.kv_heads, r.heads);
+  if (r.causal && r.kv_seq < r.seq)
+    return c.Err("causal attention needs kv_seq %d >= seq %d", r.kv_seq, r.seq);
+  KILN_ASSIGN_OR_RETURN(const int64_t q_elems,
+                        c.Product({r.batch, r.heads, r.seq, r.head_size}, "B*N*S*D"));
+  KILN_ASSIGN_OR_RETURN(const int64_t kv_elems,
+                        c.Product({r.batch, r.kv_heads, r.kv_seq, r.head_size}, "B*Nkv*L*D"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), q_elems, "q"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), kv_elems, "k"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(2), kv_elems, "v"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), q_elems, "y"));
+  if (const PlanBuffer* mask = c.In(3)) {
+    r.mask_dtype = mask->dtype;
+    r.mask_dims = mask->dims;
+    KILN_RETURN_IF_ERROR(
+        CheckScoreMask(c, *mask, {r.batch, r.heads, r.seq, r.kv_seq}, "[B,N,S,L]"));
   }
   return r;
 }

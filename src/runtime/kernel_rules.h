@@ -65,6 +65,16 @@ struct AttentionRule {
 };
 absl::StatusOr<AttentionRule> CheckAttention(const StepChecker& c);
 
+// head_attention (kiln.Attention): q [B, N, S, D], k and v [B, Nkv, L, D] -> y [B, S, N·D].
+struct HeadAttentionRule {
+  int64_t batch = 0, seq = 0, kv_seq = 0, heads = 0, kv_heads = 0, head_size = 0;
+  float scale = 1.0f;
+  bool causal = false;                   // bottom-right aligned; needs kv_seq >= seq
+  DType mask_dtype = DType::kUndefined;  // kUndefined: no mask
+  std::vector<int64_t> mask_dims;        // rank <= 4, broadcastable to [B, N, S, L]
+};
+absl::StatusOr<HeadAttentionRule> CheckHeadAttention(const StepChecker& c);
+
 struct EmbedRule {
   int64_t batch = 0, seq = 0, hidden = 0;
   float eps = 0;

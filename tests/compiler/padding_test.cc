@@ -121,8 +121,10 @@ TEST(PaddingTest, CatalogueMixingKinds) {
   EXPECT_EQ(FindOp("", "Softmax")->mixing, PositionMixing::kNormalizesAxis);
   EXPECT_EQ(FindOp("", "LogSoftmax")->mixing, PositionMixing::kNormalizesAxis);
   EXPECT_EQ(FindOp("kiln", "MultiHeadAttention")->mixing, PositionMixing::kMaskedOrCausal);
+  // Its mask is input 3, where the analysis does not look: never paddable, like a Softmax.
+  EXPECT_EQ(FindOp("kiln", "Attention")->mixing, PositionMixing::kNormalizesAxis);
   EXPECT_EQ(FindOp("kiln", "Pool")->mixing, PositionMixing::kMaskedOrFirst);
-  EXPECT_EQ(mixing, 14);
+  EXPECT_EQ(mixing, 15);
 }
 
 }  // namespace

@@ -370,6 +370,36 @@ TEST(CudaOps, DecoderAttention) {
   RunCases(cases, /*int_high=*/2);
 }
 
+// kiln.Attention (the heads form, S queries over L cached keys) on the simple kernel's
+// head-layout strides: a decode step (S = 1), a prefill chunk over a past, no past, grouped
+// K/V heads, causal bottom-right and a key mask over L, every float type.
+TEST(CudaOps, HeadAttention) {
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* t : kFloatTypes)
+    for (const auto& [b, s, l, d, kv] : {std::tuple{2, 1, 9, 16, 2}, std::tuple{2, 3, 12, 64, 4},
+                                         std::tuple{1, 7, 7, 32, 1}, std::tuple{2, 1, 130, 128, 2}})
+      for (bool masked : {false, true}) {
+        const int n = 4;
+        const std::string q = absl::StrCat(b, ",", n, ",", s, ",", d);
+        const std::string k = absl::StrCat(b, ",", kv, ",", l, ",", d);
+        const std::string y = absl::StrCat(b, ",", s, ",", n * d);
+        std::string ir = absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", q,
+                                      "] \"q\"\n %1 = Input() : $T[", k,
+                                      "] \"k\"\n %2 = Input() : $T[", k, "] \"v\"\n");
+        std::string args = "%0, %1, %2";
+        if (masked) {
+          absl::StrAppend(&ir, " %3 = Input() : f32[", b, ",1,1,", l, "] \"mask\"\n");
+          args = "%0, %1, %2, %3";
+        }
+        absl::StrAppend(&ir, " %9 = kiln.Attention(", args, ") {causal=1, scale=0.25} : $T[", y,
+                        "] \"y\"\n return \"y\": %9\n}");
+        cases.push_back(
+            {absl::StrCat("head attention ", t, " q", q, " kv", k, masked ? " masked" : ""),
+             WithType(ir, t)});
+      }
+  RunCases(cases, /*int_high=*/2);
+}
+
 // The flash kernel (fp16/bf16 plans) against the reference on every head size it has, the
 // mask kinds the fused op takes and the lengths the issue names: S = 1, 7, 64, 128, 129
 // (batch 1 and 33, 2 heads), 512 and 1024 (batch 1, 1 head). Key-padding masks are HF's: 0 on

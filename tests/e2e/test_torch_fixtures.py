@@ -20,6 +20,7 @@ Fixtures kiln cannot run yet are xfail(strict=True) with the missing op named, s
 test fails (XPASS) as soon as support lands and the mark must be removed.
 """
 
+import collections
 import os
 import pathlib
 
@@ -286,17 +287,38 @@ def test_kv_fixture_matches_onnxruntime(kiln_bin, model, batch, seq, past, tmp_p
     assert delta > 10 * TOLERANCE, f"the mask moves the logits by only {delta}"
 
 
-@pytest.mark.xfail(strict=True, reason="kiln.MultiHeadAttention takes one packed qkv of one "
-                   "length: the past K/V concatenated before this step's (present.*, a graph "
-                   "output) is not fused yet (issue 13: separate Q and K/V lengths)")
+# Their attention fuses into kiln.Attention over the heads (q the rotated query heads, k/v
+# the present K/V = past ++ this step's, HF's repeat_kv absorbed as num_kv_heads), the
+# exporters' [B, 1, S, past + S] mask as it is; no Softmax is left. The fused graph on the
+# reference executor and a plan compiled for each KV shape (cpu head_attention kernel)
+# match onnxruntime, present.* included (same tolerance).
 @pytest.mark.parametrize("model", KV_FIXTURES, ids=[p.stem for p in KV_FIXTURES])
 def test_kv_attention_fuses(kiln_bin, model, tmp_path):
     import json
 
-    report = tmp_path / "report.json"
-    kiln_json(kiln_bin, "opt", model, "-O2", "--quiet", "--fusion-report", report)
+    import onnx
+
+    report, fused = tmp_path / "report.json", tmp_path / "fused.onnx"
+    kiln_json(kiln_bin, "opt", model, "-O2", "--quiet", "--fusion-report", report,
+              "--emit-onnx", fused)
     attention = json.loads(report.read_text())["fusions"]["attention"]
     assert attention["missed"] == [] and attention["fused"] == DECODER_LAYERS, attention
+    ops = collections.Counter(n.op_type for n in onnx.load(str(fused)).graph.node)
+    assert ops.get("Attention") == DECODER_LAYERS and "Softmax" not in ops, ops
+    family = family_of(model)
+    for batch, seq, past in KV_SHAPES:
+        feeds = export_torch.random_inputs(family, batch, seq, seed=batch * 100 + seq + past,
+                                           past=past)
+        proc, outdir = run_kiln(kiln_bin, fused, feeds, tmp_path / f"ref_{batch}x{seq}p{past}")
+        assert proc.returncode == 0, f"kiln run on the fused model failed:\n{proc.stderr}"
+        assert_outputs_match(outdir, model, feeds)
+        plan = tmp_path / f"plan_{batch}x{seq}p{past}.kiln"
+        kiln_json(kiln_bin, "compile", model, "-o", plan, "--shape",
+                  f"batch={batch},sequence={seq},past_sequence={past},"
+                  f"total_sequence={past + seq}")
+        proc, outdir = run_kiln(kiln_bin, plan, feeds, tmp_path / f"plan_{batch}x{seq}p{past}")
+        assert proc.returncode == 0, f"kiln run on the plan failed:\n{proc.stderr}"
+        assert_outputs_match(outdir, model, feeds)
 
 
 # ---------------------------------------------------------------------------------------

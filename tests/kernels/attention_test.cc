@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <limits>
 #include <tuple>
+#include <utility>
 
 #include "kernel_test_util.h"
 #include "kernels/cpu/attention.h"
@@ -305,6 +306,99 @@ TEST(AttentionDecoder, RotaryAndGroupsChangeTheResult) {
   a.rotary.dim = 2 * d;
   EXPECT_FALSE(MultiHeadAttention(CpuContext{}, a).ok());
 }
+
+// kiln.Attention (Q, K, V as heads, S queries over L keys: a KV cache's prefill chunk or
+// decode step). Built from one packed qkv of L tokens: q = the heads of its last S tokens,
+// k / v = the heads of all L; then every path and ISA at 1 and 3 threads must match the
+// packed kiln.MultiHeadAttention reference over all L tokens on its last S rows — causal
+// there is exactly bottom-right causal here — with a key-padding mask [B, 1, 1, L]
+// (HF's float32-min fill) or none, and grouped K/V heads. Same tolerance as above.
+using HeadCase = std::tuple<Isa, std::pair<int64_t, int64_t> /*S, L*/, int64_t /*Nkv*/,
+                            int64_t /*D*/, bool /*mask*/, bool /*causal*/>;
+class HeadAttentionTest : public ::testing::TestWithParam<HeadCase> {};
+
+TEST_P(HeadAttentionTest, MatchesPackedReferenceOnTheLastRows) {
+  const auto [isa, sl, nkv, d, masked, causal] = GetParam();
+  const auto [s, l] = sl;
+  KILN_SKIP_UNSUPPORTED_ISA(isa);
+  const int64_t nb = 2, nh = 8, row = (nh + 2 * nkv) * d;
+  const auto qkv = RandomVec(nb * l * row, 110 + s + l + d + nkv);
+  std::vector<float> q(nb * nh * s * d), k(nb * nkv * l * d), v(k.size());
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t t = 0; t < l; ++t)
+      for (int64_t c = 0; c < d; ++c) {
+        const float* r = qkv.data() + (b * l + t) * row;
+        for (int64_t n = 0; n < nkv; ++n) {
+          k[((b * nkv + n) * l + t) * d + c] = r[(nh + n) * d + c];
+          v[((b * nkv + n) * l + t) * d + c] = r[(nh + nkv + n) * d + c];
+        }
+        if (t >= l - s)
+          for (int64_t n = 0; n < nh; ++n)
+            q[((b * nh + n) * s + t - (l - s)) * d + c] = r[n * d + c];
+      }
+  // Batch item 1 pads its last l / 3 keys (never all: causal row 0 sees key 0).
+  std::vector<float> mask(nb * l, 0.0f);
+  for (int64_t j = l - l / 3; j < l; ++j) mask[l + j] = std::numeric_limits<float>::lowest();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  Tensor qt = F32({nb, l, row}, qkv), mt = F32({nb, 1, 1, l}, mask);
+  auto ref = testing::RunReferenceOp(
+      "kiln", "MultiHeadAttention",
+      {{"num_heads", nh}, {"num_kv_heads", nkv}, {"scale", scale}, {"causal", int64_t{causal}}},
+      {&qt, masked ? &mt : nullptr});
+  ASSERT_EQ(ref.size(), 1u);
+  // The reference kiln.Attention itself, then the kernel, against the last S rows.
+  std::vector<float> want;
+  for (int64_t b = 0; b < nb; ++b)
+    want.insert(want.end(), ref[0].data<float>() + (b * l + l - s) * nh * d,
+                ref[0].data<float>() + (b + 1) * l * nh * d);
+  Tensor q4 = F32({nb, nh, s, d}, q), k4 = F32({nb, nkv, l, d}, k), v4 = F32({nb, nkv, l, d}, v);
+  auto head_ref =
+      testing::RunReferenceOp("kiln", "Attention", {{"scale", scale}, {"causal", int64_t{causal}}},
+                              {&q4, &k4, &v4, masked ? &mt : nullptr});
+  ASSERT_EQ(head_ref.size(), 1u);
+  const Tensor want_t = F32({nb, s, nh * d}, want);
+  testing::ExpectClose(head_ref[0].data<float>(), want_t, 1e-6, 1e-6, "reference kiln.Attention");
+  AttentionArgs a;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.batch = nb;
+  a.seq = s;
+  a.kv_seq = l;
+  a.num_heads = nh;
+  a.num_kv_heads = nkv;
+  a.head_size = d;
+  a.scale = scale;
+  a.causal = causal;
+  if (masked) {
+    a.mask.dims = {nb, 1, 1, l};
+    a.mask.additive = mask.data();
+  }
+  for (AttentionPath path : kAllPaths)
+    for (int t : {1, 3}) {
+      CpuContext ctx;
+      ctx.isa = isa;
+      ctx.num_threads = t;
+      std::vector<float> y(nb * s * nh * d, std::nanf(""));
+      a.y = y.data();
+      const absl::Status status = internal::AttentionWithPath(ctx, a, path);
+      ASSERT_TRUE(status.ok()) << PathName(path) << ": " << status;
+      testing::ExpectClose(y.data(), want_t, 2e-5, 1e-5,
+                           absl::StrCat(PathName(path), " threads=", t));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cache, HeadAttentionTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::AllIsas()),
+                                            ::testing::Values(std::pair<int64_t, int64_t>{1, 1},
+                                                              std::pair<int64_t, int64_t>{1, 9},
+                                                              std::pair<int64_t, int64_t>{3, 12},
+                                                              std::pair<int64_t, int64_t>{7, 7},
+                                                              std::pair<int64_t, int64_t>{1, 130},
+                                                              std::pair<int64_t, int64_t>{70, 100}),
+                                            ::testing::Values(int64_t{8}, int64_t{2}),
+                                            ::testing::Values(int64_t{16}, int64_t{40}),
+                                            ::testing::Bool(), ::testing::Bool()));
 
 }  // namespace
 }  // namespace kiln::cpu

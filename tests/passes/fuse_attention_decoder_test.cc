@@ -32,6 +32,10 @@ struct DecoderSpec {
   bool rotary_k = true;                // ... on K's heads
   bool k_own_tables = false;           // K rotated with other tables than Q
   std::string table_dims = "1,1,5,4";  // cos / sin dims against [B, N, S, D]
+  // A KV cache of `past` positions: inputs past_k / past_v [B, Nkv, past, D] concatenated in
+  // front of this step's (rotated) K and V heads, which are the outputs present_k /
+  // present_v; the mask and the scores then span L = past + S keys.
+  int past = 0;
 };
 
 std::string Dims(std::initializer_list<int> d) {
@@ -53,8 +57,14 @@ std::string WeightLiteral(int rows, int cols, int seed) {
 std::string DecoderBlock(const DecoderSpec& s) {
   Emitter e;
   const int rep = kN / s.kv_heads;
+  const int kL = kS + s.past;  // keys
   const std::string x = e.Node("Input()", Dims({kB, kS, kH}), "", "x");
-  const std::string mask = e.Node("Input()", Dims({kB, 1, kS, kS}), "", "mask");
+  const std::string mask = e.Node("Input()", Dims({kB, 1, kS, kL}), "", "mask");
+  std::string past_k, past_v;
+  if (s.past > 0) {
+    past_k = e.Node("Input()", Dims({kB, s.kv_heads, s.past, kD}), "", "past_k");
+    past_v = e.Node("Input()", Dims({kB, s.kv_heads, s.past, kD}), "", "past_v");
+  }
   const std::string tdims = absl::StrCat("f32[", s.table_dims, "]");
   const std::string cos = e.Node("Input()", tdims, "", "cos");
   const std::string sin = e.Node("Input()", tdims, "", "sin");
@@ -79,15 +89,15 @@ std::string DecoderBlock(const DecoderSpec& s) {
     if (rep == 1) return v;
     const std::string axes = e.Const("tensor<i64[1]>[2]", "i64[1]");
     const std::string u = e.Node(absl::StrCat("Unsqueeze(", v, ", ", axes, ")"),
-                                 Dims({kB, s.kv_heads, 1, kS, kD}), name + "_unsqueeze");
+                                 Dims({kB, s.kv_heads, 1, kL, kD}), name + "_unsqueeze");
     const std::string to =
-        e.Const(absl::StrFormat("tensor<i64[5]>[%d, %d, %d, %d, %d]", kB, s.kv_heads, rep, kS, kD),
+        e.Const(absl::StrFormat("tensor<i64[5]>[%d, %d, %d, %d, %d]", kB, s.kv_heads, rep, kL, kD),
                 "i64[5]");
     const std::string ex = e.Node(absl::StrCat("Expand(", u, ", ", to, ")"),
-                                  Dims({kB, s.kv_heads, rep, kS, kD}), name + "_expand");
+                                  Dims({kB, s.kv_heads, rep, kL, kD}), name + "_expand");
     const std::string shape =
-        e.Const(absl::StrFormat("tensor<i64[4]>[%d, %d, %d, %d]", kB, kN, kS, kD), "i64[4]");
-    return e.Node(absl::StrCat("Reshape(", ex, ", ", shape, ")"), Dims({kB, kN, kS, kD}),
+        e.Const(absl::StrFormat("tensor<i64[4]>[%d, %d, %d, %d]", kB, kN, kL, kD), "i64[4]");
+    return e.Node(absl::StrCat("Reshape(", ex, ", ", shape, ")"), Dims({kB, kN, kL, kD}),
                   name + "_repeat");
   };
   std::string q = heads(0, kN, "q"), k = heads(1, s.kv_heads, "k"), v = heads(2, s.kv_heads, "v");
@@ -97,19 +107,27 @@ std::string DecoderBlock(const DecoderSpec& s) {
   if (s.rotary_k)
     k = e.Node(absl::StrCat("kiln.Rotary(", k, ", ", cos_k, ", ", sin_k, ")"),
                Dims({kB, s.kv_heads, kS, kD}), "k_rotary");
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (s.past > 0) {
+    k = e.Node(absl::StrCat("Concat(", past_k, ", ", k, ") {axis=2}"),
+               Dims({kB, s.kv_heads, kL, kD}), "present_k", "present_k");
+    v = e.Node(absl::StrCat("Concat(", past_v, ", ", v, ") {axis=2}"),
+               Dims({kB, s.kv_heads, kL, kD}), "present_v", "present_v");
+    outputs = {{"present_k", k}, {"present_v", v}};
+  }
   k = repeat_kv(k, "k");
   v = repeat_kv(v, "v");
   const std::string kt =
-      e.Node(absl::StrCat("Transpose(", k, ") {perm=[0, 1, 3, 2]}"), Dims({kB, kN, kD, kS}), "kt");
+      e.Node(absl::StrCat("Transpose(", k, ") {perm=[0, 1, 3, 2]}"), Dims({kB, kN, kD, kL}), "kt");
   const std::string qk =
-      e.Node(absl::StrCat("MatMul(", q, ", ", kt, ")"), Dims({kB, kN, kS, kS}), "qk");
+      e.Node(absl::StrCat("MatMul(", q, ", ", kt, ")"), Dims({kB, kN, kS, kL}), "qk");
   const std::string two = e.Const("tensor<f32[]>[2.0]", "f32[]");
   const std::string scaled =
-      e.Node(absl::StrCat("Div(", qk, ", ", two, ")"), Dims({kB, kN, kS, kS}), "scale");
+      e.Node(absl::StrCat("Div(", qk, ", ", two, ")"), Dims({kB, kN, kS, kL}), "scale");
   const std::string masked =
-      e.Node(absl::StrCat("Add(", scaled, ", ", mask, ")"), Dims({kB, kN, kS, kS}), "mask_add");
+      e.Node(absl::StrCat("Add(", scaled, ", ", mask, ")"), Dims({kB, kN, kS, kL}), "mask_add");
   const std::string p =
-      e.Node(absl::StrCat("Softmax(", masked, ") {axis=-1}"), Dims({kB, kN, kS, kS}), "softmax");
+      e.Node(absl::StrCat("Softmax(", masked, ") {axis=-1}"), Dims({kB, kN, kS, kL}), "softmax");
   const std::string pv =
       e.Node(absl::StrCat("MatMul(", p, ", ", v, ")"), Dims({kB, kN, kS, kD}), "pv");
   const std::string mt =
@@ -118,7 +136,8 @@ std::string DecoderBlock(const DecoderSpec& s) {
       e.Const(absl::StrFormat("tensor<i64[3]>[%d, %d, %d]", kB, kS, kH), "i64[3]");
   const std::string y =
       e.Node(absl::StrCat("Reshape(", mt, ", ", shape3, ")"), Dims({kB, kS, kH}), "merge", "y");
-  return e.Finish({{"y", y}});
+  outputs.insert(outputs.begin(), {"y", y});
+  return e.Finish(outputs);
 }
 
 const Node* OnlyAttention(const Graph& g) {
@@ -212,6 +231,45 @@ TEST(FuseAttentionDecoder, TableShapesAndNoRotary) {
   EXPECT_EQ(mha->num_inputs(), 2);
   EXPECT_EQ(mha->attr_int_or("num_kv_heads", 0), 2);
   EXPECT_LE(MaxDiffAfter({"fuse-attention"}, DecoderBlock(none)), 1e-5);
+}
+
+// A KV cache (past K/V concatenated in front, present K/V graph outputs): the heads form,
+// kiln.Attention(q, present_k, present_v, mask) with the K/V head count taken from the
+// present tensors (repeat_kv absorbed); the rotaries stay, since the present K is rotated;
+// fuse-qkv leaves the projections apart (nothing to merge into a heads-form op).
+TEST(FuseAttentionDecoder, KvCacheFusesIntoTheHeadsForm) {
+  for (int kv : {4, 2, 1}) {
+    for (bool qkv_first : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("Nkv=", kv, qkv_first ? " after fuse-qkv" : ""));
+      DecoderSpec s;
+      s.kv_heads = kv;
+      s.past = 3;
+      const std::string text = DecoderBlock(s);
+      const std::vector<std::string> passes =
+          qkv_first ? std::vector<std::string>{"fuse-qkv", "fuse-attention"}
+                    : std::vector<std::string>{"fuse-attention"};
+      const testing::FusionRun r = RunWithReport(passes, text);
+      ASSERT_TRUE(r.graph);
+      EXPECT_TRUE(NodesOf(*r.graph, "", "Softmax").empty());
+      EXPECT_TRUE(NodesOf(*r.graph, "", "Expand").empty());
+      EXPECT_TRUE(NodesOf(*r.graph, "kiln", "MultiHeadAttention").empty());
+      EXPECT_EQ(NodesOf(*r.graph, "kiln", "Rotary").size(), 2u);
+      const std::vector<const Node*> att = NodesOf(*r.graph, "kiln", "Attention");
+      ASSERT_EQ(att.size(), 1u);
+      ASSERT_EQ(att[0]->num_inputs(), 4);
+      EXPECT_EQ(att[0]->input(0).node->op(), "Rotary");
+      EXPECT_EQ(att[0]->input(1).name(), "present_k");
+      EXPECT_EQ(att[0]->input(2).name(), "present_v");
+      EXPECT_EQ(att[0]->input(1).type().ToString(), absl::StrCat("f32[2,", kv, ",8,4]"));
+      EXPECT_EQ(att[0]->input(3).name(), "mask");
+      EXPECT_FLOAT_EQ(att[0]->attr_float("scale").value_or(0), 0.5f);
+      EXPECT_EQ(att[0]->output_info(0).type.ToString(), "f32[2,5,16]");
+      EXPECT_EQ(r.counters.at("heads form"), 1);
+      EXPECT_EQ(r.report.kinds().at("attention").fused, 1);
+      if (qkv_first) EXPECT_TRUE(NodesOf(*r.graph, "", "Split").empty());
+      EXPECT_LE(MaxDiffAfter(passes, text), 1e-5);
+    }
+  }
 }
 
 // Exactly one attention near-miss whose reason contains `reason`; nothing fused.

@@ -30,7 +30,7 @@ TEST(ShapeRulesFusedTest, EveryKilnCatalogueOpHasARule) {
     EXPECT_NE(shape_inference::FindFusedRule(op.name), nullptr)
         << "no shape rule for kiln." << op.name;
   }
-  EXPECT_EQ(kiln_ops, 9);
+  EXPECT_EQ(kiln_ops, 10);
 }
 
 TEST(ShapeRulesFusedTest, SymbolicShapesForEveryOp) {
@@ -104,6 +104,21 @@ TEST(ShapeRulesFusedTest, MultiHeadAttentionSymbolicPackedDim) {
   EXPECT_EQ(OutType(text, "y", ctx), "bf16[b,9,16]");
 }
 
+TEST(ShapeRulesFusedTest, AttentionTakesBatchAndQueriesFromQ) {
+  // S query rows over L = past + S keys: [B, S, N·D], whatever L is.
+  const std::string text = R"(graph g opset=21 {
+  %0 = Input() : f32[b,8,s,16] "q"
+  %1 = Input() : f32[b,2,"past+s",16] "k"
+  %2 = Input() : f32[b,1,s,"past+s"] "mask"
+  %3 = kiln.Attention(%0, %1, %1, %2) {scale=0.25, causal=1}
+  return "y": %3
+})";
+  EXPECT_EQ(OutType(text, "y"), "f32[b,s,128]");
+  PassContext ctx;
+  ctx.symbol_values["s"] = 1;
+  EXPECT_EQ(OutType(text, "y", ctx), "f32[b,1,128]");
+}
+
 TEST(ShapeRulesFusedTest, UnknownInputsStayUnknown) {
   EXPECT_EQ(OutType(R"(graph g opset=21 {
   %0 = Input() : f32[*] "x"
@@ -143,6 +158,19 @@ TEST(ShapeRulesFusedTest, ContractViolationsAreErrorsNamingTheNode) {
       {R"(%0 = Input() : f32[2,36] "x"
   %1 = kiln.MultiHeadAttention(%0) {num_heads=3, scale=0.5} @ "n")",
        "qkv must have rank 3"},
+      {R"(%0 = Input() : f32[2,6,5,4] "q"
+  %2 = Input() : f32[2,4,7,4] "k"
+  %1 = kiln.Attention(%0, %2, %2) {scale=0.5} @ "n")",
+       "k has 4 heads, which does not divide q's 6"},
+      {R"(%0 = Input() : f32[2,6,5,4] "q"
+  %2 = Input() : f32[2,3,7,4] "k"
+  %3 = Input() : f32[2,3,8,4] "v"
+  %1 = kiln.Attention(%0, %2, %3) {scale=0.5} @ "n")",
+       "k and v differ: 7 vs 8"},
+      {R"(%0 = Input() : f32[2,6,5,4] "q"
+  %2 = Input() : f32[2,3,7,8] "k"
+  %1 = kiln.Attention(%0, %2, %2) {scale=0.5} @ "n")",
+       "q and k differ in head size: 4 vs 8"},
       {R"(%0 = Input() : f32[2,5,4] "x"
   %2 = Input() : f32[5,4] "w"
   %1 = kiln.Linear(%0, %2) @ "n")",

@@ -245,6 +245,20 @@ absl::StatusOr<StepPtr> PrepareRotary(const StepChecker& c, CpuPrepareEnv&) {
   return StepPtr(new RotaryStep(a));
 }
 
+// The run's attention mask (`m`, null: none) of `dims` into `out`, whose dims vector keeps
+// its capacity across runs.
+void BindMask(const std::vector<int64_t>& dims, const void* m, bool is_bool,
+              cpu::AttentionMask& out) {
+  out.dims.assign(dims.begin(), dims.end());
+  out.additive = nullptr;
+  out.boolean = nullptr;
+  if (m == nullptr) return;
+  if (is_bool)
+    out.boolean = static_cast<const uint8_t*>(m);
+  else
+    out.additive = static_cast<const float*>(m);
+}
+
 class AttentionStep final : public CpuStep {
  public:
   AttentionStep(cpu::MultiHeadAttentionArgs a, bool mask_bool)
@@ -252,22 +266,8 @@ class AttentionStep final : public CpuStep {
   absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
     // Per thread, so the mask dims vector keeps its capacity: no allocation per run.
     thread_local cpu::MultiHeadAttentionArgs a;
-    a.batch = a_.batch;
-    a.seq = a_.seq;
-    a.num_heads = a_.num_heads;
-    a.num_kv_heads = a_.num_kv_heads;
-    a.head_size = a_.head_size;
-    a.scale = a_.scale;
-    a.causal = a_.causal;
-    a.mask.dims.assign(a_.mask.dims.begin(), a_.mask.dims.end());
-    a.mask.additive = nullptr;
-    a.mask.boolean = nullptr;
-    if (const void* m = io.In(1)) {
-      if (mask_bool_)
-        a.mask.boolean = static_cast<const uint8_t*>(m);
-      else
-        a.mask.additive = static_cast<const float*>(m);
-    }
+    a = a_;  // the vector assignment reuses a.mask.dims' capacity
+    BindMask(a_.mask.dims, io.In(1), mask_bool_, a.mask);
     a.rotary = a_.rotary;
     if (a.rotary.dim > 0) {
       a.rotary.cos = io.In<float>(2);
@@ -317,6 +317,42 @@ absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c, CpuPrepareEnv&) {
   a.rotary.dim = r.rotary_dim;
   a.rotary.per_batch = r.rotary_per_batch;
   return StepPtr(new AttentionStep(std::move(a), r.mask_dtype == DType::kBool));
+}
+
+class HeadAttentionStep final : public CpuStep {
+ public:
+  HeadAttentionStep(cpu::AttentionArgs a, bool mask_bool)
+      : a_(std::move(a)), mask_bool_(mask_bool) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    // Per thread, so the mask dims vector keeps its capacity: no allocation per run.
+    thread_local cpu::AttentionArgs a;
+    a = a_;  // the vector assignment reuses a.mask.dims' capacity
+    BindMask(a_.mask.dims, io.In(3), mask_bool_, a.mask);
+    a.q = io.In<float>(0);
+    a.k = io.In<float>(1);
+    a.v = io.In<float>(2);
+    a.y = io.Out<float>(0);
+    return cpu::Attention(ctx, a);
+  }
+
+ private:
+  cpu::AttentionArgs a_;
+  bool mask_bool_;
+};
+
+absl::StatusOr<StepPtr> PrepareHeadAttention(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(HeadAttentionRule r, CheckHeadAttention(c));
+  cpu::AttentionArgs a;
+  a.batch = r.batch;
+  a.seq = r.seq;
+  a.kv_seq = r.kv_seq;
+  a.num_heads = r.heads;
+  a.num_kv_heads = r.kv_heads;
+  a.head_size = r.head_size;
+  a.scale = r.scale;
+  a.causal = r.causal;
+  a.mask.dims = std::move(r.mask_dims);
+  return StepPtr(new HeadAttentionStep(std::move(a), r.mask_dtype == DType::kBool));
 }
 
 class EmbedStep final : public CpuStep {
@@ -598,6 +634,7 @@ constexpr Entry kTable[] = {
     {"skip_rms_norm", PrepareSkipRmsNorm},
     {"rotary", PrepareRotary},
     {"attention", PrepareAttention},
+    {"head_attention", PrepareHeadAttention},
     {"embed_layer_norm", PrepareEmbed},
     {"pool", PreparePool},
     {"eltwise", PrepareEltwise},

@@ -296,6 +296,30 @@ void MaskStrides(const std::vector<int64_t>& m, int64_t stride_out[4]) {
   }
 }
 
+// The simple kernel's arguments both attention rules share, after the limits it has.
+template <typename Rule>
+absl::StatusOr<cuda::AttentionArgs> SimpleAttentionArgs(const StepChecker& c, const Rule& r) {
+  if (r.head_size > cuda::kAttentionMaxHeadSize)
+    return c.Err("head_size %d is beyond the CUDA attention kernel's %d", r.head_size,
+                 cuda::kAttentionMaxHeadSize);
+  if (r.heads > 65535 || r.batch > 65535)
+    return c.Err("batch %d or num_heads %d exceeds the kernel's grid (65535)", r.batch, r.heads);
+  cuda::AttentionArgs a;
+  a.dtype = ElemTypeOf(c.In(0)->dtype);
+  a.batch = r.batch;
+  a.seq = r.seq;
+  a.heads = r.heads;
+  a.kv_heads = r.kv_heads;
+  a.head_size = r.head_size;
+  a.scale = r.scale;
+  a.causal = r.causal;
+  if (r.mask_dtype != DType::kUndefined) {
+    a.mask_type = ElemTypeOf(r.mask_dtype);
+    MaskStrides(r.mask_dims, a.mask_stride);
+  }
+  return a;
+}
+
 class AttentionStep final : public CudaStep {
  public:
   explicit AttentionStep(cuda::AttentionArgs a) : a_(a) {}
@@ -317,27 +341,34 @@ class AttentionStep final : public CudaStep {
 
 absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(const AttentionRule r, CheckAttention(c));
-  if (r.head_size > cuda::kAttentionMaxHeadSize)
-    return c.Err("head_size %d is beyond the CUDA attention kernel's %d", r.head_size,
-                 cuda::kAttentionMaxHeadSize);
-  if (r.heads > 65535 || r.batch > 65535)
-    return c.Err("batch %d or num_heads %d exceeds the kernel's grid (65535)", r.batch, r.heads);
-  cuda::AttentionArgs a;
-  a.dtype = ElemTypeOf(c.In(0)->dtype);
-  a.batch = r.batch;
-  a.seq = r.seq;
-  a.heads = r.heads;
-  a.kv_heads = r.kv_heads;
-  a.head_size = r.head_size;
-  a.scale = r.scale;
-  a.causal = r.causal;
-  if (r.mask_dtype != DType::kUndefined) {
-    a.mask_type = ElemTypeOf(r.mask_dtype);
-    MaskStrides(r.mask_dims, a.mask_stride);
-  }
+  KILN_ASSIGN_OR_RETURN(cuda::AttentionArgs a, SimpleAttentionArgs(c, r));
   a.rotary_dim = r.rotary_dim;
   a.rotary_batch_stride = r.rotary_per_batch ? r.seq * r.rotary_dim : 0;
   return StepPtr(new AttentionStep(a));
+}
+
+class HeadAttentionStep final : public CudaStep {
+ public:
+  explicit HeadAttentionStep(cuda::AttentionArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::AttentionArgs a = a_;
+    a.q = io.In(0);
+    a.k = io.In(1);
+    a.v = io.In(2);
+    a.mask = io.In(3);
+    a.y = io.Out(0);
+    return LaunchStatus(cuda::Attention(a, env.stream), "head_attention");
+  }
+
+ private:
+  cuda::AttentionArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareHeadAttention(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const HeadAttentionRule r, CheckHeadAttention(c));
+  KILN_ASSIGN_OR_RETURN(cuda::AttentionArgs a, SimpleAttentionArgs(c, r));
+  a.kv_seq = r.kv_seq;
+  return StepPtr(new HeadAttentionStep(a));
 }
 
 // flash_attention: attention's rule; Q, K and V are views of the packed qkv row
@@ -531,6 +562,7 @@ constexpr Entry kTable[] = {
     {"rotary", PrepareRotary},
     {"rms_norm", PrepareRmsNorm},
     {"attention", PrepareAttention},
+    {"head_attention", PrepareHeadAttention},
     {"flash_attention", PrepareFlashAttention},
     {"embed_layer_norm", PrepareEmbed},
     {"pool", PreparePool},
