@@ -4,6 +4,13 @@
 // as the bench-side oneDNN formulation (Q·Kᵀ into a [N,S,S] buffer, kiln Softmax, P·V).
 // No mask except BM_AttentionPadMask (the executor's path with a BERT padding mask).
 // FLOPs 4·B·N·S²·D (the two products); bytes = qkv in + y out. Args: B, S, D.
+// BM_CacheAttention*: kiln.Attention over a KV cache (S query rows per head, L cached
+// keys, grouped K/V heads), each path forced; FLOPs 4·B·N·S·L·D, bytes = the K and V
+// cache read (the floor: decode attention is bound by it) + q + y. Args: B, S, L, N, Nkv, D.
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "bench_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_internal.h"
@@ -123,6 +130,62 @@ BENCHMARK(BM_AttentionPadMask)
     ->ArgsProduct({{8}, {32, 128, 256}, {64}})
     ->ArgNames({"B", "S", "D"})
     ->UseRealTime();
+
+template <AttentionPath kPath>
+void BM_CacheAttentionPath(benchmark::State& state) {
+  const int64_t nb = state.range(0), s = state.range(1), l = state.range(2);
+  const int64_t nh = state.range(3), nkv = state.range(4), d = state.range(5);
+  const CpuContext ctx = BenchContext();
+  const auto q = Random(nb * nh * s * d, 5), k = Random(nb * nkv * l * d, 6),
+             v = Random(nb * nkv * l * d, 7);
+  std::vector<float> y(nb * s * nh * d);
+  AttentionArgs a;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.batch = nb;
+  a.seq = s;
+  a.kv_seq = l;
+  a.num_heads = nh;
+  a.num_kv_heads = nkv;
+  a.head_size = d;
+  a.scale = 0.125f;
+  a.causal = true;
+  a.y = y.data();
+  for (auto _ : state) {
+    if (!internal::AttentionWithPath(ctx, a, kPath).ok()) state.SkipWithError("failed");
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetFlops(state, 4.0 * nb * nh * s * l * d, 4.0 * (2 * nb * nkv * l * d + 2 * nb * nh * s * d));
+}
+
+// Qwen2-0.5B's attention (14 heads over 2 K/V heads of 64) and Llama-3-8B's (32 over 8 of
+// 128): a decode step (S = 1) and a short chunk (S = 4) over 128 … 4096 cached keys.
+void CacheArgs(benchmark::internal::Benchmark* b) {
+  for (const auto& [nh, nkv, d] : {std::tuple{14, 2, 64}, std::tuple{32, 8, 128}})
+    for (int64_t nb : {1, 4})
+      for (int64_t s : {1, 4})
+        for (int64_t l : {128, 512, 4096}) b->Args({nb, s, l, nh, nkv, d});
+}
+
+void BM_CacheAttention(benchmark::State& state) {
+  BM_CacheAttentionPath<AttentionPath::kAuto>(state);
+}
+void BM_CacheAttentionRows(benchmark::State& state) {
+  BM_CacheAttentionPath<AttentionPath::kRows>(state);
+}
+void BM_CacheAttentionGemmHeads(benchmark::State& state) {
+  BM_CacheAttentionPath<AttentionPath::kGemmHeads>(state);
+}
+void BM_CacheAttentionCache(benchmark::State& state) {
+  BM_CacheAttentionPath<AttentionPath::kCache>(state);
+}
+
+const std::vector<std::string> kCacheArgNames = {"B", "S", "L", "N", "Nkv", "D"};
+BENCHMARK(BM_CacheAttention)->Apply(CacheArgs)->ArgNames(kCacheArgNames)->UseRealTime();
+BENCHMARK(BM_CacheAttentionRows)->Apply(CacheArgs)->ArgNames(kCacheArgNames)->UseRealTime();
+BENCHMARK(BM_CacheAttentionGemmHeads)->Apply(CacheArgs)->ArgNames(kCacheArgNames)->UseRealTime();
+BENCHMARK(BM_CacheAttentionCache)->Apply(CacheArgs)->ArgNames(kCacheArgNames)->UseRealTime();
 
 }  // namespace
 }  // namespace kiln::cpu::bench

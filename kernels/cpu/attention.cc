@@ -38,6 +38,10 @@ using internal::AttentionPath;
 // machine) and 1 Mi floats by 2–7 % at S = 128–256 (2 threads, idle machine).
 constexpr int64_t kScoreBudget = int64_t{1} << 16;
 
+// kCache from here down: query rows per head (decode steps, short prefill chunks), keys
+// more than that (a cache).
+constexpr int64_t kCacheQueries = 4;
+
 // Mask broadcast strides against [B, N, S, L] (0 where the mask broadcasts).
 struct MaskLayout {
   bool present = false;
@@ -426,8 +430,103 @@ void SetCommon(const Args& a, Problem& p) {
   p.y = a.y;
 }
 
+// kCache: work item (b, K/V head, chunk of keys) takes the S·G query rows of the G heads
+// sharing that K/V head (row r = g·S + i: head kvh·G + g, query i) and leaves, per row, the
+// chunk's max m, sum l = Σ exp(s − m) and unnormalized P·V; the merge rescales the chunks
+// to their common max: y = Σ_c acc_c·e^{m_c − M} / Σ_c l_c·e^{m_c − M} (zeros when no
+// key is visible anywhere).
+absl::Status RunCache(const CpuContext& ctx, const Problem& p) {
+  const int64_t nb = p.batch, s = p.seq, l = p.keys, nh = p.num_heads, d = p.head_size;
+  const Operands& o = p.o;
+  const MaskLayout& m = p.m;
+  const int64_t group = o.group, nkv = nh / group, rows = s * group, h = nh * d;
+  const internal::IsaKernels& k = internal::KernelsFor(ctx);
+  // Chunks of at least 256 keys, enough of them for two items per thread, and at most 2048
+  // (the scores of a chunk stay in L2 and the scratch bounded).
+  constexpr int64_t kMinChunk = 256, kMaxChunk = 2048;
+  const int64_t threads = ctx.threads();
+  const int64_t want = std::max<int64_t>(1, (2 * threads + nb * nkv - 1) / (nb * nkv));
+  const int64_t chunks =
+      std::max({int64_t{1}, std::min(want, l / kMinChunk), (l + kMaxChunk - 1) / kMaxChunk});
+  const int64_t chunk = (l + chunks - 1) / chunks;
+  const int64_t items = nb * nkv * chunks;
+  // Per item and row: max, sum, then D floats of P·V.
+  const int64_t per_row = 2 + d;
+  std::vector<float> partial(static_cast<size_t>(items * rows * per_row));
+  const int64_t workers = std::min<int64_t>(threads, items);
+  std::vector<float> scratch(static_cast<size_t>(workers * rows * chunk));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  ParallelForWorkers(ctx, items, 1, [&](int64_t begin, int64_t end, int worker) {
+    float* scores = scratch.data() + worker * rows * chunk;
+    std::vector<const float*> q(static_cast<size_t>(rows));
+    std::vector<float*> acc(static_cast<size_t>(rows));
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / (nkv * chunks), kvh = item / chunks % nkv, c = item % chunks;
+      const int64_t j0 = c * chunk, n = std::max<int64_t>(0, std::min(chunk, l - j0));
+      float* part = partial.data() + item * rows * per_row;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t head = kvh * group + r / s, i = r % s;
+        q[r] = o.q + b * o.bq + head * o.hq + i * o.ldq;
+        acc[r] = part + r * per_row + 2;
+        std::fill(acc[r], acc[r] + d, 0.0f);
+      }
+      const float* kp = o.k + b * o.bk + kvh * o.hk + j0 * o.ldk;
+      const float* vp = o.v + b * o.bv + kvh * o.hv + j0 * o.ldv;
+      k.dot_rows(q.data(), static_cast<int>(rows), kp, o.ldk, d, n, p.scale, scores, chunk);
+      int64_t used = 0;  // keys [0, used) of the chunk any row sees
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t head = kvh * group + r / s, i = r % s;
+        const int64_t seen = std::clamp<int64_t>(p.KeysFor(i) - j0, 0, n);
+        float* row = scores + r * chunk;
+        if (m.present) {
+          const int64_t off = b * m.stride[0] + head * m.stride[1] + i * m.stride[2];
+          for (int64_t j = 0; j < seen; ++j) {
+            const int64_t mi = off + (j0 + j) * m.stride[3];
+            if (p.mask.additive)
+              row[j] += p.mask.additive[mi];
+            else if (p.mask.boolean[mi] == 0)
+              row[j] = ninf;
+          }
+        }
+        float mx = ninf;
+        for (int64_t j = 0; j < seen; ++j) mx = std::max(mx, row[j]);
+        part[r * per_row] = mx;
+        part[r * per_row + 1] = seen > 0 ? k.exp_shift_row(row, nullptr, seen) : 0.0f;
+        std::fill(row + seen, row + n, 0.0f);  // excluded keys weigh nothing
+        used = std::max(used, seen);
+      }
+      k.weighted_rows(scores, chunk, static_cast<int>(rows), vp, o.ldv, d, used, acc.data());
+    }
+  });
+  ParallelFor(ctx, nb * nh * s, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / (nh * s), head = t / s % nh, i = t % s;
+      const int64_t kvh = head / group, r = (head % group) * s + i;
+      float* y = p.y + (b * s + i) * h + head * d;
+      float big = ninf;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const float* part = partial.data() + ((b * nkv + kvh) * chunks + c) * rows * per_row;
+        if (part[r * per_row + 1] > 0.0f) big = std::max(big, part[r * per_row]);
+      }
+      std::fill(y, y + d, 0.0f);
+      if (big == ninf) continue;  // no visible key: zeros
+      float sum = 0.0f;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const float* part =
+            partial.data() + ((b * nkv + kvh) * chunks + c) * rows * per_row + r * per_row;
+        if (!(part[1] > 0.0f)) continue;
+        const float w = std::exp(part[0] - big);
+        sum += w * part[1];
+        k.axpy(w, part + 2, d, y);
+      }
+      k.scale(1.0f / sum, y, d);
+    }
+  });
+  return absl::OkStatus();
+}
+
 absl::Status Run(const CpuContext& ctx, const Problem& p, AttentionPath path) {
-  if (path == AttentionPath::kAuto) path = internal::ChooseAttentionPath(p.keys);
+  if (path == AttentionPath::kAuto) path = internal::ChooseAttentionPath(p.seq, p.keys);
   switch (path) {
     case AttentionPath::kAuto:
     case AttentionPath::kRows:
@@ -436,6 +535,8 @@ absl::Status Run(const CpuContext& ctx, const Problem& p, AttentionPath path) {
       return RunGemmHeads(ctx, p);
     case AttentionPath::kGemmBatch:
       return RunGemmBatch(ctx, p);
+    case AttentionPath::kCache:
+      return RunCache(ctx, p);
   }
   return absl::OkStatus();
 }
@@ -452,7 +553,8 @@ namespace internal {
 // grows with it (for kiln.Attention over a cache, S is often 1). kGemmBatch is never
 // picked: no faster than kGemmHeads on one thread, and with two it opens three parallel
 // regions per batch item where kGemmHeads opens one per call.
-AttentionPath ChooseAttentionPath(int64_t keys) {
+AttentionPath ChooseAttentionPath(int64_t queries, int64_t keys) {
+  if (queries <= kCacheQueries && keys > queries) return AttentionPath::kCache;
   return keys <= 64 ? AttentionPath::kRows : AttentionPath::kGemmHeads;
 }
 

@@ -17,14 +17,17 @@ enum class AttentionPath {
   kGemmBatch,  // per batch item, oneDNN parallelizes each batched matmul over all heads;
                // kiln parallelizes the mask + softmax rows in between (kept to compare;
                // kAuto never picks it, attention.cc says why)
+  kCache,      // few query rows over many keys (a KV cache's decode step): work items =
+               // (batch, K/V head, key chunk), each reading its K and V rows once for all
+               // the group's query rows, no Kᵀ packing; chunks merged by their row max
 };
 
 absl::Status MultiHeadAttentionWithPath(const CpuContext& ctx, const MultiHeadAttentionArgs& a,
                                         AttentionPath path);
 absl::Status AttentionWithPath(const CpuContext& ctx, const AttentionArgs& a, AttentionPath path);
 
-// The path kAuto takes for `keys` keys per query row (S for MultiHeadAttention, L for
-// Attention); never kAuto.
-AttentionPath ChooseAttentionPath(int64_t keys);
+// The path kAuto takes for `queries` query rows per head over `keys` keys (S and S for
+// MultiHeadAttention, S and L for Attention); never kAuto.
+AttentionPath ChooseAttentionPath(int64_t queries, int64_t keys);
 
 }  // namespace kiln::cpu::internal

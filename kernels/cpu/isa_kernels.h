@@ -86,6 +86,13 @@ struct IsaKernels {
   // j < n (add may be null), m the row max after the add; returns Σ x[j]. A row whose every
   // entry is -inf becomes zeros and returns 0. The caller divides by the sum later.
   float (*exp_shift_row)(float* x, const float* add, int64_t n);
+  // Attention over a cache (few query rows, many keys, keys and values row-major):
+  // scores[r·lds + j] = scale · Σ_c q[r][c] · k[j·ldk + c] for r < rows, j < n, c < d.
+  void (*dot_rows)(const float* const* q, int rows, const float* k, int64_t ldk, int64_t d,
+                   int64_t n, float scale, float* scores, int64_t lds);
+  // out[r][c] += Σ_j p[r·lds + j] · v[j·ldv + c] for r < rows, c < d, j < n.
+  void (*weighted_rows)(const float* p, int64_t lds, int rows, const float* v, int64_t ldv,
+                        int64_t d, int64_t n, float* const* out);
   int gemm_mr;  // rows of a GEMM register tile
   int gemm_nr;  // columns of a GEMM register tile (the packed panel width)
   void (*gemm_tile)(const GemmTile& t);

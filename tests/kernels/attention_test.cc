@@ -26,7 +26,8 @@ using testing::RandomVec;
 enum class MaskKind { kNone, kPad, kFull, kHeads, kSquare, kBoolPad, kBoolFull, kQueryCol };
 
 constexpr AttentionPath kAllPaths[] = {AttentionPath::kAuto, AttentionPath::kRows,
-                                       AttentionPath::kGemmHeads, AttentionPath::kGemmBatch};
+                                       AttentionPath::kGemmHeads, AttentionPath::kGemmBatch,
+                                       AttentionPath::kCache};
 
 const char* PathName(AttentionPath p) {
   switch (p) {
@@ -38,6 +39,8 @@ const char* PathName(AttentionPath p) {
       return "gemm-heads";
     case AttentionPath::kGemmBatch:
       return "gemm-batch";
+    case AttentionPath::kCache:
+      return "cache";
   }
   return "?";
 }
@@ -312,9 +315,11 @@ TEST(AttentionDecoder, RotaryAndGroupsChangeTheResult) {
 // k / v = the heads of all L; then every path and ISA at 1 and 3 threads must match the
 // packed kiln.MultiHeadAttention reference over all L tokens on its last S rows — causal
 // there is exactly bottom-right causal here — with a key-padding mask [B, 1, 1, L]
-// (HF's float32-min fill) or none, and grouped K/V heads. Same tolerance as above.
+// (0: none, 1: HF's float32-min fill, 2: bool) and grouped K/V heads. L = 600, 700 and
+// 2100 (CacheChunks) split the keys into chunks on the kCache path, merged by their row
+// max. Same tolerance as above.
 using HeadCase = std::tuple<Isa, std::pair<int64_t, int64_t> /*S, L*/, int64_t /*Nkv*/,
-                            int64_t /*D*/, bool /*mask*/, bool /*causal*/>;
+                            int64_t /*D*/, int /*mask*/, bool /*causal*/>;
 class HeadAttentionTest : public ::testing::TestWithParam<HeadCase> {};
 
 TEST_P(HeadAttentionTest, MatchesPackedReferenceOnTheLastRows) {
@@ -339,8 +344,14 @@ TEST_P(HeadAttentionTest, MatchesPackedReferenceOnTheLastRows) {
   // Batch item 1 pads its last l / 3 keys (never all: causal row 0 sees key 0).
   std::vector<float> mask(nb * l, 0.0f);
   for (int64_t j = l - l / 3; j < l; ++j) mask[l + j] = std::numeric_limits<float>::lowest();
+  std::vector<uint8_t> keep(nb * l, 1);
+  for (int64_t j = l - l / 3; j < l; ++j) keep[l + j] = 0;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   Tensor qt = F32({nb, l, row}, qkv), mt = F32({nb, 1, 1, l}, mask);
+  if (masked == 2) {
+    mt = Tensor(DType::kBool, {nb, 1, 1, l});
+    std::copy(keep.begin(), keep.end(), mt.data<uint8_t>());
+  }
   auto ref = testing::RunReferenceOp(
       "kiln", "MultiHeadAttention",
       {{"num_heads", nh}, {"num_kv_heads", nkv}, {"scale", scale}, {"causal", int64_t{causal}}},
@@ -372,7 +383,10 @@ TEST_P(HeadAttentionTest, MatchesPackedReferenceOnTheLastRows) {
   a.causal = causal;
   if (masked) {
     a.mask.dims = {nb, 1, 1, l};
-    a.mask.additive = mask.data();
+    if (masked == 2)
+      a.mask.boolean = keep.data();
+    else
+      a.mask.additive = mask.data();
   }
   for (AttentionPath path : kAllPaths)
     for (int t : {1, 3}) {
@@ -388,17 +402,21 @@ TEST_P(HeadAttentionTest, MatchesPackedReferenceOnTheLastRows) {
     }
 }
 
+using SL = std::pair<int64_t, int64_t>;
 INSTANTIATE_TEST_SUITE_P(Cache, HeadAttentionTest,
                          ::testing::Combine(::testing::ValuesIn(testing::AllIsas()),
-                                            ::testing::Values(std::pair<int64_t, int64_t>{1, 1},
-                                                              std::pair<int64_t, int64_t>{1, 9},
-                                                              std::pair<int64_t, int64_t>{3, 12},
-                                                              std::pair<int64_t, int64_t>{7, 7},
-                                                              std::pair<int64_t, int64_t>{1, 130},
-                                                              std::pair<int64_t, int64_t>{70, 100}),
+                                            ::testing::Values(SL{1, 1}, SL{1, 9}, SL{3, 12},
+                                                              SL{7, 7}, SL{1, 130}, SL{70, 100}),
                                             ::testing::Values(int64_t{8}, int64_t{2}),
                                             ::testing::Values(int64_t{16}, int64_t{40}),
-                                            ::testing::Bool(), ::testing::Bool()));
+                                            ::testing::Values(0, 1, 2), ::testing::Bool()));
+// Long caches on the default ISA only (the packed reference costs O(L²) per case).
+INSTANTIATE_TEST_SUITE_P(CacheChunks, HeadAttentionTest,
+                         ::testing::Combine(::testing::Values(Isa::kAuto),
+                                            ::testing::Values(SL{1, 600}, SL{3, 700}, SL{2, 2100}),
+                                            ::testing::Values(int64_t{2}),
+                                            ::testing::Values(int64_t{16}), ::testing::Values(1, 2),
+                                            ::testing::Bool()));
 
 }  // namespace
 }  // namespace kiln::cpu
