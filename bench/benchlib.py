@@ -107,6 +107,21 @@ def write_inputs(feeds, directory, prefix=""):
     return paths
 
 
+# `kiln compile` flags that turn off issue 12's fusions (rotary, Q/K/V merge, attention,
+# gated MLP): the decoders' "before" plans, from the same binary.
+UNFUSED_FLAGS = ("--disable-pass", "fuse-rotary", "--disable-pass", "fuse-qkv",
+                 "--disable-pass", "fuse-attention", "--disable-pass", "fuse-glu")
+
+
+def variants(kilns, unfused):
+    """(row label, binary, extra compile flags) per benchmarked kiln: each binary as it is,
+    and first, with `unfused`, the first binary with UNFUSED_FLAGS."""
+    rows = [(f"`{k}`", k, ()) for k in kilns]
+    if unfused:
+        rows.insert(0, (f"`{kilns[0]}` unfused", kilns[0], UNFUSED_FLAGS))
+    return rows
+
+
 def stats(times_ms, batch):
     """p50/p90/min/mean (ms) and throughput (batch rows per second = batch / mean s), the
     definitions `kiln bench` prints. Quantiles by nearest rank on the sorted samples."""

@@ -50,17 +50,24 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--kiln", action="append", help="kiln binary (repeatable; default "
                     "build/kiln)")
+    ap.add_argument("--unfused", action="store_true",
+                    help="also run the first binary with issue 12's fusions disabled "
+                    f"({' '.join(benchlib.UNFUSED_FLAGS)}): the 'before' row")
     ap.add_argument("--workdir", help="where models and plans go (default: a temp dir)")
+    ap.add_argument("--model", help="benchmark this ONNX decoder (inputs input_ids and "
+                    "attention_mask [B, S], e.g. a models/fixtures/torch/llama_* file; give "
+                    "its --vocab) instead of generating one")
     args = ap.parse_args(argv)
     kilns = args.kiln or [os.path.join(benchlib.ROOT, "build", "kiln")]
     cfg = gen_decoder.DecoderConfig(
         **{f.name: getattr(args, f.name) for f in dataclasses.fields(gen_decoder.DecoderConfig)})
     work = args.workdir or tempfile.mkdtemp(prefix="kiln_decoder_bench_")
     os.makedirs(work, exist_ok=True)
-    model = os.path.join(work, "decoder.onnx")
-    gen_decoder.save(gen_decoder.build_model(cfg, 0), model)
+    model = args.model or os.path.join(work, "decoder.onnx")
+    if not args.model:
+        gen_decoder.save(gen_decoder.build_model(cfg, 0), model)
     sess = benchlib.ort_session(model, args.threads)
-    print(f"decoder {cfg}, threads {args.threads}, runs {args.runs}")
+    print(f"decoder {args.model or cfg}, threads {args.threads}, runs {args.runs}")
     print("| shape | kiln | kiln p50 ms | onnxruntime p50 ms | kiln / ort | steps by kernel |")
     print("|---|---|---:|---:|---:|---|")
     for i, shape in enumerate(args.shapes.split(",")):
@@ -72,20 +79,20 @@ def main(argv=None):
         inputs = [a for k, p in paths.items() for a in ("--input", f"{k}={p}")]
         rows = []
         ort = None
-        for j, kiln in enumerate(kilns):
+        for j, (name, kiln, extra) in enumerate(benchlib.variants(kilns, args.unfused)):
             plan = os.path.join(work, f"{shape}_{j}.kiln")
-            subprocess.run([kiln, "compile", model, "-o", plan, "--quiet", "--shape",
+            subprocess.run([kiln, "compile", model, "-o", plan, "--quiet", *extra, "--shape",
                             f"batch={b},sequence={s}"], check=True)
             if ort is None and i % 2 == 0:
                 ort = benchlib.stats(benchlib.time_ort(sess, feeds, args.warmup, args.runs), b)
             k = benchlib.run_json([kiln, "bench", plan, "--json", "--threads",
                                    str(args.threads), "--runs", str(args.runs), "--warmup",
                                    str(args.warmup)] + inputs)
-            rows.append((kiln, k["p50_ms"], steps_by_kernel(kiln, plan)))
+            rows.append((name, k["p50_ms"], steps_by_kernel(kiln, plan)))
         if ort is None:
             ort = benchlib.stats(benchlib.time_ort(sess, feeds, args.warmup, args.runs), b)
-        for kiln, p50, steps in rows:
-            print(f"| {shape} | `{kiln}` | {p50:.3f} | {ort['p50_ms']:.3f} | "
+        for name, p50, steps in rows:
+            print(f"| {shape} | {name} | {p50:.3f} | {ort['p50_ms']:.3f} | "
                   f"{p50 / ort['p50_ms']:.2f} | {steps} |", flush=True)
     return 0
 

@@ -109,6 +109,9 @@ def main(argv=None):
                     help="memory read bandwidth for the floor, GB/s")
     ap.add_argument("--kiln", action="append", help="kiln binary (repeatable; default "
                     "build/kiln)")
+    ap.add_argument("--unfused", action="store_true",
+                    help="also run the first binary with issue 12's fusions disabled "
+                    f"({' '.join(benchlib.UNFUSED_FLAGS)}): the 'before' row")
     ap.add_argument("--workdir", help="where the model and plans go (default: a temp dir)")
     args = ap.parse_args(argv)
     kilns = args.kiln or [os.path.join(benchlib.ROOT, "build", "kiln")]
@@ -136,9 +139,9 @@ def main(argv=None):
         paths = benchlib.write_inputs(feeds, os.path.join(work, f"{kind}_{shape}"))
         flags = [a for k, p in paths.items() for a in ("--input", f"{k}={p}")]
         rows, ort = [], None
-        for j, kiln in enumerate(kilns):
+        for j, (name, kiln, extra) in enumerate(benchlib.variants(kilns, args.unfused)):
             plan = os.path.join(work, f"{kind}_{shape}_{j}.kiln")
-            subprocess.run([kiln, "compile", model, "-o", plan, "--quiet", "--shape",
+            subprocess.run([kiln, "compile", model, "-o", plan, "--quiet", *extra, "--shape",
                             f"batch={b},sequence={seq},past_sequence={past},"
                             f"total_sequence={past + seq}"], check=True)
             if ort is None and i % 2 == 0:
@@ -146,13 +149,13 @@ def main(argv=None):
             k = benchlib.run_json([kiln, "bench", plan, "--json", "--threads",
                                    str(args.threads), "--runs", str(args.runs), "--warmup",
                                    str(args.warmup)] + flags)
-            rows.append((kiln, k["p50_ms"], steps_by_kernel(kiln, plan)))
+            rows.append((name, k["p50_ms"], steps_by_kernel(kiln, plan)))
         if ort is None:
             ort = benchlib.stats(benchlib.time_ort(sess, feeds, args.warmup, args.runs), b)
         floor = floor_ms(args, b, seq, past, weight_bytes)
         label = f"{kind} {b}x{seq} past {past}"
-        for kiln, p50, steps in rows:
-            print(f"| {label} | `{kiln}` | {p50:.3f} | {ort['p50_ms']:.3f} | "
+        for name, p50, steps in rows:
+            print(f"| {label} | {name} | {p50:.3f} | {ort['p50_ms']:.3f} | "
                   f"{p50 / ort['p50_ms']:.2f} | {floor:.3f} | {steps} |", flush=True)
     return 0
 
