@@ -8,7 +8,7 @@ TorchScript exporter (dynamo=False) and by its dynamo exporter (dynamo=True), wi
 "eager" and "sdpa" attention implementations: encoders (BERT, DistilBERT, RoBERTa,
 ModernBERT with rotary embeddings, GeGLU and alternating global / sliding-window
 attention), GPT-2 and RoPE decoders (Llama, Qwen2 with grouped-query attention, Mistral
-with a sliding window), the causal LMs with use_cache=False (no KV-cache inputs or
+with a sliding window, GPT-J with interleaved partial rotary), the causal LMs with use_cache=False (no KV-cache inputs or
 outputs), and Llama and Qwen2 once more in the KV-cache form a generation loop runs
 (use_cache=True: past key/value inputs, present key/value outputs, optimum's names).
 kiln must import, run and fuse what they contain; tests/e2e/test_torch_fixtures.py
@@ -120,6 +120,13 @@ DECODERS = tuple(DEC_KV_HEADS)
 FAMILIES.update({name: Family(("input_ids", "attention_mask"), ("logits",), DEC_VOCAB, 0)
                  for name in DECODERS})
 
+# GPTJForCausalLM (logits): the decoder sizes above with LayerNorm, a parallel attention +
+# GELU MLP block, and GPT-J's interleaved rotary (rotate_every_two, cos/sin repeated per
+# pair) over the first GPTJ_ROTARY_DIM of each head's 16 elements (partial rotary, applied
+# on the [batch, sequence, heads, head_dim] split before the head transpose).
+GPTJ_ROTARY_DIM = 8
+FAMILIES["gptj"] = Family(("input_ids", "attention_mask"), ("logits",), DEC_VOCAB, 0)
+
 # ModernBertModel (last_hidden_state): 2 layers, hidden 64, 4 heads of dim 16, GeGLU FFN
 # 128 (Wi: 64 -> 2 x 128), vocab 256, no biases, LayerNorm without beta (ModernBERT's
 # defaults), rotary θ 160000 in global and 10000 in local layers. Layer 0 attends
@@ -155,7 +162,7 @@ FAMILIES.update({name: Family(("input_ids", "attention_mask", "position_ids")
                               ("logits",) + kv_names("present"), DEC_VOCAB, 0)
                  for name in KV_DECODERS})
 # Families whose every output is per token ([batch, sequence, ...]).
-CAUSAL_LMS = ("gpt2",) + DECODERS + tuple(KV_DECODERS)
+CAUSAL_LMS = ("gpt2", "gptj") + DECODERS + tuple(KV_DECODERS)
 
 
 def fixture_dir(family):
@@ -325,6 +332,12 @@ def build_model(family, attention):
             config = tf.MistralConfig(head_dim=DEC_HEAD_DIM, sliding_window=SLIDING_WINDOW,
                                       **sizes)
             cls = tf.MistralForCausalLM
+    elif family == "gptj":
+        config = tf.GPTJConfig(vocab_size=DEC_VOCAB, n_positions=DEC_MAX_POS, n_embd=DEC_HIDDEN,
+                               n_layer=DEC_LAYERS, n_head=DEC_HEADS, rotary_dim=GPTJ_ROTARY_DIM,
+                               n_inner=DEC_FFN, use_cache=False, bos_token_id=1, eos_token_id=2,
+                               tie_word_embeddings=False, initializer_range=INIT_STD)
+        cls = tf.GPTJForCausalLM
     else:
         raise ValueError(f"unknown family {family}")
     torch.manual_seed(SEED)
@@ -457,7 +470,8 @@ def export_one(family, exporter, attention, path):
         return f"opset {TORCHSCRIPT_OPSET}"
     batch = torch.export.Dim("batch", min=1, max=64)
     max_pos = {"modernbert": MB_MAX_POS}.get(
-        family, DEC_MAX_POS if family in DECODERS or family in KV_DECODERS else MAX_POS)
+        family,
+        DEC_MAX_POS if family in DECODERS or family in KV_DECODERS or family == "gptj" else MAX_POS)
     seq = torch.export.Dim("sequence", min=1, max=max_pos - 2)
     dynamic_shapes = {name: {0: batch, 1: seq} for name in fam.inputs}
     if family in KV_DECODERS:

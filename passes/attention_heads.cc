@@ -347,6 +347,14 @@ bool WalkHeadPath(Value v, PathKind kind, HeadPath& p, std::string* issue) {
   p.nodes.push_back(t);
   v = t->input(0);
   if (scaled) v = SkipScales(v, p, issue);
+  // GPT-J: kiln.Rotary on the [B, S, N, D] split, before the head Transpose.
+  if (scaled && p.rotary == nullptr && v && v.node->domain() == "kiln" &&
+      v.node->op() == "Rotary") {
+    p.rotary = v.node;
+    p.rotary_before_transpose = true;
+    p.nodes.push_back(v.node);
+    v = SkipScales(v.node->input(0), p, issue);
+  }
   if (Node* sq = ProducerIs(v, "Squeeze")) return WalkPackedPart(sq, p);
   Node* r = ProducerIs(v, "Reshape");
   if (r == nullptr || r->num_inputs() < 2) return false;

@@ -122,6 +122,13 @@ std::string AnalyzeRotary(AttentionBlock& b) {
   if (qr->input(1) != kr->input(1) || qr->input(2) != kr->input(2))
     return absl::StrFormat("Q and K are rotated with different cos/sin tables (%s, %s)", Name(qr),
                            Name(kr));
+  if (b.q.rotary_before_transpose != b.k.rotary_before_transpose ||
+      qr->attr_int_or("interleaved", 0) != kr->attr_int_or("interleaved", 0))
+    return absl::StrFormat(
+        "Q and K are rotated differently (%s, %s: one before the head Transpose or one "
+        "interleaved)",
+        Name(qr), Name(kr));
+  b.rotary_interleaved = qr->attr_int_or("interleaved", 0) != 0;
   const std::vector<Dim>* t = ShapeOf(qr->input(1));
   const std::vector<Dim>* qs = ShapeOf(b.q.proj);
   if (t == nullptr || t->size() < 2 || t->size() > 4 || !t->back().is_known())
@@ -129,8 +136,19 @@ std::string AnalyzeRotary(AttentionBlock& b) {
                            Name(qr), t ? DimsString(*t) : "of unknown rank");
   const size_t r = t->size();
   const int64_t rot = t->back().value();
-  const Dim& seq = (*t)[r - 2];
-  const bool heads_one = r < 3 || ((*t)[r - 3].is_known() && (*t)[r - 3].value() == 1);
+  // Tables of a rotary on [B, N, S, D]: [.., S, R] with the head axis at r - 3; on the
+  // [B, S, N, D] split (before the transpose): [.., S, 1, R], the head axis at r - 2.
+  const bool bsnd = b.q.rotary_before_transpose;
+  if (bsnd && r < 2) return absl::StrFormat("the rotary tables of %s have rank 1", Name(qr));
+  const size_t seq_at = bsnd ? r - 3 : r - 2, head_at = bsnd ? r - 2 : r - 3;
+  if (bsnd && r < 3)
+    return absl::StrFormat(
+        "the rotary tables %s of %s, applied to the [B, S, N, D] split, are "
+        "not [.., S, 1, R]",
+        DimsString(*t), Name(qr));
+  const Dim& seq = (*t)[seq_at];
+  const bool heads_one =
+      (!bsnd && r < 3) || ((*t)[head_at].is_known() && (*t)[head_at].value() == 1);
   const bool batch_ok = r < 4 || ((*t)[0].is_known() && (*t)[0].value() == 1) ||
                         (qs && qs->size() == 3 && SameDim((*t)[0], (*qs)[0]));
   const bool seq_ok = !(seq.is_known() && seq.value() == 1) ||
@@ -142,6 +160,14 @@ std::string AnalyzeRotary(AttentionBlock& b) {
         DimsString(*t), Name(qr), b.head_dim);
   b.cos = qr->input(1);
   b.sin = qr->input(2);
+  if (bsnd) {
+    // [1 or B, S, 1, R] -> squeeze axis 2; [S, 1, R] is not taken (no batch axis to keep).
+    if (r != 4)
+      return absl::StrFormat("the rotary tables %s of %s are not [1 or B, S, 1, R]", DimsString(*t),
+                             Name(qr));
+    b.table_fix = AttentionBlock::TableFix::kSqueezeAxis2;
+    return "";
+  }
   b.table_fix = r == 4   ? AttentionBlock::TableFix::kSqueezeHeadAxis
                 : r == 2 ? AttentionBlock::TableFix::kUnsqueezeBatch
                          : AttentionBlock::TableFix::kNone;

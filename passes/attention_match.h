@@ -38,8 +38,10 @@ struct HeadPath {
   std::vector<Node*> scale_ops;  // Mul/Div by a scalar on this path (Q and K only)
   double scale = 1.0;            // product of the constant factors of scale_ops
   int64_t heads = -1, head_dim = -1;
-  // Q and K only: the kiln.Rotary (fuse-rotary's) applied to the [B, N, S, D] heads.
+  // Q and K only: the kiln.Rotary (fuse-rotary's) applied to the [B, N, S, D] heads, or
+  // (rotary_before_transpose, GPT-J) to the [B, S, N, D] split before the head Transpose.
   Node* rotary = nullptr;
+  bool rotary_before_transpose = false;
   // K and V only: the grouped-query repeat_kv expansion Reshape(Expand(Unsqueeze(x, 2),
   // [B, Nkv, repeat, S, D]), [B, Nkv·repeat, S, D]) after the head split, if any.
   Node* repeat_reshape = nullptr;
@@ -86,7 +88,15 @@ struct AttentionBlock {
   // Rotary tables of Q and K's kiln.Rotary, as the fused op takes them ([1 or B, S, R]
   // after `table_fix`): the Rotary's cos / sin, and what reshapes them.
   Value cos, sin;
-  enum class TableFix { kNone, kSqueezeHeadAxis, kUnsqueezeBatch } table_fix = TableFix::kNone;
+  // kSqueezeHeadAxis: [1 or B, 1, S, R] (axis 1); kSqueezeAxis2: [1 or B, S, 1, R] (the
+  // head axis of a rotary applied before the head Transpose).
+  enum class TableFix {
+    kNone,
+    kSqueezeHeadAxis,
+    kSqueezeAxis2,
+    kUnsqueezeBatch
+  } table_fix = TableFix::kNone;
+  bool rotary_interleaved = false;  // the Rotary's `interleaved` (GPT-J's pairs)
   double scale = 1.0;
   bool causal = false;
   Mask mask;

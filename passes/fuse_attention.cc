@@ -89,23 +89,24 @@ Value PackedQkv(Graph& g, const AttentionBlock& b, Node* before) {
 Value FusedTable(Graph& g, const AttentionBlock& b, Value table, Node* before) {
   using Fix = AttentionBlock::TableFix;
   if (b.table_fix == Fix::kNone) return table;
-  const bool squeeze = b.table_fix == Fix::kSqueezeHeadAxis;
-  // The exporters' tables are Unsqueeze(t [1 or B, S, R], [1]): take t itself.
+  const bool squeeze = b.table_fix != Fix::kUnsqueezeBatch;
+  const int64_t axis = b.table_fix == Fix::kSqueezeAxis2 ? 2 : squeeze ? 1 : 0;
+  // The exporters' tables are Unsqueeze(t [1 or B, S, R], [axis]): take t itself.
   if (Node* u = rewrite::ProducerIs(table, "Unsqueeze"); squeeze && u && u->num_inputs() == 2) {
     const auto axes = rewrite::IntConstant(u->input(1));
-    if (axes && *axes == std::vector<int64_t>{1} && u->input(0).type().has_rank() &&
+    if (axes && *axes == std::vector<int64_t>{axis} && u->input(0).type().has_rank() &&
         u->input(0).type().rank() == 3)
       return u->input(0);
   }
   Tensor axes(DType::kI64, {1});
-  axes.SetFromDouble(0, squeeze ? 1 : 0);
+  axes.SetFromDouble(0, static_cast<double>(axis));
   Node* c = g.InsertNodeBefore(before, "Constant", {}, 1);
   c->set_attr("value", axes);
   c->set_output_type(0, Type::Of(axes));
   Node* n = g.InsertNodeBefore(before, squeeze ? "Squeeze" : "Unsqueeze", {table, c->output(0)}, 1);
   Type t = table.type();
   if (squeeze)
-    t.shape->erase(t.shape->begin() + 1);
+    t.shape->erase(t.shape->begin() + axis);
   else
     t.shape->insert(t.shape->begin(), Dim::Known(1));
   n->set_output_type(0, t);
@@ -170,6 +171,7 @@ class AttentionRule final : public fusion::FusionRule<attention::MatchResult> {
       mha = g.InsertNodeBefore(out, "MultiHeadAttention", inputs, 1, "kiln");
       mha->set_attr("num_heads", b.num_heads);
       if (b.num_kv_heads != b.num_heads) mha->set_attr("num_kv_heads", b.num_kv_heads);
+      if (b.cos && b.rotary_interleaved) mha->set_attr("rotary_interleaved", int64_t{1});
     }
     mha->set_attr("scale", static_cast<float>(b.scale));
     mha->set_attr("causal", int64_t{b.causal ? 1 : 0});

@@ -218,9 +218,10 @@ inline Node* InsertConstant(Graph& g, Node* before, const std::string& name, Ten
 }
 
 // Slice(x, starts, ends, axes?, steps?) of one axis: (start, end) as written (negative
-// values not normalized) when that axis is the last of a rank-`rank` x, the step is 1 and
-// the bounds are constants; else nullopt.
-inline std::optional<std::pair<int64_t, int64_t>> LastAxisSlice(const Node* s, int rank) {
+// values not normalized) when that axis is the last of a rank-`rank` x, the step is `step`
+// (an absent steps input is 1) and the bounds are constants; else nullopt.
+inline std::optional<std::pair<int64_t, int64_t>> LastAxisSlice(const Node* s, int rank,
+                                                                int64_t step = 1) {
   if (s->num_inputs() < 3) return std::nullopt;
   auto starts = IntConstant(s->input(1)), ends = IntConstant(s->input(2));
   if (!starts || !ends || starts->size() != 1 || ends->size() != 1) return std::nullopt;
@@ -232,7 +233,9 @@ inline std::optional<std::pair<int64_t, int64_t>> LastAxisSlice(const Node* s, i
   }
   if (s->num_inputs() > 4 && s->input(4)) {
     auto steps = IntConstant(s->input(4));
-    if (!steps || steps->size() != 1 || (*steps)[0] != 1) return std::nullopt;
+    if (!steps || steps->size() != 1 || (*steps)[0] != step) return std::nullopt;
+  } else if (step != 1) {
+    return std::nullopt;
   }
   if (axis != rank - 1) return std::nullopt;
   return std::make_pair((*starts)[0], (*ends)[0]);

@@ -406,9 +406,16 @@ std::vector<float> RotateQk(const CpuContext& ctx, const MultiHeadAttentionArgs&
       for (int64_t n = 0; n < heads; ++n) {
         const float* x = a.qkv + row * ld + n * d;
         float* y = out.data() + row * out_ld + n * d;
-        for (int64_t j = 0; j < half; ++j) {
-          y[j] = x[j] * c[j] - x[j + half] * sn[j];
-          y[j + half] = x[j + half] * c[j + half] + x[j] * sn[j + half];
+        if (a.rotary.interleaved) {
+          for (int64_t j = 0; j < r; j += 2) {
+            y[j] = x[j] * c[j] - x[j + 1] * sn[j];
+            y[j + 1] = x[j + 1] * c[j + 1] + x[j] * sn[j + 1];
+          }
+        } else {
+          for (int64_t j = 0; j < half; ++j) {
+            y[j] = x[j] * c[j] - x[j + half] * sn[j];
+            y[j + half] = x[j + half] * c[j + half] + x[j] * sn[j + half];
+          }
         }
         std::copy(x + r, x + d, y + r);
       }

@@ -39,8 +39,9 @@ struct AttentionMask {
 struct RotaryTables {
   const float* cos = nullptr;  // null: no rotary
   const float* sin = nullptr;
-  int64_t dim = 0;         // R
-  bool per_batch = false;  // tables [B, S, R] (else [1, S, R], shared by the batch)
+  int64_t dim = 0;           // R
+  bool per_batch = false;    // tables [B, S, R] (else [1, S, R], shared by the batch)
+  bool interleaved = false;  // GPT-J's pairs (2j, 2j + 1) instead of rotate-half
 };
 
 struct MultiHeadAttentionArgs {

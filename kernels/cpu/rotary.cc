@@ -33,9 +33,16 @@ absl::Status Rotary(const CpuContext& ctx, const RotaryArgs& a) {
       const float* c = a.cos + off[1] * r;
       const float* s = a.sin + off[2] * r;
       float* y = a.y + t * d;
-      for (int64_t j = 0; j < h; ++j) {
-        y[j] = x[j] * c[j] + (-x[j + h]) * s[j];
-        y[j + h] = x[j + h] * c[j + h] + x[j] * s[j + h];
+      if (a.interleaved) {
+        for (int64_t j = 0; j < r; j += 2) {
+          y[j] = x[j] * c[j] + (-x[j + 1]) * s[j];
+          y[j + 1] = x[j + 1] * c[j + 1] + x[j] * s[j + 1];
+        }
+      } else {
+        for (int64_t j = 0; j < h; ++j) {
+          y[j] = x[j] * c[j] + (-x[j + h]) * s[j];
+          y[j + h] = x[j + h] * c[j + h] + x[j] * s[j + h];
+        }
       }
       if (r < d) std::memcpy(y + r, x + r, static_cast<size_t>(d - r) * sizeof(float));
     }

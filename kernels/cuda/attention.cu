@@ -19,11 +19,16 @@ struct Layout {
 // Element c of the head at `x` (head size D), rotated by the tables' row (cos, sin) over the
 // first R elements when R > 0.
 template <typename T>
-__device__ float Rotated(const T* x, int64_t c, const T* cos, const T* sin, int64_t r) {
+__device__ float Rotated(const T* x, int64_t c, const T* cos, const T* sin, int64_t r,
+                         bool interleaved) {
   const float v = ToFloat(x[c]);
   if (c >= r) return v;
   const int64_t half = r / 2;
-  const float partner = c < half ? -ToFloat(x[c + half]) : ToFloat(x[c - half]);
+  float partner;
+  if (interleaved)
+    partner = c % 2 == 0 ? -ToFloat(x[c + 1]) : ToFloat(x[c - 1]);
+  else
+    partner = c < half ? -ToFloat(x[c + half]) : ToFloat(x[c - half]);
   return v * ToFloat(cos[c]) + partner * ToFloat(sin[c]);
 }
 
@@ -50,7 +55,8 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a, 
   const T* sin_b = static_cast<const T*>(a.sin) + b * a.rotary_batch_stride;
   if (active)
     for (int64_t d = lane; d < D; d += 32)
-      q_s[warp][d] = Rotated(base + i * lay.q_row, d, cos_b + i * R, sin_b + i * R, R);
+      q_s[warp][d] =
+          Rotated(base + i * lay.q_row, d, cos_b + i * R, sin_b + i * R, R, a.rotary_interleaved);
   float o[PER_LANE];
 #pragma unroll
   for (int t = 0; t < PER_LANE; ++t) o[t] = 0.f;
@@ -67,7 +73,8 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a, 
       const int64_t kk = e / D, d = e % D, j = j0 + kk;
       float kv = 0.f, vv = 0.f;
       if (j < L) {
-        kv = Rotated(kbase + j * lay.kv_row, d, cos_b + j * R, sin_b + j * R, R);
+        kv = Rotated(kbase + j * lay.kv_row, d, cos_b + j * R, sin_b + j * R, R,
+                     a.rotary_interleaved);
         vv = ToFloat(vbase[j * lay.kv_row + d]);
       }
       k_s[kk][d] = kv;

@@ -44,6 +44,7 @@ struct AttentionArgs {
   const void* sin = nullptr;
   int64_t rotary_dim = 0;
   int64_t rotary_batch_stride = 0;  // elements between batches of the tables (0: shared)
+  bool rotary_interleaved = false;  // GPT-J's pairs (2j, 2j + 1) instead of rotate-half
   float scale = 1.f;
   bool causal = false;
   const void* mask = nullptr;  // f32 (additive) or bool, or null

@@ -32,7 +32,11 @@ __global__ void __launch_bounds__(kThreads) RotaryKernel(RotaryArgs a) {
   const T* c = static_cast<const T*>(a.cos) + off[1] * a.r;
   const T* s = static_cast<const T*>(a.sin) + off[2] * a.r;
   const int64_t h = a.r / 2;
-  const float rot = j < h ? -ToFloat(x[j + h]) : ToFloat(x[j - h]);
+  float rot;
+  if (a.interleaved)
+    rot = j % 2 == 0 ? -ToFloat(x[j + 1]) : ToFloat(x[j - 1]);
+  else
+    rot = j < h ? -ToFloat(x[j + h]) : ToFloat(x[j - h]);
   y[j] = FromFloat<T>(ToFloat(x[j]) * ToFloat(c[j]) + rot * ToFloat(s[j]));
 }
 

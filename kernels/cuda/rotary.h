@@ -20,6 +20,7 @@ struct RotaryArgs {
   const void* sin = nullptr;
   void* y = nullptr;
   int64_t d = 0, r = 0;           // row width, rotated width (even, <= d)
+  bool interleaved = false;       // pairs (2j, 2j + 1) instead of (j, j + r/2)
   kernels::BroadcastLayout rows;  // inputs x, cos, sin; n = rows of x
 };
 

@@ -171,7 +171,11 @@ std::optional<KernelChoice> Rotary(const Node& n, PlanTarget t) {
     return std::nullopt;
   const Dims x = InDims(n, 0), c = InDims(n, 1);
   if (x.empty() || c.empty() || InDims(n, 2) != c || OutDims(n, 0) != x) return std::nullopt;
-  return Emit(t, "rotary", n, {});
+  const int64_t interleaved = n.attr_int_or("interleaved", 0);
+  if (interleaved != 0 && interleaved != 1) return std::nullopt;
+  std::vector<PlanParam> params;
+  if (interleaved) params.push_back(Int("interleaved", 1));
+  return Emit(t, "rotary", n, std::move(params));
 }
 
 std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
@@ -209,6 +213,9 @@ std::optional<KernelChoice> Attention(const Node& n, PlanTarget t) {
                                    Int("num_heads", *heads), Int("head_size", d),
                                    Real("scale", *scale),    Int("causal", causal)};
   if (kv != *heads) params.push_back(Int("kv_heads", kv));
+  const int64_t interleaved = n.attr_int_or("rotary_interleaved", 0);
+  if (interleaved != 0 && interleaved != 1) return std::nullopt;
+  if (rotary && interleaved) params.push_back(Int("rotary_interleaved", 1));
   // cuda: 16-bit attention at a head size the tensor-core kernel has (its contract takes
   // fp16/bf16 and no rotary tables); everything else the simple kernel.
   if (t == PlanTarget::kCuda && FlashAttentionHeadSizeOk(d) && !rotary)

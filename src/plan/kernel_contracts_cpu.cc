@@ -54,8 +54,9 @@ std::vector<KernelContract> CpuContracts() {
   t.push_back({.name = "rotary",
                .inputs = {Req("x", kF32Only), Req("cos", kF32Only), Req("sin", kF32Only)},
                .outputs = {Req("y", kF32Only)},
-               .doc = "rotate-half RoPE over the first r = cos's last dim of x's last axis; "
-                      "cos, sin [.., r] broadcast to x's rows"});
+               .params = {OptionalFlag("interleaved", "GPT-J's pairs (2j, 2j+1); absent: 0")},
+               .doc = "rotate-half (or interleaved) RoPE over the first r = cos's last dim of "
+                      "x's last axis; cos, sin [.., r] broadcast to x's rows"});
   t.push_back({.name = "skip_layer_norm",
                .inputs = {Req("x", kF32Only), Req("skip", kF32Only), Req("gamma", kF32Only),
                           Opt("beta", kF32Only), Opt("bias", kF32Only)},
@@ -79,7 +80,8 @@ std::vector<KernelContract> CpuContracts() {
        .outputs = {Req("y", kF32Only)},
        .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
                   PositiveParam("head_size"), FloatParam("scale"), FlagParam("causal"),
-                  OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+                  OptionalPositive("kv_heads", "divides num_heads; absent: num_heads"),
+                  OptionalFlag("rotary_interleaved", "cos/sin rotate GPT-J's pairs; absent: 0")},
        .doc = "qkv [B,S,(N+2·Nkv)·D] → y [B,S,N·D]; mask additive (f32) or bool, rank ≤ "
               "4, broadcastable to [B,N,S,S]; cos/sin [1|B,S,R] rotate Q and K"});
   t.push_back({.name = "head_attention",

@@ -69,8 +69,9 @@ std::vector<KernelContract> CudaContracts() {
   t.push_back({.name = "rotary",
                .inputs = {Req("x", kFloatTypes), Same("cos", 0), Same("sin", 0)},
                .outputs = {Same("y", 0)},
-               .doc = "rotate-half RoPE over the first r = cos's last dim of x's last axis; "
-                      "cos, sin [.., r] broadcast to x's rows; fp32 math"});
+               .params = {OptionalFlag("interleaved", "GPT-J's pairs (2j, 2j+1); absent: 0")},
+               .doc = "rotate-half (or interleaved) RoPE over the first r = cos's last dim of "
+                      "x's last axis; cos, sin [.., r] broadcast to x's rows; fp32 math"});
   t.push_back({.name = "rms_norm",
                .inputs = {Req("x", kFloatTypes), Same("gamma", 0)},
                .outputs = {Same("y", 0)},
@@ -85,7 +86,8 @@ std::vector<KernelContract> CudaContracts() {
        .outputs = {Same("y", 0)},
        .params = {SizeParam("batch"), SizeParam("seq"), PositiveParam("num_heads"),
                   PositiveParam("head_size", "≤ 256"), FloatParam("scale"), FlagParam("causal"),
-                  OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+                  OptionalPositive("kv_heads", "divides num_heads; absent: num_heads"),
+                  OptionalFlag("rotary_interleaved", "cos/sin rotate GPT-J's pairs; absent: 0")},
        .doc = "qkv [B,S,(N+2·Nkv)·D] read in place → y [B,S,N·D]; mask additive (f32) or "
               "bool, rank ≤ 4, broadcastable to [B,N,S,S]; cos/sin [1|B,S,R] rotate Q and K "
               "as they are loaded"});

@@ -328,8 +328,12 @@ Result GluKernel(const Node& node, Inputs in) {
 // rotate_half(x) = concat(-x[R/2:], x[:R/2]); cos and sin [..., R] broadcast (numpy) to
 // X[..., :R].
 
-Result RotaryKernel(const Node&, Inputs in) {
+Result RotaryKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
+  KILN_ASSIGN_OR_RETURN(const int64_t interleaved, IntAttr(node, "interleaved", 0));
+  if (interleaved != 0 && interleaved != 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("interleaved must be 0 or 1, got ", interleaved));
   KILN_ASSIGN_OR_RETURN(const Tensor* cs, Arg(in, 1, "cos"));
   KILN_ASSIGN_OR_RETURN(const Tensor* sn, Arg(in, 2, "sin"));
   KILN_RETURN_IF_ERROR(RequireFloat(*x, "X"));
@@ -355,7 +359,9 @@ Result RotaryKernel(const Node&, Inputs in) {
   const int64_t rows = d == 0 ? 0 : static_cast<int64_t>(y.size()) / d, half = r / 2;
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t j = 0; j < r; ++j) {
-      const double rot = j < half ? -xv[row * d + j + half] : xv[row * d + j - half];
+      const double* xr_row = &xv[row * d];
+      const double rot = interleaved ? (j % 2 == 0 ? -xr_row[j + 1] : xr_row[j - 1])
+                                     : (j < half ? -xr_row[j + half] : xr_row[j - half]);
       const int64_t t = toff[row * r + j];
       y[row * d + j] = xv[row * d + j] * cv[t] + rot * sv[t];
     }
@@ -425,6 +431,10 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(int64_t kv_heads, IntAttr(node, "num_kv_heads", heads));
   KILN_ASSIGN_OR_RETURN(double scale, FloatAttr(node, "scale", std::nullopt));
   KILN_ASSIGN_OR_RETURN(int64_t causal, IntAttr(node, "causal", 0));
+  KILN_ASSIGN_OR_RETURN(const int64_t interleaved, IntAttr(node, "rotary_interleaved", 0));
+  if (interleaved != 0 && interleaved != 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat("rotary_interleaved must be 0 or 1, got ", interleaved));
   if (heads <= 0)
     return absl::InvalidArgumentError(absl::StrCat("num_heads must be positive, got ", heads));
   if (kv_heads <= 0 || heads % kv_heads != 0)
@@ -481,7 +491,8 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
           double* x = &xv[(b * s + t) * packed + n * hd];
           std::copy(x, x + rot, head.begin());
           for (int64_t j = 0; j < rot; ++j) {
-            const double r = j < half ? -head[j + half] : head[j - half];
+            const double r = interleaved ? (j % 2 == 0 ? -head[j + 1] : head[j - 1])
+                                         : (j < half ? -head[j + half] : head[j - half]);
             x[j] = head[j] * c[j] + r * sg[j];
           }
         }

@@ -156,6 +156,7 @@ absl::StatusOr<AttentionRule> CheckAttention(const StepChecker& c) {
                    DimsStr(cs->dims), DimsStr(sn->dims), r.head_size);
     r.rotary_dim = t[2];
     r.rotary_per_batch = t[0] != 1;
+    r.rotary_interleaved = c.Flag("rotary_interleaved");
   }
   if (mask != nullptr) {
     r.mask_dtype = mask->dtype;
@@ -604,6 +605,7 @@ absl::StatusOr<RotaryRule> CheckRotary(const StepChecker& c) {
   RotaryRule r;
   r.d = x.dims.back();
   r.r = cs.dims.back();
+  r.interleaved = c.Flag("interleaved");
   if (r.r % 2 != 0 || r.r > r.d)
     return c.Err("the rotary dim %d must be even and at most x's last dim %d", r.r, r.d);
   const Dims xl(x.dims.begin(), x.dims.end() - 1), tl(cs.dims.begin(), cs.dims.end() - 1);

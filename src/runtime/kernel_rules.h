@@ -60,6 +60,7 @@ struct AttentionRule {
   bool causal = false;
   int64_t rotary_dim = 0;                // R of the cos/sin tables [1 or B, S, R]; 0: no rotary
   bool rotary_per_batch = false;         // tables [B, S, R] (else [1, S, R])
+  bool rotary_interleaved = false;       // the plan's rotary_interleaved flag
   DType mask_dtype = DType::kUndefined;  // kUndefined: no mask
   std::vector<int64_t> mask_dims;        // rank <= 4, broadcastable to [B, N, S, S]
 };
@@ -174,6 +175,7 @@ absl::StatusOr<StridedCopyRule> CheckStridedCopy(const StepChecker& c);
 // broadcast (numpy) to x's; `rows` is that broadcast in units of rows (inputs x, cos, sin).
 struct RotaryRule {
   int64_t d = 0, r = 0;
+  bool interleaved = false;  // the plan's `interleaved` flag (absent: rotate-half)
   kernels::BroadcastLayout rows;
 };
 absl::StatusOr<RotaryRule> CheckRotary(const StepChecker& c);

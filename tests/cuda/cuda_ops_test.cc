@@ -286,13 +286,14 @@ TEST(CudaOps, Rotary) {
     for (const auto& [x, table] : {std::pair<std::string, std::string>{"2,3,7,16", "1,1,7,16"},
                                    {"2,3,7,16", "2,1,7,8"},
                                    {"5,64", "64"}})
-      cases.push_back({absl::StrCat("rotary ", t, " ", x, " ", table),
-                       WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", x,
-                                             "] \"x\"\n %1 = Input() : $T[", table,
-                                             "] \"c\"\n %2 = Input() : $T[", table,
-                                             "] \"s\"\n %3 = kiln.Rotary(%0, %1, %2) : $T[", x,
-                                             "] \"y\"\n return \"y\": %3\n}"),
-                                t)});
+      for (const char* attrs : {"", " {interleaved=1}"})
+        cases.push_back({absl::StrCat("rotary ", t, " ", x, " ", table, attrs),
+                         WithType(absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", x,
+                                               "] \"x\"\n %1 = Input() : $T[", table,
+                                               "] \"c\"\n %2 = Input() : $T[", table,
+                                               "] \"s\"\n %3 = kiln.Rotary(%0, %1, %2)", attrs,
+                                               " : $T[", x, "] \"y\"\n return \"y\": %3\n}"),
+                                  t)});
   RunCases(cases);
 }
 

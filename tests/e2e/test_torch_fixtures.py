@@ -251,6 +251,54 @@ def test_decoder_plan_matches_onnxruntime(kiln_bin, model, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
+# GPT-J (interleaved rotary over the first 8 of each head's 16 elements, applied to the
+# [B, S, N, D] split before the head transpose) through -O2, static and symbolic: fuse-rotary
+# turns each rotate_every_two into kiln.Rotary{interleaved}, which the attention takes in
+# (rotary_interleaved = 1 with [1, S, 8] tables); no rotary, Q/K/V or attention near-miss
+# (GPT-J's parallel block leaves an embed-layernorm miss, its sum is not an embedding's);
+# the fused graph and a compiled cpu plan match onnxruntime (same tolerance).
+GPTJ_FIXTURES = sorted(p for p in FIXTURES if family_of(p) == "gptj")
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static", "symbolic"])
+@pytest.mark.parametrize("model", GPTJ_FIXTURES, ids=[p.stem for p in GPTJ_FIXTURES])
+def test_gptj_interleaved_rotary_fuses(kiln_bin, model, static, tmp_path):
+    import json
+
+    import onnx
+
+    fused, report = tmp_path / "fused.onnx", tmp_path / "report.json"
+    shape = ["--shape", "batch=2,sequence=16"] if static else []
+    kiln_json(kiln_bin, "opt", model, "-O2", "--verify-each", *shape, "--emit-onnx", fused,
+              "--fusion-report", report, "--quiet")
+    fusions = json.loads(report.read_text())["fusions"]
+    for kind in ("rotary", "qkv", "attention"):
+        assert fusions[kind]["missed"] == [], fusions[kind]
+    assert fusions["rotary"]["fused"] == 2 * DECODER_LAYERS, fusions["rotary"]
+    assert fusions["attention"]["fused"] == DECODER_LAYERS, fusions["attention"]
+    ops = collections.Counter(n.op_type for n in onnx.load(str(fused)).graph.node)
+    assert ops.get("MultiHeadAttention") == DECODER_LAYERS and "Softmax" not in ops, ops
+    assert "Rotary" not in ops and "Neg" not in ops, ops
+    for node in onnx.load(str(fused)).graph.node:
+        if node.op_type == "MultiHeadAttention":
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            assert attrs.get("rotary_interleaved") == 1, attrs
+            assert len(node.input) == 4 and all(node.input), list(node.input)
+    for batch, seq in SHAPES if not static else SHAPES[:1]:
+        feeds = export_torch.random_inputs("gptj", batch, seq, seed=batch * 100 + seq)
+        proc, outdir = run_kiln(kiln_bin, fused, feeds, tmp_path / f"run_{batch}x{seq}")
+        assert proc.returncode == 0, f"kiln run on the fused model failed:\n{proc.stderr}"
+        assert_outputs_match(outdir, model, feeds)
+    if static:
+        plan = tmp_path / "plan.kiln"
+        kiln_json(kiln_bin, "compile", model, "-o", plan, "--shape", "batch=2,sequence=16")
+        feeds = export_torch.random_inputs("gptj", 2, 16, seed=216)
+        proc, outdir = run_kiln(kiln_bin, plan, feeds, tmp_path / "plan_run")
+        assert proc.returncode == 0, f"kiln run on the plan failed:\n{proc.stderr}"
+        assert_outputs_match(outdir, model, feeds)
+
+
+# ---------------------------------------------------------------------------------------
 # The KV-cache forms (models/fixtures/kv/): `kiln run` vs onnxruntime at a prefill (empty
 # past, trailing padding), at the script's 3-token chunk and 1-token decode step after 5
 # cached positions (right-padded cache), and at 2 x 16 after 5. Same tolerance. The mask

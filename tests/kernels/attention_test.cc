@@ -273,6 +273,50 @@ INSTANTIATE_TEST_SUITE_P(
                       DecoderCase{77, 64, 2, 64, true}, DecoderCase{77, 64, 4, 32, false},
                       DecoderCase{130, 24, 2, 24, false}));
 
+// GPT-J's interleaved rotary (pairs (2j, 2j+1), tables holding each angle twice) over R = 8
+// of D = 16, every path, against the reference with rotary_interleaved = 1.
+TEST(AttentionDecoder, InterleavedRotaryMatchesReference) {
+  const int64_t nb = 2, s = 33, nh = 4, d = 16, rot = 8, row = 3 * nh * d;
+  const auto qkv = RandomVec(nb * s * row, 7);
+  std::vector<float> cs(s * rot), sn(s * rot);
+  for (int64_t t = 0; t < s; ++t)
+    for (int64_t j = 0; j < rot; ++j) {
+      const double angle = t * std::pow(10000.0, -2.0 * (j / 2) / rot);
+      cs[t * rot + j] = static_cast<float>(std::cos(angle));
+      sn[t * rot + j] = static_cast<float>(std::sin(angle));
+    }
+  MultiHeadAttentionArgs a;
+  a.qkv = qkv.data();
+  a.batch = nb;
+  a.seq = s;
+  a.num_heads = nh;
+  a.head_size = d;
+  a.scale = 0.25f;
+  a.causal = true;
+  a.rotary = {cs.data(), sn.data(), rot, false, true};
+  Tensor qt = F32({nb, s, row}, qkv), ct = F32({1, s, rot}, cs), st = F32({1, s, rot}, sn);
+  auto ref = testing::RunReferenceOp("kiln", "MultiHeadAttention",
+                                     {{"num_heads", nh},
+                                      {"scale", a.scale},
+                                      {"causal", int64_t{1}},
+                                      {"rotary_interleaved", int64_t{1}}},
+                                     {&qt, nullptr, &ct, &st});
+  ASSERT_EQ(ref.size(), 1u);
+  auto half = testing::RunReferenceOp(
+      "kiln", "MultiHeadAttention", {{"num_heads", nh}, {"scale", a.scale}, {"causal", int64_t{1}}},
+      {&qt, nullptr, &ct, &st});
+  float moved = 0;  // the pairing matters: rotate-half differs
+  for (int64_t i = 0; i < nb * s * nh * d; ++i)
+    moved = std::max(moved, std::abs(ref[0].data<float>()[i] - half[0].data<float>()[i]));
+  EXPECT_GT(moved, 1e-2f);
+  for (AttentionPath path : kAllPaths) {
+    std::vector<float> y(nb * s * nh * d, std::nanf(""));
+    a.y = y.data();
+    ASSERT_TRUE(internal::MultiHeadAttentionWithPath(CpuContext{}, a, path).ok());
+    testing::ExpectClose(y.data(), ref[0], 2e-5, 1e-5, PathName(path));
+  }
+}
+
 // The rotated values really enter the scores: the same qkv without the tables differs.
 TEST(AttentionDecoder, RotaryAndGroupsChangeTheResult) {
   const int64_t nb = 1, s = 9, nh = 4, d = 8;

@@ -1,7 +1,8 @@
 // kiln.Rotary on the CPU (kernels/cpu/rotary.h) against the reference kernel (double, one
 // rounding): full and partial rotary dims, tables shared by the batch and heads, tables per
-// batch row, a rank-2 x; and the argument checks. Tolerance 1e-6 absolute + 1e-6 relative:
-// each output is two f32 products and a sum of O(1) values (≤ 3 roundings, ~2e-7 each).
+// batch row, a rank-2 x, rotate-half and interleaved (GPT-J) pairs; the interleaved
+// reference on hand-computed values; and the argument checks. Tolerance 1e-6 absolute + 1e-6
+// relative: each output is two f32 products and a sum of O(1) values (≤ 3 roundings, ~2e-7 each).
 #include "kernels/cpu/rotary.h"
 
 #include "absl/strings/str_cat.h"
@@ -30,31 +31,45 @@ TEST(Rotary, MatchesReference) {
       {{3, 10}, {3, 10}},              // rank 2, one table row per row
       {{5, 64}, {64}},                 // one table row for all
   };
-  for (const Case& c : cases) {
-    for (int threads : {1, 2}) {
-      Tensor x = F32(c.x, RandomVec(Prod(c.x), 1, -2, 2));
-      Tensor cs = F32(c.table, RandomVec(Prod(c.table), 2));
-      Tensor sn = F32(c.table, RandomVec(Prod(c.table), 3));
-      auto want = testing::RunReferenceOp("kiln", "Rotary", {}, {&x, &cs, &sn});
-      ASSERT_EQ(want.size(), 1u);
-      RotaryArgs a;
-      a.x = x.data<float>();
-      a.cos = cs.data<float>();
-      a.sin = sn.data<float>();
-      std::vector<float> y(Prod(c.x));
-      a.y = y.data();
-      a.d = c.x.back();
-      a.r = c.table.back();
-      const std::vector<int64_t> xl(c.x.begin(), c.x.end() - 1),
-          tl(c.table.begin(), c.table.end() - 1);
-      ASSERT_TRUE(kernels::ComputeBroadcastLayout(xl, {xl, tl, tl}, &a.rows));
-      CpuContext ctx;
-      ctx.num_threads = threads;
-      ASSERT_TRUE(Rotary(ctx, a).ok());
-      testing::ExpectClose(y.data(), want[0], 1e-6, 1e-6,
-                           absl::StrCat("x rank ", c.x.size(), " r ", a.r, " threads ", threads));
-    }
-  }
+  for (const Case& c : cases)
+    for (bool interleaved : {false, true})
+      for (int threads : {1, 2}) {
+        Tensor x = F32(c.x, RandomVec(Prod(c.x), 1, -2, 2));
+        Tensor cs = F32(c.table, RandomVec(Prod(c.table), 2));
+        Tensor sn = F32(c.table, RandomVec(Prod(c.table), 3));
+        auto want = testing::RunReferenceOp(
+            "kiln", "Rotary", {{"interleaved", int64_t{interleaved}}}, {&x, &cs, &sn});
+        ASSERT_EQ(want.size(), 1u);
+        RotaryArgs a;
+        a.x = x.data<float>();
+        a.cos = cs.data<float>();
+        a.sin = sn.data<float>();
+        std::vector<float> y(Prod(c.x));
+        a.y = y.data();
+        a.d = c.x.back();
+        a.r = c.table.back();
+        a.interleaved = interleaved;
+        const std::vector<int64_t> xl(c.x.begin(), c.x.end() - 1),
+            tl(c.table.begin(), c.table.end() - 1);
+        ASSERT_TRUE(kernels::ComputeBroadcastLayout(xl, {xl, tl, tl}, &a.rows));
+        CpuContext ctx;
+        ctx.num_threads = threads;
+        ASSERT_TRUE(Rotary(ctx, a).ok());
+        testing::ExpectClose(y.data(), want[0], 1e-6, 1e-6,
+                             absl::StrCat("x rank ", c.x.size(), " r ", a.r, " threads ", threads,
+                                          interleaved ? " interleaved" : ""));
+      }
+}
+
+// GPT-J's rotate_every_two: pairs (0, 1) and (2, 3) rotated by their angle, element 4 kept.
+TEST(Rotary, InterleavedPairsByHand) {
+  Tensor x = F32({1, 5}, {1, 2, 3, 4, 5});
+  Tensor cs = F32({1, 4}, {0.5f, 0.5f, 0.25f, 0.25f}), sn = F32({1, 4}, {2, 2, 4, 4});
+  auto y = testing::RunReferenceOp("kiln", "Rotary", {{"interleaved", int64_t{1}}}, {&x, &cs, &sn});
+  ASSERT_EQ(y.size(), 1u);
+  const std::vector<float> want = {1 * 0.5f - 2 * 2, 2 * 0.5f + 1 * 2, 3 * 0.25f - 4 * 4,
+                                   4 * 0.25f + 3 * 4, 5};
+  testing::ExpectClose(want.data(), y[0], 0, 0, "reference");
 }
 
 TEST(Rotary, RejectsBadArguments) {

@@ -119,6 +119,62 @@ TEST(FuseRotary, PartialRotaryBecomesOneRotaryOfQ) {
   ExpectNumericallyEquivalent(kPass, t);
 }
 
+// GPT-J's rotate_every_two on q [B, S, N, D] = [2, 5, 2, 8] with [1, S, 1, D] tables:
+// q·cos + flatten(stack(-q[..., 1::2], q[..., 0::2]))·sin, the flatten's target computed
+// from Shape of the stack as the TorchScript export does.
+constexpr char kEveryTwo[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,5,2,8] "q"
+  %1 = Input() : f32[1,5,1,8] "cos"
+  %2 = Input() : f32[1,5,1,8] "sin"
+  %3 = Constant() {value=tensor<i64[1]>[0]} : i64[1] "zero"
+  %4 = Constant() {value=tensor<i64[1]>[1]} : i64[1] "one"
+  %5 = Constant() {value=tensor<i64[1]>[3]} : i64[1] "axis"
+  %6 = Constant() {value=tensor<i64[1]>[2]} : i64[1] "two"
+  %7 = Constant() {value=tensor<i64[1]>[9223372036854775807]} : i64[1] "end"
+  %8 = Constant() {value=tensor<i64[1]>[-1]} : i64[1] "last"
+  %9 = Slice(%0, %3, %7, %5, %6) : f32[2,5,2,4] @ "even"
+  %10 = Slice(%0, %4, %7, %5, %6) : f32[2,5,2,4] @ "odd"
+  %11 = Neg(%10) : f32[2,5,2,4] @ "neg"
+  %12 = Unsqueeze(%11, %8) : f32[2,5,2,4,1] @ "unsq_neg"
+  %13 = Unsqueeze(%9, %8) : f32[2,5,2,4,1] @ "unsq_even"
+  %14 = Concat(%12, %13) {axis=-1} : f32[2,5,2,4,2] @ "stack"
+  %15 = Shape(%14) : i64[5] @ "shape"
+  %16 = Constant() {value=tensor<i64[1]>[-2]} : i64[1] "minus_two"
+  %17 = Slice(%15, %3, %16, %3) : i64[3] @ "lead"
+  %18 = Concat(%17, %8) {axis=0} : i64[4] @ "target"
+  %19 = Reshape(%14, %18) : f32[2,5,2,8] @ "flatten"
+  %20 = Mul(%19, %2) : f32[2,5,2,8] @ "mul_sin"
+  %21 = Mul(%0, %1) : f32[2,5,2,8] @ "mul_cos"
+  %22 = Add(%21, %20) : f32[2,5,2,8] "y" @ "add"
+  return "y": %22
+})";
+
+TEST(FuseRotary, RotateEveryTwoBecomesInterleavedRotary) {
+  const testing::FusionRun r = RunWithReport({kPass}, kEveryTwo);
+  ASSERT_TRUE(r.graph);
+  std::vector<const Node*> rot;
+  for (const auto& n : r.graph->nodes())
+    if (n->domain() == "kiln" && n->op() == "Rotary") rot.push_back(n.get());
+  ASSERT_EQ(rot.size(), 1u);
+  EXPECT_EQ(rot[0]->attr_int_or("interleaved", 0), 1);
+  EXPECT_EQ(rot[0]->input(0).name(), "q");
+  EXPECT_EQ(r.counters.at("interleaved"), 1);
+  for (const char* gone : {"Neg", "Unsqueeze", "Shape", "Reshape", "Mul"})
+    for (const auto& n : r.graph->nodes()) EXPECT_NE(n->op(), gone);
+  ExpectNumericallyEquivalent(kPass, kEveryTwo);
+}
+
+TEST(FuseRotary, NearMissEveryTwoWithStepOne) {
+  // Slices of step 1 are not the even/odd split.
+  std::string t = Edit(kEveryTwo, "%9 = Slice(%0, %3, %7, %5, %6) : f32[2,5,2,4]",
+                       "%9 = Slice(%0, %3, %7, %5, %4) : f32[2,5,2,4]");
+  const FusionReport r = RunWithReport({kPass}, t).report;
+  const auto& k = r.kinds().at("rotary");
+  EXPECT_EQ(k.fused, 0);
+  ASSERT_EQ(k.missed.size(), 1u);
+  EXPECT_THAT(k.missed[0].reason, ::testing::HasSubstr("is not the even/odd Slices (step 2)"));
+}
+
 // Exactly one rotary near-miss, its reason containing `reason`; the graph unchanged.
 void ExpectMiss(const std::string& text, const std::string& reason) {
   ExpectNoChange(kPass, text);

@@ -241,6 +241,7 @@ absl::StatusOr<StepPtr> PrepareRotary(const StepChecker& c, CpuPrepareEnv&) {
   cpu::RotaryArgs a;
   a.d = r.d;
   a.r = r.r;
+  a.interleaved = r.interleaved;
   a.rows = r.rows;
   return StepPtr(new RotaryStep(a));
 }
@@ -316,6 +317,7 @@ absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c, CpuPrepareEnv&) {
   a.mask.dims = std::move(r.mask_dims);
   a.rotary.dim = r.rotary_dim;
   a.rotary.per_batch = r.rotary_per_batch;
+  a.rotary.interleaved = r.rotary_interleaved;
   return StepPtr(new AttentionStep(std::move(a), r.mask_dtype == DType::kBool));
 }
 

@@ -244,6 +244,7 @@ absl::StatusOr<StepPtr> PrepareRotary(const StepChecker& c) {
   a.dtype = ElemTypeOf(c.In(0)->dtype);
   a.d = r.d;
   a.r = r.r;
+  a.interleaved = r.interleaved;
   a.rows = r.rows;
   return StepPtr(new RotaryStep(a));
 }
@@ -344,6 +345,7 @@ absl::StatusOr<StepPtr> PrepareAttention(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(cuda::AttentionArgs a, SimpleAttentionArgs(c, r));
   a.rotary_dim = r.rotary_dim;
   a.rotary_batch_stride = r.rotary_per_batch ? r.seq * r.rotary_dim : 0;
+  a.rotary_interleaved = r.rotary_interleaved;
   return StepPtr(new AttentionStep(a));
 }
 
