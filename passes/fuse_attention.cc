@@ -152,9 +152,10 @@ class AttentionRule final : public fusion::FusionRule<attention::MatchResult> {
  private:
   static void Fuse(Graph& g, const AttentionBlock& b, fusion::FusionSession& s) {
     Node* out = b.output;
+    const Value q = b.heads_form ? b.q.heads_value : b.q.proj;
     const DType dtype = b.scores->output_info(0).type.dtype != DType::kUndefined
                             ? b.scores->output_info(0).type.dtype
-                            : b.q.proj.type().dtype;
+                            : q.type().dtype;
     const Value mask = FusedMask(g, b, out, dtype);
     Node* mha = nullptr;
     if (b.heads_form) {

@@ -272,6 +272,22 @@ TEST(FuseAttentionDecoder, KvCacheFusesIntoTheHeadsForm) {
   }
 }
 
+// The heads form when shape inference left the scores untyped: the mask's dtype comes
+// from Q's heads and the score dims from the heads' shapes.
+TEST(FuseAttentionDecoder, KvCacheWithUntypedScores) {
+  DecoderSpec s;
+  s.past = 3;
+  std::string text = DecoderBlock(s);
+  const std::string typed = ") : f32[2,4,5,8] @ \"qk\"";
+  const size_t at = text.find(typed);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, typed.size(), ") @ \"qk\"");
+  const testing::FusionRun r = RunWithReport({"fuse-attention"}, text);
+  ASSERT_TRUE(r.graph);
+  EXPECT_EQ(NodesOf(*r.graph, "kiln", "Attention").size(), 1u);
+  EXPECT_EQ(r.report.kinds().at("attention").fused, 1);
+}
+
 // Exactly one attention near-miss whose reason contains `reason`; nothing fused.
 void ExpectMiss(const DecoderSpec& s, const std::string& reason) {
   const testing::FusionRun r = RunWithReport({"fuse-attention"}, DecoderBlock(s));
