@@ -12,6 +12,7 @@ attention_mask, token_type_ids, symbols batch and sequence).
 import json
 import math
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -120,6 +121,37 @@ def variants(kilns, unfused):
     if unfused:
         rows.insert(0, (f"`{kilns[0]}` unfused", kilns[0], UNFUSED_FLAGS))
     return rows
+
+
+def steps_by_kernel(kiln, plan):
+    """"kernel count, ..." from `kiln inspect PLAN`'s per-kernel step counts (one bucket)."""
+    out = subprocess.run([kiln, "inspect", plan], capture_output=True, text=True, check=True)
+    counts = re.findall(r"^\s+(\d+)\s+([a-z_]+)\s*$", out.stdout, re.MULTILINE)
+    return ", ".join(f"{k} {n}" for n, k in counts) if counts else "?"
+
+
+def compare_shape(model, kilns, unfused, shape_spec, feeds, batch, sess, work, tag, args,
+                  ort_first):
+    """One shape of the decoder/encoder benchmarks: for each variant (`variants`) `kiln
+    compile --shape shape_spec` and `kiln bench --json` on `feeds` (written under
+    work/tag), and onnxruntime's `sess` on the same arrays, timed before the kiln side when
+    `ort_first` (callers alternate it) else after. Returns ([(label, p50 ms, steps by
+    kernel)], onnxruntime stats)."""
+    paths = write_inputs(feeds, os.path.join(work, tag))
+    flags = [a for k, p in paths.items() for a in ("--input", f"{k}={p}")]
+    rows, ort = [], None
+    for j, (name, kiln, extra) in enumerate(variants(kilns, unfused)):
+        plan = os.path.join(work, f"{tag}_{j}.kiln")
+        subprocess.run([kiln, "compile", model, "-o", plan, "--quiet", *extra, "--shape",
+                        shape_spec], check=True)
+        if ort is None and ort_first:
+            ort = stats(time_ort(sess, feeds, args.warmup, args.runs), batch)
+        k = run_json([kiln, "bench", plan, "--json", "--threads", str(args.threads), "--runs",
+                      str(args.runs), "--warmup", str(args.warmup)] + flags)
+        rows.append((name, k["p50_ms"], steps_by_kernel(kiln, plan)))
+    if ort is None:
+        ort = stats(time_ort(sess, feeds, args.warmup, args.runs), batch)
+    return rows, ort
 
 
 def stats(times_ms, batch):

@@ -20,24 +20,13 @@ Usage:
 import argparse
 import dataclasses
 import os
-import re
-import subprocess
 import sys
 import tempfile
-
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"))
 import benchlib  # noqa: E402
 import gen_decoder  # noqa: E402
-
-
-def steps_by_kernel(kiln, plan):
-    """"kernel count, ..." from `kiln inspect PLAN`'s per-kernel step counts (one bucket)."""
-    out = subprocess.run([kiln, "inspect", plan], capture_output=True, text=True, check=True)
-    counts = re.findall(r"^\s+(\d+)\s+([a-z_]+)\s*$", out.stdout, re.MULTILINE)
-    return ", ".join(f"{k} {n}" for n, k in counts) if counts else "?"
 
 
 def main(argv=None):
@@ -75,22 +64,8 @@ def main(argv=None):
         if s > cfg.max_pos:
             ap.error(f"sequence {s} exceeds --max-pos {cfg.max_pos}")
         feeds = gen_decoder.random_inputs(cfg, b, s, seed=b * 7 + s, padding="right")
-        paths = benchlib.write_inputs(feeds, os.path.join(work, shape))
-        inputs = [a for k, p in paths.items() for a in ("--input", f"{k}={p}")]
-        rows = []
-        ort = None
-        for j, (name, kiln, extra) in enumerate(benchlib.variants(kilns, args.unfused)):
-            plan = os.path.join(work, f"{shape}_{j}.kiln")
-            subprocess.run([kiln, "compile", model, "-o", plan, "--quiet", *extra, "--shape",
-                            f"batch={b},sequence={s}"], check=True)
-            if ort is None and i % 2 == 0:
-                ort = benchlib.stats(benchlib.time_ort(sess, feeds, args.warmup, args.runs), b)
-            k = benchlib.run_json([kiln, "bench", plan, "--json", "--threads",
-                                   str(args.threads), "--runs", str(args.runs), "--warmup",
-                                   str(args.warmup)] + inputs)
-            rows.append((name, k["p50_ms"], steps_by_kernel(kiln, plan)))
-        if ort is None:
-            ort = benchlib.stats(benchlib.time_ort(sess, feeds, args.warmup, args.runs), b)
+        rows, ort = benchlib.compare_shape(model, kilns, args.unfused, f"batch={b},sequence={s}",
+                                           feeds, b, sess, work, shape, args, i % 2 == 0)
         for name, p50, steps in rows:
             print(f"| {shape} | {name} | {p50:.3f} | {ort['p50_ms']:.3f} | "
                   f"{p50 / ort['p50_ms']:.2f} | {steps} |", flush=True)

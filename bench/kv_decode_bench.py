@@ -24,8 +24,6 @@ Usage (the torch venv: transformers, torch, onnx, onnxruntime):
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
 
@@ -85,12 +83,6 @@ def floor_ms(args, batch, seq, past, weight_bytes):
     return (weight_bytes + cache) / (args.bandwidth * 1e9) * 1e3
 
 
-def steps_by_kernel(kiln, plan):
-    out = subprocess.run([kiln, "inspect", plan], capture_output=True, text=True, check=True)
-    counts = re.findall(r"^\s+(\d+)\s+([a-z_]+)\s*$", out.stdout, re.MULTILINE)
-    return ", ".join(f"{k} {n}" for n, k in counts) if counts else "?"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=4)
@@ -136,22 +128,9 @@ def main(argv=None):
         b, n = (int(v) for v in shape.split("x"))
         seq, past = (1, n) if kind == "decode" else (n, 0)
         feeds = inputs(args, b, seq, past, seed=i + 1)
-        paths = benchlib.write_inputs(feeds, os.path.join(work, f"{kind}_{shape}"))
-        flags = [a for k, p in paths.items() for a in ("--input", f"{k}={p}")]
-        rows, ort = [], None
-        for j, (name, kiln, extra) in enumerate(benchlib.variants(kilns, args.unfused)):
-            plan = os.path.join(work, f"{kind}_{shape}_{j}.kiln")
-            subprocess.run([kiln, "compile", model, "-o", plan, "--quiet", *extra, "--shape",
-                            f"batch={b},sequence={seq},past_sequence={past},"
-                            f"total_sequence={past + seq}"], check=True)
-            if ort is None and i % 2 == 0:
-                ort = benchlib.stats(benchlib.time_ort(sess, feeds, args.warmup, args.runs), b)
-            k = benchlib.run_json([kiln, "bench", plan, "--json", "--threads",
-                                   str(args.threads), "--runs", str(args.runs), "--warmup",
-                                   str(args.warmup)] + flags)
-            rows.append((name, k["p50_ms"], steps_by_kernel(kiln, plan)))
-        if ort is None:
-            ort = benchlib.stats(benchlib.time_ort(sess, feeds, args.warmup, args.runs), b)
+        spec = f"batch={b},sequence={seq},past_sequence={past},total_sequence={past + seq}"
+        rows, ort = benchlib.compare_shape(model, kilns, args.unfused, spec, feeds, b, sess, work,
+                                           f"{kind}_{shape}", args, i % 2 == 0)
         floor = floor_ms(args, b, seq, past, weight_bytes)
         label = f"{kind} {b}x{seq} past {past}"
         for name, p50, steps in rows:

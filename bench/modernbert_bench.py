@@ -19,8 +19,6 @@ Usage (the torch venv):
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
 
@@ -63,12 +61,6 @@ def inputs(args, batch, seq, seed=0):
             "attention_mask": mask}
 
 
-def steps_by_kernel(kiln, plan):
-    out = subprocess.run([kiln, "inspect", plan], capture_output=True, text=True, check=True)
-    counts = re.findall(r"^\s+(\d+)\s+([a-z_]+)\s*$", out.stdout, re.MULTILINE)
-    return ", ".join(f"{k} {n}" for n, k in counts) if counts else "?"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=22)
@@ -105,21 +97,8 @@ def main(argv=None):
     for i, shape in enumerate(args.shapes.split(",")):
         b, s = (int(v) for v in shape.split("x"))
         feeds = inputs(args, b, s, seed=i + 1)
-        paths = benchlib.write_inputs(feeds, os.path.join(work, shape))
-        flags = [a for k, p in paths.items() for a in ("--input", f"{k}={p}")]
-        rows, ort = [], None
-        for j, (name, kiln, extra) in enumerate(benchlib.variants(kilns, args.unfused)):
-            plan = os.path.join(work, f"{shape}_{j}.kiln")
-            subprocess.run([kiln, "compile", model, "-o", plan, "--quiet", *extra, "--shape",
-                            f"batch={b},sequence={s}"], check=True)
-            if ort is None and i % 2 == 0:
-                ort = benchlib.stats(benchlib.time_ort(sess, feeds, args.warmup, args.runs), b)
-            k = benchlib.run_json([kiln, "bench", plan, "--json", "--threads",
-                                   str(args.threads), "--runs", str(args.runs), "--warmup",
-                                   str(args.warmup)] + flags)
-            rows.append((name, k["p50_ms"], steps_by_kernel(kiln, plan)))
-        if ort is None:
-            ort = benchlib.stats(benchlib.time_ort(sess, feeds, args.warmup, args.runs), b)
+        rows, ort = benchlib.compare_shape(model, kilns, args.unfused, f"batch={b},sequence={s}",
+                                           feeds, b, sess, work, shape, args, i % 2 == 0)
         for name, p50, steps in rows:
             print(f"| {shape} | {name} | {p50:.3f} | {ort['p50_ms']:.3f} | "
                   f"{p50 / ort['p50_ms']:.2f} | {steps} |", flush=True)
