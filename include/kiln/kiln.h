@@ -135,6 +135,9 @@ struct RunOptions {
   // cuda: the stream the run's work is ordered on (after work already queued there); null:
   // the executor's own stream. Run returns once the outputs are written either way.
   CudaStream cuda_stream = nullptr;
+  // Which of the plan's programs runs (PlanProgram): the model as exported, or a KV-cache
+  // decoder's decode step (kiln::GenerationSession uses it; include/kiln/generation.h).
+  PlanProgram program = PlanProgram::kModel;
 };
 
 // One kernel call of a run, for --trace (Chrome trace "X" events).
@@ -167,9 +170,10 @@ class Executor {
   const Plan& plan() const { return *plan_; }
 
   // The output dims for inputs of these dims (graph input order): what Run will write.
-  // InvalidArgument when no bucket fits, naming the input and the allowed range.
+  // InvalidArgument when no bucket of `program` fits, naming the input and the allowed range.
   virtual absl::StatusOr<std::vector<std::vector<int64_t>>> OutputDims(
-      std::span<const std::vector<int64_t>> input_dims) const = 0;
+      std::span<const std::vector<int64_t>> input_dims,
+      PlanProgram program = PlanProgram::kModel) const = 0;
 
   // Runs the plan: inputs in graph input order, outputs in graph output order with the
   // dims OutputDims gives. Caller buffers are read/written in place; the smallest bucket

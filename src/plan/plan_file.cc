@@ -50,6 +50,16 @@ PlanWeights PlanWeights::View(const uint8_t* data, size_t size, std::shared_ptr<
   return w;
 }
 
+std::string_view PlanProgramName(PlanProgram p) {
+  switch (p) {
+    case PlanProgram::kModel:
+      return "model";
+    case PlanProgram::kDecode:
+      return "decode";
+  }
+  return "unknown";
+}
+
 std::string_view PlanTargetName(PlanTarget t) {
   switch (t) {
     case PlanTarget::kCpu:

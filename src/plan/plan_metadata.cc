@@ -75,6 +75,32 @@ absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes) {
         return Invalid(absl::StrFormat("bucket %d binds %s to negative %d", b, sym, value));
       }
     }
+    if (bucket.program != PlanProgram::kModel && bucket.program != PlanProgram::kDecode) {
+      return Invalid(absl::StrFormat("bucket %d has unknown program %d", b,
+                                     static_cast<uint32_t>(bucket.program)));
+    }
+    for (size_t i = 0; i < bucket.in_place.size(); ++i) {
+      const PlanInPlace& ip = bucket.in_place[i];
+      if (ip.input < 0 || ip.input >= static_cast<int32_t>(plan.inputs.size()) || ip.output < 0 ||
+          ip.output >= static_cast<int32_t>(plan.outputs.size())) {
+        return Invalid(
+            absl::StrFormat("bucket %d in-place pair %d (input %d, output %d) is out of "
+                            "range",
+                            b, i, ip.input, ip.output));
+      }
+      if (i > 0 && !(bucket.in_place[i - 1].output < ip.output)) {
+        return Invalid(absl::StrFormat("bucket %d in-place pairs are not sorted by output", b));
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (bucket.in_place[j].input == ip.input) {
+          return Invalid(absl::StrFormat("bucket %d pairs input %d in place twice", b, ip.input));
+        }
+      }
+      if (plan.inputs[ip.input].dtype != plan.outputs[ip.output].dtype) {
+        return Invalid(absl::StrFormat("bucket %d pairs input %d and output %d of different dtypes",
+                                       b, ip.input, ip.output));
+      }
+    }
     if (bucket.arena_bytes < 0 || bucket.no_reuse_bytes < 0 || bucket.peak_live_bytes < 0) {
       return Invalid(
           absl::StrFormat("bucket %d has a negative arena size %d, no-reuse size %d or peak %d", b,
@@ -194,6 +220,12 @@ absl::StatusOr<std::string> EncodeMetadata(const Plan& plan, uint64_t weights_by
     pbk->set_arena_bytes(bucket.arena_bytes);
     pbk->set_no_reuse_bytes(bucket.no_reuse_bytes);
     pbk->set_peak_live_bytes(bucket.peak_live_bytes);
+    pbk->set_program(static_cast<uint32_t>(bucket.program));
+    for (const PlanInPlace& ip : bucket.in_place) {
+      pb::InPlace* p = pbk->add_in_place();
+      p->set_input(ip.input);
+      p->set_output(ip.output);
+    }
     for (const PlanBuffer& buf : bucket.buffers) {
       pb::Buffer* pbuf = pbk->add_buffers();
       pbuf->set_kind(static_cast<uint32_t>(buf.kind));
@@ -315,6 +347,8 @@ absl::StatusOr<uint64_t> DecodeMetadata(std::string_view bytes, Plan* plan) {
     out.arena_bytes = in.arena_bytes();
     out.no_reuse_bytes = in.no_reuse_bytes();
     out.peak_live_bytes = in.peak_live_bytes();
+    out.program = static_cast<PlanProgram>(in.program());  // ValidatePlan checks the value
+    for (const pb::InPlace& ip : in.in_place()) out.in_place.push_back({ip.input(), ip.output()});
     out.buffers.resize(in.buffers_size());
     for (int i = 0; i < in.buffers_size(); ++i) {
       const pb::Buffer& pbuf = in.buffers(i);

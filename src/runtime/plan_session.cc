@@ -263,12 +263,15 @@ absl::Status PlanSession::BindInput(int i, std::span<const int64_t> dims, int64_
   return absl::OkStatus();
 }
 
-absl::StatusOr<RunBinding> PlanSession::Select(const int64_t* values, const int64_t* elems) const {
+absl::StatusOr<RunBinding> PlanSession::Select(const int64_t* values, const int64_t* elems,
+                                               PlanProgram program) const {
   const size_t ns = symbols_.size();
+  const std::vector<PlanBucket>& pb = plan_->buckets;
   RunBinding r;
   r.values.assign(values, values + ns);
   for (size_t b = 0; b < buckets_.size(); ++b)
-    if (std::equal(values, values + ns, buckets_[b].symbol_values.begin())) {
+    if (pb[b].program == program &&
+        std::equal(values, values + ns, buckets_[b].symbol_values.begin())) {
       r.bucket = static_cast<int>(b);
       return r;
     }
@@ -276,7 +279,7 @@ absl::StatusOr<RunBinding> PlanSession::Select(const int64_t* values, const int6
   int64_t best_cost = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const BucketIo& io = buckets_[b];
-    bool fits = true;
+    bool fits = pb[b].program == program;
     for (size_t s = 0; s < ns && fits; ++s)
       fits = paddable_[s] ? values[s] <= io.symbol_values[s] : values[s] == io.symbol_values[s];
     if (!fits) continue;
@@ -289,19 +292,32 @@ absl::StatusOr<RunBinding> PlanSession::Select(const int64_t* values, const int6
       best_cost = cost;
     }
   }
-  if (best < 0) return NoBucketError(values);
+  if (best < 0) return NoBucketError(values, program);
   r.bucket = best;
   r.padded = true;
   return r;
 }
 
-absl::Status PlanSession::NoBucketError(const int64_t* values) const {
+absl::Status PlanSession::NoBucketError(const int64_t* values, PlanProgram program) const {
+  std::vector<const BucketIo*> candidates;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (plan_->buckets[b].program == program) candidates.push_back(&buckets_[b]);
+  if (candidates.empty())
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the plan has no %s program (compile a KV-cache decoder with "
+                        "--decode-context to get one)",
+                        std::string(PlanProgramName(program))));
+  const std::string in_program =
+      program == PlanProgram::kModel
+          ? ""
+          : absl::StrCat(" (", std::string(PlanProgramName(program)), " program)");
   for (size_t s = 0; s < symbols_.size(); ++s) {
     std::set<int64_t> allowed;
-    for (const BucketIo& io : buckets_) allowed.insert(io.symbol_values[s]);
+    for (const BucketIo* io : candidates) allowed.insert(io->symbol_values[s]);
     const SymbolUse& u = first_use_[s];
-    const std::string where = absl::StrFormat(
-        "input '%s' dim %d (%s) is %d", plan_->inputs[u.input].name, u.dim, symbols_[s], values[s]);
+    const std::string where =
+        absl::StrFormat("input '%s' dim %d (%s) is %d%s", plan_->inputs[u.input].name, u.dim,
+                        symbols_[s], values[s], in_program);
     if (paddable_[s] && values[s] > *allowed.rbegin())
       return absl::InvalidArgumentError(
           absl::StrFormat("%s; the plan allows %s <= %d (buckets %s; smaller values are padded)",
@@ -317,9 +333,10 @@ absl::Status PlanSession::NoBucketError(const int64_t* values) const {
     return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
   };
   std::vector<std::string> buckets;
-  for (const BucketIo& io : buckets_) buckets.push_back(render(io.symbol_values.data()));
-  return absl::InvalidArgumentError(absl::StrFormat("no bucket fits the inputs %s; buckets: %s",
-                                                    render(values), absl::StrJoin(buckets, " ")));
+  for (const BucketIo* io : candidates) buckets.push_back(render(io->symbol_values.data()));
+  return absl::InvalidArgumentError(absl::StrFormat("no bucket%s fits the inputs %s; buckets: %s",
+                                                    in_program, render(values),
+                                                    absl::StrJoin(buckets, " ")));
 }
 
 int64_t PlanSession::OutputDim(const RunBinding& r, int o, int d) const {
@@ -329,7 +346,7 @@ int64_t PlanSession::OutputDim(const RunBinding& r, int o, int d) const {
 }
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> PlanSession::OutputDims(
-    std::span<const std::vector<int64_t>> input_dims) const {
+    std::span<const std::vector<int64_t>> input_dims, PlanProgram program) const {
   const Plan& plan = *plan_;
   if (input_dims.size() != plan.inputs.size()) return InputCountError(plan, input_dims.size());
   SmallInts values(symbols_.size(), -1), elems(plan.inputs.size());
@@ -341,7 +358,7 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> PlanSession::OutputDims(
           absl::StrFormat("input '%s': %s", plan.inputs[i].name, n.status().message()));
     elems[i] = *n;
   }
-  KILN_ASSIGN_OR_RETURN(const RunBinding r, Select(values.data(), elems.data()));
+  KILN_ASSIGN_OR_RETURN(const RunBinding r, Select(values.data(), elems.data(), program));
   std::vector<std::vector<int64_t>> out(plan.outputs.size());
   for (size_t o = 0; o < out.size(); ++o)
     for (size_t d = 0; d < buckets_[r.bucket].output_dims[o].size(); ++d)
@@ -351,7 +368,8 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> PlanSession::OutputDims(
 
 absl::StatusOr<RunBinding> PlanSession::Bind(std::span<const TensorView> inputs,
                                              std::span<const MutableTensorView> outputs,
-                                             std::span<const MemoryKind> memory) const {
+                                             std::span<const MemoryKind> memory,
+                                             PlanProgram program) const {
   const Plan& plan = *plan_;
   const size_t nin = plan.inputs.size(), nout = plan.outputs.size();
   if (inputs.size() != nin) return InputCountError(plan, inputs.size());
@@ -373,7 +391,7 @@ absl::StatusOr<RunBinding> PlanSession::Bind(std::span<const TensorView> inputs,
     if (!Allowed(memory, inputs[i].memory))
       return MemoryError(absl::StrCat("input '", sig.name, "'"), inputs[i].memory, memory);
   }
-  KILN_ASSIGN_OR_RETURN(RunBinding r, Select(values.data(), elems.data()));
+  KILN_ASSIGN_OR_RETURN(RunBinding r, Select(values.data(), elems.data(), program));
   const BucketIo& io = buckets_[r.bucket];
   if (outputs.size() != nout)
     return absl::InvalidArgumentError(

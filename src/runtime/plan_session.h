@@ -66,12 +66,15 @@ class PlanSession {
 
   // Checks the caller's tensors (count, dtype, dims against the signature, data present,
   // memory kind among `memory`) and the output views' dims, and chooses the bucket.
+  // Only buckets of `program` are candidates.
   absl::StatusOr<RunBinding> Bind(std::span<const TensorView> inputs,
                                   std::span<const MutableTensorView> outputs,
-                                  std::span<const MemoryKind> memory) const;
+                                  std::span<const MemoryKind> memory,
+                                  PlanProgram program = PlanProgram::kModel) const;
   // The output dims for inputs of these dims (Executor::OutputDims).
   absl::StatusOr<std::vector<std::vector<int64_t>>> OutputDims(
-      std::span<const std::vector<int64_t>> input_dims) const;
+      std::span<const std::vector<int64_t>> input_dims,
+      PlanProgram program = PlanProgram::kModel) const;
   // Output o's dim d in a run bound as `r` (padded dims are cut to the run's values).
   int64_t OutputDim(const RunBinding& r, int o, int d) const;
 
@@ -84,8 +87,9 @@ class PlanSession {
   absl::Status ReadBucketIo(int b, BucketIo& io) const;
   absl::Status LayoutStaging(const SessionOptions& options);
   absl::Status BindInput(int i, std::span<const int64_t> dims, int64_t* values) const;
-  absl::StatusOr<RunBinding> Select(const int64_t* values, const int64_t* elems) const;
-  absl::Status NoBucketError(const int64_t* values) const;
+  absl::StatusOr<RunBinding> Select(const int64_t* values, const int64_t* elems,
+                                    PlanProgram program) const;
+  absl::Status NoBucketError(const int64_t* values, PlanProgram program) const;
 
   const Plan* plan_;
   std::vector<std::string> symbols_;                 // symbols of the graph inputs, first-use order

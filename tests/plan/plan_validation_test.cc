@@ -254,6 +254,40 @@ TEST(PlanValidation, BufferTooSmallForItsTensor) {
   ExpectBadPlan(p, "bucket 0 buffer 2 is 8188 bytes but its f32 tensor needs 8192");
 }
 
+TEST(PlanValidation, UnknownProgram) {
+  Plan p = SamplePlan();
+  p.buckets[1].program = static_cast<PlanProgram>(5);
+  ExpectBadPlan(p, "bucket 1 has unknown program 5");
+}
+
+TEST(PlanValidation, InPlacePairOutOfRange) {
+  Plan p = SamplePlan();
+  p.buckets[0].in_place = {{0, 3}};
+  ExpectBadPlan(p, "bucket 0 in-place pair 0 (input 0, output 3) is out of range");
+}
+
+TEST(PlanValidation, InPlacePairOfDifferentDtypes) {
+  Plan p = SamplePlan();
+  p.buckets[0].in_place = {{0, 0}};  // i64 input_ids, f32 embeddings
+  ExpectBadPlan(p, "bucket 0 pairs input 0 and output 0 of different dtypes");
+}
+
+TEST(PlanValidation, ProgramAndInPlaceRoundTrip) {
+  Plan p = SamplePlan();
+  p.outputs.push_back({"ids_again", DType::kI64, p.inputs[0].dims});
+  p.buckets[1].program = PlanProgram::kDecode;
+  p.buckets[1].in_place = {{0, 1}};
+  // The output must be written for the plan to run, not to load: the loader checks shape.
+  absl::StatusOr<std::string> bytes = SerializePlan(p);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<Plan> back = ParsePlan(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->buckets[1].program, PlanProgram::kDecode);
+  EXPECT_EQ(back->buckets[1].in_place, (std::vector<PlanInPlace>{{0, 1}}));
+  EXPECT_EQ(back->buckets[0].program, PlanProgram::kModel);
+  EXPECT_TRUE(back->buckets[0].in_place.empty());
+}
+
 TEST(PlanValidation, NegativeBufferDim) {
   Plan p = SamplePlan();
   p.buckets[1].buffers[4].dims[1] = -1;

@@ -83,9 +83,27 @@ struct PlanStep {
   bool operator==(const PlanStep&) const = default;
 };
 
+// Which computation a bucket runs. kModel: the model as exported. kDecode: one new token
+// per sequence of a KV-cache decoder over a static cache of `past_sequence` slots: each
+// past K/V input is the whole cache and its present output is the same cache with this
+// step's rows written at the slots `position_ids` names (kiln.CacheWrite), so a caller
+// may pass one buffer as both (PlanBucket::in_place). Executor::Run picks among the
+// buckets of the program RunOptions::program names (docs/generation.md).
+enum class PlanProgram : uint32_t { kModel = 0, kDecode = 1 };
+
+// Graph output `output` of a bucket may be the same memory as graph input `input`: its
+// steps read that input only through the step that writes the output.
+struct PlanInPlace {
+  int32_t input = 0;
+  int32_t output = 0;
+  bool operator==(const PlanInPlace&) const = default;
+};
+
 // One static shape: symbol bindings (sorted by name) -> memory plan and kernel calls.
 struct PlanBucket {
   std::map<std::string, int64_t> bindings;
+  PlanProgram program = PlanProgram::kModel;
+  std::vector<PlanInPlace> in_place;  // sorted by output, unique outputs and inputs
   int64_t arena_bytes = 0;
   int64_t no_reuse_bytes = 0;   // sum of the arena buffers' aligned sizes (no reuse)
   int64_t peak_live_bytes = 0;  // most bytes live at once (a lower bound for arena_bytes)
@@ -184,6 +202,7 @@ struct PlanInfo {
 absl::StatusOr<PlanInfo> ReadPlanInfo(const std::string& path);
 
 std::string_view PlanTargetName(PlanTarget t);          // "cpu", "cuda"
+std::string_view PlanProgramName(PlanProgram p);        // "model", "decode"
 std::string_view PlanBufferKindName(PlanBufferKind k);  // "arena", "weight", ...
 
 }  // namespace kiln

@@ -132,17 +132,18 @@ void CpuExecutor::ReleaseWeightPages(int64_t offset, int64_t bytes) const {
 }
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> CpuExecutor::OutputDims(
-    std::span<const std::vector<int64_t>> input_dims) const {
-  return session_.OutputDims(input_dims);
+    std::span<const std::vector<int64_t>> input_dims, PlanProgram program) const {
+  return session_.OutputDims(input_dims, program);
 }
 
 absl::Status CpuExecutor::Run(std::span<const TensorView> inputs,
                               std::span<const MutableTensorView> outputs, RunStats* stats,
-                              const RunOptions&) const {
+                              const RunOptions& options) const {
   const auto t0 = std::chrono::steady_clock::now();
   const Plan& plan = *plan_;
   const size_t nin = plan.inputs.size(), nout = plan.outputs.size();
-  KILN_ASSIGN_OR_RETURN(const RunBinding r, session_.Bind(inputs, outputs, kHostOnly));
+  KILN_ASSIGN_OR_RETURN(const RunBinding r,
+                        session_.Bind(inputs, outputs, kHostOnly, options.program));
   const BucketIo& io = session_.bucket(r.bucket);
 
   KILN_ASSIGN_OR_RETURN(

@@ -253,8 +253,8 @@ absl::Status CudaExecutor::DataError(int b, uint32_t code) const {
 }
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> CudaExecutor::OutputDims(
-    std::span<const std::vector<int64_t>> input_dims) const {
-  return session_.OutputDims(input_dims);
+    std::span<const std::vector<int64_t>> input_dims, PlanProgram program) const {
+  return session_.OutputDims(input_dims, program);
 }
 
 absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
@@ -262,7 +262,8 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
                                const RunOptions& options) const {
   const Plan& plan = *plan_;
   const size_t nin = plan.inputs.size(), nout = plan.outputs.size();
-  KILN_ASSIGN_OR_RETURN(const RunBinding r, session_.Bind(inputs, outputs, kHostOrDevice));
+  KILN_ASSIGN_OR_RETURN(const RunBinding r,
+                        session_.Bind(inputs, outputs, kHostOrDevice, options.program));
   const int b = r.bucket;
   const BucketIo& io = session_.bucket(b);
   KILN_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");

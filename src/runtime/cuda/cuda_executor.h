@@ -42,7 +42,8 @@ class CudaExecutor final : public Executor {
   ~CudaExecutor() override;
 
   absl::StatusOr<std::vector<std::vector<int64_t>>> OutputDims(
-      std::span<const std::vector<int64_t>> input_dims) const override;
+      std::span<const std::vector<int64_t>> input_dims,
+      PlanProgram program = PlanProgram::kModel) const override;
   absl::Status Run(std::span<const TensorView> inputs, std::span<const MutableTensorView> outputs,
                    RunStats* stats = nullptr, const RunOptions& options = {}) const override;
   using Executor::Run;
