@@ -254,6 +254,31 @@ Rule PoolRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(hidden.dtype, Shape{s[0], s[2]}));
 }
 
+// kiln.CacheWrite(cache [B,H,C,D], new [B,H,S,D], positions [B,S] int64) -> cache's type.
+Rule CacheWriteRule(const RuleContext& ctx) {
+  const Type& cache = ctx.input_type(0);
+  const Type& rows = ctx.input_type(1);
+  const Type& pos = ctx.input_type(2);
+  if (pos.dtype != DType::kUndefined && pos.dtype != DType::kI64)
+    return ctx.Error("positions must be int64");
+  if (cache.dtype != DType::kUndefined && rows.dtype != DType::kUndefined &&
+      cache.dtype != rows.dtype)
+    return ctx.Error("new and the cache differ in dtype");
+  if (cache.has_rank() && cache.rank() != 4) return ctx.Error("the cache must be rank 4");
+  if (rows.has_rank() && rows.rank() != 4) return ctx.Error("new must be rank 4");
+  if (pos.has_rank() && pos.rank() != 2) return ctx.Error("positions must be rank 2");
+  if (cache.has_rank() && rows.has_rank())
+    for (int d : {0, 1, 3}) {
+      const Dim a = (*cache.shape)[d], b = (*rows.shape)[d];
+      if (a.is_known() && b.is_known() && a.value() != b.value())
+        return ctx.Error(absl::StrCat("new's dim ", d, " (", b.value(),
+                                      ") differs from the "
+                                      "cache's (",
+                                      a.value(), ")"));
+    }
+  return Outputs(ctx, cache);
+}
+
 }  // namespace
 
 ShapeRule FindFusedRule(std::string_view op) {
@@ -268,6 +293,7 @@ ShapeRule FindFusedRule(std::string_view op) {
       {"Attention", &AttentionRule},
       {"EmbedLayerNorm", &EmbedLayerNormRule},
       {"Pool", &PoolRule},
+      {"CacheWrite", &CacheWriteRule},
   };
   auto it = rules->find(std::string(op));
   return it == rules->end() ? nullptr : it->second;

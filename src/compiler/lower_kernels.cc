@@ -327,6 +327,18 @@ std::optional<KernelChoice> Glu(const Node& n, PlanTarget t) {
       {Int("rows", Product(x, 0, x.size() - 1)), Int("f", y.back()), Str("activation", *act)});
 }
 
+// kiln.CacheWrite(cache [B,H,C,D], new [B,H,S,D], positions [B,S]) -> [B,H,C,D].
+std::optional<KernelChoice> CacheWrite(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
+    return std::nullopt;
+  const Dims c = InDims(n, 0), r = InDims(n, 1), p = InDims(n, 2);
+  if (c.size() != 4 || r.size() != 4 || OutDims(n, 0) != c) return std::nullopt;
+  if (r[0] != c[0] || r[1] != c[1] || r[3] != c[3] || p != Dims{c[0], r[2]}) return std::nullopt;
+  return Emit(t, "cache_write", n,
+              {Int("batch", c[0]), Int("heads", c[1]), Int("slots", c[2]), Int("seq", r[2]),
+               Int("row", c[3])});
+}
+
 std::optional<KernelChoice> Softmax(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims x = InDims(n, 0);
@@ -367,6 +379,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
       k = EmbedLayerNorm(n, target);
     else if (n.op() == "Pool")
       k = Pool(n, target);
+    else if (n.op() == "CacheWrite")
+      k = CacheWrite(n, target);
     else
       known = false;
   } else if (n.domain().empty() && n.op() == "LayerNormalization") {

@@ -122,6 +122,16 @@ std::vector<KernelContract> CpuContracts() {
                                  DTypeBit(DType::kU64),
                              "ONNX CumSum along `axis` (floats accumulate in their own type, "
                              "as the reference)"));
+  t.push_back(
+      {.name = "cache_write",
+       .inputs = {Req("cache", kF32Only), Same("new", 0), Req("positions", DTypeBit(DType::kI64))},
+       .outputs = {Same("y", 0)},
+       .params = {SizeParam("batch"), SizeParam("heads"), PositiveParam("slots"), SizeParam("seq"),
+                  PositiveParam("row")},
+       .inplace_ok = true,
+       .doc = "cache, y [batch,heads,slots,row]; new [batch,heads,seq,row]; positions "
+              "[batch,seq]: y = cache with new's rows at those slots (only they move when y is "
+              "the cache)"});
   t.push_back({.name = "glu",
                .inputs = {Req("x", kF32Only)},
                .outputs = {Req("y", kF32Only)},

@@ -8,6 +8,7 @@
 // dtype (no mixed precision); MultiHeadAttention materializes one [S, S] score row block per
 // (batch, head).
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -773,6 +774,54 @@ Result PoolKernel(const Node& node, Inputs in) {
   return std::vector<Tensor>{FromDoubles(hidden->dtype(), {nb, h}, y)};
 }
 
+// ---------------------------------------------------------------------------------------
+// kiln.CacheWrite(cache [B,H,C,D], new [B,H,S,D], positions [B,S] int64) -> [B,H,C,D]: the
+// cache with new[b, h, s, :] written at slot positions[b, s] (every other slot as it was).
+// A position outside [0, C) or two rows of one sequence at the same slot is an error.
+
+Result CacheWriteKernel(const Node&, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* cache, Arg(in, 0, "cache"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* rows, Arg(in, 1, "new"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* pos, Arg(in, 2, "positions"));
+  if (cache->rank() != 4 || rows->rank() != 4)
+    return absl::InvalidArgumentError(absl::StrCat("cache and new must be rank 4, got ",
+                                                   DimsStr(cache->dims()), " and ",
+                                                   DimsStr(rows->dims())));
+  if (rows->dtype() != cache->dtype())
+    return absl::InvalidArgumentError(
+        absl::StrCat("new is ", DName(rows->dtype()), " but the cache is ", DName(cache->dtype())));
+  const int64_t b = cache->dims()[0], h = cache->dims()[1], c = cache->dims()[2],
+                d = cache->dims()[3], s = rows->dims()[2];
+  if (rows->dims()[0] != b || rows->dims()[1] != h || rows->dims()[3] != d)
+    return absl::InvalidArgumentError(absl::StrCat("new ", DimsStr(rows->dims()),
+                                                   " does not match the cache ",
+                                                   DimsStr(cache->dims()), " in B, H or D"));
+  if (pos->dtype() != DType::kI64 || pos->dims() != std::vector<int64_t>{b, s})
+    return absl::InvalidArgumentError(absl::StrCat("positions must be int64 [", b, ",", s,
+                                                   "], got ", DName(pos->dtype()), " ",
+                                                   DimsStr(pos->dims())));
+  const int64_t* p = pos->data<int64_t>();
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < s; ++j) {
+      if (p[i * s + j] < 0 || p[i * s + j] >= c)
+        return absl::InvalidArgumentError(absl::StrCat("position ", p[i * s + j], " of sequence ",
+                                                       i, " is outside the cache's ", c, " slots"));
+      for (int64_t k = 0; k < j; ++k)
+        if (p[i * s + k] == p[i * s + j])
+          return absl::InvalidArgumentError(absl::StrCat(
+              "sequence ", i, " writes slot ", p[i * s + j], " twice (rows ", k, " and ", j, ")"));
+    }
+  Tensor out(cache->dtype(), cache->dims());
+  if (cache->NumBytes() > 0) std::memcpy(out.raw(), cache->raw(), cache->NumBytes());
+  const size_t row = static_cast<size_t>(d) * DTypeSize(cache->dtype());
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t j = 0; j < s; ++j)
+        std::memcpy(out.raw() + ((i * h + hh) * c + p[i * s + j]) * row,
+                    rows->raw() + ((i * h + hh) * s + j) * row, row);
+  return std::vector<Tensor>{std::move(out)};
+}
+
 }  // namespace
 
 void RegisterFusedKernels(KernelTable& table) {
@@ -787,6 +836,7 @@ void RegisterFusedKernels(KernelTable& table) {
   add("Attention", &AttentionKernel);
   add("EmbedLayerNorm", &EmbedLayerNormKernel);
   add("Pool", &PoolKernel);
+  add("CacheWrite", &CacheWriteKernel);
 }
 
 }  // namespace kiln::reference

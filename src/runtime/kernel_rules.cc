@@ -283,6 +283,22 @@ absl::StatusOr<GluRule> CheckGlu(const StepChecker& c) {
   return r;
 }
 
+absl::StatusOr<CacheWriteRule> CheckCacheWrite(const StepChecker& c) {
+  CacheWriteRule r{c.Int("batch"), c.Int("heads"), c.Int("slots"), c.Int("seq"), c.Int("row")};
+  KILN_ASSIGN_OR_RETURN(const int64_t cache,
+                        c.Product({r.batch, r.heads, r.slots, r.row}, "batch*heads*slots*row"));
+  KILN_ASSIGN_OR_RETURN(const int64_t rows,
+                        c.Product({r.batch, r.heads, r.seq, r.row}, "batch*heads*seq*row"));
+  KILN_ASSIGN_OR_RETURN(const int64_t positions, c.Product({r.batch, r.seq}, "batch*seq"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), cache, "cache"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), rows, "new"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(2), positions, "positions"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), cache, "y"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), r.row, "cache", "row"));
+  r.elem_size = DTypeSize(c.In(0)->dtype);
+  return r;
+}
+
 absl::StatusOr<SoftmaxRule> CheckSoftmax(const StepChecker& c) {
   SoftmaxRule r{c.Int("rows"), c.Int("n")};
   KILN_ASSIGN_OR_RETURN(const int64_t total, c.Product({r.rows, r.n}, "rows*n"));

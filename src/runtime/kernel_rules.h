@@ -105,6 +105,14 @@ struct GluRule {
 };
 absl::StatusOr<GluRule> CheckGlu(const StepChecker& c);
 
+// cache_write: cache, y [batch, heads, slots, row]; new [batch, heads, seq, row];
+// positions [batch, seq] (int64, checked against `slots` at run time).
+struct CacheWriteRule {
+  int64_t batch = 0, heads = 0, slots = 0, seq = 0, row = 0;
+  size_t elem_size = 0;
+};
+absl::StatusOr<CacheWriteRule> CheckCacheWrite(const StepChecker& c);
+
 // eltwise: one ONNX elementwise op over numpy-broadcast operands (src/plan/eltwise_ops.h
 // for the typing). The operands are the step's present inputs, in order; y may be input 0
 // in place only where that input does not broadcast and has y's element size.

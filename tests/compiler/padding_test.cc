@@ -124,7 +124,9 @@ TEST(PaddingTest, CatalogueMixingKinds) {
   // Its mask is input 3, where the analysis does not look: never paddable, like a Softmax.
   EXPECT_EQ(FindOp("kiln", "Attention")->mixing, PositionMixing::kNormalizesAxis);
   EXPECT_EQ(FindOp("kiln", "Pool")->mixing, PositionMixing::kMaskedOrFirst);
-  EXPECT_EQ(mixing, 15);
+  // A decode program's cache append writes rows at slots its positions name.
+  EXPECT_EQ(FindOp("kiln", "CacheWrite")->mixing, PositionMixing::kNormalizesAxis);
+  EXPECT_EQ(mixing, 16);
 }
 
 }  // namespace

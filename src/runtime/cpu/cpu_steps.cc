@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cache_write.h"
 #include "kernels/cpu/cumsum.h"
 #include "kernels/cpu/eltwise.h"
 #include "kernels/cpu/embed_layer_norm.h"
@@ -598,6 +599,33 @@ absl::StatusOr<StepPtr> PrepareCumSum(const StepChecker& c, CpuPrepareEnv&) {
   return StepPtr(new CumSumStep(a));
 }
 
+class CacheWriteStep final : public CpuStep {
+ public:
+  explicit CacheWriteStep(cpu::CacheWriteArgs a) : a_(a) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::CacheWriteArgs a = a_;
+    a.cache = io.In(0);
+    a.rows = io.In(1);
+    a.positions = static_cast<const int64_t*>(io.In(2));
+    a.y = io.Out(0);
+    return cpu::CacheWrite(ctx, a);
+  }
+
+ private:
+  cpu::CacheWriteArgs a_;
+};
+
+absl::StatusOr<StepPtr> PrepareCacheWrite(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const CacheWriteRule r, CheckCacheWrite(c));
+  cpu::CacheWriteArgs a;
+  a.batch = r.batch;
+  a.heads = r.heads;
+  a.slots = r.slots;
+  a.seq = r.seq;
+  a.row_bytes = static_cast<size_t>(r.row) * r.elem_size;
+  return StepPtr(new CacheWriteStep(a));
+}
+
 // transpose / slice / expand / concat: the shared rule's boxes, box i from input i for a
 // concat, from input 0 otherwise.
 class StridedStep final : public CpuStep {
@@ -644,6 +672,7 @@ constexpr Entry kTable[] = {
     {"gather_nd", PrepareGatherND},
     {"gather_elements", PrepareGatherElements},
     {"cumsum", PrepareCumSum},
+    {"cache_write", PrepareCacheWrite},
     {"gelu", PrepareGelu},
     {"glu", PrepareGlu},
     {"softmax", PrepareSoftmax},

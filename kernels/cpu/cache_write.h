@@ -1,0 +1,28 @@
+// The cache append of a decode program (kiln.CacheWrite, docs/generation.md): y = cache
+// with new[b, h, s, :] written at slot positions[b, s]. When y is the cache (the
+// generation session passes one buffer as both) only the new rows move: the past is never
+// copied. Positions are checked before anything is written: one outside [0, slots) is
+// InvalidArgument and y is left untouched.
+// Limits: dense row-major; y must be the cache or not overlap it; new must not overlap y.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "kernels/cpu/cpu_context.h"
+
+namespace kiln::cpu {
+
+struct CacheWriteArgs {
+  const void* cache = nullptr;         // [batch, heads, slots, row]
+  const void* rows = nullptr;          // [batch, heads, seq, row]
+  const int64_t* positions = nullptr;  // [batch, seq]
+  void* y = nullptr;                   // [batch, heads, slots, row]
+  int64_t batch = 0, heads = 0, slots = 0, seq = 0;
+  size_t row_bytes = 0;  // row elements × element size
+};
+
+absl::Status CacheWrite(const CpuContext& ctx, const CacheWriteArgs& a);
+
+}  // namespace kiln::cpu
