@@ -77,6 +77,17 @@ def inputs(args, batch, seq, past, seed):
     return feeds
 
 
+def add_model_args(ap):
+    """The exported model's sizes (export), shared with bench/generate_bench.py."""
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=896)
+    ap.add_argument("--heads", type=int, default=14)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--ffn", type=int, default=4864)
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--max-pos", type=int, default=4096)
+
+
 def floor_ms(args, batch, seq, past, weight_bytes):
     head_dim = args.hidden // args.heads
     cache = 2 * args.layers * batch * args.kv_heads * (past + seq) * head_dim * 4
@@ -85,13 +96,7 @@ def floor_ms(args, batch, seq, past, weight_bytes):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=896)
-    ap.add_argument("--heads", type=int, default=14)
-    ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--ffn", type=int, default=4864)
-    ap.add_argument("--vocab", type=int, default=8192)
-    ap.add_argument("--max-pos", type=int, default=4096)
+    add_model_args(ap)
     ap.add_argument("--decode", default="1x128,1x512", help="BxPAST,... (sequence 1)")
     ap.add_argument("--prefill", default="", help="BxS,... (empty past)")
     ap.add_argument("--threads", type=int, default=2)

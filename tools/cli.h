@@ -63,6 +63,7 @@ absl::Status ParseProfileSpec(const std::string& spec,
 
 int RunBench(int argc, char** argv);
 int RunCompile(int argc, char** argv);
+int RunGenerate(int argc, char** argv);
 
 int RunInspect(int argc, char** argv);
 int RunOpt(int argc, char** argv);

@@ -66,6 +66,12 @@ constexpr char kHelp[] =
     "                           in 16 bits, statistics, softmax and GEMM accumulation in\n"
     "                           fp32 inside the kernels, graph I/O in the model's dtypes\n"
     "                           (docs/precision.md)\n"
+    "  --decode-context LIST    KV-cache decoders (past_key_values.* in, present.* out):\n"
+    "                           the cache capacities in tokens per sequence, e.g. 256,1024.\n"
+    "                           The plan gets a prefill program (the --profile buckets with\n"
+    "                           an empty past) and a decode program (one token per sequence,\n"
+    "                           appending to the cache in place) for each capacity and batch;\n"
+    "                           run it with `kiln generate` (docs/generation.md). cpu only\n"
     "  --disable-pass NAME      skip an optimization pass wherever the pipeline has it\n"
     "                           (repeatable; `kiln opt --list-passes` lists them)\n"
     "  --verbose, -v            print progress (passes, fusions, buckets) from the start\n"
@@ -237,6 +243,16 @@ int RunCompile(int argc, char** argv) {
     }
     if (args.Option("--disable-pass", &v)) {
       co.disabled_passes.push_back(v);
+      continue;
+    }
+    if (args.Option("--decode-context", &v)) {
+      for (absl::string_view part : absl::StrSplit(v, ',')) {
+        int64_t c = 0;
+        if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &c))
+          return Fail(absl::InvalidArgumentError(absl::StrCat(
+              "--decode-context: '", std::string(part), "' is not a token count like 256")));
+        co.decode_context.push_back(c);
+      }
       continue;
     }
     if (!args.status().ok()) return Fail(args.status());

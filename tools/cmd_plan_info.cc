@@ -7,6 +7,7 @@
 // backend, a device that answers, and an SM among the plan's and this build's. The plan's
 // kiln version must equal this kiln's (the kernel contract is not versioned separately yet).
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,24 @@ int RunPlanInfo(int argc, char** argv) {
               static_cast<unsigned long long>(info->weights_bytes),
               static_cast<unsigned long long>(info->weights_offset));
   std::printf("metadata      %s\n", HumanBytes(static_cast<int64_t>(info->metadata_bytes)).c_str());
+  // A generation plan: its two programs and the context they allow.
+  std::set<int64_t> capacities;
+  size_t caches = 0;
+  for (const PlanBucket& b : plan.buckets)
+    if (b.program == PlanProgram::kDecode) {
+      caches = b.in_place.size();
+      for (const PlanInPlace& ip : b.in_place)
+        if (plan.inputs[ip.input].dims.size() == 4 && plan.inputs[ip.input].dims[2].is_symbol())
+          if (auto it = b.bindings.find(plan.inputs[ip.input].dims[2].symbol());
+              it != b.bindings.end())
+            capacities.insert(it->second);
+    }
+  if (!capacities.empty())
+    std::printf(
+        "generation    prefill (model program, empty past) + decode (one token per "
+        "sequence, %zu K/V caches appended in place); capacities %s; max context %lld\n",
+        caches, absl::StrJoin(capacities, ", ").c_str(),
+        static_cast<long long>(*capacities.rbegin()));
   std::printf("buckets       %zu\n", plan.buckets.size());
   for (size_t i = 0; i < plan.buckets.size(); ++i) {
     const PlanBucket& b = plan.buckets[i];

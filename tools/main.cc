@@ -23,6 +23,7 @@ constexpr char kUsage[] =
     "  compile MODEL.onnx   compile a model ahead of time into a plan file (-o OUT.kiln)\n"
     "  run PLAN.kiln        run a compiled plan and summarize outputs (--trace for a profile)\n"
     "  bench PLAN.kiln      measure a plan: load, first run, p50/p90 latency, throughput\n"
+    "  generate PLAN.kiln   generate tokens with a KV-cache decoder plan (--decode-context)\n"
     "  plan-info PLAN.kiln  describe a plan (no weights read) and check it runs here\n"
     "  kernels              list a target's plan kernels and their contracts\n"
     "\n"
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   if (cmd == "opt") return RunOpt(argc, argv);
   if (cmd == "compile") return RunCompile(argc, argv);
   if (cmd == "bench") return RunBench(argc, argv);
+  if (cmd == "generate") return RunGenerate(argc, argv);
   if (cmd == "plan-info") return RunPlanInfo(argc, argv);
   if (cmd == "kernels") return RunKernels(argc, argv);
   std::fprintf(stderr, "kiln: error: unknown command '%s' (see kiln --help)\n", cmd.c_str());

@@ -93,6 +93,18 @@ std::string PlanInfoJson(const PlanInfo& info, const std::string& path) {
     w.Key("bindings").BeginObject();
     for (const auto& [sym, val] : b.bindings) w.Key(sym).Int(val);
     w.EndObject();
+    w.Key("program").String(std::string(PlanProgramName(b.program)));
+    if (!b.in_place.empty()) {
+      w.Key("in_place").BeginArray();
+      for (const PlanInPlace& ip : b.in_place)
+        w.BeginObject()
+            .Key("input")
+            .String(plan.inputs[ip.input].name)
+            .Key("output")
+            .String(plan.outputs[ip.output].name)
+            .EndObject();
+      w.EndArray();
+    }
     w.Key("steps").Int(static_cast<int64_t>(b.steps.size()));
     w.Key("buffers").Int(static_cast<int64_t>(b.buffers.size()));
     w.Key("arena_bytes").Int(b.arena_bytes);

@@ -88,7 +88,10 @@ std::string BucketLabel(const Plan& plan, int index) {
   std::vector<std::string> parts;
   for (const auto& [sym, v] : plan.buckets[index].bindings)
     parts.push_back(absl::StrCat(sym, "=", v));
-  return absl::StrJoin(parts, ",");
+  const std::string label = absl::StrJoin(parts, ",");
+  return plan.buckets[index].program == PlanProgram::kModel
+             ? label
+             : absl::StrCat(std::string(PlanProgramName(plan.buckets[index].program)), " ", label);
 }
 
 std::string SigString(const PlanTensorSig& sig) {

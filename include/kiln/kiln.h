@@ -80,6 +80,13 @@ struct CompileOptions {
   // model whose inputs keep an unbound symbolic dim is InvalidArgument naming it.
   std::map<std::string, std::vector<int64_t>> profile;
   std::vector<std::string> disabled_passes;  // as `kiln opt --disable-pass`
+  // KV-cache decoders (past key/value inputs, present outputs, as optimum exports them):
+  // the cache capacities (slots per sequence) to compile decode buckets for, e.g. {256,
+  // 1024}. Non-empty: the plan gets a prefill program (the profile's buckets with an empty
+  // past) and a decode program (one token per sequence, for each batch of the profile and
+  // each capacity); the model's past and total lengths are bound by kiln, not the profile.
+  // Empty: the model is compiled as exported. docs/generation.md.
+  std::vector<int64_t> decode_context;
   // Receives one line per compile phase (pass summaries, bucket n/m, ...). Null: silent.
   std::function<void(std::string_view)> progress;
 };

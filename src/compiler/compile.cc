@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "compiler/generation.h"
 #include "compiler/lower.h"
 #include "compiler/padding.h"
 #include "kiln/ir/dim_expr.h"
@@ -78,6 +81,14 @@ absl::Status ValidateOptions(const CompileOptions& o) {
     if (sm < 50 || sm > 200)
       return absl::InvalidArgumentError(
           absl::StrCat("CUDA architecture sm_", sm, " is not one kiln knows (sm_80, sm_90, ...)"));
+  for (int64_t c : o.decode_context)
+    if (c < 2)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--decode-context ", c, ": a decode cache needs at least 2 slots (e.g. 256,1024)"));
+  if (!o.decode_context.empty() && o.target != PlanTarget::kCpu)
+    return absl::UnimplementedError(
+        "--decode-context: the decode program's cache append (kiln.CacheWrite) has no CUDA "
+        "kernel yet; compile generation plans for the cpu target");
   if (o.opt_level < 0 || o.opt_level > 3)
     return absl::InvalidArgumentError(
         absl::StrCat("opt level ", o.opt_level, " is out of range (0..3)"));
@@ -145,6 +156,15 @@ std::string BindingsText(const std::map<std::string, int64_t>& b) {
   for (const auto& [sym, v] : b) parts.push_back(absl::StrCat(sym, "=", v));
   return absl::StrJoin(parts, " ");
 }
+
+// One bucket to compile: the bindings the graph is specialized and optimized with, the
+// bindings the plan stores (they differ for decode buckets, whose past input is widened
+// from capacity - 1 to the whole cache after optimization), and the program.
+struct BucketSpec {
+  std::map<std::string, int64_t> specialize, stored;
+  PlanProgram program = PlanProgram::kModel;
+  int64_t capacity = 0;  // decode: the cache slots
+};
 
 absl::StatusOr<PlanTensorSig> InputSig(const Node& in) {
   const std::string& name = in.output_info(0).name;
@@ -234,7 +254,11 @@ std::string CompileOptionsString(const CompileOptions& o) {
                       " opt_level=", o.opt_level, " precision=", o.precision, " shapes={",
                       absl::StrJoin(shapes, ","), "} symbols={", absl::StrJoin(symbols, ","),
                       "} profile={", absl::StrJoin(profile, ","), "} disabled_passes={",
-                      absl::StrJoin(disabled, ","), "}");
+                      absl::StrJoin(disabled, ","), "}",
+                      o.decode_context.empty()
+                          ? ""
+                          : absl::StrCat(" decode_context={",
+                                         absl::StrJoin(SortedUnique(o.decode_context), ","), "}"));
 }
 
 namespace {
@@ -300,6 +324,24 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   say(absl::StrFormat("-O%d: %d -> %d nodes (%.2f s); fused: %s", options.opt_level, imported_nodes,
                       CountComputeNodes(*graph), Seconds(t0), FusionLine(report)));
 
+  // A generation plan: the decoder's cache signature, whose past and total lengths kiln
+  // binds itself (prefill: an empty past; decode: the capacities).
+  std::optional<compiler::KvSignature> kv;
+  std::set<std::string> derived;
+  if (!options.decode_context.empty()) {
+    KILN_ASSIGN_OR_RETURN(kv, compiler::FindKvSignature(*graph));
+    derived.insert(kv->past);
+    if (!kv->total.empty()) derived.insert(kv->total);
+    for (const std::string& sym : derived)
+      if (options.profile.count(sym) || options.symbols.count(sym))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--decode-context: symbol '", sym,
+            "' is the cache length, which kiln binds (an "
+            "empty past for prefill, the capacities for decode); do not give it a value"));
+    say(absl::StrFormat("generation: %d cached K/V, past '%s', decode capacities %s",
+                        kv->caches.size(), kv->past, absl::StrJoin(options.decode_context, ",")));
+  }
+
   // Signature, and the symbols the profile must bind.
   std::set<std::string> symbols;
   std::vector<std::string> input_names;
@@ -314,6 +356,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
             "), which is not an expression kiln can bind (symbols, integers, + - * and / by "
             "an integer)"));
       for (const std::string& sym : *syms) {
+        if (derived.count(sym)) continue;
         if (!options.profile.count(sym))
           return absl::InvalidArgumentError(absl::StrCat(
               "graph input '", sig.name, "' has symbolic dim '", sym, "' (",
@@ -337,22 +380,60 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   for (const GraphOutput& out : graph->outputs()) plan.outputs.push_back(OutputSig(out));
   plan.paddable_symbols = compiler::PaddableSymbols(plan, *graph, symbols);
 
-  // One bucket per profile point: specialize, re-optimize, lower.
-  const std::vector<std::map<std::string, int64_t>> buckets = Buckets(options.profile);
+  // One bucket per profile point (generation plans: prefill with an empty past, then one
+  // decode bucket per capacity and profile point without the sequence): specialize,
+  // re-optimize, lower.
+  std::vector<BucketSpec> buckets;
+  for (std::map<std::string, int64_t>& point : Buckets(options.profile)) {
+    BucketSpec spec;
+    if (kv) {
+      point[kv->past] = 0;
+      if (!kv->total.empty()) {
+        if (point.count(kv->sequence))
+          point[kv->total] = point[kv->sequence];
+        else if (options.symbols.count(kv->sequence))
+          point[kv->total] = options.symbols.at(kv->sequence);
+      }
+    }
+    spec.specialize = spec.stored = std::move(point);
+    buckets.push_back(std::move(spec));
+  }
+  if (kv) {
+    std::map<std::string, std::vector<int64_t>> decode_profile = options.profile;
+    decode_profile.erase(kv->sequence);
+    for (int64_t capacity : SortedUnique(options.decode_context))
+      for (std::map<std::string, int64_t>& point : Buckets(decode_profile)) {
+        BucketSpec spec;
+        spec.program = PlanProgram::kDecode;
+        spec.capacity = capacity;
+        point[kv->sequence] = 1;
+        spec.specialize = spec.stored = point;
+        spec.specialize[kv->past] = capacity - 1;
+        spec.stored[kv->past] = capacity;
+        if (!kv->total.empty()) spec.specialize[kv->total] = spec.stored[kv->total] = capacity;
+        buckets.push_back(std::move(spec));
+      }
+  }
   for (size_t b = 0; b < buckets.size(); ++b) {
     t0 = Clock::now();
-    const std::string where =
-        buckets[b].empty() ? "" : absl::StrCat("bucket ", BindingsText(buckets[b]), ": ");
+    const std::string label =
+        absl::StrCat(buckets[b].program == PlanProgram::kDecode ? "decode " : "",
+                     BindingsText(buckets[b].stored));
+    const std::string where = label.empty() ? "" : absl::StrCat("bucket ", label, ": ");
     std::unique_ptr<Graph> bg = graph->Clone();
     PassContext bctx;
     bctx.target = options.target;
     bctx.precision = precision;
     bctx.symbol_values = options.symbols;
-    for (const auto& [sym, v] : buckets[b]) bctx.symbol_values[sym] = v;
+    for (const auto& [sym, v] : buckets[b].specialize) bctx.symbol_values[sym] = v;
     bctx.input_shapes = options.input_shapes;
     PassManager pm(pmo);
     absl::Status s = pm.Run(pipeline, *bg, bctx);
     if (s.ok()) s = InferShapes(*bg, bctx);
+    if (s.ok() && buckets[b].program == PlanProgram::kDecode) {
+      s = compiler::RewriteForDecode(*bg, *kv, buckets[b].capacity);
+      if (s.ok()) s = InferShapes(*bg, bctx);
+    }
     if (s.ok() && !VerifyGraph(*bg).ok())
       s = absl::InternalError(absl::StrCat("the specialized graph fails verification: ",
                                            std::string(VerifyGraph(*bg).message())));
@@ -368,8 +449,9 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     if (!lowered.ok())
       return absl::Status(lowered.status().code(),
                           absl::StrCat(where, std::string(lowered.status().message())));
-    lowered->bindings = buckets[b];
-    const std::string label = BindingsText(buckets[b]);
+    lowered->bindings = buckets[b].stored;
+    lowered->program = buckets[b].program;
+    if (buckets[b].program == PlanProgram::kDecode) lowered->in_place = kv->caches;
     say(absl::StrFormat(
         "bucket %d (%d of %d)%s: %d steps, arena %.2f MiB (no reuse %.2f MiB) "
         "(%.2f s)",

@@ -1,0 +1,279 @@
+// kiln::GenerationSession and the generation plans (--decode-context) on the KV-cache
+// fixtures (models/fixtures/kv/: 2-layer Llama and Qwen2, 4 cached K/V, vocab 256): the
+// plan holds prefill buckets (an empty past) and decode buckets (one token, the cache as
+// past and present, kiln.CacheWrite steps); a greedy prefill + decode matches re-running
+// the model's prefill program over the whole growing prefix at every step, through a cache
+// growth; sequences of different lengths batched match each alone; every documented bad
+// input is its error, and compiling a model that is not a KV-cache decoder says why.
+// Tolerance 1e-4 absolute on the logits (|logits| ~ 1): the decode step attends over the
+// cache in a different order and blocking than the prefill's causal attention over the
+// prefix, fp32 throughout, which moves the logits by a few 1e-6; a wrong slot, position
+// or mask moves them by far more (checked below: the logits one token earlier differ by
+// more than 100x the tolerance).
+// The onnxruntime oracle (the past-KV export looped with present fed back) is
+// tests/e2e/test_generation.py.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kiln/generation.h"
+#include "kiln/kiln.h"
+#include "kiln/plan/plan.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kKv = std::string(KILN_SOURCE_DIR) + "/models/fixtures/kv/";
+constexpr float kTol = 1e-4f;
+
+CompileOptions GenerationOptions(std::vector<int64_t> capacities) {
+  CompileOptions o;
+  o.profile = {{"batch", {1, 2}}, {"sequence", {1, 2, 3, 4, 5, 6, 7, 8, 9}}};
+  o.decode_context = std::move(capacities);
+  return o;
+}
+
+std::shared_ptr<const Executor> CompileAndCreate(const std::string& model,
+                                                 const CompileOptions& o) {
+  absl::StatusOr<Plan> plan = Compile(model, o);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return nullptr;
+  absl::StatusOr<std::unique_ptr<Executor>> e =
+      Executor::Create(std::make_shared<const Plan>(*std::move(plan)));
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::shared_ptr<const Executor>(*std::move(e)) : nullptr;
+}
+
+int64_t Argmax(const Tensor& logits, int64_t b) {
+  const int64_t v = logits.dims()[1];
+  const float* row = logits.data<float>() + b * v;
+  return std::max_element(row, row + v) - row;
+}
+
+float MaxDiff(const Tensor& a, int64_t ra, const Tensor& b, int64_t rb) {
+  const int64_t v = a.dims()[1];
+  float worst = 0;
+  for (int64_t j = 0; j < v; ++j)
+    worst = std::max(worst, std::fabs(a.data<float>()[ra * v + j] - b.data<float>()[rb * v + j]));
+  return worst;
+}
+
+// The logits after `prefix`, by a fresh session's prefill of all of it.
+Tensor RerunPrefix(const std::shared_ptr<const Executor>& e, const std::vector<int64_t>& prefix) {
+  auto s = GenerationSession::Create(e);
+  EXPECT_TRUE(s.ok()) << s.status();
+  std::vector<std::vector<int64_t>> one = {prefix};
+  absl::StatusOr<Tensor> t = (*s)->Prefill(one);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *std::move(t);
+}
+
+class Generation : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Generation, PlanHasPrefillAndDecodePrograms) {
+  absl::StatusOr<Plan> plan = Compile(kKv + GetParam(), GenerationOptions({6, 10}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int prefill = 0, decode = 0;
+  for (const PlanBucket& b : plan->buckets) {
+    if (b.program == PlanProgram::kModel) {
+      ++prefill;
+      EXPECT_EQ(b.bindings.at("past_sequence"), 0);
+      EXPECT_EQ(b.bindings.at("total_sequence"), b.bindings.at("sequence"));
+      EXPECT_TRUE(b.in_place.empty());
+      continue;
+    }
+    ++decode;
+    EXPECT_EQ(b.bindings.at("sequence"), 1);
+    const int64_t c = b.bindings.at("past_sequence");
+    EXPECT_TRUE(c == 6 || c == 10) << c;
+    EXPECT_EQ(b.bindings.at("total_sequence"), c);
+    ASSERT_EQ(b.in_place.size(), 4u);  // 2 layers x (key, value)
+    int writes = 0;
+    for (const PlanStep& s : b.steps) writes += s.kernel == "cache_write";
+    EXPECT_EQ(writes, 4);
+    for (const PlanInPlace& ip : b.in_place) {
+      EXPECT_THAT(plan->inputs[ip.input].name, HasSubstr("past_key_values."));
+      EXPECT_THAT(plan->outputs[ip.output].name, HasSubstr("present."));
+    }
+  }
+  EXPECT_EQ(prefill, 18);  // batch 1, 2 x sequence 1..9
+  EXPECT_EQ(decode, 4);    // batch 1, 2 x capacity 6, 10
+  // The programs and the in-place pairs survive the file.
+  absl::StatusOr<std::string> bytes = SerializePlan(*plan);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<Plan> back = ParsePlan(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *plan);
+}
+
+TEST_P(Generation, GreedyDecodeMatchesRerunningThePrefix) {
+  std::shared_ptr<const Executor> e =
+      CompileAndCreate(kKv + GetParam(), GenerationOptions({6, 10}));
+  ASSERT_NE(e, nullptr);
+  auto s = GenerationSession::Create(e);
+  ASSERT_TRUE(s.ok()) << s.status();
+  GenerationSession& gen = **s;
+  std::vector<int64_t> prefix = {5, 17, 42};
+  std::vector<std::vector<int64_t>> prompts = {prefix};
+  absl::StatusOr<Tensor> logits = gen.Prefill(prompts);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  EXPECT_EQ(gen.capacity(), 6);
+  const int64_t small_cache = gen.cache_bytes();
+  int64_t kv_heads = 0;
+  for (const PlanTensorSig& sig : e->plan().inputs)
+    if (sig.name == "past_key_values.0.key") kv_heads = sig.dims[1].value();
+  EXPECT_EQ(small_cache, 4 * kv_heads * 6 * 16 * 4);  // 4 caches [1, kv_heads, 6, 16] f32
+  for (int step = 0; step < 6; ++step) {              // lengths 4 .. 9: grows 6 -> 10 on the way
+    const int64_t next = Argmax(*logits, 0);
+    prefix.push_back(next);
+    const std::vector<int64_t> ids = {next};
+    logits = gen.Decode(ids);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    ASSERT_EQ(*gen.length(0), static_cast<int64_t>(prefix.size()));
+    const Tensor want = RerunPrefix(e, prefix);
+    EXPECT_LE(MaxDiff(*logits, 0, want, 0), kTol) << "step " << step;
+    // The comparison is sensitive: the logits one token earlier are far off.
+    const std::vector<int64_t> shorter(prefix.begin(), prefix.end() - 1);
+    EXPECT_GT(MaxDiff(*logits, 0, RerunPrefix(e, shorter), 0), 100 * kTol) << "step " << step;
+  }
+  EXPECT_EQ(gen.capacity(), 10);
+  EXPECT_EQ(gen.cache_bytes(), small_cache / 6 * 10);
+  EXPECT_EQ(gen.max_context(), 10);
+}
+
+TEST_P(Generation, BatchedSequencesOfDifferentLengthsMatchAlone) {
+  std::shared_ptr<const Executor> e = CompileAndCreate(kKv + GetParam(), GenerationOptions({10}));
+  ASSERT_NE(e, nullptr);
+  const std::vector<std::vector<int64_t>> prompts = {{9, 8, 7}, {1, 2, 3, 4, 5}};
+  auto batched = GenerationSession::Create(e);
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  std::vector<std::unique_ptr<GenerationSession>> alone;
+  for (int b = 0; b < 2; ++b) alone.push_back(*GenerationSession::Create(e));
+  absl::StatusOr<Tensor> both = (*batched)->Prefill(prompts);
+  ASSERT_TRUE(both.ok()) << both.status();
+  std::vector<Tensor> each;
+  for (int b = 0; b < 2; ++b) {
+    std::vector<std::vector<int64_t>> one = {prompts[b]};
+    each.push_back(*alone[b]->Prefill(one));
+  }
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int64_t> next(2);
+    for (int b = 0; b < 2; ++b) {
+      EXPECT_LE(MaxDiff(*both, b, each[b], 0), kTol) << "sequence " << b << " step " << step;
+      next[b] = Argmax(*both, b);
+      EXPECT_EQ(next[b], Argmax(each[b], 0)) << "sequence " << b << " step " << step;
+    }
+    both = (*batched)->Decode(next);
+    ASSERT_TRUE(both.ok()) << both.status();
+    for (int b = 0; b < 2; ++b) {
+      const std::vector<int64_t> one = {next[b]};
+      each[b] = *alone[b]->Decode(one);
+    }
+  }
+  EXPECT_EQ(*(*batched)->length(0), 7);
+  EXPECT_EQ(*(*batched)->length(1), 9);
+}
+
+TEST_P(Generation, BadInputsAreErrors) {
+  std::shared_ptr<const Executor> e = CompileAndCreate(kKv + GetParam(), GenerationOptions({6}));
+  ASSERT_NE(e, nullptr);
+  auto s = GenerationSession::Create(e);
+  ASSERT_TRUE(s.ok()) << s.status();
+  GenerationSession& gen = **s;
+  const std::vector<int64_t> one = {3};
+  absl::Status st = gen.Decode(one).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(st.message(), HasSubstr("before Prefill"));
+  std::vector<std::vector<int64_t>> bad = {{1, 256}};
+  st = gen.Prefill(bad).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(st.message(), HasSubstr("token id 256 (at 1) is outside the vocabulary [0, 256)"));
+  bad = {{}};
+  EXPECT_THAT(gen.Prefill(bad).status().message(), HasSubstr("prompt 0 is empty"));
+  bad = {{1, 2, 3, 4, 5, 6}};
+  st = gen.Prefill(bad).status();
+  EXPECT_THAT(st.message(), HasSubstr("a prompt of 6 tokens does not fit the plan's maximum "
+                                      "context of 6 tokens"));
+  bad = {{1}, {2}, {3}};  // batch 3: the profile has 1 and 2
+  EXPECT_FALSE(gen.Prefill(bad).ok());
+  std::vector<std::vector<int64_t>> good = {{1, 2, 3, 4}};
+  ASSERT_TRUE(gen.Prefill(good).ok());
+  const std::vector<int64_t> two = {1, 2};
+  EXPECT_THAT(gen.Decode(two).status().message(), HasSubstr("2 token ids for 1 sequences"));
+  const std::vector<int64_t> neg = {-1};
+  EXPECT_THAT(gen.Decode(neg).status().message(), HasSubstr("outside the vocabulary"));
+  ASSERT_TRUE(gen.Decode(one).ok());  // length 5
+  ASSERT_TRUE(gen.Decode(one).ok());  // length 6 = the capacity
+  st = gen.Decode(one).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(st.message(), HasSubstr("sequence 0 holds 6 tokens, the plan's maximum context"));
+  EXPECT_EQ(*gen.length(0), 6);  // the failed step changed nothing
+  EXPECT_EQ(gen.length(1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gen.length(-1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(KvFixtures, Generation,
+                         ::testing::Values("llama_kv_dynamo_sdpa.onnx",
+                                           "qwen2_kv_torchscript_eager.onnx"),
+                         [](const auto& info) {
+                           std::string n = info.param.substr(0, info.param.find('.'));
+                           return n;
+                         });
+
+TEST(GenerationPlan, ModelRunsNeverPickDecodeBuckets) {
+  std::shared_ptr<const Executor> e =
+      CompileAndCreate(kKv + "llama_kv_dynamo_sdpa.onnx", GenerationOptions({6}));
+  ASSERT_NE(e, nullptr);
+  // Decode-shaped inputs (past = total = 6, one token) through a plain Run: no model bucket
+  // has that shape, so it is an error, not a silent decode.
+  std::vector<std::vector<int64_t>> dims;
+  for (const PlanTensorSig& sig : e->plan().inputs) {
+    std::vector<int64_t> d;
+    for (const Dim& x : sig.dims)
+      d.push_back(x.is_known()               ? x.value()
+                  : x.symbol() == "batch"    ? 1
+                  : x.symbol() == "sequence" ? 1
+                                             : 6);
+    dims.push_back(std::move(d));
+  }
+  EXPECT_FALSE(e->OutputDims(dims).ok());
+  EXPECT_TRUE(e->OutputDims(dims, PlanProgram::kDecode).ok());
+}
+
+TEST(GenerationPlan, NotADecoderOrBadOptionsAreErrors) {
+  CompileOptions o;
+  o.symbols = {{"batch", 1}, {"sequence", 8}};
+  o.decode_context = {16};
+  absl::Status st =
+      Compile(std::string(KILN_SOURCE_DIR) + "/models/fixtures/bert_tiny_opset14_none.onnx", o)
+          .status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(st.message(), HasSubstr("position_ids"));
+  CompileOptions g = GenerationOptions({1});
+  EXPECT_THAT(Compile(kKv + "llama_kv_dynamo_sdpa.onnx", g).status().message(),
+              HasSubstr("at least 2 slots"));
+  g = GenerationOptions({8});
+  g.profile["past_sequence"] = {4};
+  EXPECT_THAT(Compile(kKv + "llama_kv_dynamo_sdpa.onnx", g).status().message(),
+              HasSubstr("which kiln binds"));
+  g = GenerationOptions({8});
+  g.target = PlanTarget::kCuda;
+  EXPECT_EQ(Compile(kKv + "llama_kv_dynamo_sdpa.onnx", g).status().code(),
+            absl::StatusCode::kUnimplemented);
+  // A plan without a decode program gives no session.
+  CompileOptions plain;
+  plain.symbols = {{"batch", 1}, {"sequence", 2}, {"past_sequence", 3}, {"total_sequence", 5}};
+  std::shared_ptr<const Executor> e = CompileAndCreate(kKv + "llama_kv_dynamo_sdpa.onnx", plain);
+  ASSERT_NE(e, nullptr);
+  st = GenerationSession::Create(e).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(st.message(), HasSubstr("no decode program"));
+}
+
+}  // namespace
+}  // namespace kiln
