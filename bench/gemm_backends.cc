@@ -198,10 +198,13 @@ void BM_Gemm(benchmark::State& state) {
 }
 
 // Every (K, N) the MiniLM-L6 / BERT-base / cross-encoder plans run, at the M of batch × seq
-// from 1×32 to 32×256 (and 1: one pooled row), with GELU where the plans fuse it (FFN up).
+// from 1×32 to 32×256 (and 1: one pooled row), with GELU where the plans fuse it (FFN up);
+// and the Qwen2-0.5B-shaped decoder's (bench/generate_bench.py: attention and FFN
+// projections, the 8192-wide head), whose decode steps run M 1 and prefills M 128.
 void GemmArgs(benchmark::internal::Benchmark* bm) {
-  const int64_t kn[][3] = {{384, 384, 0}, {384, 1536, 1}, {1536, 384, 0},
-                           {768, 768, 0}, {768, 3072, 1}, {3072, 768, 0}};
+  const int64_t kn[][3] = {{384, 384, 0},  {384, 1536, 1}, {1536, 384, 0}, {768, 768, 0},
+                           {768, 3072, 1}, {3072, 768, 0}, {896, 896, 0},  {896, 4864, 0},
+                           {4864, 896, 0}, {896, 8192, 0}};
   for (int backend = 0; backend < 5; ++backend)
     for (int64_t m : {1, 32, 128, 1024, 8192})
       for (const auto& p : kn) bm->Args({backend, m, p[0], p[1], p[2]});

@@ -26,7 +26,17 @@ std::span<const GemmRule> MeasuredGemmRules() {
   // 2-core Zen 4 EPYC, whose AVX2 FMA roof (115 GFLOP/s per core) equals its AVX-512 one.
   // kiln's tile reads X in place without M/K blocking, so it wins while X stays cached
   // against each panel and loses once X streams from memory per panel (M in the thousands).
+  // Weights of 4 Mi elements and more (16 MiB: a decoder's FFN and vocabulary head, none
+  // of BERT-base's) measured on Zen 5 with the Qwen2-0.5B shapes (K 896 / 4864, N 4864 /
+  // 896 / 8192, 2 threads, both ISA paths): oneDNN 1.5-2.0x kiln at M 128, level within the
+  // noise at M 1 (memory-bound) — so oneDNN for every M: one packing of the largest weights
+  // where a plan runs both (a generation plan's prefill and decode), not one per backend.
+  static constexpr int64_t kLargeWeight = int64_t{1} << 22;
   static constexpr GemmRule kRules[] = {
+      {Isa::kAvx2, 1, INT64_MAX, GemmBackend::kOneDnn,
+       "weights >= 4 Mi elements: oneDNN 1.5-1.7x kiln at M 128, level at M 1", kLargeWeight},
+      {Isa::kAvx512, 1, INT64_MAX, GemmBackend::kOneDnn,
+       "weights >= 4 Mi elements: oneDNN 1.4-2.0x kiln at M 128, level at M 1", kLargeWeight},
       {Isa::kAvx2, 1, 512, GemmBackend::kKiln,
        "M 1-128: kiln 1.0-2.0x oneDNN gemm:jit at 2 threads, up to 1.9x on the GELU FFN-up"},
       {Isa::kAvx2, 513, INT64_MAX, GemmBackend::kOneDnn,
@@ -44,9 +54,9 @@ std::span<const GemmRule> MeasuredGemmRules() {
   return kRules;
 }
 
-GemmBackend ChooseGemmBackend(std::span<const GemmRule> rules, Isa isa, int64_t m) {
+GemmBackend ChooseGemmBackend(std::span<const GemmRule> rules, Isa isa, int64_t m, int64_t weight) {
   for (const GemmRule& r : rules)
-    if (r.isa == isa && m >= r.min_m && m <= r.max_m) return r.backend;
+    if (r.isa == isa && m >= r.min_m && m <= r.max_m && weight >= r.min_weight) return r.backend;
   return GemmBackend::kOneDnn;
 }
 
@@ -61,11 +71,11 @@ absl::StatusOr<GemmBackend> GemmBackendFromEnv() {
       "KILN_GEMM=", std::string(s), " is not a GEMM backend; use auto, onednn or kiln"));
 }
 
-GemmBackend ResolveGemmBackend(GemmBackend requested, Isa isa, int64_t m) {
+GemmBackend ResolveGemmBackend(GemmBackend requested, Isa isa, int64_t m, int64_t weight) {
   if (requested != GemmBackend::kAuto) return requested;
   static const absl::StatusOr<GemmBackend> env = GemmBackendFromEnv();  // read once
   if (env.ok() && *env != GemmBackend::kAuto) return *env;
-  return ChooseGemmBackend(MeasuredGemmRules(), isa, m);
+  return ChooseGemmBackend(MeasuredGemmRules(), isa, m, weight);
 }
 
 }  // namespace kiln::cpu

@@ -109,7 +109,8 @@ struct PackedLinear::State {
   std::vector<float> plain_bias;               // [N] or empty
   // The kiln backend, packed on first use by an M it is chosen for.
   mutable std::unique_ptr<PanelGemm> panel;
-  GemmBackend BackendFor(int64_t m) const { return ResolveGemmBackend(requested, isa, m); }
+  int64_t weight = 0;  // K·N, for the table's large-weight rules
+  GemmBackend BackendFor(int64_t m) const { return ResolveGemmBackend(requested, isa, m, weight); }
   absl::StatusOr<const PanelGemm*> Panel(const LinearDesc& d) const;
   // The caller's weights, which both backends pack from; then oneDNN's state.
   memory::desc plain_w_md;       // the caller's layout, kept only for re-packing
@@ -199,6 +200,7 @@ absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(
   State& st = *pl->state_;
   st.isa = ctx.ResolvedIsa();
   st.requested = desc.backend;
+  st.weight = desc.k * desc.n;
   st.backend = st.BackendFor(std::max<int64_t>(typical_m, 1));
   if (bias != nullptr) st.plain_bias.assign(bias, bias + desc.n);
   try {

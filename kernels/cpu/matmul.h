@@ -1,7 +1,8 @@
 // GEMM / Linear: Y[M,N] = act(X[M,K] · W' + bias), W' = W ([K,N]) or Wᵀ (W stored [N,K],
 // trans_w), the activation fused. Two backends, chosen per M from the measured table in
 // gemm_choice.h (so one Linear can run kiln for a batch-1 bucket and oneDNN for a
-// batch-32 one, each packing its own copy of the weights on first use): kiln's packed-panel
+// batch-32 one, each packing its own copy of the weights on first use; the largest weights
+// take oneDNN at every M, so they are packed once): kiln's packed-panel
 // microkernel (panel_gemm.h) or oneDNN's matmul with the activation as an eltwise post-op. A
 // PackedLinear is built once at load time. kiln: the weights are packed into panels of the ISA's
 // tile width. oneDNN: they are reordered into the blocked layout oneDNN prefers

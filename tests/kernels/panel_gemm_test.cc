@@ -159,13 +159,34 @@ TEST(GemmChoice, FirstMatchingRuleOfAFixedTable) {
   EXPECT_EQ(ChooseGemmBackend({}, Isa::kAvx2, 128), GemmBackend::kOneDnn);
 }
 
+// A rule with min_weight applies to large weights only; smaller ones fall through to the
+// M rules. The measured table sends a decoder's large weights to oneDNN at decode (M 1)
+// and prefill (M 128) alike, so they are packed once.
+TEST(GemmChoice, LargeWeightRules) {
+  const GemmRule rules[] = {
+      {Isa::kAvx512, 1, INT64_MAX, GemmBackend::kOneDnn, "large", 1000},
+      {Isa::kAvx512, 1, 64, GemmBackend::kKiln, "small"},
+  };
+  EXPECT_EQ(ChooseGemmBackend(rules, Isa::kAvx512, 1, 999), GemmBackend::kKiln);
+  EXPECT_EQ(ChooseGemmBackend(rules, Isa::kAvx512, 1, 1000), GemmBackend::kOneDnn);
+  EXPECT_EQ(ChooseGemmBackend(rules, Isa::kAvx512, 1), GemmBackend::kKiln);
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    for (int64_t m : {1, 128}) {
+      EXPECT_EQ(ChooseGemmBackend(MeasuredGemmRules(), isa, m, 896 * 4864), GemmBackend::kOneDnn)
+          << IsaName(isa) << " m " << m;
+      EXPECT_EQ(ChooseGemmBackend(MeasuredGemmRules(), isa, m, 384 * 1536),
+                ChooseGemmBackend(MeasuredGemmRules(), isa, m))
+          << IsaName(isa) << " m " << m;
+    }
+}
+
 // The measured table covers every M on both vector ISAs (no gap that falls through by
 // accident) and an explicit request is never overridden.
 TEST(GemmChoice, MeasuredTableHasNoGapsAndRequestsWin) {
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
     int64_t covered_to = 0;
     for (const GemmRule& r : MeasuredGemmRules()) {
-      if (r.isa != isa) continue;
+      if (r.isa != isa || r.min_weight > 0) continue;  // the M rules cover every M
       EXPECT_EQ(r.min_m, covered_to + 1) << IsaName(isa);
       EXPECT_FALSE(r.why.empty());
       covered_to = r.max_m;
