@@ -59,6 +59,9 @@ constexpr char kHelp[] =
     "                           max_context, peak_rss_mb (getrusage), rss_growth_mb (the\n"
     "                           resident set at the end minus after the first decode step;\n"
     "                           --logits-out adds its own buffer)\n"
+    "  --warmup N               before the timed generation, N untimed ones of two tokens\n"
+    "                           (a prefill and a decode step: first-use costs out of the\n"
+    "                           figures; default 0)\n"
     "  --threads N              kernel threads (default: one per core)\n";
 
 struct Sampler {
@@ -154,7 +157,7 @@ int RunGenerate(int argc, char** argv) {
   std::string plan_path, v, logits_out;
   std::vector<std::vector<int64_t>> prompts;
   std::vector<int64_t> stop_ids;
-  int64_t max_new = 32;
+  int64_t max_new = 32, warmup = 0;
   Sampler sampler;
   bool json = false, sampled = false, greedy_flag = false;
   ExecutorOptions eo;
@@ -183,6 +186,10 @@ int RunGenerate(int argc, char** argv) {
     }
     if (args.Option("--max-new-tokens", &v)) {
       if (absl::Status s = ParseNumber("--max-new-tokens", v, &max_new); !s.ok()) return Fail(s);
+      continue;
+    }
+    if (args.Option("--warmup", &v)) {
+      if (absl::Status s = ParseNumber("--warmup", v, &warmup); !s.ok()) return Fail(s);
       continue;
     }
     if (args.Option("--top-k", &v)) {
@@ -232,6 +239,7 @@ int RunGenerate(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError(
         "--greedy picks the most likely token; it does not combine with --top-k, --top-p or "
         "--temperature"));
+  if (warmup < 0) return Fail(absl::InvalidArgumentError("--warmup must be >= 0"));
   if (sampler.top_k < 0) return Fail(absl::InvalidArgumentError("--top-k must be >= 0"));
   if (!(sampler.top_p > 0 && sampler.top_p <= 1))
     return Fail(absl::InvalidArgumentError("--top-p must be in (0, 1]"));
@@ -248,6 +256,12 @@ int RunGenerate(int argc, char** argv) {
 
   using Clock = std::chrono::steady_clock;
   const int64_t nb = static_cast<int64_t>(prompts.size());
+  for (int64_t w = 0; w < warmup; ++w) {  // a prefill leaves a slot for a decode step
+    absl::StatusOr<Tensor> first = gen.Prefill(prompts);
+    if (!first.ok()) return Fail(first.status());
+    const std::vector<int64_t> zeros(nb, 0);
+    if (absl::StatusOr<Tensor> d = gen.Decode(zeros); !d.ok()) return Fail(d.status());
+  }
   std::vector<std::vector<int64_t>> tokens(nb);
   std::vector<bool> ended(nb, false);
   std::vector<float> all_logits;
