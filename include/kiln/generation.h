@@ -21,8 +21,8 @@
 // Errors: token ids outside [0, vocab), empty or too-long prompts, Decode before Prefill,
 // a sequence index out of range and a sequence at the plan's maximum context are
 // InvalidArgument / FailedPrecondition / ResourceExhausted with the numbers, never a crash.
-// Limits: the cache is contiguous per sequence at the current capacity (not paged blocks);
-// no reset or fork of one sequence of a batch; no prefix sharing; cpu plans only.
+// Limits: the cache is contiguous per sequence at the current capacity (not paged blocks),
+// so a fork copies the source's slots; no prefix sharing; cpu plans only.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +53,15 @@ class GenerationSession {
   // [batch, vocab] f32.
   absl::StatusOr<Tensor> Decode(std::span<const int64_t> next_ids);
 
+  // Starts sequence `b` of the batch over with `prompt` (a batch-1 prefill copied into its
+  // slots; the other sequences keep theirs) and returns the logits at its last token,
+  // [1, vocab]. Needs a batch-1 prefill bucket; grows the capacity when the prompt needs it.
+  absl::StatusOr<Tensor> Restart(int b, std::span<const int64_t> prompt);
+
+  // Sequence `dst` becomes a copy of sequence `src` (its cache slots and length), e.g. to
+  // branch a beam or sample two continuations of one prompt.
+  absl::Status Fork(int src, int dst);
+
   int batch() const { return static_cast<int>(lengths_.size()); }
   // Tokens sequence `b` holds (prompt + decoded); InvalidArgument for b out of range.
   absl::StatusOr<int64_t> length(int b) const;
@@ -70,8 +79,17 @@ class GenerationSession {
   };
   explicit GenerationSession(std::shared_ptr<const Executor> executor)
       : executor_(std::move(executor)) {}
+  struct PrefillRun {
+    std::vector<Tensor> outputs;  // the plan's outputs, [nb, ..., seq, ...]
+    int64_t seq = 0;              // the prefill bucket's sequence length
+    int64_t longest = 0;          // the longest prompt
+  };
   absl::Status CheckIds(std::span<const int64_t> ids, const char* what) const;
   absl::Status Grow(int64_t capacity);
+  absl::StatusOr<PrefillRun> RunPrefill(std::span<const std::vector<int64_t>> prompts,
+                                        const char* what) const;
+  void TakePrefillRow(const PrefillRun& run, int64_t src, int64_t dst, int64_t len,
+                      float* logits_row);
 
   std::shared_ptr<const Executor> executor_;
   int ids_ = -1, mask_ = -1, positions_ = -1, logits_ = -1;  // plan I/O indices

@@ -140,31 +140,35 @@ absl::Status GenerationSession::Grow(int64_t capacity) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> GenerationSession::Prefill(std::span<const std::vector<int64_t>> prompts) {
+// Checks `prompts` and runs them through the smallest prefill bucket that holds the
+// longest (right-padded, positions 0 .. s-1, empty pasts): the outputs and that length.
+absl::StatusOr<GenerationSession::PrefillRun> GenerationSession::RunPrefill(
+    std::span<const std::vector<int64_t>> prompts, const char* what) const {
   const Plan& plan = executor_->plan();
-  if (prompts.empty()) return absl::InvalidArgumentError("Prefill: no prompts given");
+  if (prompts.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no prompts given"));
   const int64_t nb = static_cast<int64_t>(prompts.size());
   int64_t longest = 0;
   for (size_t b = 0; b < prompts.size(); ++b) {
     if (prompts[b].empty())
-      return absl::InvalidArgumentError(absl::StrFormat("Prefill: prompt %d is empty", b));
-    KILN_RETURN_IF_ERROR(CheckIds(prompts[b], absl::StrCat("Prefill: prompt ", b).c_str()));
+      return absl::InvalidArgumentError(absl::StrFormat("%s: prompt %d is empty", what, b));
+    KILN_RETURN_IF_ERROR(CheckIds(prompts[b], absl::StrCat(what, ": prompt ", b).c_str()));
     longest = std::max<int64_t>(longest, static_cast<int64_t>(prompts[b].size()));
   }
   if (longest >= max_context())
     return absl::InvalidArgumentError(absl::StrFormat(
-        "Prefill: a prompt of %d tokens does not fit the plan's maximum context of %d tokens "
+        "%s: a prompt of %d tokens does not fit the plan's maximum context of %d tokens "
         "(the prompt and at least one generated token; compile with a larger --decode-context)",
-        longest, max_context()));
+        what, longest, max_context()));
   auto fit = std::lower_bound(prefill_lengths_.begin(), prefill_lengths_.end(), longest);
   if (fit == prefill_lengths_.end())
     return absl::InvalidArgumentError(absl::StrFormat(
-        "Prefill: a prompt of %d tokens is longer than the plan's prefill buckets (sequence "
+        "%s: a prompt of %d tokens is longer than the plan's prefill buckets (sequence "
         "%s; compile with a larger --profile sequence)",
-        longest, absl::StrJoin(prefill_lengths_, ", ")));
-  const int64_t s = *fit;
+        what, longest, absl::StrJoin(prefill_lengths_, ", ")));
+  PrefillRun run;
+  run.longest = longest;
+  const int64_t s = run.seq = *fit;
 
-  // Inputs: ids right-padded with token 0 (masked), positions 0 .. s-1, empty pasts.
   std::vector<int64_t> ids(static_cast<size_t>(nb * s), 0), mask(ids.size(), 0), pos(ids.size());
   for (int64_t b = 0; b < nb; ++b)
     for (int64_t j = 0; j < s; ++j) {
@@ -181,50 +185,90 @@ absl::StatusOr<Tensor> GenerationSession::Prefill(std::span<const std::vector<in
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i].dtype == DType::kUndefined)
       return absl::FailedPreconditionError(
-          absl::StrFormat("Prefill: the plan's input '%s' is not one a generation session feeds",
+          absl::StrFormat("%s: the plan's input '%s' is not one a generation session feeds", what,
                           plan.inputs[i].name));
   std::vector<std::vector<int64_t>> in_dims;
   for (const TensorView& v : in) in_dims.push_back(v.dims);
   absl::StatusOr<std::vector<std::vector<int64_t>>> out_dims = executor_->OutputDims(in_dims);
   if (!out_dims.ok())
     return absl::Status(out_dims.status().code(),
-                        absl::StrCat("Prefill of ", nb, " sequences of up to ", longest,
+                        absl::StrCat(what, " of ", nb, " sequences of up to ", longest,
                                      " tokens: ", out_dims.status().message()));
-  std::vector<Tensor> out;
   std::vector<MutableTensorView> views;
   for (size_t o = 0; o < out_dims->size(); ++o) {
     KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(plan.outputs[o].dtype, (*out_dims)[o]));
     views.push_back({t.dtype(), t.dims(), t.raw()});
-    out.push_back(std::move(t));
+    run.outputs.push_back(std::move(t));
   }
   KILN_RETURN_IF_ERROR(executor_->Run(in, views));
+  for (const Cache& c : caches_)
+    if (run.outputs[c.output].dims() != std::vector<int64_t>{nb, c.heads, s, c.head})
+      return KILN_INTERNAL("%s: present output %d is %s, not [%d,%d,%d,%d]", what, c.output,
+                           absl::StrJoin(run.outputs[c.output].dims(), "x"), nb, c.heads, s,
+                           c.head);
+  return run;
+}
 
+// Sequence `dst` of the caches := row `src` of a prefill's present outputs (its first `len`
+// slots), and its logits row := the prefill's at position len - 1.
+void GenerationSession::TakePrefillRow(const PrefillRun& run, int64_t src, int64_t dst, int64_t len,
+                                       float* logits_row) {
+  const int64_t s = run.seq;
+  for (Cache& c : caches_)
+    for (int64_t h = 0; h < c.heads; ++h)
+      std::memcpy(c.data.data() + (dst * c.heads + h) * capacity_ * c.head,
+                  run.outputs[c.output].data<float>() + (src * c.heads + h) * s * c.head,
+                  static_cast<size_t>(len * c.head) * sizeof(float));
+  std::memcpy(logits_row, run.outputs[logits_].data<float>() + (src * s + len - 1) * vocab_,
+              vocab_ * sizeof(float));
+  lengths_[dst] = len;
+  std::fill_n(mask_data_.begin() + dst * capacity_, capacity_, 0);
+  std::fill_n(mask_data_.begin() + dst * capacity_, len, 1);
+}
+
+absl::StatusOr<Tensor> GenerationSession::Prefill(std::span<const std::vector<int64_t>> prompts) {
+  KILN_ASSIGN_OR_RETURN(const PrefillRun run, RunPrefill(prompts, "Prefill"));
+  const int64_t nb = static_cast<int64_t>(prompts.size());
   // The cache: the smallest capacity with a slot after the longest prompt.
   lengths_.assign(nb, 0);
   capacity_ = 0;
-  const int64_t capacity = *std::upper_bound(capacities_.begin(), capacities_.end(), longest);
   for (Cache& c : caches_) c.data.clear();
-  KILN_RETURN_IF_ERROR(Grow(capacity));
-  for (Cache& c : caches_) {
-    const Tensor& present = out[c.output];
-    if (present.dims() != std::vector<int64_t>{nb, c.heads, s, c.head})
-      return KILN_INTERNAL("Prefill: present output %d is %s, not [%d,%d,%d,%d]", c.output,
-                           absl::StrJoin(present.dims(), "x"), nb, c.heads, s, c.head);
-    for (int64_t b = 0; b < nb; ++b)
-      for (int64_t h = 0; h < c.heads; ++h)
-        std::memcpy(c.data.data() + (b * c.heads + h) * capacity_ * c.head,
-                    present.data<float>() + (b * c.heads + h) * s * c.head,
-                    prompts[b].size() * c.head * sizeof(float));
-  }
+  KILN_RETURN_IF_ERROR(
+      Grow(*std::upper_bound(capacities_.begin(), capacities_.end(), run.longest)));
   KILN_ASSIGN_OR_RETURN(Tensor result, Tensor::Create(DType::kF32, {nb, vocab_}));
-  const Tensor& logits = out[logits_];
-  for (int64_t b = 0; b < nb; ++b) {
-    lengths_[b] = static_cast<int64_t>(prompts[b].size());
-    std::memcpy(result.data<float>() + b * vocab_,
-                logits.data<float>() + (b * s + lengths_[b] - 1) * vocab_, vocab_ * sizeof(float));
-    std::fill_n(mask_data_.begin() + b * capacity_, lengths_[b], 1);
-  }
+  for (int64_t b = 0; b < nb; ++b)
+    TakePrefillRow(run, b, b, static_cast<int64_t>(prompts[b].size()),
+                   result.data<float>() + b * vocab_);
   return result;
+}
+
+absl::StatusOr<Tensor> GenerationSession::Restart(int b, std::span<const int64_t> prompt) {
+  if (lengths_.empty())
+    return absl::FailedPreconditionError("Restart before Prefill: the session holds no sequences");
+  KILN_RETURN_IF_ERROR(length(b).status());
+  const std::vector<std::vector<int64_t>> one = {
+      std::vector<int64_t>(prompt.begin(), prompt.end())};
+  KILN_ASSIGN_OR_RETURN(const PrefillRun run, RunPrefill(one, "Restart"));
+  if (run.longest >= capacity_)
+    KILN_RETURN_IF_ERROR(
+        Grow(*std::upper_bound(capacities_.begin(), capacities_.end(), run.longest)));
+  KILN_ASSIGN_OR_RETURN(Tensor result, Tensor::Create(DType::kF32, {1, vocab_}));
+  TakePrefillRow(run, 0, b, run.longest, result.data<float>());
+  return result;
+}
+
+absl::Status GenerationSession::Fork(int src, int dst) {
+  KILN_RETURN_IF_ERROR(length(src).status());
+  KILN_RETURN_IF_ERROR(length(dst).status());
+  if (src == dst) return absl::OkStatus();
+  for (Cache& c : caches_) {
+    const size_t plane = static_cast<size_t>(c.heads * capacity_ * c.head);
+    std::memcpy(c.data.data() + dst * plane, c.data.data() + src * plane, plane * sizeof(float));
+  }
+  std::copy_n(mask_data_.begin() + src * capacity_, capacity_,
+              mask_data_.begin() + dst * capacity_);
+  lengths_[dst] = lengths_[src];
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Tensor> GenerationSession::Decode(std::span<const int64_t> next_ids) {

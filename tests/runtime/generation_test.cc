@@ -4,7 +4,8 @@
 // past and present, kiln.CacheWrite steps); a greedy prefill + decode matches re-running
 // the model's prefill program over the whole growing prefix at every step, through a cache
 // growth; sequences of different lengths batched match each alone; every documented bad
-// input is its error, and compiling a model that is not a KV-cache decoder says why.
+// input is its error, a restarted or forked sequence matches a fresh one, and compiling a
+// model that is not a KV-cache decoder says why.
 // Tolerance 1e-4 absolute on the logits (|logits| ~ 1): the decode step attends over the
 // cache in a different order and blocking than the prefill's causal attention over the
 // prefix, fp32 throughout, which moves the logits by a few 1e-6; a wrong slot, position
@@ -64,10 +65,10 @@ float MaxDiff(const Tensor& a, int64_t ra, const Tensor& b, int64_t rb) {
 }
 
 // The logits after `prefix`, by a fresh session's prefill of all of it.
-Tensor RerunPrefix(const std::shared_ptr<const Executor>& e, const std::vector<int64_t>& prefix) {
+Tensor RerunPrefix(const std::shared_ptr<const Executor>& e, std::vector<int64_t> prefix) {
   auto s = GenerationSession::Create(e);
   EXPECT_TRUE(s.ok()) << s.status();
-  std::vector<std::vector<int64_t>> one = {prefix};
+  std::vector<std::vector<int64_t>> one = {std::move(prefix)};
   absl::StatusOr<Tensor> t = (*s)->Prefill(one);
   EXPECT_TRUE(t.ok()) << t.status();
   return *std::move(t);
@@ -179,6 +180,43 @@ TEST_P(Generation, BatchedSequencesOfDifferentLengthsMatchAlone) {
   EXPECT_EQ(*(*batched)->length(1), 9);
 }
 
+TEST_P(Generation, RestartAndForkMatchFreshSequences) {
+  std::shared_ptr<const Executor> e = CompileAndCreate(kKv + GetParam(), GenerationOptions({10}));
+  ASSERT_NE(e, nullptr);
+  auto s = GenerationSession::Create(e);
+  ASSERT_TRUE(s.ok()) << s.status();
+  GenerationSession& gen = **s;
+  const std::vector<std::vector<int64_t>> prompts = {{9, 8, 7}, {1, 2, 3, 4, 5}};
+  ASSERT_TRUE(gen.Prefill(prompts).ok());
+  const std::vector<int64_t> step = {11, 12};
+  ASSERT_TRUE(gen.Decode(step).ok());
+  // Sequence 0 starts over with another prompt; sequence 1 keeps its 6 tokens.
+  const std::vector<int64_t> other = {40, 41, 42, 43};
+  absl::StatusOr<Tensor> restarted = gen.Restart(0, other);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(*gen.length(0), 4);
+  EXPECT_EQ(*gen.length(1), 6);
+  std::vector<int64_t> fresh = other;
+  EXPECT_LE(MaxDiff(*restarted, 0, RerunPrefix(e, fresh), 0), kTol);
+  const std::vector<int64_t> next = {13, 14};
+  absl::StatusOr<Tensor> both = gen.Decode(next);
+  ASSERT_TRUE(both.ok()) << both.status();
+  fresh.push_back(13);
+  EXPECT_LE(MaxDiff(*both, 0, RerunPrefix(e, fresh), 0), kTol);
+  EXPECT_LE(MaxDiff(*both, 1, RerunPrefix(e, {1, 2, 3, 4, 5, 12, 14}), 0), kTol);
+  // Sequence 0 becomes a copy of sequence 1: the same token gives both the same logits.
+  ASSERT_TRUE(gen.Fork(1, 0).ok());
+  EXPECT_EQ(*gen.length(0), 7);
+  const std::vector<int64_t> same = {15, 15};
+  both = gen.Decode(same);
+  ASSERT_TRUE(both.ok()) << both.status();
+  const Tensor want = RerunPrefix(e, {1, 2, 3, 4, 5, 12, 14, 15});
+  EXPECT_LE(MaxDiff(*both, 0, want, 0), kTol);
+  EXPECT_LE(MaxDiff(*both, 1, want, 0), kTol);
+  EXPECT_EQ(gen.Fork(0, 2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gen.Restart(5, other).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(Generation, BadInputsAreErrors) {
   std::shared_ptr<const Executor> e = CompileAndCreate(kKv + GetParam(), GenerationOptions({6}));
   ASSERT_NE(e, nullptr);
@@ -215,6 +253,9 @@ TEST_P(Generation, BadInputsAreErrors) {
   EXPECT_EQ(*gen.length(0), 6);  // the failed step changed nothing
   EXPECT_EQ(gen.length(1).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(gen.length(-1).status().code(), absl::StatusCode::kInvalidArgument);
+  auto unstarted = GenerationSession::Create(e);
+  EXPECT_EQ((*unstarted)->Restart(0, one).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*unstarted)->Fork(0, 0).code(), absl::StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(KvFixtures, Generation,
