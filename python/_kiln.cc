@@ -37,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kiln/generation.h"
 #include "kiln/kiln.h"
 #include "kiln/plan/plan.h"
 #include "tools/plan_info_json.h"
@@ -434,13 +435,80 @@ PlanTarget ParseTarget(const std::string& target) {
 
 // compile(): the Python layer passes every option by keyword, already validated for
 // types; values are checked here (and by kiln::Compile).
+// A numpy f32 array owning the bytes of `t` (the Tensor's storage stays alive in its capsule).
+nb::object ArrayOf(Tensor t) {
+  auto* keep = new Tensor(std::move(t));
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  std::vector<size_t> shape(keep->dims().begin(), keep->dims().end());
+  return nb::ndarray<nb::numpy>(keep->raw(), shape.size(), shape.data(), owner, nullptr,
+                                ToDlpack(keep->dtype()), nb::device::cpu::value)
+      .cast();
+}
+
+// kiln.Generator: kiln::GenerationSession over its own executor (include/kiln/generation.h).
+// Not thread-safe, as the session is not: one generator per thread.
+class PyGenerator {
+ public:
+  PyGenerator(const PyPlan& plan, int threads) {
+    if (threads < 0 || threads > 1024)
+      throw StatusError{
+          InvalidArgument(absl::StrCat("threads=", threads, ": want 0 (one per core) .. 1024"))};
+    ExecutorOptions options;
+    options.num_threads = threads;
+    absl::StatusOr<std::unique_ptr<Executor>> ex;
+    absl::StatusOr<std::unique_ptr<GenerationSession>> session;
+    {
+      nb::gil_scoped_release release;
+      ex = Executor::Create(plan.plan(), options);
+      if (ex.ok())
+        session = GenerationSession::Create(std::shared_ptr<const Executor>(*std::move(ex)));
+    }
+    ThrowIfError(ex.status());
+    session_ = ValueOrThrow(std::move(session));
+  }
+  nb::object Prefill(const std::vector<std::vector<int64_t>>& prompts) {
+    absl::StatusOr<Tensor> t;
+    {
+      nb::gil_scoped_release release;
+      t = session_->Prefill(prompts);
+    }
+    return ArrayOf(ValueOrThrow(std::move(t)));
+  }
+  nb::object Decode(const std::vector<int64_t>& ids) {
+    absl::StatusOr<Tensor> t;
+    {
+      nb::gil_scoped_release release;
+      t = session_->Decode(ids);
+    }
+    return ArrayOf(ValueOrThrow(std::move(t)));
+  }
+  nb::object Restart(int b, const std::vector<int64_t>& prompt) {
+    absl::StatusOr<Tensor> t;
+    {
+      nb::gil_scoped_release release;
+      t = session_->Restart(b, prompt);
+    }
+    return ArrayOf(ValueOrThrow(std::move(t)));
+  }
+  void Fork(int src, int dst) { ThrowIfError(session_->Fork(src, dst)); }
+  std::vector<int64_t> Lengths() const {
+    std::vector<int64_t> out;
+    for (int b = 0; b < session_->batch(); ++b) out.push_back(*session_->length(b));
+    return out;
+  }
+  const GenerationSession& session() const { return *session_; }
+
+ private:
+  std::unique_ptr<GenerationSession> session_;
+};
+
 PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesystem::path> output,
                    std::map<std::string, std::vector<int64_t>> profile,
                    std::map<std::string, std::vector<int64_t>> shapes,
                    std::map<std::string, int64_t> symbols, const std::string& precision,
                    const std::string& target, int opt_level, std::vector<int> cuda_sms,
                    bool allow_tf32, std::vector<std::string> disabled_passes,
-                   std::optional<nb::callable> progress) {
+                   std::vector<int64_t> decode_context, std::optional<nb::callable> progress) {
   CompileOptions options;
   options.target = ParseTarget(target);
   if (opt_level < 0 || opt_level > 3)
@@ -453,6 +521,7 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
   options.symbols = std::move(symbols);
   options.profile = std::move(profile);
   options.disabled_passes = std::move(disabled_passes);
+  options.decode_context = std::move(decode_context);
   if (progress) {
     // Called on the compiling thread without the GIL: take it for the call. A callback
     // that raises is reported as unraisable and not called again.
@@ -529,7 +598,7 @@ NB_MODULE(_kiln, m) {
   m.def("_compile", &CompilePlan, nb::arg("model"), nb::arg("output").none(), nb::arg("profile"),
         nb::arg("shapes"), nb::arg("symbols"), nb::arg("precision"), nb::arg("target"),
         nb::arg("opt_level"), nb::arg("cuda_sms"), nb::arg("allow_tf32"),
-        nb::arg("disabled_passes"), nb::arg("progress").none(),
+        nb::arg("disabled_passes"), nb::arg("decode_context"), nb::arg("progress").none(),
         "Internal: kiln.compile() validates its arguments and calls this.");
 
   nb::class_<PyPlan>(m, "Plan",
@@ -575,12 +644,44 @@ NB_MODULE(_kiln, m) {
           nb::arg("threads") = 0, nb::arg("device").none() = nb::none(),
           "Creates a Session that runs this plan. threads: CPU threads per run (0: one per "
           "core). device: \"cpu\", \"cuda\" or \"cuda:N\" (default: the plan's target).")
+      .def(
+          "generator", [](const PyPlan& p, int threads) { return new PyGenerator(p, threads); },
+          nb::arg("threads") = 0,
+          "Creates a Generator (KV-cached generation) for a plan compiled with "
+          "decode_context. threads: CPU threads per step (0: one per core).")
       .def("__repr__", [](const PyPlan& p) {
         return absl::StrCat(
             "<kiln.Plan target=", std::string(kiln::PlanTargetName(p.plan()->target)),
             " buckets=", p.plan()->buckets.size(),
             p.path().empty() ? "" : absl::StrCat(" path='", p.path(), "'"), ">");
       });
+
+  nb::class_<PyGenerator>(m, "Generator",
+                          "KV-cached generation over a plan compiled with decode_context "
+                          "(docs/generation.md): owns the K/V caches and appends to them in "
+                          "place. Not thread-safe: one generator per thread.")
+      .def("prefill", &PyGenerator::Prefill, nb::arg("prompts"),
+           "Starts len(prompts) sequences (lists of token ids, lengths may differ) and returns "
+           "the logits at each one's last token, f32 [batch, vocab].")
+      .def("decode", &PyGenerator::Decode, nb::arg("ids"),
+           "Appends ids[b] to sequence b (one per sequence) and returns the logits after it, "
+           "f32 [batch, vocab].")
+      .def("restart", &PyGenerator::Restart, nb::arg("sequence"), nb::arg("prompt"),
+           "Starts one sequence over with a new prompt; returns its logits, f32 [1, vocab].")
+      .def("fork", &PyGenerator::Fork, nb::arg("src"), nb::arg("dst"),
+           "Sequence dst becomes a copy of sequence src (its cache and length).")
+      .def_prop_ro("lengths", &PyGenerator::Lengths, "Tokens each sequence holds.")
+      .def_prop_ro(
+          "capacity", [](const PyGenerator& g) { return g.session().capacity(); },
+          "Cache slots per sequence now.")
+      .def_prop_ro(
+          "max_context", [](const PyGenerator& g) { return g.session().max_context(); },
+          "The plan's largest decode capacity.")
+      .def_prop_ro(
+          "vocab", [](const PyGenerator& g) { return g.session().vocab(); }, "Logits width.")
+      .def_prop_ro(
+          "cache_bytes", [](const PyGenerator& g) { return g.session().cache_bytes(); },
+          "Bytes the K/V caches hold now.");
 
   nb::class_<PySession>(m, "Session",
                         "Runs one plan. Thread-safe: run() may be called from many threads at "

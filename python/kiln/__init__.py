@@ -20,13 +20,13 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 from ._errors import (DataLoss, Error, FailedPrecondition, Internal, InvalidArgument, NotFound,
                       PermissionDenied, ResourceExhausted, Unsupported)
-from ._kiln import Plan, Session, __version__, cuda_device
+from ._kiln import Generator, Plan, Session, __version__, cuda_device
 from ._kiln import _compile
 
 PathLike = Union[str, os.PathLike]
 
 __all__ = [
-    "compile", "Plan", "Session", "Encoder", "Reranker", "cuda_device", "__version__",
+    "compile", "Plan", "Session", "Generator", "Encoder", "Reranker", "cuda_device", "__version__",
     "Error", "InvalidArgument", "NotFound", "Unsupported", "FailedPrecondition", "DataLoss",
     "PermissionDenied", "ResourceExhausted", "Internal",
 ]
@@ -69,6 +69,7 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
             precision: str = "fp32", target: str = "cpu", opt_level: int = 2,
             cuda_sms: Optional[Sequence[int]] = None, allow_tf32: bool = False,
             disabled_passes: Optional[Sequence[str]] = None,
+            decode_context: Optional[Sequence[int]] = None,
             progress: Union[bool, Callable[[str], None]] = False) -> Plan:
     """Compiles an ONNX model into a Plan, as `kiln compile` does.
 
@@ -86,6 +87,9 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
     cuda_sms: cuda plans: the SM architectures, e.g. [90] (default 80 and 90).
     allow_tf32: cuda fp32 plans: let GEMMs use TF32 tensor cores.
     disabled_passes: pass names to skip (`kiln passes` lists them).
+    decode_context: KV-cache decoders: the cache capacities, e.g. [256, 1024]; the plan gets
+        a prefill and a decode program and runs through `plan.generator()`
+        (docs/generation.md). cpu only.
     progress: True prints one line per compile phase to stderr; a callable receives them.
 
     Raises kiln.InvalidArgument / kiln.Unsupported / kiln.NotFound naming the ONNX node,
@@ -108,7 +112,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         _mapping("profile", profile, _int_list), _mapping("shapes", shapes, _int_list),
         _mapping("symbols", symbols, _int), precision, target, opt_level,
         _int_list("cuda_sms", "", cuda_sms or []), bool(allow_tf32),
-        [str(p) for p in (disabled_passes or [])], progress)
+        [str(p) for p in (disabled_passes or [])],
+        _int_list("decode_context", "", decode_context or []), progress)
 
 
 def __getattr__(name):
