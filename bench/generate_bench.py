@@ -14,9 +14,7 @@ faster), and the floor of a decode step (every weight and the K/V of the sequenc
 length read once at --bandwidth GB/s: a decode step is bound by memory) as a tokens/s
 roof. Both sides must generate the same tokens (checked; a mismatch is reported in the
 row).
-Limits: random weights (seeded); kiln's decode attention runs over all `capacity` slots of
-the compiled capacity (masked ones too), onnxruntime's over the real past; timings mean
-something on an idle machine only.
+Limits: random weights (seeded); timings mean something on an idle machine only.
 
 Usage (the torch venv: transformers, torch, onnx, onnxruntime):
   /opt/torchenv/bin/python bench/generate_bench.py --layers 4 --cases 1x16x64,1x128x64 \

@@ -441,35 +441,62 @@ void SetCommon(const Args& a, Problem& p) {
 // sharing that K/V head (row r = g·S + i: head kvh·G + g, query i) and leaves, per row, the
 // chunk's max m, sum l = Σ exp(s − m) and unnormalized P·V; the merge rescales the chunks
 // to their common max: y = Σ_c acc_c·e^{m_c − M} / Σ_c l_c·e^{m_c − M} (zeros when no
-// key is visible anywhere).
+// key is visible anywhere). Keys past the last one a batch item's mask lets any row see
+// are skipped (below).
 absl::Status RunCache(const CpuContext& ctx, const Problem& p) {
   const int64_t nb = p.batch, s = p.seq, l = p.keys, nh = p.num_heads, d = p.head_size;
   const Operands& o = p.o;
   const MaskLayout& m = p.m;
   const int64_t group = o.group, nkv = nh / group, rows = s * group, h = nh * d;
   const internal::IsaKernels& k = internal::KernelsFor(ctx);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  // Per batch item, one past the last key any of its query rows can see: the keys after it
+  // (a static KV cache's free slots, which the mask excludes) would weigh exactly zero, so
+  // they are neither read nor scored. "Excluded" = bool false, or an additive value of at
+  // most -1e30 (HF's float32-min fill, -inf): with any visible key in the row, exp of such
+  // a score is 0 in fp32. An item whose rows see no key keeps every key (a row of only
+  // float32-min scores is a softmax over all of them, not zeros).
+  std::vector<int64_t> visible(static_cast<size_t>(nb), l);
+  if (m.present) {
+    auto excluded = [&](int64_t mi) {
+      return p.mask.additive ? p.mask.additive[mi] <= -1e30f : p.mask.boolean[mi] == 0;
+    };
+    for (int64_t b = 0; b < nb; ++b) {
+      int64_t last = 0;
+      for (int64_t head = 0; head < nh && last < l; ++head)
+        for (int64_t i = 0; i < s && last < l; ++i) {
+          const int64_t off = b * m.stride[0] + head * m.stride[1] + i * m.stride[2];
+          for (int64_t j = std::min(l, p.KeysFor(i)); j > last; --j)
+            if (!excluded(off + (j - 1) * m.stride[3])) {
+              last = j;
+              break;
+            }
+        }
+      if (last > 0) visible[b] = last;
+    }
+  }
+  const int64_t lv = *std::max_element(visible.begin(), visible.end());
   // Chunks of at least 256 keys, enough of them for two items per thread, and at most 2048
   // (the scores of a chunk stay in L2 and the scratch bounded).
   constexpr int64_t kMinChunk = 256, kMaxChunk = 2048;
   const int64_t threads = ctx.threads();
   const int64_t want = std::max<int64_t>(1, (2 * threads + nb * nkv - 1) / (nb * nkv));
   const int64_t chunks =
-      std::max({int64_t{1}, std::min(want, l / kMinChunk), (l + kMaxChunk - 1) / kMaxChunk});
-  const int64_t chunk = (l + chunks - 1) / chunks;
+      std::max({int64_t{1}, std::min(want, lv / kMinChunk), (lv + kMaxChunk - 1) / kMaxChunk});
+  const int64_t chunk = (lv + chunks - 1) / chunks;
   const int64_t items = nb * nkv * chunks;
   // Per item and row: max, sum, then D floats of P·V.
   const int64_t per_row = 2 + d;
   std::vector<float> partial(static_cast<size_t>(items * rows * per_row));
   const int64_t workers = std::min<int64_t>(threads, items);
   std::vector<float> scratch(static_cast<size_t>(workers * rows * chunk));
-  const float ninf = -std::numeric_limits<float>::infinity();
   ParallelForWorkers(ctx, items, 1, [&](int64_t begin, int64_t end, int worker) {
     float* scores = scratch.data() + worker * rows * chunk;
     std::vector<const float*> q(static_cast<size_t>(rows));
     std::vector<float*> acc(static_cast<size_t>(rows));
     for (int64_t item = begin; item < end; ++item) {
       const int64_t b = item / (nkv * chunks), kvh = item / chunks % nkv, c = item % chunks;
-      const int64_t j0 = c * chunk, n = std::max<int64_t>(0, std::min(chunk, l - j0));
+      const int64_t j0 = c * chunk, n = std::max<int64_t>(0, std::min(chunk, visible[b] - j0));
       float* part = partial.data() + item * rows * per_row;
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t head = kvh * group + r / s, i = r % s;

@@ -16,6 +16,8 @@
 // ([B, S, (N + Nkv)·D] floats) that the strategies then read instead of qkv; V is read in
 // place. Grouped K/V heads are read once per group by the row kernel (its packed Kᵀ is
 // shared by the group's query heads).
+// Few query rows over many keys (a decode step) take the cache path, which skips the keys
+// after the last one the mask lets a batch item see (a static cache's free slots).
 // Limits: fp32; per worker a score block of about 64K floats (256 KiB; query rows are
 // blocked past S = 256) and no online softmax; for S > 64, causal attention still computes
 // the masked upper triangle of the scores.

@@ -361,7 +361,8 @@ TEST(AttentionDecoder, RotaryAndGroupsChangeTheResult) {
 // there is exactly bottom-right causal here — with a key-padding mask [B, 1, 1, L]
 // (0: none, 1: HF's float32-min fill, 2: bool) and grouped K/V heads. L = 600, 700 and
 // 2100 (CacheChunks) split the keys into chunks on the kCache path, merged by their row
-// max. Same tolerance as above.
+// max; the cache path must not read the masked tail of the cache at all. Same tolerance
+// as above.
 using HeadCase = std::tuple<Isa, std::pair<int64_t, int64_t> /*S, L*/, int64_t /*Nkv*/,
                             int64_t /*D*/, int /*mask*/, bool /*causal*/>;
 class HeadAttentionTest : public ::testing::TestWithParam<HeadCase> {};
@@ -444,6 +445,21 @@ TEST_P(HeadAttentionTest, MatchesPackedReferenceOnTheLastRows) {
       testing::ExpectClose(y.data(), want_t, 2e-5, 1e-5,
                            absl::StrCat(PathName(path), " threads=", t));
     }
+  // The cache path does not read the keys and values a mask excludes at the end of the
+  // cache (batch item 1's last l / 3: a static cache's free slots): NaN there changes
+  // nothing.
+  if (masked) {
+    for (int64_t n = 0; n < nkv; ++n)
+      for (int64_t t = l - l / 3; t < l; ++t)
+        for (int64_t c = 0; c < d; ++c)
+          k[((nkv + n) * l + t) * d + c] = v[((nkv + n) * l + t) * d + c] = std::nanf("");
+    CpuContext ctx;
+    ctx.isa = isa;
+    std::vector<float> y(nb * s * nh * d, std::nanf(""));
+    a.y = y.data();
+    ASSERT_TRUE(internal::AttentionWithPath(ctx, a, AttentionPath::kCache).ok());
+    testing::ExpectClose(y.data(), want_t, 2e-5, 1e-5, "cache path, NaN in the masked tail");
+  }
 }
 
 using SL = std::pair<int64_t, int64_t>;
