@@ -46,11 +46,12 @@ absl::StatusOr<KvSignature> FindKvSignature(const Graph& g) {
   const Node& positions = *g.inputs()[sig.position_ids];
   const Dim* b = DimAt(ids, 0);
   const Dim* s = DimAt(ids, 1);
-  if (ids.output_info(0).type.rank() != 2 || !b->is_symbol() || !s->is_symbol())
+  if (ids.output_info(0).type.rank() != 2 || !s->is_symbol())
     return absl::InvalidArgumentError(absl::StrCat(
-        "--decode-context: input_ids must be [batch, sequence] with symbolic dims, got ",
+        "--decode-context: input_ids must be [batch, sequence] with a symbolic sequence (the "
+        "prompt lengths: give them with --profile sequence=..., not --shape), got ",
         ids.output_info(0).type.ToString()));
-  sig.batch = b->symbol();
+  sig.batch = b->is_symbol() ? b->symbol() : "";  // a fixed batch (--shape batch=N) is fine
   sig.sequence = s->symbol();
   if (positions.output_info(0).type.dtype != DType::kI64 ||
       positions.output_info(0).type.rank() != 2)

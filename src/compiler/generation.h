@@ -21,7 +21,8 @@ namespace kiln::compiler {
 
 struct KvSignature {
   int input_ids = -1, attention_mask = -1, position_ids = -1;  // graph input indices
-  std::string batch, sequence, past;  // the symbols of input_ids' dims and the past length
+  std::string batch, sequence, past;  // the symbols of input_ids' dims ("" for a fixed
+                                      // batch) and the past length
   std::string total;                  // attention_mask's dim 1 when it is a symbol of its own
   std::vector<PlanInPlace> caches;    // past input -> present output, sorted by output
 };

@@ -306,6 +306,18 @@ TEST(GenerationPlan, NotADecoderOrBadOptionsAreErrors) {
   g.target = PlanTarget::kCuda;
   EXPECT_EQ(Compile(kKv + "llama_kv_dynamo_sdpa.onnx", g).status().code(),
             absl::StatusCode::kUnimplemented);
+  // A fixed batch is fine; a fixed sequence is not (it is the prompt length).
+  g = GenerationOptions({8});
+  g.profile.erase("batch");
+  g.symbols = {{"batch", 1}};
+  absl::StatusOr<Plan> fixed_batch = Compile(kKv + "llama_kv_dynamo_sdpa.onnx", g);
+  ASSERT_TRUE(fixed_batch.ok()) << fixed_batch.status();
+  EXPECT_EQ(fixed_batch->buckets.back().program, PlanProgram::kDecode);
+  g = GenerationOptions({8});
+  g.profile.erase("sequence");
+  g.symbols = {{"sequence", 4}};
+  EXPECT_THAT(Compile(kKv + "llama_kv_dynamo_sdpa.onnx", g).status().message(),
+              HasSubstr("not --shape"));
   // A plan without a decode program gives no session.
   CompileOptions plain;
   plain.symbols = {{"batch", 1}, {"sequence", 2}, {"past_sequence", 3}, {"total_sequence", 5}};
