@@ -10,15 +10,18 @@ token's argmax; kiln's from `kiln generate --json --warmup 1`, after loading the
 one untimed two-token generation; onnxruntime's after the same warm-up) and decode
 tokens/s (all sequences' tokens over the decode steps' wall time), each the median of
 --repeats runs, the ratio to onnxruntime (TTFT: < 1 kiln faster; tokens/s: > 1 kiln
-faster), and the floor of a decode step (every weight and the K/V of the sequence's mean
-length read once at --bandwidth GB/s: a decode step is bound by memory) as a tokens/s
-roof. Both sides must generate the same tokens (checked; a mismatch is reported in the
-row).
+faster), kiln without the cache (batch-1 cases: every token a prefill of the whole
+prefix through kiln.Generator, over --nocache-tokens tokens) and the floor of a decode step
+(every weight and the K/V of the sequence's mean length read once at the machine's read
+bandwidth, measured in the same run by kiln_kernels_bench's BM_DramRead at the same thread
+count unless --bandwidth is given: a decode step is bound by memory) as a tokens/s roof.
+Both sides must generate the same tokens (checked; a mismatch is reported in the row).
+--onnx takes an existing KV export instead (e.g. models/fixtures/kv/llama_kv_*.onnx).
 Limits: random weights (seeded); timings mean something on an idle machine only.
 
 Usage (the torch venv: transformers, torch, onnx, onnxruntime):
-  /opt/torchenv/bin/python bench/generate_bench.py --layers 4 --cases 1x16x64,1x128x64 \
-      --context 256 --threads 2 [--kiln build/kiln]
+  /opt/torchenv/bin/python bench/generate_bench.py --layers 24 --cases 1x128x128,8x128x128 \
+      --context 1024 --threads 2 [--onnx FILE.onnx] [--kiln build/kiln]
 """
 
 import argparse
@@ -39,11 +42,50 @@ import export_torch  # noqa: E402
 import kv_decode_bench  # noqa: E402
 
 
+def measure_bandwidth(threads):
+    """The DRAM read bandwidth (GB/s) at `threads` threads: BM_DramRead of
+    kiln_kernels_bench (sums a 256 MiB buffer in per-thread ranges), the best of 3."""
+    binary = os.path.join(benchlib.ROOT, "build", "bench", "kiln_kernels_bench")
+    out = subprocess.run([binary, "--benchmark_filter=BM_DramRead", "--benchmark_format=json",
+                          "--benchmark_repetitions=3"], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, KILN_BENCH_THREADS=str(threads)))
+    runs = [b["bytes_per_second"] for b in json.loads(out.stdout)["benchmarks"]
+            if b.get("run_type") == "iteration"]
+    return max(runs) / 1e9
+
+
+def kv_geometry(model):
+    """(layers, kv heads, head dim, vocab) from a KV export's past inputs and logits."""
+    import onnx
+
+    g = onnx.load(model, load_external_data=False).graph
+    pasts = [i for i in g.input if i.name.startswith("past_key_values.")]
+    dims = [d.dim_value for d in pasts[0].type.tensor_type.shape.dim]
+    logits = next(o for o in g.output if o.name == "logits")
+    vocab = logits.type.tensor_type.shape.dim[2].dim_value
+    return len(pasts) // 2, dims[1], dims[3], vocab
+
+
+def nocache_tps(plan, prompt, tokens, threads):
+    """Greedy tokens/s of kiln without the cache: each token a prefill of the whole prefix
+    (kiln.Generator.prefill, a fresh sequence every time)."""
+    sys.path.insert(0, os.path.join(benchlib.ROOT, "build", "python"))
+    import kiln
+
+    gen = kiln.Plan.load(plan).generator(threads=threads)
+    prefix = list(prompt)
+    gen.prefill([prefix])  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(tokens):
+        prefix.append(int(np.argmax(gen.prefill([prefix])[0])))
+    return tokens / (time.perf_counter() - t0)
+
+
 def ort_generate(sess, args, prompts, new_tokens):
     """Greedy generation: prefill with an empty past, then present fed back. Right-padded
     batched prompts (mask 0 on the padding, positions 0..), each sequence decoding at its
     own position, as kiln's session does. Returns (tokens per sequence, ttft s, decode s)."""
-    head_dim = args.hidden // args.heads
+    head_dim = args.head_dim
     past_names = export_torch.kv_names("past_key_values", args.layers)
     out_names = [o.name for o in sess.get_outputs()]
     b = len(prompts)
@@ -85,37 +127,47 @@ def main(argv=None):
     ap.add_argument("--context", default="256", help="--decode-context capacities")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--bandwidth", type=float, default=20.0,
-                    help="memory read bandwidth for the floor, GB/s")
+    ap.add_argument("--bandwidth", type=float, default=0.0,
+                    help="memory read bandwidth for the floor, GB/s (default: measured)")
+    ap.add_argument("--nocache-tokens", type=int, default=8,
+                    help="tokens for the kiln-without-cache column (0: skip it)")
+    ap.add_argument("--onnx", help="an existing KV-cache export instead of the Qwen2 one")
     ap.add_argument("--kiln", default=os.path.join(benchlib.ROOT, "build", "kiln"))
     ap.add_argument("--workdir", help="where the model and plans go (default: a temp dir)")
     args = ap.parse_args(argv)
     work = args.workdir or tempfile.mkdtemp(prefix="kiln_generate_bench_")
     os.makedirs(work, exist_ok=True)
-    model = os.path.join(work, "qwen2_kv.onnx")
+    model = args.onnx or os.path.join(work, "qwen2_kv.onnx")
     if not os.path.exists(model):
         kv_decode_bench.export(args, model)
     import onnx
 
+    args.layers, args.kv_heads, args.head_dim, args.vocab = kv_geometry(model)
     weight_bytes = sum(t.ByteSize() for t in onnx.load(model).graph.initializer)
+    if not args.bandwidth:
+        args.bandwidth = measure_bandwidth(args.threads)
     cases = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",") if c]
     batches = sorted({c[0] for c in cases})
-    prompts = sorted({c[1] for c in cases})
-    plan = os.path.join(work, "qwen2_kv.kiln")
+    lengths = {c[1] for c in cases}
+    if args.nocache_tokens:  # a prefill bucket per prefix of the no-cache column (unpadded)
+        lengths |= {c[1] + i for c in cases if c[0] == 1 for i in range(args.nocache_tokens)}
+    plan = os.path.join(work, os.path.splitext(os.path.basename(model))[0] + ".kiln")
     t0 = time.perf_counter()
     subprocess.run([args.kiln, "compile", model, "-o", plan, "--quiet", "--profile",
-                    f"batch={':'.join(map(str, batches))},sequence={':'.join(map(str, prompts))}",
+                    f"batch={':'.join(map(str, batches))},"
+                    f"sequence={':'.join(map(str, sorted(lengths)))}",
                     "--decode-context", args.context], check=True)
     compile_s = time.perf_counter() - t0
     sess = benchlib.ort_session(model, args.threads)
-    head_dim = args.hidden // args.heads
-    print(f"qwen2-shaped KV decoder: layers {args.layers}, hidden {args.hidden}, heads "
-          f"{args.heads}/{args.kv_heads}, ffn {args.ffn}, vocab {args.vocab}, weights "
-          f"{weight_bytes / 2**20:.1f} MiB; threads {args.threads}; --decode-context "
+    head_dim = args.head_dim
+    print(f"{os.path.basename(model)}: layers {args.layers}, kv heads {args.kv_heads}, head "
+          f"{head_dim}, vocab {args.vocab}, weights {weight_bytes / 2**20:.1f} MiB; threads "
+          f"{args.threads}; read bandwidth {args.bandwidth:.1f} GB/s; --decode-context "
           f"{args.context} (compile {compile_s:.1f} s); medians of {args.repeats}")
     print("| batch x prompt, new | kiln TTFT ms | ort TTFT ms | kiln/ort | kiln tok/s | "
-          "ort tok/s | kiln/ort | floor tok/s | kiln cache MiB | same tokens |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "ort tok/s | kiln/ort | kiln no-cache tok/s | floor tok/s | kiln/floor | "
+          "kiln cache MiB | same tokens |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     rng = np.random.default_rng(0)
     for b, p, new in cases:
         prompt_ids = [[int(t) for t in rng.integers(0, args.vocab, p)] for _ in range(b)]
@@ -142,8 +194,10 @@ def main(argv=None):
         step_bytes = weight_bytes + 2 * args.layers * b * args.kv_heads * mean_len * head_dim * 4
         floor_tps = b / (step_bytes / (args.bandwidth * 1e9))
         same = "yes" if k_tokens == o_tokens else "NO"
+        nc = (f"{nocache_tps(plan, prompt_ids[0], args.nocache_tokens, args.threads):.1f}"
+              if b == 1 and args.nocache_tokens else "—")
         print(f"| {b} x {p}, {new} | {kt:.1f} | {ot:.1f} | {kt / ot:.2f} | {ks:.1f} | "
-              f"{os_:.1f} | {ks / os_:.2f} | {floor_tps:.1f} | "
+              f"{os_:.1f} | {ks / os_:.2f} | {nc} | {floor_tps:.1f} | {ks / floor_tps:.2f} | "
               f"{k_out['cache_bytes'] / 2**20:.2f} | {same} |", flush=True)
     return 0
 
