@@ -16,7 +16,8 @@ prefix through kiln.Generator, over --nocache-tokens tokens) and the floor of a 
 bandwidth, measured in the same run by kiln_kernels_bench's BM_DramRead at the same thread
 count unless --bandwidth is given: a decode step is bound by memory) as a tokens/s roof.
 Both sides must generate the same tokens (checked; a mismatch is reported in the row).
---onnx takes an existing KV export instead (e.g. models/fixtures/kv/llama_kv_*.onnx).
+--onnx takes an existing KV export instead (e.g. models/fixtures/kv/llama_kv_*.onnx);
+--arch gpt2-small exports a GPT-2-small-shaped GPT2LMHeadModel instead of the Qwen2.
 onnxruntime runs twice: with numpy I/O and with IO binding (present OrtValues bound as the
 next past without a numpy round trip); kiln's decode ratio is against the faster.
 Limits: random weights (seeded); timings mean something on an idle machine only.
@@ -42,6 +43,35 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import benchlib  # noqa: E402
 import export_torch  # noqa: E402
 import kv_decode_bench  # noqa: E402
+
+
+def export_gpt2_small(path):
+    """A GPT2LMHeadModel of GPT-2-small's shape (12 layers, 768 wide, 12 heads, vocab
+    50257, 1024 positions; seeded random weights, tied embedding) in the KV-cache form."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    config = tf.GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257,
+                           n_positions=1024, use_cache=True, attn_implementation="eager")
+    model = tf.GPT2LMHeadModel(config).eval()
+    wrapper = export_torch.make_kv_wrapper(model, "gpt2_kv")
+    past_names = export_torch.kv_names("past_key_values", 12)
+    present_names = export_torch.kv_names("present", 12)
+    names = ["input_ids", "attention_mask", "position_ids", *past_names]
+    feeds = [torch.randint(0, 50257, (1, 4)), torch.ones((1, 7), dtype=torch.int64),
+             torch.arange(3, 7)[None, :]] + [torch.randn(1, 12, 3, 64) for _ in past_names]
+    dynamic = {"input_ids": {0: "batch", 1: "sequence"},
+               "position_ids": {0: "batch", 1: "sequence"},
+               "attention_mask": {0: "batch", 1: "total_sequence"},
+               "logits": {0: "batch", 1: "sequence"}}
+    dynamic.update({n: {0: "batch", 2: "past_sequence"} for n in past_names})
+    dynamic.update({n: {0: "batch", 2: "past_sequence + sequence"} for n in present_names})
+    with torch.no_grad():
+        torch.onnx.export(wrapper, tuple(feeds), path, dynamo=False,
+                          opset_version=export_torch.TORCHSCRIPT_OPSET, input_names=names,
+                          output_names=["logits", *present_names], dynamic_axes=dynamic,
+                          do_constant_folding=True)
 
 
 def measure_bandwidth(threads):
@@ -184,14 +214,19 @@ def main(argv=None):
     ap.add_argument("--nocache-tokens", type=int, default=8,
                     help="tokens for the kiln-without-cache column (0: skip it)")
     ap.add_argument("--onnx", help="an existing KV-cache export instead of the Qwen2 one")
+    ap.add_argument("--arch", choices=["qwen2", "gpt2-small"], default="qwen2",
+                    help="the model to export (gpt2-small ignores the size flags)")
     ap.add_argument("--kiln", default=os.path.join(benchlib.ROOT, "build", "kiln"))
     ap.add_argument("--workdir", help="where the model and plans go (default: a temp dir)")
     args = ap.parse_args(argv)
     work = args.workdir or tempfile.mkdtemp(prefix="kiln_generate_bench_")
     os.makedirs(work, exist_ok=True)
-    model = args.onnx or os.path.join(work, "qwen2_kv.onnx")
+    model = args.onnx or os.path.join(work, f"{args.arch}_kv.onnx")
     if not os.path.exists(model):
-        kv_decode_bench.export(args, model)
+        if args.arch == "gpt2-small":
+            export_gpt2_small(model)
+        else:
+            kv_decode_bench.export(args, model)
     import onnx
 
     args.layers, args.kv_heads, args.head_dim, args.vocab = kv_geometry(model)
