@@ -11,6 +11,7 @@ namespace kiln {
 std::unique_ptr<Pass> CreateShapeInferencePass();         // shape_inference.cc
 std::unique_ptr<Pass> CreateConstantFoldingPass();        // constant_folding.cc
 std::unique_ptr<Pass> CreateDeadCodeEliminationPass();    // dead_code_elimination.cc
+std::unique_ptr<Pass> CreateSplitToSlicesPass();          // split_to_slices.cc
 std::unique_ptr<Pass> CreateCommonSubexpressionPass();    // common_subexpression.cc
 std::unique_ptr<Pass> CreateTransposeEliminationPass();   // transpose_elimination.cc
 std::unique_ptr<Pass> CreateReshapeSimplificationPass();  // reshape_simplification.cc

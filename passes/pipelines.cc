@@ -59,6 +59,11 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
        "Gelu); "
        "Linear before SkipLayerNorm and QKV; QKV before attention; "
        "embeddings and pooling last"});
+  p.stages.push_back({{"split-to-slices"},
+                      1,
+                      "the Splits the fusions left become Slices, which every target has a "
+                      "kernel for",
+                      "after the fusions, whose matchers look for the Split itself"});
   p.stages.push_back({{"shape-inference", "constant-folding", "cse", "dce"},
                       4,
                       "type the fused ops and remove what the fusions left dead",

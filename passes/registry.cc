@@ -33,6 +33,7 @@ constexpr Entry kPasses[] = {
     {"fuse-attention", CreateFuseAttentionPass},
     {"fuse-embed-layernorm", CreateFuseEmbedLayerNormPass},
     {"fuse-pooling", CreateFusePoolingPass},
+    {"split-to-slices", CreateSplitToSlicesPass},
     {"lower-precision", CreateLowerPrecisionPass},
 };
 
