@@ -36,10 +36,11 @@ int64_t WeightTable::Add(const Tensor& t) {
   std::vector<int>& same = by_content_[ckey];
   for (int e : same) {
     const Tensor& o = entries_[e].tensor;
-    if (bytes == 0 || std::memcmp(o.raw(), t.raw(), static_cast<size_t>(bytes)) == 0) {
-      by_storage_[skey] = e;
+    // Not remembered by t's storage: only entries_ keeps storages alive, and a freed one's
+    // address can come back as another constant's storage (a later bucket's), which would
+    // then take this entry's bytes.
+    if (bytes == 0 || std::memcmp(o.raw(), t.raw(), static_cast<size_t>(bytes)) == 0)
       return entries_[e].offset;
-    }
   }
   const int64_t offset = (size_ + 63) / 64 * 64;
   entries_.push_back(Entry{t, offset});

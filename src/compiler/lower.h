@@ -40,7 +40,8 @@ class WeightTable {
     int64_t offset = 0;
   };
   std::vector<Entry> entries_;
-  // Lookup only (never iterated): same storage, then same content.
+  // Lookup only (never iterated): same storage (only of entries_' tensors, which keep
+  // their storage alive, so an address is never reused while listed), then same content.
   absl::flat_hash_map<std::pair<const void*, int64_t>, int> by_storage_;
   absl::flat_hash_map<std::pair<int64_t, uint32_t>, std::vector<int>> by_content_;
   int64_t size_ = 0;
