@@ -61,12 +61,7 @@ def export_gpt2_small(path):
     names = ["input_ids", "attention_mask", "position_ids", *past_names]
     feeds = [torch.randint(0, 50257, (1, 4)), torch.ones((1, 7), dtype=torch.int64),
              torch.arange(3, 7)[None, :]] + [torch.randn(1, 12, 3, 64) for _ in past_names]
-    dynamic = {"input_ids": {0: "batch", 1: "sequence"},
-               "position_ids": {0: "batch", 1: "sequence"},
-               "attention_mask": {0: "batch", 1: "total_sequence"},
-               "logits": {0: "batch", 1: "sequence"}}
-    dynamic.update({n: {0: "batch", 2: "past_sequence"} for n in past_names})
-    dynamic.update({n: {0: "batch", 2: "past_sequence + sequence"} for n in present_names})
+    dynamic = kv_decode_bench.kv_dynamic_axes(past_names, present_names)
     with torch.no_grad():
         torch.onnx.export(wrapper, tuple(feeds), path, dynamo=False,
                           opset_version=export_torch.TORCHSCRIPT_OPSET, input_names=names,
@@ -113,6 +108,18 @@ def nocache_tps(plan, prompt, tokens, threads):
     return tokens / (time.perf_counter() - t0)
 
 
+def pad_prompts(prompts):
+    """Right-padded batch of prompts: (batch, lengths, ids [b, s], mask [b, s])."""
+    b = len(prompts)
+    lens = np.array([len(p) for p in prompts])
+    ids = np.zeros((b, int(lens.max())), np.int64)
+    mask = np.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, :len(p)] = p
+        mask[i, :len(p)] = 1
+    return b, lens, ids, mask
+
+
 def ort_generate_bound(sess, args, prompts, new_tokens):
     """ort_generate through IO binding: each step's present.* OrtValues are bound as the next
     step's past inputs as they are (no numpy round trip), the other outputs allocated by
@@ -120,14 +127,8 @@ def ort_generate_bound(sess, args, prompts, new_tokens):
     import onnxruntime as ort
 
     past_names = export_torch.kv_names("past_key_values", args.layers)
-    b = len(prompts)
-    lens = np.array([len(p) for p in prompts])
-    s = int(lens.max())
-    ids = np.zeros((b, s), np.int64)
-    mask = np.zeros((b, s), np.int64)
-    for i, p in enumerate(prompts):
-        ids[i, :len(p)] = p
-        mask[i, :len(p)] = 1
+    b, lens, ids, mask = pad_prompts(prompts)
+    s = ids.shape[1]
 
     def step(feeds, pasts):
         io = sess.io_binding()
@@ -170,14 +171,8 @@ def ort_generate(sess, args, prompts, new_tokens):
     head_dim = args.head_dim
     past_names = export_torch.kv_names("past_key_values", args.layers)
     out_names = [o.name for o in sess.get_outputs()]
-    b = len(prompts)
-    lens = np.array([len(p) for p in prompts])
-    s = int(lens.max())
-    ids = np.zeros((b, s), np.int64)
-    mask = np.zeros((b, s), np.int64)
-    for i, p in enumerate(prompts):
-        ids[i, :len(p)] = p
-        mask[i, :len(p)] = 1
+    b, lens, ids, mask = pad_prompts(prompts)
+    s = ids.shape[1]
     feeds = {"input_ids": ids, "attention_mask": mask,
              "position_ids": np.tile(np.arange(s, dtype=np.int64), (b, 1))}
     feeds.update({n: np.zeros((b, args.kv_heads, 0, head_dim), np.float32) for n in past_names})

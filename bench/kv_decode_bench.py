@@ -35,6 +35,17 @@ import benchlib  # noqa: E402
 import export_torch  # noqa: E402
 
 
+def kv_dynamic_axes(past_names, present_names):
+    """torch.onnx dynamic_axes of a KV-cache export (shared with bench/generate_bench.py)."""
+    dynamic = {"input_ids": {0: "batch", 1: "sequence"},
+               "position_ids": {0: "batch", 1: "sequence"},
+               "attention_mask": {0: "batch", 1: "total_sequence"},
+               "logits": {0: "batch", 1: "sequence"}}
+    dynamic.update({n: {0: "batch", 2: "past_sequence"} for n in past_names})
+    dynamic.update({n: {0: "batch", 2: "past_sequence + sequence"} for n in present_names})
+    return dynamic
+
+
 def export(args, path):
     """A Qwen2ForCausalLM of the given sizes, seeded weights, in the KV-cache form."""
     import torch
@@ -52,12 +63,7 @@ def export(args, path):
     present_names = export_torch.kv_names("present", args.layers)
     feeds = inputs(args, 1, 4, 3, seed=0)
     names = ["input_ids", "attention_mask", "position_ids", *past_names]
-    dynamic = {"input_ids": {0: "batch", 1: "sequence"},
-               "position_ids": {0: "batch", 1: "sequence"},
-               "attention_mask": {0: "batch", 1: "total_sequence"},
-               "logits": {0: "batch", 1: "sequence"}}
-    dynamic.update({n: {0: "batch", 2: "past_sequence"} for n in past_names})
-    dynamic.update({n: {0: "batch", 2: "past_sequence + sequence"} for n in present_names})
+    dynamic = kv_dynamic_axes(past_names, present_names)
     with torch.no_grad():
         torch.onnx.export(wrapper, tuple(torch.from_numpy(feeds[n]) for n in names), path,
                           dynamo=False, opset_version=export_torch.TORCHSCRIPT_OPSET,
