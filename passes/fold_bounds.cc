@@ -203,6 +203,12 @@ int64_t PoolBound(const Node& n, In in, int64_t elem) {
   return SatMul(SatMul(in(0)->dims()[0], in(0)->dims()[2]), elem);
 }
 
+// hidden [1, T, H], lengths [N] -> [N, H]
+int64_t PackedPoolBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || !in(1) || in(0)->rank() != 3 || in(1)->rank() != 1) return 0;
+  return SatMul(SatMul(in(1)->dims()[0], in(0)->dims()[2]), elem);
+}
+
 // ids [B, S], word [V, H] -> [B, S, H]
 int64_t EmbedLayerNormBound(const Node& n, In in, int64_t elem) {
   if (!in(0) || !in(3) || in(3)->rank() != 2) return 0;
@@ -241,6 +247,7 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "ArgMax", &ReduceBound},
         {"kiln", "Linear", &LinearBound},
         {"kiln", "Pool", &PoolBound},
+        {"kiln", "PackedPool", &PackedPoolBound},
         {"kiln", "EmbedLayerNorm", &EmbedLayerNormBound},
     };
     auto* m = new absl::flat_hash_map<std::string, BoundRule>();

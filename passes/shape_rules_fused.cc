@@ -1,12 +1,12 @@
 // Shape rules of kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
-// SkipLayerNorm, RMSNorm, SkipRMSNorm, Rotary, MultiHeadAttention, Attention, EmbedLayerNorm, Pool.
-// The fusion passes set output types themselves, but the -O2 cleanup runs shape inference again
-// after fusing (and --shape specializes graphs that already hold fused ops), so each rule derives
-// its outputs from its inputs, symbolic dims included (MultiHeadAttention's hidden size is `3H /
-// 3`). Known dims that contradict the contract (K of X vs W, a gamma of the wrong length, a packed
-// qkv not divisible by 3·num_heads) are errors naming the node; anything unknown stays unknown.
-// Limits: broadcasts of optional inputs (skip, masks, position ids) are checked only where both
-// dims are known.
+// SkipLayerNorm, RMSNorm, SkipRMSNorm, Rotary, MultiHeadAttention, Attention, EmbedLayerNorm, Pool,
+// CacheWrite and the packed-token ops. The fusion passes set output types themselves, but the -O2
+// cleanup runs shape inference again after fusing (and --shape specializes graphs that already hold
+// fused ops), so each rule derives its outputs from its inputs, symbolic dims included
+// (MultiHeadAttention's hidden size is `3H / 3`). Known dims that contradict the contract (K of X
+// vs W, a gamma of the wrong length, a packed qkv not divisible by 3·num_heads) are errors naming
+// the node; anything unknown stays unknown. Limits: broadcasts of optional inputs (skip, masks,
+// position ids) are checked only where both dims are known.
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -279,6 +279,65 @@ Rule CacheWriteRule(const RuleContext& ctx) {
   return Outputs(ctx, cache);
 }
 
+// The packed-token ops: `lengths` (input `i`) must be an integer vector.
+absl::Status CheckLengths(const RuleContext& ctx, int i) {
+  const Type& t = ctx.input_type(i);
+  if (t.dtype != DType::kUndefined && !IsInteger(t.dtype))
+    return ctx.Error(absl::StrCat("lengths must be integer, got ", t.ToString()));
+  return CheckRank(ctx, i, 1, "lengths");
+}
+
+// Packed tokens are [1, T, ...]: dim 0 must be 1 where it is known.
+absl::Status CheckPacked(const RuleContext& ctx, int i, int rank, const char* what) {
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, i, rank, what));
+  const Type& t = ctx.input_type(i);
+  if (t.has_rank() && (*t.shape)[0].is_known() && (*t.shape)[0].value() != 1)
+    return ctx.Error(absl::StrCat(what, " must be packed tokens [1, T, ...], got ", t.ToString()));
+  return absl::OkStatus();
+}
+
+// kiln.PackedAttention(qkv [1, T, (N + 2·Nkv)·D], lengths [Nseq]) -> Y [1, T, N·D]
+Rule PackedAttentionRule(const RuleContext& ctx) {
+  const Type& qkv = ctx.input_type(0);
+  KILN_RETURN_IF_ERROR(CheckPacked(ctx, 0, 3, "qkv"));
+  KILN_RETURN_IF_ERROR(CheckLengths(ctx, 1));
+  const int64_t heads = ctx.node().attr_int_or("num_heads", 0);
+  const int64_t kv_heads = ctx.node().attr_int_or("num_kv_heads", heads);
+  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
+    return ctx.Error(
+        "num_heads and num_kv_heads must be positive, num_kv_heads dividing num_heads");
+  if (!qkv.has_rank()) return Outputs(ctx, MakeType(qkv.dtype, Shape{Dim(), Dim(), Dim()}));
+  const Shape& s = *qkv.shape;
+  Dim h;
+  if (s[2].is_known()) {
+    const int64_t parts = heads + 2 * kv_heads;
+    if (s[2].value() % parts != 0)
+      return ctx.Error(absl::StrCat("qkv's last dim ", s[2].value(),
+                                    " is not divisible by num_heads + 2 * num_kv_heads = ", parts));
+    h = Dim::Known(s[2].value() / parts * heads);
+  }
+  return Outputs(ctx, MakeType(qkv.dtype, Shape{s[0], s[1], h}));
+}
+
+// kiln.PackedPool(hidden [1, T, H], lengths [Nseq]) -> Y [Nseq, H]
+Rule PackedPoolRule(const RuleContext& ctx) {
+  const Type& hidden = ctx.input_type(0);
+  KILN_RETURN_IF_ERROR(CheckPacked(ctx, 0, 3, "hidden"));
+  KILN_RETURN_IF_ERROR(CheckLengths(ctx, 1));
+  const Type& lengths = ctx.input_type(1);
+  const Dim n = lengths.has_rank() ? (*lengths.shape)[0] : Dim();
+  return Outputs(ctx, MakeType(hidden.dtype, Shape{n, LastDim(hidden)}));
+}
+
+// kiln.PackedPositions(lengths [Nseq], tokens [1, T]) -> int64 [1, T]
+Rule PackedPositionsRule(const RuleContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckLengths(ctx, 0));
+  KILN_RETURN_IF_ERROR(CheckPacked(ctx, 1, 2, "tokens"));
+  const Type& tokens = ctx.input_type(1);
+  if (!tokens.has_rank()) return Outputs(ctx, MakeType(DType::kI64, Shape{Dim(), Dim()}));
+  return Outputs(ctx, MakeType(DType::kI64, *tokens.shape));
+}
+
 }  // namespace
 
 ShapeRule FindFusedRule(std::string_view op) {
@@ -294,6 +353,9 @@ ShapeRule FindFusedRule(std::string_view op) {
       {"EmbedLayerNorm", &EmbedLayerNormRule},
       {"Pool", &PoolRule},
       {"CacheWrite", &CacheWriteRule},
+      {"PackedAttention", &PackedAttentionRule},
+      {"PackedPool", &PackedPoolRule},
+      {"PackedPositions", &PackedPositionsRule},
   };
   auto it = rules->find(std::string(op));
   return it == rules->end() ? nullptr : it->second;

@@ -263,7 +263,7 @@ class PySession {
     for (const PlanTensorSig& s : executor_->plan().outputs) output_names_.push_back(s.name);
   }
 
-  nb::dict Run(nb::dict inputs, const std::string& outputs) {
+  nb::dict Run(nb::dict inputs, const std::string& outputs, bool pack) {
     if (outputs != "auto" && outputs != "host" && outputs != "device")
       throw StatusError{InvalidArgument(
           absl::StrCat("run(): outputs='", outputs, "' is not one of auto, host, device"))};
@@ -329,7 +329,9 @@ class PySession {
     absl::Status status;
     {
       nb::gil_scoped_release release;
-      status = ex->Run(views, outs);
+      RunOptions options;
+      options.pack = pack;
+      status = ex->Run(views, outs, nullptr, options);
     }
     ThrowIfError(status);
 
@@ -688,13 +690,17 @@ NB_MODULE(_kiln, m) {
                         "once (each call gets its own activation arena; the GIL is released "
                         "while kiln runs).")
       .def("run", &PySession::Run, nb::arg("inputs"), nb::arg("outputs") = "auto",
+           nb::arg("pack") = true,
            "Runs the plan on `inputs` ({name: array}) and returns {output name: array}. "
            "Arrays are read in place (numpy, or any DLPack tensor such as a torch.Tensor); "
            "they must have the plan's dtype and be C-contiguous. The smallest bucket that fits "
            "is chosen, padding paddable dims (batch, sequence) as needed. outputs: \"host\" "
            "gives numpy arrays; \"device\" (cuda sessions) gives DLPack arrays in device "
            "memory (torch.from_dlpack takes them without a copy); \"auto\" (default) is "
-           "device when a cuda session got a device input, else host.")
+           "device when a cuda session got a device input, else host. pack: on a plan with "
+           "a packed program (compiled with profile tokens=...), a batch whose mask rows are "
+           "prefixes of ones runs packed, its real tokens end to end, with the outputs in the "
+           "padded layout (zeros at the padding); False runs the padded buckets.")
       .def("close", &PySession::Close,
            "Releases the executor; later run() calls raise kiln.FailedPrecondition.")
       .def_prop_ro("closed", &PySession::closed)

@@ -48,13 +48,15 @@ constexpr char kHelp[] =
     "                           per kernel, its steps and median ms per run, and the\n"
     "                           median time of a run spent outside steps (staging,\n"
     "                           the executor's loop, the trace's own bookkeeping)\n"
-    "%s"
+    "%s%s"
     "  --json                   print exactly one JSON object on stdout and nothing else:\n"
     "                           p50_ms, p90_ms, min_ms, mean_ms, max_ms, throughput_per_s,\n"
     "                           peak_rss_mb, load_ms, first_run_ms, warmup, runs, threads,\n"
     "                           cpu_isa (cpu plans), impls (kernel -> implementation ->\n"
     "                           steps, e.g. linear -> kiln:avx2:4x24 -> 36), bucket,\n"
-    "                           bucket_bindings, padded, batch, inputs (name -> dims);\n"
+    "                           bucket_bindings, padded, packed (the batch ran packed:\n"
+    "                           bucket is the last packed call's), program, batch,\n"
+    "                           inputs (name -> dims);\n"
     "                           with --steps also steps (kernel -> {count, median_ms})\n"
     "                           and between_steps_ms\n"
     "\n"
@@ -89,12 +91,13 @@ int RunBench(int argc, char** argv) {
   in.random_inputs = true;
   int warmup = 10, runs = 50;
   ExecutorOptions exec_options;
+  RunOptions run_options;
   bool exec_flags = false;
   bool json = false, per_step = false;
   absl::Status flag_error;
   while (!args.Done()) {
     if (args.Flag("--help") || args.Flag("-h")) {
-      std::printf(kHelp, kExecutorFlagsHelp);
+      std::printf(kHelp, kExecutorFlagsHelp, kRunFlagsHelp);
       return kExitOk;
     }
     if (ParseInputFlag(args, &in, &flag_error)) {
@@ -119,6 +122,10 @@ int RunBench(int argc, char** argv) {
         return Fail(absl::InvalidArgumentError(absl::StrCat("--runs: bad value '", v, "'")));
       continue;
     }
+    if (absl::Status e; ParseRunFlag(args, &run_options, &e, &exec_flags)) {
+      if (!e.ok()) return Fail(e);
+      continue;
+    }
     if (absl::Status e; ParseExecutorFlag(args, &exec_options, &e, &exec_flags)) {
       if (!e.ok()) return Fail(e);
       continue;
@@ -139,18 +146,27 @@ int RunBench(int argc, char** argv) {
   const Executor& exec = *loaded->executor;
   const Plan& plan = exec.plan();
 
-  if (!plan.buckets.empty()) in.default_symbols = plan.buckets[0].bindings;
-  auto inputs = BindInputs(PlanInputDecls(plan), &in);
+  if (run_options.program == PlanProgram::kPacked && !HasProgram(plan, PlanProgram::kPacked))
+    return Fail(absl::InvalidArgumentError(
+        "--program packed: the plan has no packed program (compile an encoder with --profile "
+        "tokens=... to get one)"));
+  for (const PlanBucket& b : plan.buckets)
+    if (b.program == run_options.program) {
+      in.default_symbols = b.bindings;
+      break;
+    }
+  const PlanIo io = IoOf(plan, run_options.program);
+  auto inputs = BindInputs(PlanInputDecls(plan, run_options.program), &in);
   if (!inputs.ok()) return Fail(inputs.status());
   std::vector<TensorView> views = ViewsOf(*inputs);
   std::vector<std::vector<int64_t>> input_dims;
   for (const Tensor& t : *inputs) input_dims.push_back(t.dims());
-  auto out_dims = exec.OutputDims(input_dims);
+  auto out_dims = exec.OutputDims(input_dims, run_options.program);
   if (!out_dims.ok()) return Fail(out_dims.status());
   std::vector<Tensor> outputs;
   std::vector<MutableTensorView> out_views;
   for (size_t i = 0; i < out_dims->size(); ++i) {
-    auto t = Tensor::Create(plan.outputs[i].dtype, (*out_dims)[i]);
+    auto t = Tensor::Create(io.outputs[i].dtype, (*out_dims)[i]);
     if (!t.ok()) return Fail(t.status());
     outputs.push_back(*std::move(t));
   }
@@ -159,15 +175,15 @@ int RunBench(int argc, char** argv) {
   RunStats stats;
   stats.collect_trace = true;  // the cold run says which implementation ran each step
   const auto c0 = Clock::now();
-  if (absl::Status s = exec.Run(views, out_views, &stats); !s.ok()) return Fail(s);
+  if (absl::Status s = exec.Run(views, out_views, &stats, run_options); !s.ok()) return Fail(s);
   const double first_run_ms = Ms(Clock::now() - c0);
   for (int i = 0; i < warmup; ++i)
-    if (absl::Status s = exec.Run(views, out_views); !s.ok()) return Fail(s);
+    if (absl::Status s = exec.Run(views, out_views, nullptr, run_options); !s.ok()) return Fail(s);
   std::vector<double> times;
   times.reserve(runs);
   for (int i = 0; i < runs; ++i) {
     const auto r0 = Clock::now();
-    if (absl::Status s = exec.Run(views, out_views); !s.ok()) return Fail(s);
+    if (absl::Status s = exec.Run(views, out_views, nullptr, run_options); !s.ok()) return Fail(s);
     times.push_back(Ms(Clock::now() - r0));
   }
   std::sort(times.begin(), times.end());
@@ -185,7 +201,8 @@ int RunBench(int argc, char** argv) {
     std::vector<double> outside;
     for (int i = 0; i < runs; ++i) {
       const auto r0 = Clock::now();
-      if (absl::Status s = exec.Run(views, out_views, &traced); !s.ok()) return Fail(s);
+      if (absl::Status s = exec.Run(views, out_views, &traced, run_options); !s.ok())
+        return Fail(s);
       const double wall_ms = Ms(Clock::now() - r0);
       std::map<std::string, double> run_ms;
       std::map<std::string, int> run_count;
@@ -251,10 +268,12 @@ int RunBench(int argc, char** argv) {
     w.Key("bucket").Int(stats.bucket);
     w.Key("bucket_bindings").String(bindings);
     w.Key("padded").Bool(stats.padded);
+    w.Key("packed").Bool(stats.packed);
+    w.Key("program").String(std::string(PlanProgramName(run_options.program)));
     w.Key("batch").Int(batch);
     w.Key("inputs").BeginObject();
-    for (size_t i = 0; i < plan.inputs.size(); ++i) {
-      w.Key(plan.inputs[i].name).BeginArray();
+    for (size_t i = 0; i < io.inputs.size(); ++i) {
+      w.Key(io.inputs[i].name).BeginArray();
       for (int64_t d : input_dims[i]) w.Int(d);
       w.EndArray();
     }
@@ -275,12 +294,14 @@ int RunBench(int argc, char** argv) {
     return kExitOk;
   }
   std::vector<std::string> shapes;
-  for (size_t i = 0; i < plan.inputs.size(); ++i)
-    shapes.push_back(
-        absl::StrCat(plan.inputs[i].name, "[", absl::StrJoin(input_dims[i], ","), "]"));
+  for (size_t i = 0; i < io.inputs.size(); ++i)
+    shapes.push_back(absl::StrCat(io.inputs[i].name, "[", absl::StrJoin(input_dims[i], ","), "]"));
   std::printf("plan %s, inputs %s\n", plan_path.c_str(), absl::StrJoin(shapes, " ").c_str());
   std::printf("bucket %d [%s]%s, %d threads\n", stats.bucket,
-              bindings.empty() ? "static" : bindings.c_str(), stats.padded ? " (padded)" : "",
+              bindings.empty() ? "static" : bindings.c_str(),
+              stats.packed && run_options.program == PlanProgram::kModel ? " (packed)"
+              : stats.padded                                             ? " (padded)"
+                                                                         : "",
               used_threads);
   if (cpu_plan) std::printf("cpu isa %s\n", std::string(cpu::IsaName(cpu::DetectIsa())).c_str());
   for (const auto& [kernel, by_impl] : impls) {

@@ -104,10 +104,11 @@ class ProgressSink {
     cv_.notify_all();
     watcher_.join();
   }
+  // Lines starting "warning: " are printed at once, whatever the second says.
   void Line(std::string_view line) {
     if (quiet_) return;
     std::lock_guard<std::mutex> lock(mu_);
-    if (streaming_) {
+    if (streaming_ || line.starts_with("warning: ")) {
       std::fprintf(stderr, "%s\n", std::string(line).c_str());
     } else {
       held_.emplace_back(line);

@@ -114,6 +114,20 @@ int RunPlanInfo(int argc, char** argv) {
         "sequence, %zu K/V caches appended in place); capacities %s; max context %lld\n",
         caches, absl::StrJoin(capacities, ", ").c_str(),
         static_cast<long long>(*capacities.rbegin()));
+  // A packed program (docs/packing.md): its own signature.
+  for (const PlanSignature& ps : plan.signatures) {
+    const std::string name(PlanProgramName(ps.program));
+    for (size_t i = 0; i < ps.inputs.size(); ++i)
+      std::printf("%-13s %s\n", i == 0 ? (name + " in").c_str() : "",
+                  SigString(ps.inputs[i]).c_str());
+    for (size_t i = 0; i < ps.outputs.size(); ++i)
+      std::printf("%-13s %s\n", i == 0 ? (name + " out").c_str() : "",
+                  SigString(ps.outputs[i]).c_str());
+  }
+  if (HasProgram(plan, PlanProgram::kPacked))
+    std::printf(
+        "packing       a batch whose mask rows are prefixes of ones runs packed: its real "
+        "tokens end to end, outputs back in the padded layout (docs/packing.md)\n");
   std::printf("buckets       %zu\n", plan.buckets.size());
   for (size_t i = 0; i < plan.buckets.size(); ++i) {
     const PlanBucket& b = plan.buckets[i];

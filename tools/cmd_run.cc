@@ -49,7 +49,7 @@ constexpr char kHelp[] =
     "                           (default -O0): the pipeline of `kiln opt`, specialized to the\n"
     "                           bound inputs' shapes; outputs must not change beyond float\n"
     "                           rounding. A plan is already optimized: -O is refused\n"
-    "%s"
+    "%s%s"
     "  --trace FILE.json        plans only: write a Chrome trace (chrome://tracing, Perfetto)\n"
     "                           with one event per kernel call, args.provenance = its ONNX nodes\n"
     "  --quiet                  print only the time line\n"
@@ -65,6 +65,7 @@ struct Options {
   int opt_level = -1;  // -1: not given (-O0 for ONNX models; refused for plans)
   ExecutorOptions exec;
   bool exec_flags = false;  // an executor flag was given
+  RunOptions run;
   std::string trace_file;
 };
 
@@ -127,19 +128,28 @@ int RunPlan(Options& o) {
   const Plan& plan = exec.plan();
   const auto t1 = Clock::now();
 
-  std::vector<InputDecl> decls = PlanInputDecls(plan);
+  if (o.run.program == PlanProgram::kPacked && !HasProgram(plan, PlanProgram::kPacked))
+    return Fail(absl::InvalidArgumentError(
+        "--program packed: the plan has no packed program (compile an encoder with --profile "
+        "tokens=... to get one)"));
+  for (const PlanBucket& b : plan.buckets)  // a packed program's random inputs fill a bucket
+    if (o.run.program == PlanProgram::kPacked && b.program == o.run.program) {
+      o.in.default_symbols = b.bindings;
+      break;
+    }
+  std::vector<InputDecl> decls = PlanInputDecls(plan, o.run.program);
   auto inputs = BindInputs(decls, &o.in);
   if (!inputs.ok()) return Fail(inputs.status());
   std::vector<TensorView> views = ViewsOf(*inputs);
   RunStats stats;
   stats.collect_trace = !o.trace_file.empty();
   const auto t2 = Clock::now();
-  auto outputs = exec.Run(views, &stats);
+  auto outputs = exec.Run(views, &stats, o.run);
   if (!outputs.ok()) return Fail(outputs.status());
   const auto t3 = Clock::now();
 
   std::vector<std::string> names;
-  for (const PlanTensorSig& sig : plan.outputs) names.push_back(sig.name);
+  for (const PlanTensorSig& sig : IoOf(plan, o.run.program).outputs) names.push_back(sig.name);
   if (!o.quiet)
     for (size_t i = 0; i < outputs->size(); ++i) PrintOutputSummary(names[i], (*outputs)[i]);
   if (!o.output_dir.empty())
@@ -151,7 +161,10 @@ int RunPlan(Options& o) {
       "load %.1f ms, run %.1f ms (%s executor, bucket %d [%s]%s, %zu outputs)\n", ms(t1 - t0),
       ms(t3 - t2), std::string(PlanTargetName(plan.target)).c_str(), stats.bucket,
       BucketLabel(plan, stats.bucket).empty() ? "static" : BucketLabel(plan, stats.bucket).c_str(),
-      stats.padded ? ", padded" : "", outputs->size());
+      stats.packed && o.run.program == PlanProgram::kModel ? ", packed"
+      : stats.padded                                       ? ", padded"
+                                                           : "",
+      outputs->size());
   return kExitOk;
 }
 
@@ -164,7 +177,7 @@ int RunRun(int argc, char** argv) {
   absl::Status flag_error;
   while (!args.Done()) {
     if (args.Flag("--help") || args.Flag("-h")) {
-      std::printf(kHelp, kExecutorFlagsHelp);
+      std::printf(kHelp, kExecutorFlagsHelp, kRunFlagsHelp);
       return kExitOk;
     }
     if (ParseInputFlag(args, &o.in, &flag_error)) {
@@ -193,6 +206,10 @@ int RunRun(int argc, char** argv) {
     }
     if (args.Option("--trace", &v)) {
       o.trace_file = v;
+      continue;
+    }
+    if (absl::Status e; ParseRunFlag(args, &o.run, &e, &o.exec_flags)) {
+      if (!e.ok()) return Fail(e);
       continue;
     }
     if (absl::Status e; ParseExecutorFlag(args, &o.exec, &e, &o.exec_flags)) {

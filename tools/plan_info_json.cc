@@ -70,22 +70,38 @@ std::string PlanInfoJson(const PlanInfo& info, const std::string& path) {
   w.EndObject();
   w.Key("model_sha256").String(HexSha256(plan.model_sha256));
   w.Key("compile_options").String(plan.compile_options);
-  for (const char* key : {"inputs", "outputs"}) {
-    const auto& sigs = std::string(key) == "inputs" ? plan.inputs : plan.outputs;
-    w.Key(key).BeginArray();
-    for (const PlanTensorSig& s : sigs) {
-      w.BeginObject();
-      w.Key("name").String(s.name);
-      w.Key("dtype").String(std::string(DTypeName(s.dtype)));
-      w.Key("dims").BeginArray();
-      for (const Dim& d : s.dims) d.is_symbol() ? w.String(d.symbol()) : w.Int(d.value());
+  // "inputs" and "outputs" of the plan or of a program signature.
+  auto write_io = [&w](const std::vector<PlanTensorSig>& inputs,
+                       const std::vector<PlanTensorSig>& outputs) {
+    for (const char* key : {"inputs", "outputs"}) {
+      const auto& sigs = std::string(key) == "inputs" ? inputs : outputs;
+      w.Key(key).BeginArray();
+      for (const PlanTensorSig& s : sigs) {
+        w.BeginObject();
+        w.Key("name").String(s.name);
+        w.Key("dtype").String(std::string(DTypeName(s.dtype)));
+        w.Key("dims").BeginArray();
+        for (const Dim& d : s.dims) d.is_symbol() ? w.String(d.symbol()) : w.Int(d.value());
+        w.EndArray();
+        w.EndObject();
+      }
       w.EndArray();
-      w.EndObject();
     }
-    w.EndArray();
-  }
+  };
+  write_io(plan.inputs, plan.outputs);
   w.Key("paddable_symbols").BeginArray();
   for (const std::string& s : plan.paddable_symbols) w.String(s);
+  w.EndArray();
+  w.Key("signatures").BeginArray();
+  for (const PlanSignature& ps : plan.signatures) {
+    w.BeginObject();
+    w.Key("program").String(std::string(PlanProgramName(ps.program)));
+    write_io(ps.inputs, ps.outputs);
+    w.Key("paddable_symbols").BeginArray();
+    for (const std::string& s : ps.paddable_symbols) w.String(s);
+    w.EndArray();
+    w.EndObject();
+  }
   w.EndArray();
   w.Key("buckets").BeginArray();
   for (const PlanBucket& b : plan.buckets) {

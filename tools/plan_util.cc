@@ -42,6 +42,35 @@ const char kExecutorFlagsHelp[] =
     "  --no-cuda-graph          cuda plans: launch each step instead of replaying the\n"
     "                           bucket's captured CUDA graph (same results, bit for bit)\n";
 
+const char kRunFlagsHelp[] =
+    "  --no-pack                plans with a packed program (compiled with --profile\n"
+    "                           tokens=...): run the padded buckets even where the batch\n"
+    "                           could be packed (for comparison)\n"
+    "  --program model|packed   which program the inputs are for (default model); packed\n"
+    "                           takes the packed signature (`kiln plan-info` lists it):\n"
+    "                           token ids [tokens], sequence_lengths [sequences]\n";
+
+bool ParseRunFlag(Args& args, RunOptions* options, absl::Status* error, bool* given) {
+  std::string v;
+  if (args.Flag("--no-pack")) {
+    options->pack = false;
+    *given = true;
+    return true;
+  }
+  if (args.Option("--program", &v)) {
+    if (v == "model")
+      options->program = PlanProgram::kModel;
+    else if (v == "packed")
+      options->program = PlanProgram::kPacked;
+    else
+      *error = absl::InvalidArgumentError(absl::StrCat(
+          "--program: '", v, "' is not a program you can run directly (model or packed)"));
+    *given = true;
+    return true;
+  }
+  return false;
+}
+
 bool ParseExecutorFlag(Args& args, ExecutorOptions* options, absl::Status* error, bool* given) {
   std::string v;
   if (args.Option("--threads", &v)) {
@@ -66,9 +95,9 @@ bool ParseExecutorFlag(Args& args, ExecutorOptions* options, absl::Status* error
   return false;
 }
 
-std::vector<InputDecl> PlanInputDecls(const Plan& plan) {
+std::vector<InputDecl> PlanInputDecls(const Plan& plan, PlanProgram program) {
   std::vector<InputDecl> decls;
-  for (const PlanTensorSig& sig : plan.inputs) {
+  for (const PlanTensorSig& sig : IoOf(plan, program).inputs) {
     Type t;
     t.dtype = sig.dtype;
     t.shape = sig.dims;

@@ -37,9 +37,12 @@ absl::StatusOr<LoadedPlan> LoadPlanAndExecutor(const std::string& path,
 bool ParseExecutorFlag(Args& args, ExecutorOptions* options, absl::Status* error, bool* given);
 // Their help lines.
 extern const char kExecutorFlagsHelp[];
+// --no-pack, --program model|packed: the RunOptions of `kiln run` and `kiln bench`.
+bool ParseRunFlag(Args& args, RunOptions* options, absl::Status* error, bool* given);
+extern const char kRunFlagsHelp[];
 
 // The plan's graph inputs as (name, Type) for BindInputs.
-std::vector<InputDecl> PlanInputDecls(const Plan& plan);
+std::vector<InputDecl> PlanInputDecls(const Plan& plan, PlanProgram program = PlanProgram::kModel);
 // Non-owning views of `tensors` (which must outlive them).
 std::vector<TensorView> ViewsOf(const std::vector<Tensor>& tensors);
 

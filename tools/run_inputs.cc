@@ -67,6 +67,17 @@ absl::StatusOr<Tensor> RandomTensor(const std::string& name, DType dtype,
   auto it = o.int_ranges.find(name);
   if (it != o.int_ranges.end()) {
     std::tie(lo, hi) = it->second;
+  } else if (name == "sequence_lengths" && dims.size() == 1 && dims[0] > 0 && IsInteger(dtype)) {
+    // A packed program's lengths (docs/packing.md): the tokens split evenly, the remainder
+    // to the first sequences, so that random inputs fill the bucket exactly.
+    int64_t tokens = dims[0];
+    if (auto s = o.symbols.find("tokens"); s != o.symbols.end())
+      tokens = s->second;
+    else if (auto d = o.default_symbols.find("tokens"); d != o.default_symbols.end())
+      tokens = d->second;
+    for (int64_t i = 0; i < dims[0]; ++i)
+      t.SetFromDouble(i, static_cast<double>(tokens / dims[0] + (i < tokens % dims[0] ? 1 : 0)));
+    return t;
   } else if (lname.find("mask") != std::string::npos) {
     // Masks keep every position, whatever their dtype: 1, 1.0 or true.
     for (int64_t i = 0; i < t.NumElements(); ++i) t.SetFromDouble(i, 1.0);

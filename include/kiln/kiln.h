@@ -145,6 +145,11 @@ struct RunOptions {
   // Which of the plan's programs runs (PlanProgram): the model as exported, or a KV-cache
   // decoder's decode step (kiln::GenerationSession uses it; include/kiln/generation.h).
   PlanProgram program = PlanProgram::kModel;
+  // A model-program run on a plan with a packed program (compiled with --profile
+  // tokens=...) packs the batch when every row's mask is a prefix of ones: the real tokens
+  // run end to end and the outputs come back in the padded layout, zeros at the padding
+  // (docs/packing.md). false: always the padded buckets.
+  bool pack = true;
 };
 
 // One kernel call of a run, for --trace (Chrome trace "X" events).
@@ -161,6 +166,8 @@ struct TraceEvent {
 struct RunStats {
   int bucket = -1;                // index into Plan::buckets
   bool padded = false;            // inputs were padded up to the bucket's shape
+  bool packed = false;            // the batch ran packed (RunOptions::pack); `bucket` is the
+                                  // last packed call's
   bool collect_trace = false;     // in: fill `trace`
   std::vector<TraceEvent> trace;  // out, when collect_trace
 };
@@ -193,7 +200,8 @@ class Executor {
 
   // Convenience: allocates the outputs.
   absl::StatusOr<std::vector<Tensor>> Run(std::span<const TensorView> inputs,
-                                          RunStats* stats = nullptr) const;
+                                          RunStats* stats = nullptr,
+                                          const RunOptions& options = {}) const;
 
  protected:
   explicit Executor(std::shared_ptr<const Plan> plan) : plan_(std::move(plan)) {}

@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "compiler/generation.h"
 #include "compiler/lower.h"
+#include "compiler/packing.h"
 #include "compiler/padding.h"
 #include "kiln/ir/dim_expr.h"
 #include "kiln/ir/verifier.h"
@@ -85,6 +86,14 @@ absl::Status ValidateOptions(const CompileOptions& o) {
     if (c < 2)
       return absl::InvalidArgumentError(absl::StrCat(
           "--decode-context ", c, ": a decode cache needs at least 2 slots (e.g. 256,1024)"));
+  if (o.profile.count(compiler::kTokensSymbol) && o.target != PlanTarget::kCpu)
+    return absl::UnimplementedError(
+        "--profile tokens=...: packed programs have no CUDA kernels yet; compile them for the "
+        "cpu target");
+  if (o.profile.count(compiler::kTokensSymbol) && !o.decode_context.empty())
+    return absl::InvalidArgumentError(
+        "--profile tokens=... packs encoders; a generation plan (--decode-context) cannot be "
+        "packed");
   if (!o.decode_context.empty() && o.target != PlanTarget::kCpu)
     return absl::UnimplementedError(
         "--decode-context: the decode program's cache append (kiln.CacheWrite) has no CUDA "
@@ -163,7 +172,8 @@ std::string BindingsText(const std::map<std::string, int64_t>& b) {
 struct BucketSpec {
   std::map<std::string, int64_t> specialize, stored;
   PlanProgram program = PlanProgram::kModel;
-  int64_t capacity = 0;  // decode: the cache slots
+  int64_t capacity = 0;           // decode: the cache slots
+  const Graph* source = nullptr;  // the graph to specialize (null: the model's)
 };
 
 absl::StatusOr<PlanTensorSig> InputSig(const Node& in) {
@@ -324,6 +334,21 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   say(absl::StrFormat("-O%d: %d -> %d nodes (%.2f s); fused: %s", options.opt_level, imported_nodes,
                       CountComputeNodes(*graph), Seconds(t0), FusionLine(report)));
 
+  // `--profile tokens=...` asks for a packed program, unless the model has a symbol of that
+  // name itself; the model's buckets come from the rest of the profile.
+  std::map<std::string, std::vector<int64_t>> profile = options.profile;
+  std::vector<int64_t> packed_tokens;
+  if (auto it = profile.find(compiler::kTokensSymbol); it != profile.end()) {
+    bool model_symbol = false;
+    for (const Node* in : graph->inputs())
+      if (const auto& sh = in->output_info(0).type.shape)
+        for (const Dim& d : *sh) model_symbol |= d.is_symbol() && d.symbol() == it->first;
+    if (!model_symbol) {
+      packed_tokens = SortedUnique(it->second);
+      profile.erase(it);
+    }
+  }
+
   // A generation plan: the decoder's cache signature, whose past and total lengths kiln
   // binds itself (prefill: an empty past; decode: the capacities).
   std::optional<compiler::KvSignature> kv;
@@ -333,7 +358,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     derived.insert(kv->past);
     if (!kv->total.empty()) derived.insert(kv->total);
     for (const std::string& sym : derived)
-      if (options.profile.count(sym) || options.symbols.count(sym))
+      if (profile.count(sym) || options.symbols.count(sym))
         return absl::InvalidArgumentError(absl::StrCat(
             "--decode-context: symbol '", sym,
             "' is the cache length, which kiln binds (an "
@@ -357,7 +382,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
             "an integer)"));
       for (const std::string& sym : *syms) {
         if (derived.count(sym)) continue;
-        if (!options.profile.count(sym))
+        if (!profile.count(sym))
           return absl::InvalidArgumentError(absl::StrCat(
               "graph input '", sig.name, "' has symbolic dim '", sym, "' (",
               in->output_info(0).type.ToString(),
@@ -370,7 +395,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     input_names.push_back(sig.name);
     plan.inputs.push_back(std::move(sig));
   }
-  for (const auto& [sym, values] : options.profile)
+  for (const auto& [sym, values] : profile)
     if (!symbols.count(sym))
       return absl::InvalidArgumentError(
           absl::StrCat("--profile names symbol '", sym, "', which no graph input has (",
@@ -384,7 +409,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   // decode bucket per capacity and profile point without the sequence): specialize,
   // re-optimize, lower.
   std::vector<BucketSpec> buckets;
-  for (std::map<std::string, int64_t>& point : Buckets(options.profile)) {
+  for (std::map<std::string, int64_t>& point : Buckets(profile)) {
     BucketSpec spec;
     if (kv) {
       point[kv->past] = 0;
@@ -399,7 +424,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     buckets.push_back(std::move(spec));
   }
   if (kv) {
-    std::map<std::string, std::vector<int64_t>> decode_profile = options.profile;
+    std::map<std::string, std::vector<int64_t>> decode_profile = profile;
     decode_profile.erase(kv->sequence);
     for (int64_t capacity : SortedUnique(options.decode_context))
       for (std::map<std::string, int64_t>& point : Buckets(decode_profile)) {
@@ -414,13 +439,72 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
         buckets.push_back(std::move(spec));
       }
   }
+  // A packed program (docs/packing.md): the encoder over the real tokens of a batch, one
+  // bucket per token count and sequence count (the batch profile's values). Where the proof
+  // fails the plan keeps padded execution only, and the progress says why.
+  std::unique_ptr<Graph> packed;
+  if (!packed_tokens.empty()) {
+    absl::StatusOr<compiler::PackedSignature> psig = compiler::FindPackedSignature(*graph);
+    absl::StatusOr<std::unique_ptr<Graph>> pg =
+        psig.ok() ? compiler::PackGraph(*graph, *psig)
+                  : absl::StatusOr<std::unique_ptr<Graph>>(psig.status());
+    absl::Status s = pg.status();
+    if (s.ok()) s = InferShapes(**pg, ctx);
+    if (s.ok()) s = compiler::CheckPacked(**pg);
+    if (s.ok() && !VerifyGraph(**pg).ok())
+      s = absl::InternalError(absl::StrCat("the packed graph fails verification: ",
+                                           std::string(VerifyGraph(**pg).message())));
+    if (!s.ok() && s.code() != absl::StatusCode::kFailedPrecondition) return s;
+    if (!s.ok()) {
+      say(absl::StrCat("warning: not packed (padded execution only): ", std::string(s.message())));
+    } else {
+      packed = *std::move(pg);
+      PlanSignature sig;
+      sig.program = PlanProgram::kPacked;
+      for (const Node* in : packed->inputs()) {
+        KILN_ASSIGN_OR_RETURN(PlanTensorSig in_sig, InputSig(*in));
+        sig.inputs.push_back(std::move(in_sig));
+      }
+      for (const GraphOutput& out : packed->outputs()) sig.outputs.push_back(OutputSig(out));
+      // Zero padding is invisible by construction: extra tokens belong to no sequence,
+      // extra sequences are empty.
+      sig.paddable_symbols = {compiler::kSequencesSymbol, compiler::kTokensSymbol};
+      plan.signatures.push_back(std::move(sig));
+      std::vector<int64_t> seqs = {psig->fixed_batch};
+      if (!psig->batch.empty()) {
+        auto it = profile.find(psig->batch);
+        if (it == profile.end())
+          return KILN_INTERNAL("packing: batch symbol '%s' has no profile", psig->batch);
+        seqs = SortedUnique(it->second);
+      }
+      for (int64_t t : packed_tokens)
+        for (int64_t n : seqs) {
+          if (n > t && n != seqs.front()) continue;  // more sequences than tokens: all empty
+          BucketSpec spec;
+          spec.program = PlanProgram::kPacked;
+          spec.specialize =
+              spec.stored = {{compiler::kTokensSymbol, t}, {compiler::kSequencesSymbol, n}};
+          spec.source = packed.get();
+          buckets.push_back(std::move(spec));
+        }
+      say(absl::StrFormat("packing: %d packed buckets (tokens %s x sequences %s)",
+                          static_cast<int>(std::count_if(buckets.begin(), buckets.end(),
+                                                         [](const BucketSpec& b) {
+                                                           return b.program == PlanProgram::kPacked;
+                                                         })),
+                          absl::StrJoin(packed_tokens, ","), absl::StrJoin(seqs, ",")));
+    }
+  }
   for (size_t b = 0; b < buckets.size(); ++b) {
     t0 = Clock::now();
     const std::string label =
-        absl::StrCat(buckets[b].program == PlanProgram::kDecode ? "decode " : "",
+        absl::StrCat(buckets[b].program == PlanProgram::kModel
+                         ? ""
+                         : absl::StrCat(std::string(PlanProgramName(buckets[b].program)), " "),
                      BindingsText(buckets[b].stored));
     const std::string where = label.empty() ? "" : absl::StrCat("bucket ", label, ": ");
-    std::unique_ptr<Graph> bg = graph->Clone();
+    const Graph& source = buckets[b].source ? *buckets[b].source : *graph;
+    std::unique_ptr<Graph> bg = source.Clone();
     PassContext bctx;
     bctx.target = options.target;
     bctx.precision = precision;
@@ -438,11 +522,16 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
       s = absl::InternalError(absl::StrCat("the specialized graph fails verification: ",
                                            std::string(VerifyGraph(*bg).message())));
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(where, std::string(s.message())));
-    if (bg->outputs().size() != graph->outputs().size())
+    if (bg->outputs().size() != source.outputs().size())
       return KILN_INTERNAL("%sthe specialized graph has %d outputs, the symbolic one %d", where,
-                           bg->outputs().size(), graph->outputs().size());
+                           bg->outputs().size(), source.outputs().size());
+    std::vector<std::string> bucket_inputs = input_names;
+    if (buckets[b].source) {
+      bucket_inputs.clear();
+      for (const Node* in : source.inputs()) bucket_inputs.push_back(in->output_info(0).name);
+    }
     absl::StatusOr<PlanBucket> lowered =
-        compiler::LowerBucket(*bg, input_names,
+        compiler::LowerBucket(*bg, bucket_inputs,
                               {options.target, /*optimized_kernels=*/options.opt_level > 0,
                                options.allow_tf32, options.cuda_flash_attention},
                               weights);

@@ -339,6 +339,47 @@ std::optional<KernelChoice> CacheWrite(const Node& n, PlanTarget t) {
                Int("row", c[3])});
 }
 
+// The packed-token ops (docs/packing.md): tokens [1, T, ...], lengths [N] int64.
+std::optional<KernelChoice> PackedAttention(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
+  const Dims qkv = InDims(n, 0), len = InDims(n, 1);
+  const auto heads = n.attr_int("num_heads");
+  const auto scale = n.attr_float("scale");
+  if (qkv.size() != 3 || qkv[0] != 1 || len.size() != 1 || !heads || *heads <= 0 || !scale)
+    return std::nullopt;
+  const int64_t kv = n.attr_int_or("num_kv_heads", *heads);
+  if (kv <= 0 || *heads % kv != 0 || qkv[2] % (*heads + 2 * kv) != 0) return std::nullopt;
+  const int64_t d = qkv[2] / (*heads + 2 * kv);
+  if (OutDims(n, 0) != Dims{1, qkv[1], *heads * d}) return std::nullopt;
+  std::vector<PlanParam> params = {Int("tokens", qkv[1]), Int("sequences", len[0]),
+                                   Int("num_heads", *heads), Int("head_size", d),
+                                   Real("scale", *scale)};
+  if (kv != *heads) params.push_back(Int("kv_heads", kv));
+  return Emit(t, "packed_attention", n, std::move(params));
+}
+
+std::optional<KernelChoice> PackedPool(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
+  const Dims hid = InDims(n, 0), len = InDims(n, 1);
+  if (hid.size() != 3 || hid[0] != 1 || len.size() != 1) return std::nullopt;
+  const std::string* mode = n.attr_string("mode");
+  const int64_t normalize = n.attr_int_or("normalize", 0);
+  if (!mode || (*mode != "mean" && *mode != "cls") || (normalize != 0 && normalize != 1))
+    return std::nullopt;
+  if (OutDims(n, 0) != Dims{len[0], hid[2]}) return std::nullopt;
+  return Emit(t, "packed_pool", n,
+              {Int("tokens", hid[1]), Int("sequences", len[0]), Int("hidden", hid[2]),
+               Str("mode", *mode), Int("normalize", normalize)});
+}
+
+std::optional<KernelChoice> PackedPositions(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
+  const Dims len = InDims(n, 0), tok = InDims(n, 1);
+  if (len.size() != 1 || tok.size() != 2 || tok[0] != 1 || OutDims(n, 0) != tok)
+    return std::nullopt;
+  return Emit(t, "packed_positions", n, {Int("tokens", tok[1]), Int("sequences", len[0])});
+}
+
 std::optional<KernelChoice> Softmax(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims x = InDims(n, 0);
@@ -381,6 +422,12 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
       k = Pool(n, target);
     else if (n.op() == "CacheWrite")
       k = CacheWrite(n, target);
+    else if (n.op() == "PackedAttention")
+      k = PackedAttention(n, target);
+    else if (n.op() == "PackedPool")
+      k = PackedPool(n, target);
+    else if (n.op() == "PackedPositions")
+      k = PackedPositions(n, target);
     else
       known = false;
   } else if (n.domain().empty() && n.op() == "LayerNormalization") {

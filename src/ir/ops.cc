@@ -112,7 +112,7 @@ const std::vector<OpInfo>& Table() {
             {"", "Softmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
       Mixes(PositionMixing::kNormalizesAxis,
             {"", "LogSoftmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
-      {"", "LayerNormalization", 2, 3, 1, 3, kPure, 17, PrecisionPolicy::kLower},
+      {"", "LayerNormalization", 2, 3, 1, 3, kPure | kRowwise, 17, PrecisionPolicy::kLower},
       // Reductions and scans
       Mixes(PositionMixing::kReducesAxes,
             Grows({"", "ReduceMean", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
@@ -159,24 +159,31 @@ const std::vector<OpInfo>& Table() {
       {"", "Size", 1, 1, 1, 1, kPure},
       {"", "TopK", 2, 2, 2, 2, kPure},
       // kiln's fused ops (domain "kiln", version 1; docs/fused-ops.md)
-      Grows({"kiln", "Linear", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
-      {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure, 0, PrecisionPolicy::kLower},
-      {"kiln", "RMSNorm", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"kiln", "SkipRMSNorm", 3, 4, 1, 2, kPure, 0, PrecisionPolicy::kLower},
+      Grows({"kiln", "Linear", 2, 3, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
+      {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower},
+      {"kiln", "RMSNorm", 2, 2, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower},
+      {"kiln", "SkipRMSNorm", 3, 4, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower},
       {"kiln", "Rotary", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"kiln", "Glu", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower},
+      {"kiln", "Glu", 1, 1, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower},
       Mixes(PositionMixing::kMaskedOrCausal,
             {"kiln", "MultiHeadAttention", 1, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
       // Its mask (input 3) is not where the padding analysis looks, and its keys may be a
       // cache: treated like a Softmax (never paddable).
       Mixes(PositionMixing::kNormalizesAxis,
             {"kiln", "Attention", 3, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 3}),
-      Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure, 0, PrecisionPolicy::kLower}),
+      Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
       // A decode program's cache append (docs/generation.md): writes rows at the slots its
       // positions name, so it mixes positions like a Softmax (never paddable).
       Mixes(PositionMixing::kNormalizesAxis, {"kiln", "CacheWrite", 3, 3, 1, 1, kPure}),
       Mixes(PositionMixing::kMaskedOrFirst,
             Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1})),
+      // Packed-token programs (docs/packing.md): the encoder over the tokens of several
+      // sequences laid end to end, `lengths` delimiting them.
+      Mixes(PositionMixing::kSegments,
+            {"kiln", "PackedAttention", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
+      Mixes(PositionMixing::kSegments,
+            Grows({"kiln", "PackedPool", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower})),
+      Mixes(PositionMixing::kSegments, {"kiln", "PackedPositions", 2, 2, 1, 1, kPure}),
   };
   return *table;
 }

@@ -113,6 +113,28 @@ std::vector<KernelContract> CpuContracts() {
                .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("hidden"),
                           StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
                .doc = "hidden [B,S,H], mask [B,S] → y [B,H]"});
+  // Packed-token programs (docs/packing.md): tokens [1, T, ...], lengths [N] int64, checked
+  // at run time (no negative length, no more than T tokens in all).
+  t.push_back({.name = "packed_attention",
+               .inputs = {Req("qkv", kF32Only), Req("lengths", DTypeBit(DType::kI64))},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("tokens"), SizeParam("sequences"), PositiveParam("num_heads"),
+                          PositiveParam("head_size"), FloatParam("scale"),
+                          OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+               .doc = "qkv [1,T,(N+2·Nkv)·D] → y [1,T,N·D]: attention within each sequence; "
+                      "tokens of no sequence get zeros"});
+  t.push_back({.name = "packed_pool",
+               .inputs = {Req("hidden", kF32Only), Req("lengths", DTypeBit(DType::kI64))},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("tokens"), SizeParam("sequences"), SizeParam("hidden"),
+                          StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
+               .doc = "hidden [1,T,H] → y [N,H]: each sequence's mean or first token (zeros "
+                      "for an empty one)"});
+  t.push_back({.name = "packed_positions",
+               .inputs = {Req("lengths", DTypeBit(DType::kI64)), Req("tokens", kIndexTypes)},
+               .outputs = {Req("y", DTypeBit(DType::kI64))},
+               .params = {SizeParam("tokens"), SizeParam("sequences")},
+               .doc = "y [1,T]: each token's position in its sequence (0 for tokens of none)"});
   t.push_back(EltwiseContract());
   t.push_back(GatherContract());
   for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));

@@ -56,8 +56,22 @@ std::string_view PlanProgramName(PlanProgram p) {
       return "model";
     case PlanProgram::kDecode:
       return "decode";
+    case PlanProgram::kPacked:
+      return "packed";
   }
   return "unknown";
+}
+
+PlanIo IoOf(const Plan& plan, PlanProgram program) {
+  for (const PlanSignature& s : plan.signatures)
+    if (s.program == program) return {s.inputs, s.outputs, s.paddable_symbols};
+  return {plan.inputs, plan.outputs, plan.paddable_symbols};
+}
+
+bool HasProgram(const Plan& plan, PlanProgram program) {
+  for (const PlanBucket& b : plan.buckets)
+    if (b.program == program) return true;
+  return false;
 }
 
 std::string_view PlanTargetName(PlanTarget t) {

@@ -67,22 +67,42 @@ absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes) {
   for (size_t i = 0; i < plan.outputs.size(); ++i) {
     KILN_RETURN_IF_ERROR(ValidateSig(plan.outputs[i], absl::StrFormat("output %d", i)));
   }
+  for (size_t i = 0; i < plan.signatures.size(); ++i) {
+    const PlanSignature& sig = plan.signatures[i];
+    if (sig.program != PlanProgram::kPacked) {
+      return Invalid(absl::StrFormat("signature %d is for program %d, which has no I/O of its own",
+                                     i, static_cast<uint32_t>(sig.program)));
+    }
+    if (i > 0 && !(plan.signatures[i - 1].program < sig.program)) {
+      return Invalid("the program signatures are not sorted by program and unique");
+    }
+    for (size_t j = 0; j < sig.inputs.size(); ++j) {
+      KILN_RETURN_IF_ERROR(ValidateSig(
+          sig.inputs[j], absl::StrFormat("%s input %d", PlanProgramName(sig.program), j)));
+    }
+    for (size_t j = 0; j < sig.outputs.size(); ++j) {
+      KILN_RETURN_IF_ERROR(ValidateSig(
+          sig.outputs[j], absl::StrFormat("%s output %d", PlanProgramName(sig.program), j)));
+    }
+  }
   for (size_t b = 0; b < plan.buckets.size(); ++b) {
     const PlanBucket& bucket = plan.buckets[b];
+    const PlanIo io = IoOf(plan, bucket.program);
     for (const auto& [sym, value] : bucket.bindings) {
       if (sym.empty()) return Invalid(absl::StrFormat("bucket %d binds an empty symbol", b));
       if (value < 0) {
         return Invalid(absl::StrFormat("bucket %d binds %s to negative %d", b, sym, value));
       }
     }
-    if (bucket.program != PlanProgram::kModel && bucket.program != PlanProgram::kDecode) {
+    if (bucket.program != PlanProgram::kModel && bucket.program != PlanProgram::kDecode &&
+        bucket.program != PlanProgram::kPacked) {
       return Invalid(absl::StrFormat("bucket %d has unknown program %d", b,
                                      static_cast<uint32_t>(bucket.program)));
     }
     for (size_t i = 0; i < bucket.in_place.size(); ++i) {
       const PlanInPlace& ip = bucket.in_place[i];
-      if (ip.input < 0 || ip.input >= static_cast<int32_t>(plan.inputs.size()) || ip.output < 0 ||
-          ip.output >= static_cast<int32_t>(plan.outputs.size())) {
+      if (ip.input < 0 || ip.input >= static_cast<int32_t>(io.inputs.size()) || ip.output < 0 ||
+          ip.output >= static_cast<int32_t>(io.outputs.size())) {
         return Invalid(
             absl::StrFormat("bucket %d in-place pair %d (input %d, output %d) is out of "
                             "range",
@@ -96,7 +116,7 @@ absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes) {
           return Invalid(absl::StrFormat("bucket %d pairs input %d in place twice", b, ip.input));
         }
       }
-      if (plan.inputs[ip.input].dtype != plan.outputs[ip.output].dtype) {
+      if (io.inputs[ip.input].dtype != io.outputs[ip.output].dtype) {
         return Invalid(absl::StrFormat("bucket %d pairs input %d and output %d of different dtypes",
                                        b, ip.input, ip.output));
       }
@@ -147,7 +167,7 @@ absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes) {
         case PlanBufferKind::kInput:
         case PlanBufferKind::kOutput: {
           const size_t n =
-              buf.kind == PlanBufferKind::kInput ? plan.inputs.size() : plan.outputs.size();
+              buf.kind == PlanBufferKind::kInput ? io.inputs.size() : io.outputs.size();
           if (buf.binding < 0 || static_cast<size_t>(buf.binding) >= n) {
             return Invalid(absl::StrFormat("%s binds %s %d but the graph has %d", where,
                                            std::string(PlanBufferKindName(buf.kind)), buf.binding,
@@ -261,6 +281,13 @@ absl::StatusOr<std::string> EncodeMetadata(const Plan& plan, uint64_t weights_by
   }
   m.set_weights_bytes(weights_bytes);
   for (const std::string& sym : plan.paddable_symbols) m.add_paddable_symbols(sym);
+  for (const PlanSignature& sig : plan.signatures) {
+    pb::Signature* ps = m.add_signatures();
+    ps->set_program(static_cast<uint32_t>(sig.program));
+    for (const auto& s : sig.inputs) encode_sig(s, ps->add_inputs());
+    for (const auto& s : sig.outputs) encode_sig(s, ps->add_outputs());
+    for (const std::string& sym : sig.paddable_symbols) ps->add_paddable_symbols(sym);
+  }
 
   std::string out;
   {
@@ -397,6 +424,23 @@ absl::StatusOr<uint64_t> DecodeMetadata(std::string_view bytes, Plan* plan) {
     }
   }
   plan->paddable_symbols.assign(m.paddable_symbols().begin(), m.paddable_symbols().end());
+  plan->signatures.resize(m.signatures_size());
+  for (int i = 0; i < m.signatures_size(); ++i) {
+    const pb::Signature& in = m.signatures(i);
+    PlanSignature& out = plan->signatures[i];
+    out.program = static_cast<PlanProgram>(in.program());  // ValidatePlan checks the value
+    out.inputs.resize(in.inputs_size());
+    for (int j = 0; j < in.inputs_size(); ++j) {
+      KILN_RETURN_IF_ERROR(
+          decode_sig(in.inputs(j), absl::StrFormat("signature %d input %d", i, j), &out.inputs[j]));
+    }
+    out.outputs.resize(in.outputs_size());
+    for (int j = 0; j < in.outputs_size(); ++j) {
+      KILN_RETURN_IF_ERROR(decode_sig(
+          in.outputs(j), absl::StrFormat("signature %d output %d", i, j), &out.outputs[j]));
+    }
+    out.paddable_symbols.assign(in.paddable_symbols().begin(), in.paddable_symbols().end());
+  }
   return m.weights_bytes();
 }
 

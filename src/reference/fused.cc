@@ -718,6 +718,14 @@ Result EmbedLayerNormKernel(const Node& node, Inputs in) {
   return outs;
 }
 
+// Divides row `x[0, n)` by max(‖x‖₂, 1e-12) (sentence-transformers' Normalize).
+void NormalizeL2(double* x, int64_t n) {
+  double sq = 0;
+  for (int64_t j = 0; j < n; ++j) sq += x[j] * x[j];
+  const double denom = std::max(std::sqrt(sq), 1e-12);
+  for (int64_t j = 0; j < n; ++j) x[j] /= denom;
+}
+
 // ---------------------------------------------------------------------------------------
 // kiln.Pool(hidden, mask?): mean: Σ_s h·m / max(Σ_s m, 1e-9); cls: hidden[:, 0];
 // normalize=1 divides each row by max(‖Y[b]‖₂, 1e-12).
@@ -764,12 +772,7 @@ Result PoolKernel(const Node& node, Inputs in) {
       const double denom = std::max(count, 1e-9);
       for (int64_t j = 0; j < h; ++j) out[j] /= denom;
     }
-    if (normalize) {
-      double sq = 0;
-      for (int64_t j = 0; j < h; ++j) sq += out[j] * out[j];
-      const double denom = std::max(std::sqrt(sq), 1e-12);
-      for (int64_t j = 0; j < h; ++j) out[j] /= denom;
-    }
+    if (normalize) NormalizeL2(out, h);
   }
   return std::vector<Tensor>{FromDoubles(hidden->dtype(), {nb, h}, y)};
 }
@@ -822,6 +825,138 @@ Result CacheWriteKernel(const Node&, Inputs in) {
   return std::vector<Tensor>{std::move(out)};
 }
 
+// ---------------------------------------------------------------------------------------
+// Packed-token ops (docs/fused-ops.md, docs/packing.md): tokens of several sequences laid
+// end to end, [1, T, ...], with `lengths` [Nseq] (integer) saying how many belong to each
+// sequence in order; tokens after the last sequence belong to none.
+
+// The sequence offsets [Nseq + 1] of `lengths`, checked against the T tokens there are.
+absl::StatusOr<std::vector<int64_t>> SegmentOffsets(const Tensor* lengths, int64_t tokens) {
+  if (!IsInteger(lengths->dtype()) || lengths->rank() != 1)
+    return absl::InvalidArgumentError(absl::StrCat("lengths must be an integer vector, got ",
+                                                   DName(lengths->dtype()), " ",
+                                                   DimsStr(lengths->dims())));
+  std::vector<int64_t> off(static_cast<size_t>(lengths->NumElements() + 1), 0);
+  for (int64_t b = 0; b < lengths->NumElements(); ++b) {
+    const int64_t len = lengths->GetAsInt64(b);
+    if (len < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", b, " has a negative length (", len, ")"));
+    if (len > tokens - off[b])
+      return absl::InvalidArgumentError(
+          absl::StrCat("the sequence lengths add up to more than the ", tokens,
+                       " tokens (at sequence ", b, ")"));
+    off[b + 1] = off[b] + len;
+  }
+  return off;
+}
+
+absl::Status RequirePackedRows(const Tensor& t, const char* what, int rank) {
+  if (t.rank() == rank && t.dims()[0] == 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " must be packed tokens [1, T", rank == 3 ? ", C" : "", "], got ", DimsStr(t.dims())));
+}
+
+// kiln.PackedAttention(qkv [1, T, (N + 2·Nkv)·D], lengths [Nseq]) -> Y [1, T, N·D]: the
+// attention of kiln.MultiHeadAttention (no mask, not causal) within each sequence; tokens of
+// no sequence get zeros.
+Result PackedAttentionKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* qkv, Arg(in, 0, "qkv"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* lengths, Arg(in, 1, "lengths"));
+  KILN_RETURN_IF_ERROR(RequireFloat(*qkv, "qkv"));
+  KILN_ASSIGN_OR_RETURN(int64_t heads, IntAttr(node, "num_heads", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t kv_heads, IntAttr(node, "num_kv_heads", heads));
+  KILN_ASSIGN_OR_RETURN(double scale, FloatAttr(node, "scale", std::nullopt));
+  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
+    return absl::InvalidArgumentError(absl::StrCat("num_heads (", heads, ") and num_kv_heads (",
+                                                   kv_heads, ") must be positive, Nkv dividing N"));
+  KILN_RETURN_IF_ERROR(RequirePackedRows(*qkv, "qkv", 3));
+  const int64_t t = qkv->dims()[1], packed = qkv->dims()[2], parts = heads + 2 * kv_heads;
+  if (packed % parts != 0)
+    return absl::InvalidArgumentError(absl::StrCat("qkv last dim ", packed,
+                                                   " is not divisible by num_heads + 2 * "
+                                                   "num_kv_heads = ",
+                                                   parts));
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> off, SegmentOffsets(lengths, t));
+  const int64_t hd = packed / parts, h = heads * hd, group = heads / kv_heads;
+  KILN_RETURN_IF_ERROR(CheckBufferSize({t, h}, "output"));
+  const std::vector<double> xv = ToDoubles(*qkv);
+  std::vector<double> y(static_cast<size_t>(t * h), 0.0), p;
+  for (size_t b = 0; b + 1 < off.size(); ++b) {
+    const int64_t o = off[b], len = off[b + 1] - off[b];
+    p.assign(static_cast<size_t>(len), 0.0);
+    for (int64_t n = 0; n < heads; ++n) {
+      const int64_t kq = h + (n / group) * hd, vq = h + kv_heads * hd + (n / group) * hd;
+      for (int64_t i = 0; i < len; ++i) {
+        double row_max = -std::numeric_limits<double>::infinity();
+        bool any_nan = false;
+        for (int64_t j = 0; j < len; ++j) {
+          double score = 0;
+          for (int64_t d = 0; d < hd; ++d)
+            score += xv[(o + i) * packed + n * hd + d] * xv[(o + j) * packed + kq + d];
+          p[j] = score * scale;
+          row_max = std::max(row_max, p[j]);
+          any_nan |= std::isnan(p[j]);
+        }
+        if (!Normalize(p, row_max, any_nan)) continue;
+        double* out = &y[(o + i) * h + n * hd];
+        for (int64_t j = 0; j < len; ++j)
+          for (int64_t d = 0; d < hd; ++d) out[d] += p[j] * xv[(o + j) * packed + vq + d];
+      }
+    }
+  }
+  return std::vector<Tensor>{FromDoubles(qkv->dtype(), {1, t, h}, y)};
+}
+
+// kiln.PackedPool(hidden [1, T, H], lengths [Nseq]) -> Y [Nseq, H]: kiln.Pool per sequence
+// (mean over its tokens, or its first token for "cls"); an empty sequence pools to zeros.
+Result PackedPoolKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* hidden, Arg(in, 0, "hidden"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* lengths, Arg(in, 1, "lengths"));
+  KILN_RETURN_IF_ERROR(RequireFloat(*hidden, "hidden"));
+  KILN_ASSIGN_OR_RETURN(std::string mode, StringAttr(node, "mode", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t normalize, IntAttr(node, "normalize", 0));
+  if (mode != "mean" && mode != "cls")
+    return absl::InvalidArgumentError(
+        absl::StrCat("mode must be \"mean\" or \"cls\", got \"", mode, "\""));
+  if (normalize != 0 && normalize != 1)
+    return absl::InvalidArgumentError(absl::StrCat("normalize must be 0 or 1, got ", normalize));
+  KILN_RETURN_IF_ERROR(RequirePackedRows(*hidden, "hidden", 3));
+  const int64_t t = hidden->dims()[1], h = hidden->dims()[2];
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> off, SegmentOffsets(lengths, t));
+  const int64_t nb = static_cast<int64_t>(off.size()) - 1;
+  KILN_RETURN_IF_ERROR(CheckBufferSize({nb, h}, "output"));
+  const std::vector<double> hv = ToDoubles(*hidden);
+  std::vector<double> y(static_cast<size_t>(nb * h), 0.0);
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t len = off[b + 1] - off[b];
+    double* out = &y[b * h];
+    if (len == 0) continue;
+    const int64_t rows = mode == "cls" ? 1 : len;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < h; ++j) out[j] += hv[(off[b] + r) * h + j];
+    for (int64_t j = 0; j < h; ++j) out[j] /= static_cast<double>(rows);
+    if (normalize) NormalizeL2(out, h);
+  }
+  return std::vector<Tensor>{FromDoubles(hidden->dtype(), {nb, h}, y)};
+}
+
+// kiln.PackedPositions(lengths [Nseq], tokens [1, T]) -> int64 [1, T]: each token's position
+// in its sequence (0 for tokens of no sequence). `tokens` gives T only; its values are unread.
+Result PackedPositionsKernel(const Node&, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* lengths, Arg(in, 0, "lengths"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* tokens, Arg(in, 1, "tokens"));
+  KILN_RETURN_IF_ERROR(RequirePackedRows(*tokens, "tokens", 2));
+  const int64_t t = tokens->dims()[1];
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> off, SegmentOffsets(lengths, t));
+  Tensor out(DType::kI64, {1, t});
+  int64_t* p = out.data<int64_t>();
+  std::fill(p, p + t, 0);
+  for (size_t b = 0; b + 1 < off.size(); ++b)
+    for (int64_t i = off[b]; i < off[b + 1]; ++i) p[i] = i - off[b];
+  return std::vector<Tensor>{std::move(out)};
+}
+
 }  // namespace
 
 void RegisterFusedKernels(KernelTable& table) {
@@ -837,6 +972,9 @@ void RegisterFusedKernels(KernelTable& table) {
   add("EmbedLayerNorm", &EmbedLayerNormKernel);
   add("Pool", &PoolKernel);
   add("CacheWrite", &CacheWriteKernel);
+  add("PackedAttention", &PackedAttentionKernel);
+  add("PackedPool", &PackedPoolKernel);
+  add("PackedPositions", &PackedPositionsKernel);
 }
 
 }  // namespace kiln::reference

@@ -24,19 +24,22 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
 }
 
 absl::StatusOr<std::vector<Tensor>> Executor::Run(std::span<const TensorView> inputs,
-                                                  RunStats* stats) const {
+                                                  RunStats* stats,
+                                                  const RunOptions& options) const {
   std::vector<std::vector<int64_t>> dims;
   dims.reserve(inputs.size());
   for (const TensorView& v : inputs) dims.push_back(v.dims);
-  KILN_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> out_dims, OutputDims(dims));
+  KILN_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> out_dims,
+                        OutputDims(dims, options.program));
+  const std::vector<PlanTensorSig>& sigs = IoOf(*plan_, options.program).outputs;
   std::vector<Tensor> outputs;
   std::vector<MutableTensorView> views;
   for (size_t o = 0; o < out_dims.size(); ++o) {
-    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(plan_->outputs[o].dtype, out_dims[o]));
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(sigs[o].dtype, out_dims[o]));
     views.push_back({t.dtype(), t.dims(), t.raw()});
     outputs.push_back(std::move(t));
   }
-  KILN_RETURN_IF_ERROR(Run(inputs, views, stats));
+  KILN_RETURN_IF_ERROR(Run(inputs, views, stats, options));
   return outputs;
 }
 

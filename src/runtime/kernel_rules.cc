@@ -283,6 +283,52 @@ absl::StatusOr<GluRule> CheckGlu(const StepChecker& c) {
   return r;
 }
 
+absl::StatusOr<PackedAttentionRule> CheckPackedAttention(const StepChecker& c) {
+  PackedAttentionRule r;
+  r.tokens = c.Int("tokens");
+  r.sequences = c.Int("sequences");
+  r.heads = c.Int("num_heads");
+  r.head_size = c.Int("head_size");
+  r.kv_heads = c.Int("kv_heads", r.heads);
+  r.scale = static_cast<float>(c.Float("scale"));
+  if (r.heads % r.kv_heads != 0)
+    return c.Err("kv_heads %d does not divide num_heads %d", r.kv_heads, r.heads);
+  KILN_ASSIGN_OR_RETURN(const int64_t qkv_row, c.Product({r.heads + 2 * r.kv_heads, r.head_size},
+                                                         "(num_heads+2*kv_heads)*head_size"));
+  KILN_ASSIGN_OR_RETURN(const int64_t qkv_elems, c.Product({r.tokens, qkv_row}, "T*(N+2*Nkv)*D"));
+  KILN_ASSIGN_OR_RETURN(const int64_t y_elems,
+                        c.Product({r.tokens, r.heads, r.head_size}, "T*N*D"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), qkv_elems, "qkv"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), qkv_row, "qkv", "(num_heads+2*kv_heads)*head_size"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), r.sequences, "lengths"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  return r;
+}
+
+absl::StatusOr<PackedPoolRule> CheckPackedPool(const StepChecker& c) {
+  PackedPoolRule r;
+  r.tokens = c.Int("tokens");
+  r.sequences = c.Int("sequences");
+  r.hidden = c.Int("hidden");
+  r.cls = c.String("mode") == "cls";
+  r.normalize = c.Flag("normalize");
+  KILN_ASSIGN_OR_RETURN(const int64_t h_elems, c.Product({r.tokens, r.hidden}, "T*hidden"));
+  KILN_ASSIGN_OR_RETURN(const int64_t y_elems, c.Product({r.sequences, r.hidden}, "N*hidden"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), h_elems, "hidden"));
+  KILN_RETURN_IF_ERROR(c.LastDim(c.In(0), r.hidden, "hidden", "hidden"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), r.sequences, "lengths"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), y_elems, "y"));
+  return r;
+}
+
+absl::StatusOr<PackedPositionsRule> CheckPackedPositions(const StepChecker& c) {
+  PackedPositionsRule r{c.Int("tokens"), c.Int("sequences")};
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), r.sequences, "lengths"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), r.tokens, "tokens"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), r.tokens, "y"));
+  return r;
+}
+
 absl::StatusOr<CacheWriteRule> CheckCacheWrite(const StepChecker& c) {
   CacheWriteRule r{c.Int("batch"), c.Int("heads"), c.Int("slots"), c.Int("seq"), c.Int("row")};
   KILN_ASSIGN_OR_RETURN(const int64_t cache,

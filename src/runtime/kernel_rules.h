@@ -105,6 +105,26 @@ struct GluRule {
 };
 absl::StatusOr<GluRule> CheckGlu(const StepChecker& c);
 
+// The packed-token kernels (docs/packing.md): tokens T, sequences N, lengths [N] int64
+// (checked at run time).
+// packed_attention: qkv [1, T, (N + 2·Nkv)·D] -> y [1, T, N·D].
+struct PackedAttentionRule {
+  int64_t tokens = 0, sequences = 0, heads = 0, kv_heads = 0, head_size = 0;
+  float scale = 1.0f;
+};
+absl::StatusOr<PackedAttentionRule> CheckPackedAttention(const StepChecker& c);
+// packed_pool: hidden [1, T, H] -> y [N, H].
+struct PackedPoolRule {
+  int64_t tokens = 0, sequences = 0, hidden = 0;
+  bool cls = false, normalize = false;
+};
+absl::StatusOr<PackedPoolRule> CheckPackedPool(const StepChecker& c);
+// packed_positions: lengths [N], tokens [1, T] (dims only) -> y [1, T] int64.
+struct PackedPositionsRule {
+  int64_t tokens = 0, sequences = 0;
+};
+absl::StatusOr<PackedPositionsRule> CheckPackedPositions(const StepChecker& c);
+
 // cache_write: cache, y [batch, heads, slots, row]; new [batch, heads, seq, row];
 // positions [batch, seq] (int64, checked against `slots` at run time).
 struct CacheWriteRule {

@@ -22,11 +22,11 @@ std::string SigStr(const PlanTensorSig& s) {
   return absl::StrCat(std::string(DTypeName(s.dtype)), "[", absl::StrJoin(d, ","), "]");
 }
 
-absl::Status InputCountError(const Plan& plan, size_t got) {
+absl::Status InputCountError(const std::vector<PlanTensorSig>& inputs, size_t got) {
   std::vector<std::string> names;
-  for (const auto& s : plan.inputs) names.push_back(s.name);
+  for (const auto& s : inputs) names.push_back(s.name);
   return absl::InvalidArgumentError(absl::StrFormat(
-      "expected %d inputs (%s), got %d", plan.inputs.size(), absl::StrJoin(names, ", "), got));
+      "expected %d inputs (%s), got %d", inputs.size(), absl::StrJoin(names, ", "), got));
 }
 
 std::string_view MemoryName(MemoryKind m) { return m == MemoryKind::kCuda ? "cuda" : "host"; }
@@ -90,7 +90,14 @@ void CopyBlock(const std::byte* src, std::byte* dst, std::span<const int64_t> sm
 absl::StatusOr<PlanSession> PlanSession::Create(const Plan& plan, const SessionOptions& options) {
   if (plan.buckets.empty()) return absl::InvalidArgumentError("the plan has no buckets");
   PlanSession s(plan);
-  KILN_RETURN_IF_ERROR(s.ReadSignature());
+  s.sigs_.resize(1 + plan.signatures.size());
+  KILN_RETURN_IF_ERROR(
+      s.ReadSignature({plan.inputs, plan.outputs, plan.paddable_symbols}, s.sigs_[0]));
+  for (size_t i = 0; i < plan.signatures.size(); ++i) {
+    const PlanSignature& ps = plan.signatures[i];
+    KILN_RETURN_IF_ERROR(
+        s.ReadSignature({ps.inputs, ps.outputs, ps.paddable_symbols}, s.sigs_[1 + i]));
+  }
   s.buckets_.resize(plan.buckets.size());
   for (size_t b = 0; b < plan.buckets.size(); ++b)
     KILN_RETURN_IF_ERROR(s.ReadBucketIo(static_cast<int>(b), s.buckets_[b]));
@@ -98,48 +105,60 @@ absl::StatusOr<PlanSession> PlanSession::Create(const Plan& plan, const SessionO
   return s;
 }
 
-absl::Status PlanSession::ReadSignature() {
-  const Plan& plan = *plan_;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    input_dim_symbol_.emplace_back();
-    for (size_t d = 0; d < plan.inputs[i].dims.size(); ++d) {
-      const Dim& dim = plan.inputs[i].dims[d];
+const PlanSession::Signature& PlanSession::SigOf(PlanProgram program) const {
+  for (size_t i = 0; i < plan_->signatures.size(); ++i)
+    if (plan_->signatures[i].program == program) return sigs_[1 + i];
+  return sigs_[0];
+}
+
+absl::Status PlanSession::ReadSignature(const PlanIo& io, Signature& sig) {
+  sig.inputs = &io.inputs;
+  sig.outputs = &io.outputs;
+  for (size_t i = 0; i < io.inputs.size(); ++i) {
+    sig.input_dim_symbol.emplace_back();
+    for (size_t d = 0; d < io.inputs[i].dims.size(); ++d) {
+      const Dim& dim = io.inputs[i].dims[d];
       int s = -1;
       if (dim.is_symbol()) {
-        auto it = std::find(symbols_.begin(), symbols_.end(), dim.symbol());
-        s = static_cast<int>(it - symbols_.begin());
-        if (it == symbols_.end()) {
-          symbols_.push_back(dim.symbol());
-          first_use_.push_back({static_cast<int>(i), static_cast<int>(d)});
-          paddable_.push_back(std::count(plan.paddable_symbols.begin(), plan.paddable_symbols.end(),
-                                         dim.symbol()) > 0);
+        auto it = std::find(sig.symbols.begin(), sig.symbols.end(), dim.symbol());
+        s = static_cast<int>(it - sig.symbols.begin());
+        if (it == sig.symbols.end()) {
+          sig.symbols.push_back(dim.symbol());
+          sig.first_use.push_back({static_cast<int>(i), static_cast<int>(d)});
+          sig.paddable.push_back(
+              std::count(io.paddable_symbols.begin(), io.paddable_symbols.end(), dim.symbol()) > 0);
         }
       }
-      input_dim_symbol_.back().push_back(s);
+      sig.input_dim_symbol.back().push_back(s);
     }
   }
-  for (const PlanTensorSig& sig : plan.outputs) {
-    output_dim_symbol_.emplace_back();
-    for (const Dim& dim : sig.dims) {
-      auto it = std::find(symbols_.begin(), symbols_.end(), dim.symbol());
-      output_dim_symbol_.back().push_back(
-          dim.is_symbol() && it != symbols_.end() ? static_cast<int>(it - symbols_.begin()) : -1);
+  for (const PlanTensorSig& out : io.outputs) {
+    sig.output_dim_symbol.emplace_back();
+    for (const Dim& dim : out.dims) {
+      auto it = std::find(sig.symbols.begin(), sig.symbols.end(), dim.symbol());
+      sig.output_dim_symbol.back().push_back(dim.is_symbol() && it != sig.symbols.end()
+                                                 ? static_cast<int>(it - sig.symbols.begin())
+                                                 : -1);
     }
   }
-  may_pad_ = std::count(paddable_.begin(), paddable_.end(), true) > 0;
+  sig.may_pad = std::count(sig.paddable.begin(), sig.paddable.end(), true) > 0;
+  may_pad_ |= sig.may_pad;
   return absl::OkStatus();
 }
 
 absl::Status PlanSession::ReadBucketIo(int b, BucketIo& io) const {
   const Plan& plan = *plan_;
   const PlanBucket& bucket = plan.buckets[b];
+  const Signature& sig = SigOf(bucket.program);
+  const std::vector<PlanTensorSig>& inputs = *sig.inputs;
+  const std::vector<PlanTensorSig>& outputs = *sig.outputs;
   auto bound = [&](const std::string& sym, int64_t* v) {
     auto it = bucket.bindings.find(sym);
     if (it == bucket.bindings.end()) return false;
     *v = it->second;
     return true;
   };
-  for (const std::string& sym : symbols_) {
+  for (const std::string& sym : sig.symbols) {
     int64_t v;
     if (!bound(sym, &v))
       return absl::InvalidArgumentError(
@@ -154,26 +173,25 @@ absl::Status PlanSession::ReadBucketIo(int b, BucketIo& io) const {
           absl::StrFormat("bucket %d: %s %s is too large", b, what, DimsStr(dims)));
     return absl::OkStatus();
   };
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
     std::vector<int64_t> dims;
-    for (size_t d = 0; d < plan.inputs[i].dims.size(); ++d) {
-      const int s = input_dim_symbol_[i][d];
-      dims.push_back(s < 0 ? plan.inputs[i].dims[d].value() : io.symbol_values[s]);
+    for (size_t d = 0; d < inputs[i].dims.size(); ++d) {
+      const int s = sig.input_dim_symbol[i][d];
+      dims.push_back(s < 0 ? inputs[i].dims[d].value() : io.symbol_values[s]);
     }
     int64_t bytes = 0;
-    KILN_RETURN_IF_ERROR(
-        bytes_of(dims, plan.inputs[i].dtype, "input '" + plan.inputs[i].name + "'", &bytes));
+    KILN_RETURN_IF_ERROR(bytes_of(dims, inputs[i].dtype, "input '" + inputs[i].name + "'", &bytes));
     io.input_dims.push_back(std::move(dims));
     io.input_bytes.push_back(bytes);
   }
-  for (size_t o = 0; o < plan.outputs.size(); ++o) {
-    const PlanTensorSig& sig = plan.outputs[o];
-    std::vector<int64_t> dims(sig.dims.size(), -1);
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const PlanTensorSig& out = outputs[o];
+    std::vector<int64_t> dims(out.dims.size(), -1);
     bool all = true;
-    for (size_t d = 0; d < sig.dims.size(); ++d) {
-      if (sig.dims[d].is_known())
-        dims[d] = sig.dims[d].value();
-      else if (!bound(sig.dims[d].symbol(), &dims[d]))
+    for (size_t d = 0; d < out.dims.size(); ++d) {
+      if (out.dims[d].is_known())
+        dims[d] = out.dims[d].value();
+      else if (!bound(out.dims[d].symbol(), &dims[d]))
         all = false;
     }
     if (!all) {
@@ -195,10 +213,10 @@ absl::Status PlanSession::ReadBucketIo(int b, BucketIo& io) const {
       if (!found)
         return absl::InvalidArgumentError(
             absl::StrFormat("bucket %d: the dims of output '%s' %s are not bound by the bucket", b,
-                            sig.name, SigStr(sig)));
+                            out.name, SigStr(out)));
     }
     int64_t bytes = 0;
-    KILN_RETURN_IF_ERROR(bytes_of(dims, sig.dtype, "output '" + sig.name + "'", &bytes));
+    KILN_RETURN_IF_ERROR(bytes_of(dims, out.dtype, "output '" + out.name + "'", &bytes));
     io.output_dims.push_back(std::move(dims));
     io.output_bytes.push_back(bytes);
   }
@@ -208,9 +226,9 @@ absl::Status PlanSession::ReadBucketIo(int b, BucketIo& io) const {
 
 absl::Status PlanSession::LayoutStaging(const SessionOptions& options) {
   stage_always_ = options.stage_always;
-  const bool stage = options.stage_always || may_pad_;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     BucketIo& io = buckets_[b];
+    const bool stage = options.stage_always || SigOf(plan_->buckets[b].program).may_pad;
     int64_t off;
     bool ok = AlignUp(io.arena_bytes, options.align, &off);
     if (stage) {
@@ -234,38 +252,39 @@ absl::Status PlanSession::LayoutStaging(const SessionOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Status PlanSession::BindInput(int i, std::span<const int64_t> dims, int64_t* values) const {
-  const PlanTensorSig& sig = plan_->inputs[i];
-  if (dims.size() != sig.dims.size())
+absl::Status PlanSession::BindInput(const Signature& sig, int i, std::span<const int64_t> dims,
+                                    int64_t* values) const {
+  const PlanTensorSig& in = (*sig.inputs)[i];
+  if (dims.size() != in.dims.size())
     return absl::InvalidArgumentError(
-        absl::StrFormat("input '%s' has rank %d %s; the plan expects rank %d %s", sig.name,
-                        dims.size(), DimsStr(dims), sig.dims.size(), SigStr(sig)));
+        absl::StrFormat("input '%s' has rank %d %s; the plan expects rank %d %s", in.name,
+                        dims.size(), DimsStr(dims), in.dims.size(), SigStr(in)));
   for (size_t d = 0; d < dims.size(); ++d) {
     const int64_t v = dims[d];
     if (v < 0)
       return absl::InvalidArgumentError(
-          absl::StrFormat("input '%s' dim %d is negative (%d)", sig.name, d, v));
-    const int s = input_dim_symbol_[i][d];
+          absl::StrFormat("input '%s' dim %d is negative (%d)", in.name, d, v));
+    const int s = sig.input_dim_symbol[i][d];
     if (s < 0) {
-      if (v != sig.dims[d].value())
+      if (v != in.dims[d].value())
         return absl::InvalidArgumentError(
-            absl::StrFormat("input '%s' dim %d is %d; the plan requires %d (%s)", sig.name, d, v,
-                            sig.dims[d].value(), SigStr(sig)));
+            absl::StrFormat("input '%s' dim %d is %d; the plan requires %d (%s)", in.name, d, v,
+                            in.dims[d].value(), SigStr(in)));
     } else if (values[s] < 0) {
       values[s] = v;
     } else if (values[s] != v) {
-      const SymbolUse& u = first_use_[s];
+      const SymbolUse& u = sig.first_use[s];
       return absl::InvalidArgumentError(absl::StrFormat(
-          "input '%s' dim %d (%s) is %d but input '%s' dim %d sets %s = %d", sig.name, d,
-          symbols_[s], v, plan_->inputs[u.input].name, u.dim, symbols_[s], values[s]));
+          "input '%s' dim %d (%s) is %d but input '%s' dim %d sets %s = %d", in.name, d,
+          sig.symbols[s], v, (*sig.inputs)[u.input].name, u.dim, sig.symbols[s], values[s]));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<RunBinding> PlanSession::Select(const int64_t* values, const int64_t* elems,
-                                               PlanProgram program) const {
-  const size_t ns = symbols_.size();
+absl::StatusOr<RunBinding> PlanSession::Select(const Signature& sig, const int64_t* values,
+                                               const int64_t* elems, PlanProgram program) const {
+  const size_t ns = sig.symbols.size();
   const std::vector<PlanBucket>& pb = plan_->buckets;
   RunBinding r;
   r.values.assign(values, values + ns);
@@ -281,55 +300,57 @@ absl::StatusOr<RunBinding> PlanSession::Select(const int64_t* values, const int6
     const BucketIo& io = buckets_[b];
     bool fits = pb[b].program == program;
     for (size_t s = 0; s < ns && fits; ++s)
-      fits = paddable_[s] ? values[s] <= io.symbol_values[s] : values[s] == io.symbol_values[s];
+      fits = sig.paddable[s] ? values[s] <= io.symbol_values[s] : values[s] == io.symbol_values[s];
     if (!fits) continue;
     int64_t cost = 0;
     for (size_t i = 0; i < io.input_bytes.size(); ++i)
       cost +=
-          io.input_bytes[i] / std::max<int64_t>(1, DTypeSize(plan_->inputs[i].dtype)) - elems[i];
+          io.input_bytes[i] / std::max<int64_t>(1, DTypeSize((*sig.inputs)[i].dtype)) - elems[i];
     if (best < 0 || cost < best_cost) {
       best = static_cast<int>(b);
       best_cost = cost;
     }
   }
-  if (best < 0) return NoBucketError(values, program);
+  if (best < 0) return NoBucketError(sig, values, program);
   r.bucket = best;
   r.padded = true;
   return r;
 }
 
-absl::Status PlanSession::NoBucketError(const int64_t* values, PlanProgram program) const {
+absl::Status PlanSession::NoBucketError(const Signature& sig, const int64_t* values,
+                                        PlanProgram program) const {
   std::vector<const BucketIo*> candidates;
   for (size_t b = 0; b < buckets_.size(); ++b)
     if (plan_->buckets[b].program == program) candidates.push_back(&buckets_[b]);
   if (candidates.empty())
     return absl::InvalidArgumentError(
-        absl::StrFormat("the plan has no %s program (compile a KV-cache decoder with "
-                        "--decode-context to get one)",
-                        std::string(PlanProgramName(program))));
+        absl::StrFormat("the plan has no %s program (%s)", std::string(PlanProgramName(program)),
+                        program == PlanProgram::kPacked
+                            ? "compile an encoder with --profile tokens=... to get one"
+                            : "compile a KV-cache decoder with --decode-context to get one"));
   const std::string in_program =
       program == PlanProgram::kModel
           ? ""
           : absl::StrCat(" (", std::string(PlanProgramName(program)), " program)");
-  for (size_t s = 0; s < symbols_.size(); ++s) {
+  for (size_t s = 0; s < sig.symbols.size(); ++s) {
     std::set<int64_t> allowed;
     for (const BucketIo* io : candidates) allowed.insert(io->symbol_values[s]);
-    const SymbolUse& u = first_use_[s];
+    const SymbolUse& u = sig.first_use[s];
     const std::string where =
-        absl::StrFormat("input '%s' dim %d (%s) is %d%s", plan_->inputs[u.input].name, u.dim,
-                        symbols_[s], values[s], in_program);
-    if (paddable_[s] && values[s] > *allowed.rbegin())
+        absl::StrFormat("input '%s' dim %d (%s) is %d%s", (*sig.inputs)[u.input].name, u.dim,
+                        sig.symbols[s], values[s], in_program);
+    if (sig.paddable[s] && values[s] > *allowed.rbegin())
       return absl::InvalidArgumentError(
           absl::StrFormat("%s; the plan allows %s <= %d (buckets %s; smaller values are padded)",
-                          where, symbols_[s], *allowed.rbegin(), absl::StrJoin(allowed, ", ")));
-    if (!paddable_[s] && allowed.count(values[s]) == 0)
-      return absl::InvalidArgumentError(absl::StrFormat("%s; the plan allows %s in {%s}", where,
-                                                        symbols_[s], absl::StrJoin(allowed, ", ")));
+                          where, sig.symbols[s], *allowed.rbegin(), absl::StrJoin(allowed, ", ")));
+    if (!sig.paddable[s] && allowed.count(values[s]) == 0)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s; the plan allows %s in {%s}", where, sig.symbols[s], absl::StrJoin(allowed, ", ")));
   }
   auto render = [&](const int64_t* v) {
     std::vector<std::string> parts;
-    for (size_t s = 0; s < symbols_.size(); ++s)
-      parts.push_back(absl::StrCat(symbols_[s], "=", v[s]));
+    for (size_t s = 0; s < sig.symbols.size(); ++s)
+      parts.push_back(absl::StrCat(sig.symbols[s], "=", v[s]));
     return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
   };
   std::vector<std::string> buckets;
@@ -340,26 +361,28 @@ absl::Status PlanSession::NoBucketError(const int64_t* values, PlanProgram progr
 }
 
 int64_t PlanSession::OutputDim(const RunBinding& r, int o, int d) const {
-  const int s = output_dim_symbol_[o][d];
-  if (r.padded && s >= 0 && paddable_[s]) return r.values[s];
+  const Signature& sig = SigOf(plan_->buckets[r.bucket].program);
+  const int s = sig.output_dim_symbol[o][d];
+  if (r.padded && s >= 0 && sig.paddable[s]) return r.values[s];
   return buckets_[r.bucket].output_dims[o][d];
 }
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> PlanSession::OutputDims(
     std::span<const std::vector<int64_t>> input_dims, PlanProgram program) const {
-  const Plan& plan = *plan_;
-  if (input_dims.size() != plan.inputs.size()) return InputCountError(plan, input_dims.size());
-  SmallInts values(symbols_.size(), -1), elems(plan.inputs.size());
+  const Signature& sig = SigOf(program);
+  const std::vector<PlanTensorSig>& inputs = *sig.inputs;
+  if (input_dims.size() != inputs.size()) return InputCountError(inputs, input_dims.size());
+  SmallInts values(sig.symbols.size(), -1), elems(inputs.size());
   for (size_t i = 0; i < input_dims.size(); ++i) {
-    KILN_RETURN_IF_ERROR(BindInput(static_cast<int>(i), input_dims[i], values.data()));
+    KILN_RETURN_IF_ERROR(BindInput(sig, static_cast<int>(i), input_dims[i], values.data()));
     absl::StatusOr<int64_t> n = CheckedNumElements(input_dims[i]);
     if (!n.ok())
       return absl::InvalidArgumentError(
-          absl::StrFormat("input '%s': %s", plan.inputs[i].name, n.status().message()));
+          absl::StrFormat("input '%s': %s", inputs[i].name, n.status().message()));
     elems[i] = *n;
   }
-  KILN_ASSIGN_OR_RETURN(const RunBinding r, Select(values.data(), elems.data(), program));
-  std::vector<std::vector<int64_t>> out(plan.outputs.size());
+  KILN_ASSIGN_OR_RETURN(const RunBinding r, Select(sig, values.data(), elems.data(), program));
+  std::vector<std::vector<int64_t>> out(sig.outputs->size());
   for (size_t o = 0; o < out.size(); ++o)
     for (size_t d = 0; d < buckets_[r.bucket].output_dims[o].size(); ++d)
       out[o].push_back(OutputDim(r, static_cast<int>(o), static_cast<int>(d)));
@@ -370,39 +393,39 @@ absl::StatusOr<RunBinding> PlanSession::Bind(std::span<const TensorView> inputs,
                                              std::span<const MutableTensorView> outputs,
                                              std::span<const MemoryKind> memory,
                                              PlanProgram program) const {
-  const Plan& plan = *plan_;
-  const size_t nin = plan.inputs.size(), nout = plan.outputs.size();
-  if (inputs.size() != nin) return InputCountError(plan, inputs.size());
-  SmallInts values(symbols_.size(), -1), elems(nin);
+  const Signature& sig = SigOf(program);
+  const size_t nin = sig.inputs->size(), nout = sig.outputs->size();
+  if (inputs.size() != nin) return InputCountError(*sig.inputs, inputs.size());
+  SmallInts values(sig.symbols.size(), -1), elems(nin);
   for (size_t i = 0; i < nin; ++i) {
-    const PlanTensorSig& sig = plan.inputs[i];
-    if (inputs[i].dtype != sig.dtype)
+    const PlanTensorSig& in = (*sig.inputs)[i];
+    if (inputs[i].dtype != in.dtype)
       return absl::InvalidArgumentError(
-          absl::StrFormat("input '%s' has dtype %s; the plan expects %s", sig.name,
-                          std::string(DTypeName(inputs[i].dtype)), SigStr(sig)));
-    KILN_RETURN_IF_ERROR(BindInput(static_cast<int>(i), inputs[i].dims, values.data()));
+          absl::StrFormat("input '%s' has dtype %s; the plan expects %s", in.name,
+                          std::string(DTypeName(inputs[i].dtype)), SigStr(in)));
+    KILN_RETURN_IF_ERROR(BindInput(sig, static_cast<int>(i), inputs[i].dims, values.data()));
     absl::StatusOr<int64_t> n = CheckedNumElements(inputs[i].dims);
     if (!n.ok())
       return absl::InvalidArgumentError(
-          absl::StrFormat("input '%s': %s", sig.name, n.status().message()));
+          absl::StrFormat("input '%s': %s", in.name, n.status().message()));
     elems[i] = *n;
     if (*n > 0 && inputs[i].data == nullptr)
-      return absl::InvalidArgumentError(absl::StrFormat("input '%s' has no data", sig.name));
+      return absl::InvalidArgumentError(absl::StrFormat("input '%s' has no data", in.name));
     if (!Allowed(memory, inputs[i].memory))
-      return MemoryError(absl::StrCat("input '", sig.name, "'"), inputs[i].memory, memory);
+      return MemoryError(absl::StrCat("input '", in.name, "'"), inputs[i].memory, memory);
   }
-  KILN_ASSIGN_OR_RETURN(RunBinding r, Select(values.data(), elems.data(), program));
+  KILN_ASSIGN_OR_RETURN(RunBinding r, Select(sig, values.data(), elems.data(), program));
   const BucketIo& io = buckets_[r.bucket];
   if (outputs.size() != nout)
     return absl::InvalidArgumentError(
         absl::StrFormat("expected %d outputs, got %d", nout, outputs.size()));
   for (size_t o = 0; o < nout; ++o) {
-    const PlanTensorSig& sig = plan.outputs[o];
+    const PlanTensorSig& out = (*sig.outputs)[o];
     const MutableTensorView& v = outputs[o];
-    if (v.dtype != sig.dtype)
+    if (v.dtype != out.dtype)
       return absl::InvalidArgumentError(
-          absl::StrFormat("output '%s' has dtype %s; the plan writes %s", sig.name,
-                          std::string(DTypeName(v.dtype)), std::string(DTypeName(sig.dtype))));
+          absl::StrFormat("output '%s' has dtype %s; the plan writes %s", out.name,
+                          std::string(DTypeName(v.dtype)), std::string(DTypeName(out.dtype))));
     bool same = v.dims.size() == io.output_dims[o].size();
     int64_t n = 1;
     for (size_t d = 0; same && d < v.dims.size(); ++d) {
@@ -414,13 +437,13 @@ absl::StatusOr<RunBinding> PlanSession::Bind(std::span<const TensorView> inputs,
       for (size_t d = 0; d < io.output_dims[o].size(); ++d)
         want.push_back(OutputDim(r, static_cast<int>(o), static_cast<int>(d)));
       return absl::InvalidArgumentError(
-          absl::StrFormat("output '%s' has dims %s; these inputs produce %s", sig.name,
+          absl::StrFormat("output '%s' has dims %s; these inputs produce %s", out.name,
                           DimsStr(v.dims), DimsStr(want)));
     }
     if (n > 0 && v.data == nullptr)
-      return absl::InvalidArgumentError(absl::StrFormat("output '%s' has no data", sig.name));
+      return absl::InvalidArgumentError(absl::StrFormat("output '%s' has no data", out.name));
     if (!Allowed(memory, v.memory))
-      return MemoryError(absl::StrCat("output '", sig.name, "'"), v.memory, memory);
+      return MemoryError(absl::StrCat("output '", out.name, "'"), v.memory, memory);
   }
   // Padded runs stage the I/O whose dims differ from the bucket's; stage_always sessions
   // stage everything.

@@ -60,6 +60,8 @@ class PlanSession {
   const Plan& plan() const { return *plan_; }
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   const BucketIo& bucket(int b) const { return buckets_[b]; }
+  // The I/O bucket b binds (its program's signature).
+  PlanIo io(int b) const { return IoOf(*plan_, plan_->buckets[b].program); }
   bool may_pad() const { return may_pad_; }
   // The largest total_bytes of any bucket (a run's block size).
   int64_t max_total_bytes() const { return max_total_bytes_; }
@@ -82,21 +84,31 @@ class PlanSession {
   struct SymbolUse {
     int input = 0, dim = 0;
   };
+  // One signature's symbols (the plan's own, or a program's of Plan::signatures).
+  struct Signature {
+    const std::vector<PlanTensorSig>* inputs = nullptr;
+    const std::vector<PlanTensorSig>* outputs = nullptr;
+    std::vector<std::string> symbols;                 // of the graph inputs, first-use order
+    std::vector<bool> paddable;                       // per symbol
+    std::vector<SymbolUse> first_use;                 // per symbol: where it is first bound
+    std::vector<std::vector<int>> input_dim_symbol;   // [input][dim] -> symbol or -1
+    std::vector<std::vector<int>> output_dim_symbol;  // [output][dim] -> symbol or -1
+    bool may_pad = false;
+  };
   explicit PlanSession(const Plan& plan) : plan_(&plan) {}
-  absl::Status ReadSignature();
+  absl::Status ReadSignature(const PlanIo& io, Signature& sig);
   absl::Status ReadBucketIo(int b, BucketIo& io) const;
   absl::Status LayoutStaging(const SessionOptions& options);
-  absl::Status BindInput(int i, std::span<const int64_t> dims, int64_t* values) const;
-  absl::StatusOr<RunBinding> Select(const int64_t* values, const int64_t* elems,
-                                    PlanProgram program) const;
-  absl::Status NoBucketError(const int64_t* values, PlanProgram program) const;
+  const Signature& SigOf(PlanProgram program) const;
+  absl::Status BindInput(const Signature& sig, int i, std::span<const int64_t> dims,
+                         int64_t* values) const;
+  absl::StatusOr<RunBinding> Select(const Signature& sig, const int64_t* values,
+                                    const int64_t* elems, PlanProgram program) const;
+  absl::Status NoBucketError(const Signature& sig, const int64_t* values,
+                             PlanProgram program) const;
 
   const Plan* plan_;
-  std::vector<std::string> symbols_;                 // symbols of the graph inputs, first-use order
-  std::vector<bool> paddable_;                       // per symbol
-  std::vector<SymbolUse> first_use_;                 // per symbol: where it is first bound
-  std::vector<std::vector<int>> input_dim_symbol_;   // [input][dim] -> symbol or -1
-  std::vector<std::vector<int>> output_dim_symbol_;  // [output][dim] -> symbol or -1
+  std::vector<Signature> sigs_;  // [0]: the plan's own, then one per Plan::signatures entry
   std::vector<BucketIo> buckets_;
   bool may_pad_ = false;
   bool stage_always_ = false;

@@ -119,7 +119,8 @@ absl::StatusOr<StepOperands> StepChecker::Resolve() const {
         const bool in = b.kind == PlanBufferKind::kInput;
         if (in && is_out)
           return Err("output %d writes buffer %d, graph input %d (read-only)", pos, idx, b.binding);
-        const PlanTensorSig& sig = in ? plan_.inputs[b.binding] : plan_.outputs[b.binding];
+        const PlanIo pio = IoOf(plan_, bucket_.program);
+        const PlanTensorSig& sig = in ? pio.inputs[b.binding] : pio.outputs[b.binding];
         const int64_t cap = in ? io_.input_bytes[b.binding] : io_.output_bytes[b.binding];
         if (b.dtype != sig.dtype)
           return Err("%s %d: buffer %d is %s but graph %s '%s' is %s", role, pos, idx,
@@ -129,7 +130,7 @@ absl::StatusOr<StepOperands> StepChecker::Resolve() const {
           return Err("%s %d: buffer %d %s needs %d bytes but graph %s '%s' has %d in this bucket",
                      role, pos, idx, DimsStr(b.dims), used, in ? "input" : "output", sig.name, cap);
         op->slot = in ? BaseSlotOfInput(b.binding)
-                      : BaseSlotOfOutput(static_cast<int>(plan_.inputs.size()), b.binding);
+                      : BaseSlotOfOutput(static_cast<int>(pio.inputs.size()), b.binding);
         break;
       }
     }

@@ -126,7 +126,10 @@ TEST(PaddingTest, CatalogueMixingKinds) {
   EXPECT_EQ(FindOp("kiln", "Pool")->mixing, PositionMixing::kMaskedOrFirst);
   // A decode program's cache append writes rows at slots its positions name.
   EXPECT_EQ(FindOp("kiln", "CacheWrite")->mixing, PositionMixing::kNormalizesAxis);
-  EXPECT_EQ(mixing, 16);
+  // The packed-token ops mix within the sequences their lengths delimit (packed programs).
+  for (const char* op : {"PackedAttention", "PackedPool", "PackedPositions"})
+    EXPECT_EQ(FindOp("kiln", op)->mixing, PositionMixing::kSegments) << op;
+  EXPECT_EQ(mixing, 19);
 }
 
 }  // namespace

@@ -288,6 +288,60 @@ TEST(PlanValidation, ProgramAndInPlaceRoundTrip) {
   EXPECT_TRUE(back->buckets[0].in_place.empty());
 }
 
+// A packed program: its own signature (one token input [tokens], the lengths); bucket 1's
+// input bindings index it, not the model's.
+Plan WithPackedProgram() {
+  Plan p = SamplePlan();
+  PlanSignature sig;
+  sig.program = PlanProgram::kPacked;
+  sig.inputs = {{"input_ids", DType::kI64, {Dim::Symbol("tokens")}},
+                {"sequence_lengths", DType::kI64, {Dim::Symbol("sequences")}}};
+  sig.outputs = {{"embeddings", DType::kF32, {Dim::Symbol("sequences"), Dim::Known(32)}}};
+  sig.paddable_symbols = {"sequences", "tokens"};
+  p.signatures = {sig};
+  PlanBucket& b = p.buckets[1];
+  b.program = PlanProgram::kPacked;
+  b.bindings = {{"sequences", 8}, {"tokens", 128}};
+  b.buffers[0].dims = {128};
+  b.buffers[1].dims = {8};
+  return p;
+}
+
+TEST(PlanValidation, ProgramSignaturesRoundTrip) {
+  const Plan p = WithPackedProgram();
+  absl::StatusOr<std::string> bytes = SerializePlan(p);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<Plan> back = ParsePlan(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->signatures, p.signatures);
+  EXPECT_EQ(back->buckets[1].program, PlanProgram::kPacked);
+  EXPECT_EQ(IoOf(*back, PlanProgram::kPacked).inputs[1].name, "sequence_lengths");
+  EXPECT_EQ(IoOf(*back, PlanProgram::kModel).inputs[1].name, "attention_mask");
+  EXPECT_EQ(IoOf(*back, PlanProgram::kDecode).inputs[1].name, "attention_mask");
+  EXPECT_TRUE(HasProgram(*back, PlanProgram::kPacked));
+  EXPECT_FALSE(HasProgram(*back, PlanProgram::kDecode));
+  EXPECT_EQ(*back, p);
+}
+
+TEST(PlanValidation, BadProgramSignatures) {
+  Plan p = WithPackedProgram();
+  p.signatures[0].program = PlanProgram::kModel;
+  ExpectBadPlan(p, "signature 0 is for program 0, which has no I/O of its own");
+  p = WithPackedProgram();
+  p.signatures.push_back(p.signatures[0]);
+  ExpectBadPlan(p, "the program signatures are not sorted by program and unique");
+  p = WithPackedProgram();
+  p.signatures[0].inputs[0].dims = {Dim::Known(-2)};
+  ExpectBadPlan(p, "packed input 0 'input_ids' dim 0 is negative (-2)");
+  // A packed bucket's bindings are checked against the packed signature.
+  p = WithPackedProgram();
+  p.buckets[1].buffers[6].binding = 1;
+  ExpectBadPlan(p, "bucket 1 buffer 6 binds output 1 but the graph has 1");
+  p = WithPackedProgram();
+  p.signatures[0].inputs.pop_back();
+  ExpectBadPlan(p, "bucket 1 buffer 1 binds input 1 but the graph has 1");
+}
+
 TEST(PlanValidation, NegativeBufferDim) {
   Plan p = SamplePlan();
   p.buckets[1].buffers[4].dims[1] = -1;

@@ -17,6 +17,12 @@ enum OpTrait : unsigned {
   kLayoutOnly = 1u << 2,    // moves or reinterprets data, no arithmetic
   kCommutative = 1u << 3,   // binary op whose operands may be swapped
   kBroadcasting = 1u << 4,  // multidirectional (numpy) broadcasting of inputs
+  // Every index of the leading dims (all but the last) is a row of its own: output row r
+  // reads row r of each input that has rows and the other inputs whole (weights, gamma), so
+  // rows may be reordered or packed freely (kiln.Linear, the norms over the last axis,
+  // kiln.Glu, kiln.EmbedLayerNorm's ids; LayerNormalization when its axis is the last). The packing
+  // analysis (src/compiler/packing.cc) relies on it.
+  kRowwise = 1u << 5,
 };
 
 // What the lower-precision pass (passes/lower_precision.cc) does with an op's f32 values
@@ -53,6 +59,9 @@ enum class PositionMixing : uint8_t {
                     // (`causal` != 0: no query sees a later, padded key)
   kMaskedOrFirst,   // kiln.Pool: honours the mask at input 1, or reads position 0 only
                     // (mode "cls")
+  kSegments,        // the packed-token ops (kiln.PackedAttention, PackedPool,
+                    // PackedPositions): mix positions only within the sequences their
+                    // `lengths` input delimits; they appear only in packed programs
 };
 
 struct OpInfo {

@@ -87,9 +87,22 @@ struct PlanStep {
 // per sequence of a KV-cache decoder over a static cache of `past_sequence` slots: each
 // past K/V input is the whole cache and its present output is the same cache with this
 // step's rows written at the slots `position_ids` names (kiln.CacheWrite), so a caller
-// may pass one buffer as both (PlanBucket::in_place). Executor::Run picks among the
-// buckets of the program RunOptions::program names (docs/generation.md).
-enum class PlanProgram : uint32_t { kModel = 0, kDecode = 1 };
+// may pass one buffer as both (PlanBucket::in_place). kPacked: an encoder over the real
+// tokens of a batch laid end to end (docs/packing.md), with a signature of its own
+// (Plan::signatures): per-token inputs [tokens], `sequence_lengths` [sequences] in place of
+// the attention mask, outputs [tokens, ...] or [sequences, ...]. Executor::Run picks among
+// the buckets of the program RunOptions::program names (docs/generation.md).
+enum class PlanProgram : uint32_t { kModel = 0, kDecode = 1, kPacked = 2 };
+
+// The graph I/O of a program whose inputs and outputs are not the model's (kPacked): its
+// buckets' kInput/kOutput buffers bind these, and its paddable symbols are these.
+struct PlanSignature {
+  PlanProgram program = PlanProgram::kModel;
+  std::vector<PlanTensorSig> inputs;
+  std::vector<PlanTensorSig> outputs;
+  std::vector<std::string> paddable_symbols;
+  bool operator==(const PlanSignature&) const = default;
+};
 
 // Graph output `output` of a bucket may be the same memory as graph input `input`: its
 // steps read that input only through the step that writes the output.
@@ -153,9 +166,22 @@ struct Plan {
   // Symbols whose run-time value may be smaller than a bucket's: the executor pads those
   // dims of the inputs (zeros) and slices the outputs (docs/plan-kernels.md, Padding).
   std::vector<std::string> paddable_symbols;
+  // The programs with I/O of their own (sorted by program, unique, never kModel); the other
+  // programs' buckets bind `inputs` and `outputs` above.
+  std::vector<PlanSignature> signatures;
   PlanWeights weights;
   bool operator==(const Plan&) const = default;
 };
+
+// The I/O a program's buckets bind: its entry of Plan::signatures, else the plan's own.
+struct PlanIo {
+  const std::vector<PlanTensorSig>& inputs;
+  const std::vector<PlanTensorSig>& outputs;
+  const std::vector<std::string>& paddable_symbols;
+};
+PlanIo IoOf(const Plan& plan, PlanProgram program);
+// True when the plan has a bucket of `program`.
+bool HasProgram(const Plan& plan, PlanProgram program);
 
 // SHA-256 of `bytes` (FIPS 180-4), for Plan::model_sha256.
 std::array<uint8_t, 32> Sha256(std::string_view bytes);
@@ -202,7 +228,7 @@ struct PlanInfo {
 absl::StatusOr<PlanInfo> ReadPlanInfo(const std::string& path);
 
 std::string_view PlanTargetName(PlanTarget t);          // "cpu", "cuda"
-std::string_view PlanProgramName(PlanProgram p);        // "model", "decode"
+std::string_view PlanProgramName(PlanProgram p);        // "model", "decode", "packed"
 std::string_view PlanBufferKindName(PlanBufferKind k);  // "arena", "weight", ...
 
 }  // namespace kiln

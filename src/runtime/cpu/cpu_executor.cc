@@ -44,6 +44,7 @@ absl::StatusOr<std::unique_ptr<Executor>> CpuExecutor::Create(std::shared_ptr<co
   KILN_RETURN_IF_ERROR(plan_internal::ValidatePlan(*plan, plan->weights.size()));
   KILN_ASSIGN_OR_RETURN(PlanSession session, PlanSession::Create(*plan, SessionOptions{}));
   std::unique_ptr<CpuExecutor> e(new CpuExecutor(std::move(plan), std::move(session)));
+  e->route_ = PackedRoute::Of(*e->plan_);
   KILN_RETURN_IF_ERROR(e->Prepare(options));
   return std::unique_ptr<Executor>(std::move(e));
 }
@@ -139,11 +140,26 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> CpuExecutor::OutputDims(
 absl::Status CpuExecutor::Run(std::span<const TensorView> inputs,
                               std::span<const MutableTensorView> outputs, RunStats* stats,
                               const RunOptions& options) const {
+  if (options.program == PlanProgram::kModel && options.pack && route_) {
+    KILN_RETURN_IF_ERROR(session_.Bind(inputs, outputs, kHostOnly, options.program).status());
+    RunOptions packed = options;
+    packed.program = PlanProgram::kPacked;
+    auto run = [&](std::span<const TensorView> in, std::span<const MutableTensorView> out,
+                   RunStats* st) { return Run(in, out, st, packed); };
+    auto dims = [&](std::span<const std::vector<int64_t>> d) {
+      return session_.OutputDims(d, PlanProgram::kPacked);
+    };
+    KILN_ASSIGN_OR_RETURN(const bool done, route_->Run(inputs, outputs, run, dims, stats));
+    if (done) return absl::OkStatus();
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const Plan& plan = *plan_;
-  const size_t nin = plan.inputs.size(), nout = plan.outputs.size();
+  const PlanIo pio = IoOf(plan, options.program);
+  const size_t nin = pio.inputs.size(), nout = pio.outputs.size();
   KILN_ASSIGN_OR_RETURN(const RunBinding r,
                         session_.Bind(inputs, outputs, kHostOnly, options.program));
+  if (options.program == PlanProgram::kPacked)
+    KILN_RETURN_IF_ERROR(CheckPackedInputs(plan, inputs));
   const BucketIo& io = session_.bucket(r.bucket);
 
   KILN_ASSIGN_OR_RETURN(
@@ -182,7 +198,7 @@ absl::Status CpuExecutor::Run(std::span<const TensorView> inputs,
     std::byte* staging = arena + io.staging_in[i];
     std::memset(staging, 0, static_cast<size_t>(io.input_bytes[i]));
     CopyBlock(caller_in(i), staging, inputs[i].dims, io.input_dims[i],
-              DTypeSize(plan.inputs[i].dtype), /*to_big=*/true);
+              DTypeSize(pio.inputs[i].dtype), /*to_big=*/true);
     bases[slot] = staging;
   }
   for (size_t o = 0; o < nout; ++o) {
@@ -221,11 +237,12 @@ absl::Status CpuExecutor::Run(std::span<const TensorView> inputs,
   for (size_t o = 0; o < nout; ++o) {
     if (!r.stage_out[o]) continue;
     CopyBlock(arena + io.staging_out[o], caller_out(o), outputs[o].dims, io.output_dims[o],
-              DTypeSize(plan.outputs[o].dtype), /*to_big=*/false);
+              DTypeSize(pio.outputs[o].dtype), /*to_big=*/false);
   }
   if (stats != nullptr) {
     stats->bucket = r.bucket;
     stats->padded = r.padded;
+    stats->packed = options.program == PlanProgram::kPacked;
   }
   return absl::OkStatus();
 }

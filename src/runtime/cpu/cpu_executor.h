@@ -19,6 +19,7 @@
 #include "kernels/cpu/cpu_context.h"
 #include "kiln/kiln.h"
 #include "runtime/cpu/cpu_steps.h"
+#include "runtime/packing.h"
 #include "runtime/plan_session.h"
 #include "runtime/pool.h"
 #include "runtime/prepare_steps.h"
@@ -55,6 +56,7 @@ class CpuExecutor final : public Executor {
   void ReleaseWeightPages(int64_t offset, int64_t bytes) const;
 
   PlanSession session_;
+  std::optional<PackedRoute> route_;  // the plan's packed program, if any
   cpu::CpuContext ctx_;
   std::vector<std::vector<PreparedStep>> steps_;  // per bucket
   LinearCache linears_;

@@ -17,6 +17,7 @@
 #include "kernels/cpu/embed_layer_norm.h"
 #include "kernels/cpu/gather.h"
 #include "kernels/cpu/layer_norm.h"
+#include "kernels/cpu/packed.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/rotary.h"
 #include "kernels/cpu/softmax.h"
@@ -434,6 +435,75 @@ absl::StatusOr<StepPtr> PreparePool(const StepChecker& c, CpuPrepareEnv&) {
   return StepPtr(new PoolStep(a, r.mask_dtype == DType::kI64));
 }
 
+class PackedAttentionStep final : public CpuStep {
+ public:
+  explicit PackedAttentionStep(cpu::PackedAttentionArgs a) : a_(a) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::PackedAttentionArgs a = a_;
+    a.qkv = io.In<float>(0);
+    a.lengths = io.In<int64_t>(1);
+    a.y = io.Out<float>(0);
+    return cpu::PackedAttention(ctx, a);
+  }
+
+ private:
+  cpu::PackedAttentionArgs a_;
+};
+
+absl::StatusOr<StepPtr> PreparePackedAttention(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const PackedAttentionRule r, CheckPackedAttention(c));
+  cpu::PackedAttentionArgs a;
+  a.tokens = r.tokens;
+  a.sequences = r.sequences;
+  a.num_heads = r.heads;
+  a.num_kv_heads = r.kv_heads;
+  a.head_size = r.head_size;
+  a.scale = r.scale;
+  return StepPtr(new PackedAttentionStep(a));
+}
+
+class PackedPoolStep final : public CpuStep {
+ public:
+  explicit PackedPoolStep(cpu::PackedPoolArgs a) : a_(a) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::PackedPoolArgs a = a_;
+    a.hidden = io.In<float>(0);
+    a.lengths = io.In<int64_t>(1);
+    a.y = io.Out<float>(0);
+    return cpu::PackedPool(ctx, a);
+  }
+
+ private:
+  cpu::PackedPoolArgs a_;
+};
+
+absl::StatusOr<StepPtr> PreparePackedPool(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const PackedPoolRule r, CheckPackedPool(c));
+  cpu::PackedPoolArgs a;
+  a.tokens = r.tokens;
+  a.sequences = r.sequences;
+  a.hidden_size = r.hidden;
+  a.mode = r.cls ? cpu::PoolMode::kCls : cpu::PoolMode::kMean;
+  a.normalize = r.normalize;
+  return StepPtr(new PackedPoolStep(a));
+}
+
+class PackedPositionsStep final : public CpuStep {
+ public:
+  explicit PackedPositionsStep(PackedPositionsRule r) : r_(r) {}
+  absl::Status Run(const cpu::CpuContext&, const StepIo& io) const override {
+    return cpu::PackedPositions(io.In<int64_t>(0), r_.sequences, r_.tokens, io.Out<int64_t>(0));
+  }
+
+ private:
+  PackedPositionsRule r_;
+};
+
+absl::StatusOr<StepPtr> PreparePackedPositions(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const PackedPositionsRule r, CheckPackedPositions(c));
+  return StepPtr(new PackedPositionsStep(r));
+}
+
 class GeluStep final : public CpuStep {
  public:
   GeluStep(int64_t n, bool tanh) : n_(n), tanh_(tanh) {}
@@ -667,6 +737,9 @@ constexpr Entry kTable[] = {
     {"head_attention", PrepareHeadAttention},
     {"embed_layer_norm", PrepareEmbed},
     {"pool", PreparePool},
+    {"packed_attention", PreparePackedAttention},
+    {"packed_pool", PreparePackedPool},
+    {"packed_positions", PreparePackedPositions},
     {"eltwise", PrepareEltwise},
     {"gather", PrepareGather},
     {"gather_nd", PrepareGatherND},
