@@ -152,33 +152,6 @@ bool IsFirstToken(const Node& n, const std::string& sequence) {
          IsSym((*t.shape)[1], sequence);
 }
 
-// The constant behind `v` when `v` is a constant, or a Slice of one starting at 0 with
-// step 1 along `axis` (a position table or buffer cut to the sequence length); else null.
-const Tensor* UnslicedConstant(Value v, int axis) {
-  if (!v) return nullptr;
-  if (const Tensor* c = v.node->constant_value()) return c;
-  const Node* s = v.node;
-  if (s->domain() != "" || s->op() != "Slice" || s->num_inputs() < 3) return nullptr;
-  const Tensor* data = s->input(0).node->constant_value();
-  const Tensor* starts = s->input(1).node->constant_value();
-  if (data == nullptr || starts == nullptr || starts->NumElements() != 1 ||
-      starts->GetAsInt64(0) != 0)
-    return nullptr;
-  int64_t a = 0;
-  if (Present(*s, 3)) {
-    const Tensor* axes = s->input(3).node->constant_value();
-    if (axes == nullptr || axes->NumElements() != 1) return nullptr;
-    a = axes->GetAsInt64(0);
-    if (a < 0) a += data->rank();
-  }
-  if (a != axis) return nullptr;
-  if (Present(*s, 4)) {
-    const Tensor* steps = s->input(4).node->constant_value();
-    if (steps == nullptr || steps->NumElements() != 1 || steps->GetAsInt64(0) != 1) return nullptr;
-  }
-  return data;
-}
-
 // Rewires every use of `from` except by `keep` to `to`.
 void RedirectUses(Graph& g, Value from, Value to, const Node* keep) {
   std::vector<Use> uses;
@@ -301,37 +274,21 @@ absl::StatusOr<std::unique_ptr<Graph>> PackGraph(const Graph& g, const PackedSig
       Node* pos = AddKilnNode(pg, "PackedPositions", {lengths, rows_like}, n);
       pos->set_output_name(0, absl::StrCat(n->output_info(0).name, "/packed_positions"));
       if (!Present(*n, 2)) {
-        // Implicit positions 0..S-1 over a table the graph may have cut to S rows.
-        const Tensor* table = UnslicedConstant(n->input(4), 0);
-        if (table == nullptr)
+        // Implicit positions 0..S-1: row s of the position table for position s, which the
+        // packed positions index instead.
+        if (!n->input(4).node->constant_value())
           return Refuse(absl::StrCat(n->Describe(),
                                      ": its position table is computed, not a constant table"));
-        if (!n->input(4).node->constant_value())
-          pg.SetInput(
-              n, 4,
-              pg.AddConstant(absl::StrCat(n->output_info(0).name, "/position_table"), *table)
-                  ->output(0));
         pg.SetInput(n, 2, pos->output(0));
       } else {
         const Value ids = n->input(2);
         const bool per_token = ids.node->op() == "Unsqueeze" && ids.node->num_inputs() > 0 &&
                                ids.node->input(0).node->is_input();
-        if (!per_token) {
-          // A position buffer [1, P] (or [P]) sliced to the sequence: gather it per token.
-          const Type& t = ids.type();
-          const Tensor* buffer = UnslicedConstant(ids, t.rank() - 1);
-          if (buffer == nullptr || (buffer->rank() == 2 && buffer->dims()[0] != 1) ||
-              buffer->rank() > 2)
-            return Refuse(absl::StrCat(n->Describe(),
-                                       ": its position ids are neither an input nor a slice of "
-                                       "a constant position buffer"));
-          Node* flat = pg.AddConstant(absl::StrCat(n->output_info(0).name, "/position_buffer"),
-                                      buffer->Reshaped({buffer->NumElements()}));
-          Node* gather = pg.AddNode("Gather", {flat->output(0), pos->output(0)}, 1);
-          gather->set_attr("axis", int64_t{0});
-          gather->set_output_name(0, absl::StrCat(n->output_info(0).name, "/packed_position_ids"));
-          pg.SetInput(n, 2, gather->output(0));
-        }
+        if (!per_token)
+          return Refuse(absl::StrCat(n->Describe(),
+                                     ": its position ids are neither implicit nor a graph input "
+                                     "(computed ones, such as RoBERTa's from the mask, are not "
+                                     "rewritten yet)"));
       }
     }
   }

@@ -12,9 +12,8 @@
 // the rewrite every op between the packed inputs and the outputs must keep tokens apart
 // (catalogue traits kElementwise, kRowwise, views that keep the leading dims, the packed
 // ops); anything else refuses packing with the node named.
-// Limits: BERT-family encoders: no causal or rotary attention, positions 0..S-1 (implicit,
-// a constant table, or a slice of a constant position buffer), every input per-token or
-// the mask.
+// Limits: BERT-family encoders: no causal or rotary attention, positions implicit (0..S-1
+// over a constant table) or a graph input, every input per-token or the mask.
 #pragma once
 
 #include <string>

@@ -93,10 +93,45 @@ std::optional<PackedRoute> PackedRoute::Of(const Plan& plan) {
     if (b.program != PlanProgram::kPacked) continue;
     auto t = b.bindings.find(kTokens), n = b.bindings.find("sequences");
     if (t == b.bindings.end() || n == b.bindings.end()) return std::nullopt;
+    r.buckets_.push_back({t->second, n->second});
     r.max_tokens_ = std::max(r.max_tokens_, t->second);
     r.max_sequences_ = std::max(r.max_sequences_, n->second);
   }
   return r;
+}
+
+int64_t PackedRoute::BucketTokens(int64_t tokens, int64_t sequences) const {
+  int64_t best = -1;
+  for (const auto& [t, n] : buckets_)
+    if (t >= tokens && n >= sequences && (best < 0 || t < best)) best = t;
+  return best;
+}
+
+std::vector<std::pair<int64_t, int64_t>> PackedRoute::Chunks(
+    const std::vector<int64_t>& lengths) const {
+  // What a call costs beyond its bucket's tokens, in tokens: its steps' fixed costs (a
+  // few parallel regions and kernel calls each), small beside a token's share of the GEMMs.
+  constexpr int64_t kCallTokens = 16;
+  const int64_t nb = static_cast<int64_t>(lengths.size());
+  // cost[i]: least cost of rows [0, i); from[i]: where its last call starts.
+  std::vector<int64_t> cost(nb + 1, -1), from(nb + 1, -1);
+  cost[0] = 0;
+  for (int64_t i = 1; i <= nb; ++i) {
+    int64_t tokens = 0;
+    for (int64_t j = i - 1; j >= 0 && i - j <= max_sequences_; --j) {
+      tokens += lengths[j];
+      if (tokens > max_tokens_) break;
+      const int64_t bucket = BucketTokens(tokens, i - j);
+      if (bucket < 0 || cost[j] < 0) continue;
+      const int64_t c = cost[j] + bucket + kCallTokens;
+      if (cost[i] < 0 || c < cost[i]) cost[i] = c, from[i] = j;
+    }
+  }
+  if (cost[nb] < 0) return {};
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  for (int64_t i = nb; i > 0; i = from[i]) chunks.push_back({from[i], i});
+  std::reverse(chunks.begin(), chunks.end());
+  return chunks;
 }
 
 absl::StatusOr<bool> PackedRoute::Run(std::span<const TensorView> inputs,
@@ -115,14 +150,8 @@ absl::StatusOr<bool> PackedRoute::Run(std::span<const TensorView> inputs,
     lengths[b] = PrefixLength(mask, b, s);
     if (lengths[b] <= 0 || lengths[b] > max_tokens_) return false;
   }
-  // Chunks of consecutive rows that fit the largest packed bucket.
-  std::vector<std::pair<int64_t, int64_t>> chunks;  // [first row, end row)
-  for (int64_t b = 0; b < nb;) {
-    int64_t e = b, t = 0;
-    while (e < nb && e - b < max_sequences_ && t + lengths[e] <= max_tokens_) t += lengths[e++];
-    chunks.push_back({b, e});
-    b = e;
-  }
+  const std::vector<std::pair<int64_t, int64_t>> chunks = Chunks(lengths);
+  if (chunks.empty()) return false;
   for (const MutableTensorView& out : outputs)  // padding positions read as zeros
     if (out.data) {
       int64_t n = 1;

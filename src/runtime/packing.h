@@ -44,9 +44,19 @@ class PackedRoute {
                            const PackedDims& dims, RunStats* stats) const;
 
  private:
-  int mask_ = -1;                               // model input index of the attention mask
-  std::vector<bool> per_token_;                 // per output: [tokens, ...] in the packed program
-  int64_t max_tokens_ = 0, max_sequences_ = 0;  // the largest packed bucket's
+  int mask_ = -1;                // model input index of the attention mask
+  std::vector<bool> per_token_;  // per output: [tokens, ...] in the packed program
+  // Splits rows of these lengths into runs of consecutive rows, one packed call each, so
+  // that the tokens the chosen buckets hold (what their row-wise steps compute) plus a
+  // per-call cost are least: a batch of 2570 tokens over buckets 2048 and 4096 runs as
+  // 2048 + 1024 rather than one 4096 call. [first row, end row) per call.
+  std::vector<std::pair<int64_t, int64_t>> Chunks(const std::vector<int64_t>& lengths) const;
+  // The tokens of the smallest packed bucket holding `tokens` tokens of `sequences`
+  // sequences; -1 when none does.
+  int64_t BucketTokens(int64_t tokens, int64_t sequences) const;
+
+  int64_t max_tokens_ = 0, max_sequences_ = 0;        // the largest packed bucket's
+  std::vector<std::pair<int64_t, int64_t>> buckets_;  // (tokens, sequences) per packed bucket
 };
 
 }  // namespace kiln::runtime

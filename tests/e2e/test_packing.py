@@ -36,7 +36,7 @@ PACKABLE = sorted(
      if p.name.split("_")[0] in ("bert", "bertcls", "distilbert")])
 # name -> what the compile says instead of packing
 REFUSED = {
-    "variants/roberta_tiny_opset17.onnx": "position ids are neither an input nor a slice",
+    "variants/roberta_tiny_opset17.onnx": "position ids are neither implicit nor a graph input",
     "torch/gpt2_torchscript_sdpa.onnx": "is not attention_mask's key padding",
     "torch/llama_dynamo_sdpa.onnx": "applies rotary tables",
 }
@@ -137,15 +137,18 @@ def test_packed_matches_padded(kiln_bin, plans, name, mix, tmp_path):
 
 
 def test_token_buckets_are_chosen_by_total_tokens(kiln_bin, plans, tmp_path):
-    """64 tokens run in the tokens=64 bucket, 65 in tokens=128; 200 tokens need two calls
-    (the last one reported)."""
+    """64 tokens run in one tokens=64 call; 65 (rows 32, 20, 13) cost less as rows 32+20 in
+    tokens=64 and row 13 in tokens=16 than as one tokens=128 call (the last call is
+    reported); 200 tokens need several calls."""
     plan = plans["bert_tiny_opset14_classifier.onnx"]
     info = plan_inputs(kiln_bin, plan)
     names = [i["name"] for i in info["inputs"]]
-    for mix, bucket in (("at_bucket_64", "tokens=64"), ("past_bucket_65", "tokens=128")):
+    for mix, bucket in (("at_bucket_64", "sequences=8,tokens=64"),
+                        ("past_bucket_65", "sequences=1,tokens=16"),
+                        ("chunked_200_tokens", "sequences=")):
         proc, _ = run_kiln(kiln_bin, plan, feeds_for(names, MIXES[mix]), tmp_path / mix)
         assert proc.returncode == 0, proc.stderr
-        assert f"[packed sequences=8,{bucket}], packed" in proc.stdout, proc.stdout
+        assert f"[packed {bucket}" in proc.stdout and ", packed," in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("case", ["empty_row", "left_padding", "hole"])
@@ -242,6 +245,36 @@ def test_models_packing_refuses_keep_padded_execution(kiln_bin, name, tmp_path):
     info = plan_inputs(kiln_bin, plan)
     assert info.get("signatures", []) == []
     assert all(b["program"] != "packed" for b in info["buckets"])
+
+
+def test_position_ids_as_an_input_stay_per_token(kiln_bin, tmp_path):
+    """A BERT whose position ids are a graph input [batch, sequence] (as some exporters
+    write them): they are packed like the token ids, so any positions the caller gives
+    (here random ones) reach each token as in the padded run."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(FIXTURES / "bert_tiny_opset17_none.onnx"))
+    gather = next(n for n in model.graph.node if n.name.endswith("position_embeddings/Gather"))
+    gather.input[1] = "position_ids"
+    model.graph.input.append(helper.make_tensor_value_info(
+        "position_ids", TensorProto.INT64, ["batch", "sequence"]))
+    path = tmp_path / "bert_position_ids.onnx"
+    onnx.save(model, str(path))
+    plan = tmp_path / "p.kiln"
+    proc = run([kiln_bin, "compile", str(path), "-o", str(plan), "--profile", PROFILE])
+    assert proc.returncode == 0 and "not packed" not in proc.stderr, proc.stderr
+    info = plan_inputs(kiln_bin, plan)
+    packed_sig = {p["program"]: p for p in info["signatures"]}["packed"]
+    assert {i["name"]: i["dims"] for i in packed_sig["inputs"]}["position_ids"] == ["tokens"]
+    lengths = [32, 1, 5, 17]
+    feeds = feeds_for([i["name"] for i in info["inputs"]], lengths, seed=4)
+    feeds["position_ids"] = np.random.default_rng(9).integers(0, 128, (4, 32)).astype(np.int64)
+    packed, out_p = run_kiln(kiln_bin, plan, feeds, tmp_path / "p")
+    assert packed.returncode == 0 and ", packed," in packed.stdout, packed.stdout + packed.stderr
+    padded, out_q = run_kiln(kiln_bin, plan, feeds, tmp_path / "q", "--no-pack")
+    assert padded.returncode == 0, padded.stderr
+    assert compare(outputs(out_p), outputs(out_q), lengths, per_token_outputs(info)) <= TOLERANCE
 
 
 def test_pretrained_minilm_packed_matches_padded(kiln_bin, tmp_path):
