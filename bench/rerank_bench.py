@@ -25,7 +25,7 @@ e2e_bench.py). Scores of kiln packed are checked against ORT (max abs diff repor
 Limits: random weights (models/gen_bert.py cross-encoder of MiniLM-L6 size), no tokenizer.
 
 Usage: PYTHONPATH=build/python python3 bench/rerank_bench.py [--threads 2] [--reps 5]
-       [--json out.json]
+       [--candidates 100,1000] [--json out.json]   (KILN_CPU_ISA=avx2: kiln's AVX2 path)
 """
 
 import argparse
@@ -132,7 +132,8 @@ def main():
         "kiln_padded": lambda f: session.run(f, pack=False)["logits"],
         "ort_padded": lambda f: ort.run(["logits"], f)[0],
     }
-    result = {"threads": a.threads, "cpu": benchlib_cpu(), "profile": PROFILE,
+    result = {"threads": a.threads, "cpu": benchlib_cpu(),
+              "kiln_cpu_isa": os.environ.get("KILN_CPU_ISA", "auto"), "profile": PROFILE,
               "distribution": f"query U[8,16] tokens; passage lognormal mean {MEAN_PASSAGE} "
                               f"sigma {SIGMA}, >= 1; pair = 3 + query + passage, cap {MAX_LEN}",
               "linear_peak_gflops": peak, "rows": []}
