@@ -227,7 +227,15 @@ int RunBench(int argc, char** argv) {
   }
   const double mean = std::accumulate(times.begin(), times.end(), 0.0) / times.size();
   const double p50 = Percentile(times, 50), p90 = Percentile(times, 90);
-  const int64_t batch = (*inputs).empty() || (*inputs)[0].rank() == 0 ? 1 : (*inputs)[0].dims()[0];
+  // Rows = dim 0 of the first input; for the packed program the sequences (dim 0 of
+  // sequence_lengths), not the tokens.
+  size_t rows_input = 0;
+  for (size_t i = 0; i < io.inputs.size(); ++i)
+    if (run_options.program == PlanProgram::kPacked && io.inputs[i].name == "sequence_lengths")
+      rows_input = i;
+  const int64_t batch = (*inputs).empty() || (*inputs)[rows_input].rank() == 0
+                            ? 1
+                            : (*inputs)[rows_input].dims()[0];
   const double throughput = mean > 0 ? static_cast<double>(batch) / (mean / 1e3) : 0;
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);

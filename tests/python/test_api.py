@@ -308,7 +308,8 @@ def test_help_shows_docs():
 def test_stubs_are_built():
     stub = pathlib.Path(kiln.__file__).with_name("_kiln.pyi")
     text = stub.read_text()
-    for sig in ("def run(self, inputs: dict, outputs: str = 'auto') -> dict", "def load(path: str | os.PathLike) -> Plan",
+    for sig in ("def run(self, inputs: dict, outputs: str = 'auto', pack: bool = True) -> dict",
+                "def load(path: str | os.PathLike) -> Plan",
                 "def session(self, threads: int = 0, device: str | None = None) -> Session"):
         assert sig in text, sig
 
