@@ -8,7 +8,7 @@ and one past it (65), more tokens than the largest token bucket (chunked into se
 calls), and the cases packing leaves to the padded buckets (an empty row, left padding, a
 hole in the mask), which must say so and give the padded result. The packed program is also
 run directly (`--program packed`: token ids [T], sequence_lengths [N]) and its errors
-checked. Real weights: all-MiniLM-L6-v2 packed vs padded.
+checked. Real weights: all-MiniLM-L6-v2 packed vs padded, lengths 1 ... 512.
 
 Tolerance: 1e-5 max abs (the issue's bound for fp32). Packed and padded run the same
 kernels on the same rows; what differs is the attention's key count (a sequence's own
@@ -288,10 +288,15 @@ def test_pretrained_minilm_packed_matches_padded(kiln_bin, tmp_path):
     pretrained.gen_bert.save(proto, str(model))
     plan = tmp_path / "minilm.kiln"
     proc = run([kiln_bin, "compile", str(model), "-o", str(plan), "--profile",
-                "batch=1:8,sequence=32,tokens=64:256", "--quiet"])
+                "batch=4,sequence=512,tokens=256:1024", "--quiet"])
     assert proc.returncode == 0, proc.stderr
-    feeds = pretrained.token_ids(8, 32, seed=1)
-    lengths = feeds["attention_mask"].sum(axis=1)
+    # Lengths 1 ... 512 (the model's whole position table): [CLS] ids [SEP], then padding.
+    feeds = pretrained.token_ids(4, 512, seed=1)
+    lengths = np.array([512, 1, 37, 300])
+    for row, n in enumerate(lengths):
+        feeds["attention_mask"][row] = np.arange(512) < n
+        feeds["input_ids"][row, n:] = 0
+        feeds["input_ids"][row, n - 1] = feeds["input_ids"][0, 511]  # [SEP]
     packed, out_p = run_kiln(kiln_bin, plan, feeds, tmp_path / "p")
     assert packed.returncode == 0 and ", packed," in packed.stdout, packed.stdout + packed.stderr
     padded, out_q = run_kiln(kiln_bin, plan, feeds, tmp_path / "q", "--no-pack")
