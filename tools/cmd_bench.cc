@@ -233,9 +233,8 @@ int RunBench(int argc, char** argv) {
   for (size_t i = 0; i < io.inputs.size(); ++i)
     if (run_options.program == PlanProgram::kPacked && io.inputs[i].name == "sequence_lengths")
       rows_input = i;
-  const int64_t batch = (*inputs).empty() || (*inputs)[rows_input].rank() == 0
-                            ? 1
-                            : (*inputs)[rows_input].dims()[0];
+  const int64_t batch =
+      (*inputs).empty() || (*inputs)[rows_input].rank() == 0 ? 1 : (*inputs)[rows_input].dims()[0];
   const double throughput = mean > 0 ? static_cast<double>(batch) / (mean / 1e3) : 0;
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);

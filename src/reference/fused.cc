@@ -726,6 +726,23 @@ void NormalizeL2(double* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) x[j] /= denom;
 }
 
+// kiln.Pool's and kiln.PackedPool's attributes: mode "mean" or "cls", normalize 0 or 1.
+struct PoolAttrs {
+  std::string mode;
+  int64_t normalize = 0;
+};
+absl::StatusOr<PoolAttrs> ReadPoolAttrs(const Node& node) {
+  PoolAttrs a;
+  KILN_ASSIGN_OR_RETURN(a.mode, StringAttr(node, "mode", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(a.normalize, IntAttr(node, "normalize", 0));
+  if (a.mode != "mean" && a.mode != "cls")
+    return absl::InvalidArgumentError(
+        absl::StrCat("mode must be \"mean\" or \"cls\", got \"", a.mode, "\""));
+  if (a.normalize != 0 && a.normalize != 1)
+    return absl::InvalidArgumentError(absl::StrCat("normalize must be 0 or 1, got ", a.normalize));
+  return a;
+}
+
 // ---------------------------------------------------------------------------------------
 // kiln.Pool(hidden, mask?): mean: Σ_s h·m / max(Σ_s m, 1e-9); cls: hidden[:, 0];
 // normalize=1 divides each row by max(‖Y[b]‖₂, 1e-12).
@@ -734,13 +751,9 @@ Result PoolKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* hidden, Arg(in, 0, "hidden"));
   const Tensor* mask = OptArg(in, 1);
   KILN_RETURN_IF_ERROR(RequireFloat(*hidden, "hidden"));
-  KILN_ASSIGN_OR_RETURN(std::string mode, StringAttr(node, "mode", std::nullopt));
-  KILN_ASSIGN_OR_RETURN(int64_t normalize, IntAttr(node, "normalize", 0));
-  if (mode != "mean" && mode != "cls")
-    return absl::InvalidArgumentError(
-        absl::StrCat("mode must be \"mean\" or \"cls\", got \"", mode, "\""));
-  if (normalize != 0 && normalize != 1)
-    return absl::InvalidArgumentError(absl::StrCat("normalize must be 0 or 1, got ", normalize));
+  KILN_ASSIGN_OR_RETURN(const PoolAttrs attrs, ReadPoolAttrs(node));
+  const std::string& mode = attrs.mode;
+  const int64_t normalize = attrs.normalize;
   if (hidden->rank() != 3)
     return absl::InvalidArgumentError(
         absl::StrCat("hidden must have shape [B, S, H], got ", DimsStr(hidden->dims())));
@@ -914,13 +927,9 @@ Result PackedPoolKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* hidden, Arg(in, 0, "hidden"));
   KILN_ASSIGN_OR_RETURN(const Tensor* lengths, Arg(in, 1, "lengths"));
   KILN_RETURN_IF_ERROR(RequireFloat(*hidden, "hidden"));
-  KILN_ASSIGN_OR_RETURN(std::string mode, StringAttr(node, "mode", std::nullopt));
-  KILN_ASSIGN_OR_RETURN(int64_t normalize, IntAttr(node, "normalize", 0));
-  if (mode != "mean" && mode != "cls")
-    return absl::InvalidArgumentError(
-        absl::StrCat("mode must be \"mean\" or \"cls\", got \"", mode, "\""));
-  if (normalize != 0 && normalize != 1)
-    return absl::InvalidArgumentError(absl::StrCat("normalize must be 0 or 1, got ", normalize));
+  KILN_ASSIGN_OR_RETURN(const PoolAttrs attrs, ReadPoolAttrs(node));
+  const std::string& mode = attrs.mode;
+  const int64_t normalize = attrs.normalize;
   KILN_RETURN_IF_ERROR(RequirePackedRows(*hidden, "hidden", 3));
   const int64_t t = hidden->dims()[1], h = hidden->dims()[2];
   KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> off, SegmentOffsets(lengths, t));
