@@ -25,7 +25,8 @@ e2e_bench.py). Scores of kiln packed are checked against ORT (max abs diff repor
 Limits: random weights (models/gen_bert.py cross-encoder of MiniLM-L6 size), no tokenizer.
 
 Usage: PYTHONPATH=build/python python3 bench/rerank_bench.py [--threads 2] [--reps 5]
-       [--candidates 100,1000] [--json out.json]   (KILN_CPU_ISA=avx2: kiln's AVX2 path)
+       [--candidates 100,1000] [--tokens 256:512:...] [--json out.json]
+       (KILN_CPU_ISA=avx2: kiln's AVX2 path)
 """
 
 import argparse
@@ -113,10 +114,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--candidates", default="100,1000")
+    ap.add_argument("--tokens", default=":".join(str(t) for t in PROFILE["tokens"]),
+                    help="the packed token buckets, a:b:c")
     ap.add_argument("--json")
     a = ap.parse_args()
     import kiln  # noqa: E402  (PYTHONPATH=build/python)
 
+    PROFILE["tokens"] = [int(t) for t in a.tokens.split(":")]
     onnx_path = benchlib.ensure_model("cross")
     work = tempfile.mkdtemp(prefix="kiln_rerank_")
     plan_path = os.path.join(work, "cross.kiln")

@@ -142,8 +142,9 @@ struct RunOptions {
   // cuda: the stream the run's work is ordered on (after work already queued there); null:
   // the executor's own stream. Run returns once the outputs are written either way.
   CudaStream cuda_stream = nullptr;
-  // Which of the plan's programs runs (PlanProgram): the model as exported, or a KV-cache
-  // decoder's decode step (kiln::GenerationSession uses it; include/kiln/generation.h).
+  // Which of the plan's programs runs (PlanProgram): the model as exported, a KV-cache
+  // decoder's decode step (kiln::GenerationSession uses it; include/kiln/generation.h), or
+  // the packed program of an encoder, on inputs of its own signature (IoOf; docs/packing.md).
   PlanProgram program = PlanProgram::kModel;
   // A model-program run on a plan with a packed program (compiled with --profile
   // tokens=...) packs the batch when every row's mask is a prefix of ones: the real tokens

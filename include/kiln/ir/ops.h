@@ -20,8 +20,8 @@ enum OpTrait : unsigned {
   // Every index of the leading dims (all but the last) is a row of its own: output row r
   // reads row r of each input that has rows and the other inputs whole (weights, gamma), so
   // rows may be reordered or packed freely (kiln.Linear, the norms over the last axis,
-  // kiln.Glu, kiln.EmbedLayerNorm's ids; LayerNormalization when its axis is the last). The packing
-  // analysis (src/compiler/packing.cc) relies on it.
+  // kiln.Glu, kiln.EmbedLayerNorm's ids; LayerNormalization when its axis is the last).
+  // The packing analysis (src/compiler/packing.cc) relies on it.
   kRowwise = 1u << 5,
 };
 
