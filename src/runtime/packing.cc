@@ -152,12 +152,6 @@ absl::StatusOr<bool> PackedRoute::Run(std::span<const TensorView> inputs,
   }
   const std::vector<std::pair<int64_t, int64_t>> chunks = Chunks(lengths);
   if (chunks.empty()) return false;
-  for (const MutableTensorView& out : outputs)  // padding positions read as zeros
-    if (out.data) {
-      int64_t n = 1;
-      for (int64_t d : out.dims) n *= d;
-      std::memset(out.data, 0, static_cast<size_t>(n) * DTypeSize(out.dtype));
-    }
   std::vector<std::vector<std::byte>> in_bytes(inputs.size()), out_bytes(outputs.size());
   for (const auto& [first, end] : chunks) {
     int64_t t = 0;
@@ -207,10 +201,11 @@ absl::StatusOr<bool> PackedRoute::Run(std::span<const TensorView> inputs,
       const std::byte* src = out_bytes[o].data();
       if (per_token_[o]) {
         const size_t ld = static_cast<size_t>(out.dims[1]) * row;
-        for (int64_t b = first; b < end; ++b) {
-          std::memcpy(dst + static_cast<size_t>(b) * ld, src,
-                      static_cast<size_t>(lengths[b]) * row);
-          src += static_cast<size_t>(lengths[b]) * row;
+        for (int64_t b = first; b < end; ++b) {  // the real positions, then zeros
+          const size_t real = static_cast<size_t>(lengths[b]) * row;
+          std::memcpy(dst + static_cast<size_t>(b) * ld, src, real);
+          std::memset(dst + static_cast<size_t>(b) * ld + real, 0, ld - real);
+          src += real;
         }
       } else {
         std::memcpy(dst + static_cast<size_t>(first) * row, src, static_cast<size_t>(n) * row);
