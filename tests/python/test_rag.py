@@ -344,6 +344,22 @@ def test_score_matches_onnxruntime(reranker, pair_reference):
     assert err <= SCORE_ABS, err
 
 
+def test_packed_plan_scores_match_onnxruntime(cross_encoder, tokenizer_file, pair_reference,
+                                              tmp_path):
+    """The same cross-encoder compiled with a packed program (profile tokens=...,
+    docs/packing.md), whose padded batches the executor packs: the Reranker over it scores
+    as onnxruntime does on each pair alone (tolerance as test_score_matches_onnxruntime)."""
+    plan = kiln.compile(str(cross_encoder[0]), str(tmp_path / "packed.kiln"),
+                        profile={**PROFILE, "tokens": [64, 256]})
+    assert [s["program"] for s in plan.info()["signatures"]] == ["packed"]
+    passages, want = pair_reference
+    with kiln.Reranker(plan, tokenizer_file) as rr:
+        got = rr.score(QUERY, passages)
+    err = float(np.max(np.abs(got.astype(np.float64) - want)))
+    print(f"packed Reranker vs onnxruntime: max abs {err:.3g}")
+    assert err <= SCORE_ABS, err
+
+
 def test_rerank_is_argsort_of_scores(reranker, pair_reference):
     passages, want = pair_reference
     scores = reranker.score(QUERY, passages)
