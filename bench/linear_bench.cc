@@ -2,8 +2,12 @@
 // BERT-base projection shapes (bench/gemm_backends.cc compares the candidates):
 // Y[M,N] = X[M,K]·W + b, 2·M·N·K FLOPs; bytes = X + W + Y once. Args: M, K, N, activation
 // (0 none, 1 gelu). The implementation (PackedLinear::ImplName) is printed as the label.
+// BM_LinearBf16: the same with bf16 weights (bf16 plans); BM_QuantLinear: kiln's int8 GEMM
+// (int8 plans: X quantized per row inside the call, W s8, bytes counted at their width).
 #include "bench_util.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/qgemm.h"
 
 namespace kiln::cpu::bench {
 namespace {
@@ -38,6 +42,54 @@ void LinearArgs(benchmark::internal::Benchmark* b) {
   b->Args({1024, 768, 3072, 1});
 }
 BENCHMARK(BM_Linear)->Apply(LinearArgs)->ArgNames({"M", "K", "N", "gelu"})->UseRealTime();
+
+void BM_LinearBf16(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const Activation act = state.range(3) ? Activation::kGeluErf : Activation::kNone;
+  const CpuContext ctx = BenchContext();
+  const auto x = Random(m * k, 1), w = Random(k * n, 2), b = Random(n, 3);
+  std::vector<uint16_t> wb(w.size());
+  ConvertToBf16(w.data(), static_cast<int64_t>(w.size()), wb.data(), Isa::kScalar);
+  std::vector<float> y(m * n);
+  LinearDesc desc{k, n, false, act};
+  desc.bf16_weights = true;
+  auto pl = PackedLinear::Create(desc, wb.data(), b.data(), ctx, m);
+  if (!pl.ok()) {
+    state.SkipWithError(std::string(pl.status().message()).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    if (!(*pl)->Run(ctx, x.data(), m, y.data()).ok()) state.SkipWithError("Run failed");
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetFlops(state, 2.0 * m * n * k, 4.0 * (m * k + m * n) + 2.0 * k * n);
+  auto impl = (*pl)->ImplName(ctx, m);
+  if (impl.ok()) state.SetLabel(*impl);
+}
+BENCHMARK(BM_LinearBf16)->Apply(LinearArgs)->ArgNames({"M", "K", "N", "gelu"})->UseRealTime();
+
+void BM_QuantLinear(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const CpuContext ctx = BenchContext();
+  const auto x = Random(m * k, 1), ws = Random(n, 4), b = Random(n, 3);
+  std::vector<int8_t> w(k * n);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<int8_t>(static_cast<int>(i * 7919 % 255) - 127);
+  std::vector<float> y(m * n);
+  auto g = QuantGemm::Pack(ctx.isa, k, n, w.data(), ws.data(), b.data());
+  if (!g.ok()) {
+    state.SkipWithError(std::string(g.status().message()).c_str());
+    return;
+  }
+  const int act = state.range(3) ? 1 : 0;
+  for (auto _ : state) {
+    if (!(*g)->Run(ctx, x.data(), m, y.data(), act).ok()) state.SkipWithError("Run failed");
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetFlops(state, 2.0 * m * n * k, 4.0 * (m * k + m * n) + 1.0 * k * n);
+  state.SetLabel((*g)->ImplName());
+}
+BENCHMARK(BM_QuantLinear)->Apply(LinearArgs)->ArgNames({"M", "K", "N", "gelu"})->UseRealTime();
 
 }  // namespace
 }  // namespace kiln::cpu::bench

@@ -29,5 +29,6 @@ std::unique_ptr<Pass> CreateFuseEmbedLayerNormPass();  // fuse_embed_layernorm.c
 std::unique_ptr<Pass> CreateFusePoolingPass();         // fuse_pooling.cc
 // Target lowering.
 std::unique_ptr<Pass> CreateLowerPrecisionPass();  // lower_precision.cc
+std::unique_ptr<Pass> CreateGemmPrecisionPass();   // gemm_precision.cc
 
 }  // namespace kiln

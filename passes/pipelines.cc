@@ -1,7 +1,8 @@
 // The standard pipelines, as data. Each stage says why it is there and what it must come
-// after. -O2 adds canonicalization and the fusions; -O3 is -O2 for now. A 16-bit precision
-// appends lower-precision and its clean-up at any level above -O0; the target changes
-// nothing else (fusions are target-neutral; kernel choice happens in lowering).
+// after. -O2 adds canonicalization and the fusions; -O3 is -O2 for now. A precision below
+// fp32 appends its pass and clean-up at any level above -O0: lower-precision (cuda: the
+// compute path in 16 bits) or gemm-precision (cpu: the GEMM weights in bf16 or s8); the
+// target changes nothing else (fusions are target-neutral; kernel choice happens in lowering).
 #include "absl/strings/str_cat.h"
 #include "kiln/passes/pass_manager.h"
 
@@ -14,16 +15,24 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
   p.name = absl::StrCat("O", level);
   auto add_precision = [&] {
     if (precision == Precision::kFp32) return;
-    p.stages.push_back({{"lower-precision"},
-                        1,
-                        "fp16/bf16: the compute path in 16 bits, weights converted once, "
-                        "casts only at the boundaries (docs/precision.md)",
-                        "last: after the fusions, whose ops (and their kernels' fp32 "
-                        "statistics) are what it lowers"});
+    if (target == PlanTarget::kCpu) {
+      p.stages.push_back({{"gemm-precision"},
+                          1,
+                          "cpu bf16/int8: the GEMM weights in bf16 or s8 per output channel, "
+                          "activations and every other op fp32 (docs/precision.md)",
+                          "last: after the fusions, whose kiln.Linear is what it lowers"});
+    } else {
+      p.stages.push_back({{"lower-precision"},
+                          1,
+                          "fp16/bf16: the compute path in 16 bits, weights converted once, "
+                          "casts only at the boundaries (docs/precision.md)",
+                          "last: after the fusions, whose ops (and their kernels' fp32 "
+                          "statistics) are what it lowers"});
+    }
     p.stages.push_back({{"shape-inference", "cse", "dce"},
                         4,
                         "type the casts and drop the f32 constants the conversion replaced",
-                        "after lower-precision"});
+                        "after the precision pass"});
   };
   if (level == 0) return p;  // import only
   p.stages = {

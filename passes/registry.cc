@@ -35,6 +35,7 @@ constexpr Entry kPasses[] = {
     {"fuse-pooling", CreateFusePoolingPass},
     {"split-to-slices", CreateSplitToSlicesPass},
     {"lower-precision", CreateLowerPrecisionPass},
+    {"gemm-precision", CreateGemmPrecisionPass},
 };
 
 std::vector<std::pair<std::string, std::unique_ptr<Pass> (*)()>>& ExtraPasses() {

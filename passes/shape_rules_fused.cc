@@ -67,6 +67,27 @@ Rule LinearRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(x.dtype, std::move(out)));
 }
 
+// kiln.QuantLinear(X [..., K], W [N, K] s8, w_scale [N], B [N]?) -> Y [..., N], X's dtype
+Rule QuantLinearRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const Type& w = ctx.input_type(1);
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 1, 2, "W"));
+  if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
+  if (w.dtype != DType::kUndefined && w.dtype != DType::kI8)
+    return ctx.Error(absl::StrCat("W must be int8, got ", w.ToString()));
+  Dim n;
+  if (w.has_rank()) {
+    n = (*w.shape)[0];
+    KILN_RETURN_IF_ERROR(Agree(ctx, LastDim(x), (*w.shape)[1], "X and W disagree on K"));
+  }
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 2, n, "w_scale"));
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 3, n, "B"));
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  Shape out(x.shape->begin(), x.shape->end() - 1);
+  out.push_back(n);
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
 // Y (and Sum) have X's type; norm ops check their vectors against X's last dim.
 // SkipLayerNorm: (X, skip, gamma, beta?, bias?); SkipRMSNorm: (X, skip, gamma, bias?).
 Rule SkipNormRule(const RuleContext& ctx, bool rms) {
@@ -343,6 +364,7 @@ Rule PackedPositionsRule(const RuleContext& ctx) {
 ShapeRule FindFusedRule(std::string_view op) {
   static const auto* rules = new absl::flat_hash_map<std::string, ShapeRule>{
       {"Linear", &LinearRule},
+      {"QuantLinear", &QuantLinearRule},
       {"SkipLayerNorm", &SkipLayerNormRule},
       {"RMSNorm", &RMSNormRule},
       {"SkipRMSNorm", &SkipRMSNormRule},

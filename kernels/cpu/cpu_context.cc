@@ -76,6 +76,14 @@ Isa DetectIsa() {
   return best;
 }
 
+bool HasAvx512Vnni(Isa isa) {
+  return isa == Isa::kAvx512 && IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512vnni");
+}
+
+bool HasAvx512Bf16(Isa isa) {
+  return isa == Isa::kAvx512 && IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
+}
+
 int DefaultNumThreads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);

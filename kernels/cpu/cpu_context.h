@@ -32,6 +32,11 @@ absl::StatusOr<Isa> IsaCapFromEnv();
 // True when this CPU can run `isa` (kAuto and kScalar always can).
 bool IsaSupported(Isa isa);
 
+// AVX-512 extensions of the int8 and bf16 GEMMs (qgemm.h, matmul.h): true when this CPU has
+// them and `isa` (a resolved path) is AVX-512, so KILN_CPU_ISA=avx2 turns them off too.
+bool HasAvx512Vnni(Isa isa);
+bool HasAvx512Bf16(Isa isa);
+
 // Number of hardware threads available to this process (at least 1).
 int DefaultNumThreads();
 

@@ -96,6 +96,8 @@ struct IsaKernels {
   int gemm_mr;  // rows of a GEMM register tile
   int gemm_nr;  // columns of a GEMM register tile (the packed panel width)
   void (*gemm_tile)(const GemmTile& t);
+  // y = act(y) for n floats, act as GemmTile::activation (0 none: nothing to do).
+  void (*activate_row)(float* y, int64_t n, int act);
 };
 
 const IsaKernels& ScalarKernels();

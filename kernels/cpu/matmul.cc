@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/panel_gemm.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -107,16 +108,23 @@ struct PackedLinear::State {
   GemmBackend requested = GemmBackend::kAuto;  // LinearDesc::backend
   GemmBackend backend = GemmBackend::kOneDnn;  // the one for typical_m
   std::vector<float> plain_bias;               // [N] or empty
+  // bf16 weights: oneDNN's bf16 matmul on X converted to bf16 (native), or the fp32
+  // backends on weights widened at Create and X rounded to bf16 (widened).
+  bool bf16_native = false, bf16_widened = false;
   // The kiln backend, packed on first use by an M it is chosen for.
   mutable std::unique_ptr<PanelGemm> panel;
   int64_t weight = 0;  // K·N, for the table's large-weight rules
-  GemmBackend BackendFor(int64_t m) const { return ResolveGemmBackend(requested, isa, m, weight); }
+  GemmBackend BackendFor(int64_t m) const {
+    return bf16_native ? GemmBackend::kOneDnn : ResolveGemmBackend(requested, isa, m, weight);
+  }
   absl::StatusOr<const PanelGemm*> Panel(const LinearDesc& d) const;
   // The caller's weights, which both backends pack from; then oneDNN's state.
-  memory::desc plain_w_md;       // the caller's layout, kept only for re-packing
-  std::vector<float> plain_w;    // owned copy, unless the caller lends its buffer
-  const float* plain = nullptr;  // plain_w.data() or the caller's (borrowed) weights
-  memory bias;                   // [1, N] or empty
+  memory::desc plain_w_md;             // the caller's layout, kept only for re-packing
+  std::vector<float> plain_w;          // owned copy (or the widened bf16), unless borrowed
+  std::vector<uint16_t> plain_w_bf16;  // owned bf16 copy, unless borrowed
+  const void* plain = nullptr;         // the owned copy or the caller's (borrowed) weights
+  const float* plain_f32() const { return static_cast<const float*>(plain); }
+  memory bias;  // [1, N] or empty
   struct Packed {
     memory::desc md;
     memory mem;
@@ -138,7 +146,7 @@ struct PackedLinear::State {
 absl::StatusOr<const PanelGemm*> PackedLinear::State::Panel(const LinearDesc& d) const {
   std::lock_guard<std::mutex> lock(mu);
   if (!panel) {
-    auto g = PanelGemm::Pack(isa, d.k, d.n, d.trans_w, plain,
+    auto g = PanelGemm::Pack(isa, d.k, d.n, d.trans_w, plain_f32(),
                              plain_bias.empty() ? nullptr : plain_bias.data());
     if (!g.ok()) return g.status();
     panel = *std::move(g);
@@ -158,8 +166,9 @@ absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(const 
   if (it != prims.end()) return &it->second;
   ScopedOmpThreads omp_threads(threads);
   try {
-    memory::desc src_md({m, d.k}, dt::f32, tag::ab);
-    memory::desc w_any({d.k, d.n}, dt::f32, tag::any);
+    const dt in_dt = bf16_native ? dt::bf16 : dt::f32;
+    memory::desc src_md({m, d.k}, in_dt, tag::ab);
+    memory::desc w_any({d.k, d.n}, in_dt, tag::any);
     memory::desc dst_md({m, d.n}, dt::f32, tag::ab);
     dnnl::primitive_attr attr = UserScratchpad();
     attr.set_post_ops(PostOps(d.activation));
@@ -175,7 +184,7 @@ absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(const 
     for (size_t i = 0; i < packed.size(); ++i)
       if (packed[i].md == want) index = i;
     if (index == packed.size()) {
-      memory src(plain_w_md, Engine(), const_cast<float*>(plain));
+      memory src(plain_w_md, Engine(), const_cast<void*>(plain));
       memory dst(want, Engine());
       dnnl::stream s(Engine());
       dnnl::reorder(src, dst).execute(s, src, dst);
@@ -189,9 +198,11 @@ absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(const 
   }
 }
 
-absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(
-    const LinearDesc& desc, const float* w, const float* bias, const CpuContext& ctx,
-    int64_t typical_m, bool borrow_weights) {
+absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(const LinearDesc& desc,
+                                                                   const void* w, const float* bias,
+                                                                   const CpuContext& ctx,
+                                                                   int64_t typical_m,
+                                                                   bool borrow_weights) {
   if (desc.k <= 0 || desc.n <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("Linear needs K > 0 and N > 0, got K=", desc.k, " N=", desc.n));
@@ -201,14 +212,27 @@ absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(
   st.isa = ctx.ResolvedIsa();
   st.requested = desc.backend;
   st.weight = desc.k * desc.n;
+  st.bf16_native = desc.bf16_weights && HasAvx512Bf16(st.isa);
+  st.bf16_widened = desc.bf16_weights && !st.bf16_native;
   st.backend = st.BackendFor(std::max<int64_t>(typical_m, 1));
   if (bias != nullptr) st.plain_bias.assign(bias, bias + desc.n);
+  const int64_t kn = desc.k * desc.n;
   try {
-    st.plain_w_md = memory::desc({desc.k, desc.n}, dt::f32, desc.trans_w ? tag::ba : tag::ab);
-    if (borrow_weights) {
+    st.plain_w_md = memory::desc({desc.k, desc.n}, st.bf16_native ? dt::bf16 : dt::f32,
+                                 desc.trans_w ? tag::ba : tag::ab);
+    if (st.bf16_widened) {
+      st.plain_w.resize(kn);
+      Bf16ToFloat(static_cast<const uint16_t*>(w), kn, st.plain_w.data());
+      st.plain = st.plain_w.data();
+    } else if (borrow_weights) {
       st.plain = w;
+    } else if (st.bf16_native) {
+      const auto* p = static_cast<const uint16_t*>(w);
+      st.plain_w_bf16.assign(p, p + kn);
+      st.plain = st.plain_w_bf16.data();
     } else {
-      st.plain_w.assign(w, w + desc.k * desc.n);
+      const auto* p = static_cast<const float*>(w);
+      st.plain_w.assign(p, p + kn);
       st.plain = st.plain_w.data();
     }
     if (bias != nullptr) {
@@ -233,6 +257,27 @@ absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
   if (m == 0) return absl::OkStatus();
   if (x == nullptr || y == nullptr)
     return absl::InvalidArgumentError("Linear input or output pointer is null");
+  // bf16 weights: X rounded to bf16 (into the calling thread's scratch; the workers of the
+  // GEMM's parallel region only read it), as bf16 values or widened back for fp32.
+  thread_local std::vector<uint16_t> x_bf16;
+  thread_local std::vector<float> x_rounded;
+  const void* src_data = x;
+  const int64_t mk = m * desc_.k;
+  if (state_->bf16_native) {
+    if (x_bf16.size() < static_cast<size_t>(mk)) x_bf16.resize(mk);
+    const Isa isa = state_->isa;
+    uint16_t* xb = x_bf16.data();  // the caller's scratch (a thread_local named in the lambda
+                                   // would be each worker's own)
+    ParallelFor(ctx, mk, 1 << 15,
+                [&](int64_t b, int64_t e) { ConvertToBf16(x + b, e - b, xb + b, isa); });
+    src_data = xb;
+  } else if (state_->bf16_widened) {
+    if (x_rounded.size() < static_cast<size_t>(mk)) x_rounded.resize(mk);
+    float* xr = x_rounded.data();
+    ParallelFor(ctx, mk, 1 << 15, [&](int64_t b, int64_t e) { RoundToBf16(x + b, e - b, xr + b); });
+    x = xr;
+    src_data = xr;
+  }
   static_assert(
       static_cast<int>(Activation::kGeluErf) == 1 && static_cast<int>(Activation::kGeluTanh) == 2 &&
       static_cast<int>(Activation::kRelu) == 3 && static_cast<int>(Activation::kTanh) == 4);
@@ -246,7 +291,8 @@ absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
   const State::Prim& p = **prim_or;
   ScopedOmpThreads omp_threads(ctx.threads());
   try {
-    memory src(memory::desc({m, desc_.k}, dt::f32, tag::ab), Engine(), const_cast<float*>(x));
+    memory src(memory::desc({m, desc_.k}, state_->bf16_native ? dt::bf16 : dt::f32, tag::ab),
+               Engine(), const_cast<void*>(src_data));
     memory dst(memory::desc({m, desc_.n}, dt::f32, tag::ab), Engine(), y);
     memory w;
     {
@@ -269,15 +315,16 @@ absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
 GemmBackend PackedLinear::backend() const { return state_->backend; }
 
 absl::StatusOr<std::string> PackedLinear::ImplName(const CpuContext& ctx, int64_t m) const {
+  const char* widened = state_->bf16_widened ? " (bf16 widened)" : "";
   if (state_->BackendFor(m) == GemmBackend::kKiln) {
     auto g = state_->Panel(desc_);
     if (!g.ok()) return g.status();
     return absl::StrCat("kiln:", std::string(IsaName((*g)->isa())), ":", (*g)->tile_m(), "x",
-                        (*g)->tile_n());
+                        (*g)->tile_n(), widened);
   }
   auto p = state_->Get(desc_, m, ctx.threads());
   if (!p.ok()) return p.status();
-  return absl::StrCat("onednn:", (*p)->impl);
+  return absl::StrCat("onednn:", (*p)->impl, widened);
 }
 
 // ---------------------------------------------------------------------------------------

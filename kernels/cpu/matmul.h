@@ -8,7 +8,11 @@
 // tile width. oneDNN: they are reordered into the blocked layout oneDNN prefers
 // ("any" format) and primitives are cached per (M, threads) because creating one costs far
 // more than running a small one.
-// Limits: fp32 only; X and Y are dense row-major; M is the only dimension that varies per
+// bf16 weights (a bf16 plan's Linear): X is rounded to bf16 and oneDNN's bf16 matmul
+// (avx512_core_bf16) accumulates in fp32; on a CPU without AVX-512 BF16 the weights are
+// widened to fp32 once at Create and X is still rounded to bf16, on the fp32 backends (same
+// products, ImplName says "bf16 widened").
+// Limits: X and Y are dense row-major; M is the only dimension that varies per
 // call. oneDNN: a new M
 // creates (and caches) a primitive on first use — and, if oneDNN wants a different weight
 // layout for it, one more reordered copy of the weights.
@@ -33,6 +37,7 @@ struct LinearDesc {
   bool trans_w = false;  // W is [N, K] (Gemm transB, tied embeddings) instead of [K, N]
   Activation activation = Activation::kNone;
   GemmBackend backend = GemmBackend::kAuto;  // kAuto: KILN_GEMM, else the measured table
+  bool bf16_weights = false;                 // w holds bf16 values (uint16_t), not floats
 };
 
 class PackedLinear {
@@ -42,8 +47,8 @@ class PackedLinear {
   // `borrow_weights`: then `w` must outlive the PackedLinear and is read again only when a
   // new M needs a weight layout not packed yet (saves a plain copy of every weight; the
   // executor lends the plan's read-only weights).
-  static absl::StatusOr<std::unique_ptr<PackedLinear>> Create(const LinearDesc& desc,
-                                                              const float* w, const float* bias,
+  static absl::StatusOr<std::unique_ptr<PackedLinear>> Create(const LinearDesc& desc, const void* w,
+                                                              const float* bias,
                                                               const CpuContext& ctx,
                                                               int64_t typical_m = 128,
                                                               bool borrow_weights = false);
@@ -56,7 +61,8 @@ class PackedLinear {
   // The backend for the typical M given to Create (never kAuto); ImplName says per M.
   GemmBackend backend() const;
   // What runs `m` rows, for traces and benches: "kiln:avx2:4x24" (backend, ISA, register
-  // tile) or "onednn:" + oneDNN's implementation (e.g. "onednn:brg:avx512_core").
+  // tile) or "onednn:" + oneDNN's implementation (e.g. "onednn:brg:avx512_core"); bf16
+  // weights widened to fp32 (no AVX-512 BF16) append " (bf16 widened)".
   absl::StatusOr<std::string> ImplName(const CpuContext& ctx, int64_t m) const;
 
  private:

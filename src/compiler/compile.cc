@@ -4,8 +4,7 @@
 // buckets. Deterministic: nothing depends on pointer order or time except progress lines.
 // CompileToFile streams the weights from the imported constants (external data stays
 // mapped, never copied) into the plan file; Compile gathers them into the Plan's blob.
-// Limits: the CPU backend lowers fp32 only; the model hash covers the .onnx file bytes,
-// not external data files.
+// Limits: the model hash covers the .onnx file bytes, not external data files.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -60,13 +59,19 @@ absl::Status ValidateOptions(const CompileOptions& o) {
   const std::optional<Precision> p = PrecisionFromName(o.precision);
   if (!p)
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown precision '", o.precision, "' (fp32, fp16 or bf16)"));
-  if (*p != Precision::kFp32 && o.target == PlanTarget::kCpu)
-    return absl::UnimplementedError(absl::StrCat(
-        "precision '", o.precision, "' is not supported by the CPU backend (only fp32)"));
-  if (*p != Precision::kFp32 && !CreatePass("lower-precision"))
+        absl::StrCat("unknown precision '", o.precision, "' (fp32, fp16, bf16 or int8)"));
+  if (*p == Precision::kFp16 && o.target == PlanTarget::kCpu)
     return absl::UnimplementedError(
-        absl::StrCat("precision '", o.precision, "' needs the lower-precision pass"));
+        "precision 'fp16' is not supported by the cpu target: the CPUs kiln runs on have no "
+        "fp16 arithmetic; use bf16 or int8 (docs/precision.md)");
+  if (*p == Precision::kInt8 && o.target == PlanTarget::kCuda)
+    return absl::UnimplementedError(
+        "precision 'int8' is not supported by the cuda target yet (no int8 CUDA kernels); "
+        "compile int8 plans for the cpu target, or fp16/bf16 for cuda");
+  const char* pass = o.target == PlanTarget::kCpu ? "gemm-precision" : "lower-precision";
+  if (*p != Precision::kFp32 && !CreatePass(pass))
+    return absl::UnimplementedError(
+        absl::StrCat("precision '", o.precision, "' needs the ", pass, " pass"));
   if (o.target == PlanTarget::kCuda && o.opt_level == 0)
     return absl::InvalidArgumentError(
         "a cuda plan needs -O1 or higher: -O0 keeps the graph's shape arithmetic (Shape, "
@@ -317,9 +322,11 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   PassManagerOptions pmo;
   pmo.disabled = options.disabled_passes;
   FusionReport report;
+  PrecisionReport precision_report;
   PassContext ctx;
   ctx.target = options.target;
   ctx.precision = precision;
+  ctx.precision_report = &precision_report;
   ctx.symbol_values = options.symbols;
   ctx.input_shapes = options.input_shapes;
   ctx.fusion_report = &report;
@@ -508,6 +515,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     PassContext bctx;
     bctx.target = options.target;
     bctx.precision = precision;
+    bctx.precision_report = &precision_report;  // a fusion only a bucket's shapes allow
     bctx.symbol_values = options.symbols;
     for (const auto& [sym, v] : buckets[b].specialize) bctx.symbol_values[sym] = v;
     bctx.input_shapes = options.input_shapes;
@@ -550,6 +558,11 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   }
   say(absl::StrFormat("weights: %d unique constants, %.1f MiB", weights.num_unique(),
                       MiB(weights.size())));
+  for (const PrecisionNote& n : precision_report.notes())
+    plan.precision_notes.push_back({n.op, n.precision, n.reason, n.nodes});
+  if (precision != Precision::kFp32)
+    say(absl::StrCat("precision ", std::string(PrecisionName(precision)), ": ",
+                     absl::StrJoin(PrecisionSummary(precision_report.notes()), "; ")));
   return plan;
 }
 

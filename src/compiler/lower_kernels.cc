@@ -113,6 +113,31 @@ std::optional<KernelChoice> Linear(const Node& n, PlanTarget t) {
                Int("trans_w", trans), Str("activation", activation)});
 }
 
+// kiln.QuantLinear(X, W [N, K] s8, w_scale [N], B?) {activation, x_quant = dynamic_row}.
+std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
+    return std::nullopt;
+  for (int i = 1; i < n.num_inputs(); ++i)
+    if (Present(n, i) && !IsWeight(n.input(i))) return std::nullopt;
+  const std::string* mode = n.attr_string("x_quant");
+  if (mode != nullptr && *mode != "dynamic_row") return std::nullopt;
+  const Dims x = InDims(n, 0), w = InDims(n, 1);
+  if (x.empty() || w.size() != 2 || w[1] != x.back()) return std::nullopt;
+  const int64_t nn = w[0];
+  if (!VectorOk(n, 2, nn, false) || !VectorOk(n, 3, nn, true)) return std::nullopt;
+  const std::string* act = n.attr_string("activation");
+  const std::string activation = act ? *act : "none";
+  if (activation != "none" && activation != "gelu" && activation != "gelu_tanh" &&
+      activation != "relu" && activation != "tanh")
+    return std::nullopt;
+  Dims y(x.begin(), x.end() - 1);
+  y.push_back(nn);
+  if (OutDims(n, 0) != y) return std::nullopt;
+  return Emit(t, "quant_linear", n,
+              {Int("m", Product(x, 0, x.size() - 1)), Int("k", x.back()), Int("n", nn),
+               Str("activation", activation)});
+}
+
 std::optional<KernelChoice> LayerNorm(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
   const Dims x = InDims(n, 0);
@@ -404,6 +429,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
   if (n.domain() == "kiln") {
     if (n.op() == "Linear")
       k = Linear(n, target);
+    else if (n.op() == "QuantLinear")
+      k = QuantLinear(n, target);
     else if (n.op() == "SkipLayerNorm" || n.op() == "SkipRMSNorm")
       k = SkipNorm(n, target, n.op() == "SkipRMSNorm");
     else if (n.op() == "RMSNorm")

@@ -33,6 +33,24 @@ OpInfo Mixes(PositionMixing mixing, OpInfo info) {
   return info;
 }
 
+// A compute op that cpu bf16 / int8 plans keep in fp32, and why (OpInfo::keep_f32_reason).
+OpInfo KeepF32(std::string_view why, OpInfo info) {
+  info.keep_f32_reason = why;
+  return info;
+}
+
+// The op's GEMM weight operands (OpInfo::gemm_weights).
+OpInfo GemmWeights(unsigned inputs, OpInfo info) {
+  info.gemm_weights = inputs;
+  return info;
+}
+
+constexpr std::string_view kNormWhy = "normalization: mean and variance over the hidden axis";
+constexpr std::string_view kSoftmaxWhy = "softmax: exponentials of the scores";
+constexpr std::string_view kAttentionWhy =
+    "attention: Q·Kᵀ scores and their softmax (activations on both sides, no weights)";
+constexpr std::string_view kEmbedWhy = "embedding lookup and its normalization";
+
 const std::vector<OpInfo>& Table() {
   static const auto* table = new std::vector<OpInfo>{
       // IR-internal
@@ -106,13 +124,17 @@ const std::vector<OpInfo>& Table() {
       {"", "PRelu", 2, 2, 1, 1, kBin},
       {"", "CastLike", 2, 2, 1, 1, kPure, 15},
       // Linear algebra and normalization
-      Grows({"", "MatMul", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
-      Grows({"", "Gemm", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
-      Mixes(PositionMixing::kNormalizesAxis,
-            {"", "Softmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
-      Mixes(PositionMixing::kNormalizesAxis,
-            {"", "LogSoftmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
-      {"", "LayerNormalization", 2, 3, 1, 3, kPure | kRowwise, 17, PrecisionPolicy::kLower},
+      KeepF32("matmul of two activations (no weights to store low)",
+              Grows({"", "MatMul", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower})),
+      KeepF32("Gemm left unfused (fuse-linear makes kiln.Linear of the usual ones)",
+              Grows({"", "Gemm", 2, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower})),
+      KeepF32(kSoftmaxWhy, Mixes(PositionMixing::kNormalizesAxis,
+                                 {"", "Softmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower})),
+      KeepF32(kSoftmaxWhy,
+              Mixes(PositionMixing::kNormalizesAxis,
+                    {"", "LogSoftmax", 1, 1, 1, 1, kPure, 0, PrecisionPolicy::kLower})),
+      KeepF32(kNormWhy, {"", "LayerNormalization", 2, 3, 1, 3, kPure | kRowwise, 17,
+                         PrecisionPolicy::kLower}),
       // Reductions and scans
       Mixes(PositionMixing::kReducesAxes,
             Grows({"", "ReduceMean", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32})),
@@ -159,30 +181,46 @@ const std::vector<OpInfo>& Table() {
       {"", "Size", 1, 1, 1, 1, kPure},
       {"", "TopK", 2, 2, 2, 2, kPure},
       // kiln's fused ops (domain "kiln", version 1; docs/fused-ops.md)
-      Grows({"kiln", "Linear", 2, 3, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
-      {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower},
-      {"kiln", "RMSNorm", 2, 2, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower},
-      {"kiln", "SkipRMSNorm", 3, 4, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower},
-      {"kiln", "Rotary", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower},
-      {"kiln", "Glu", 1, 1, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower},
-      Mixes(PositionMixing::kMaskedOrCausal,
-            {"kiln", "MultiHeadAttention", 1, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1}),
+      GemmWeights(1u << 1, Grows({"kiln", "Linear", 2, 3, 1, 1, kPure | kRowwise, 0,
+                                  PrecisionPolicy::kLower})),
+      // An int8 plan's Linear (docs/fused-ops.md): s8 weights [N, K] with per-output-channel
+      // scales, activations quantized per row at run time (so rows stay apart: row-wise).
+      KeepF32("already quantized",
+              {"kiln", "QuantLinear", 3, 4, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kKeepF32}),
+      KeepF32(kNormWhy,
+              {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
+      KeepF32(kNormWhy,
+              {"kiln", "RMSNorm", 2, 2, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
+      KeepF32(kNormWhy,
+              {"kiln", "SkipRMSNorm", 3, 4, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
+      KeepF32("rotary: elementwise on Q and K, no weights",
+              {"kiln", "Rotary", 3, 3, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
+      KeepF32("gated activation: elementwise, no weights",
+              {"kiln", "Glu", 1, 1, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
+      KeepF32(kAttentionWhy,
+              Mixes(PositionMixing::kMaskedOrCausal, {"kiln", "MultiHeadAttention", 1, 4, 1, 1,
+                                                      kPure, 0, PrecisionPolicy::kLower, 1u << 1})),
       // Its mask (input 3) is not where the padding analysis looks, and its keys may be a
       // cache: treated like a Softmax (never paddable).
-      Mixes(PositionMixing::kNormalizesAxis,
-            {"kiln", "Attention", 3, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 3}),
-      Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
+      KeepF32(kAttentionWhy,
+              Mixes(PositionMixing::kNormalizesAxis,
+                    {"kiln", "Attention", 3, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 3})),
+      KeepF32(kEmbedWhy, Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure | kRowwise, 0,
+                                PrecisionPolicy::kLower})),
       // A decode program's cache append (docs/generation.md): writes rows at the slots its
       // positions name, so it mixes positions like a Softmax (never paddable).
       Mixes(PositionMixing::kNormalizesAxis, {"kiln", "CacheWrite", 3, 3, 1, 1, kPure}),
-      Mixes(PositionMixing::kMaskedOrFirst,
-            Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 1})),
+      KeepF32("pooling: a masked mean, no weights",
+              Mixes(PositionMixing::kMaskedOrFirst, Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0,
+                                                           PrecisionPolicy::kLower, 1u << 1}))),
       // Packed-token programs (docs/packing.md): the encoder over the tokens of several
       // sequences laid end to end, `lengths` delimiting them.
-      Mixes(PositionMixing::kSegments,
-            {"kiln", "PackedAttention", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower}),
-      Mixes(PositionMixing::kSegments,
-            Grows({"kiln", "PackedPool", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower})),
+      KeepF32(kAttentionWhy,
+              Mixes(PositionMixing::kSegments,
+                    {"kiln", "PackedAttention", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower})),
+      KeepF32("pooling: a masked mean, no weights",
+              Mixes(PositionMixing::kSegments,
+                    Grows({"kiln", "PackedPool", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower}))),
       Mixes(PositionMixing::kSegments, {"kiln", "PackedPositions", 2, 2, 1, 1, kPure}),
   };
   return *table;

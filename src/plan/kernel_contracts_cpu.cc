@@ -25,12 +25,21 @@ std::vector<KernelContract> CpuContracts() {
                .doc = "operands and results match the node text's types"});
   t.push_back(
       {.name = "linear",
-       .inputs = {Req("x", kF32Only), Weight("w", kF32Only),
+       .inputs = {Req("x", kF32Only), Weight("w", kF32Only | DTypeBit(DType::kBF16)),
                   Weight("bias", kF32Only, /*optional=*/true)},
        .outputs = {Req("y", kF32Only)},
        .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
                   FlagParam("trans_w", "w is [n,k]"), StringParam("activation", activations)},
-       .doc = "`y[m,n] = act(x[m,k] · w' + bias)`, w' = w [k,n] or wᵀ"});
+       .doc = "`y[m,n] = act(x[m,k] · w' + bias)`, w' = w [k,n] or wᵀ; bf16 w (bf16 plans): x "
+              "rounded to bf16, fp32 accumulation"});
+  t.push_back({.name = "quant_linear",
+               .inputs = {Req("x", kF32Only), Weight("w", DTypeBit(DType::kI8)),
+                          Weight("w_scale", kF32Only), Weight("bias", kF32Only, /*optional=*/true)},
+               .outputs = {Req("y", kF32Only)},
+               .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
+                          StringParam("activation", activations)},
+               .doc = "int8 plans: `y[m,n] = act(q(x)[m,k] · wᵀ · sx[m] · w_scale[n] + bias)`, w "
+                      "s8 [n,k], x quantized per row (s8, sx = max|x row| / 127)"});
   t.push_back({.name = "matmul",
                .inputs = {Req("a", kF32Only), Req("b", kF32Only)},
                .outputs = {Req("y", kF32Only)},

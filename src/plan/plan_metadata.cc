@@ -288,6 +288,13 @@ absl::StatusOr<std::string> EncodeMetadata(const Plan& plan, uint64_t weights_by
     for (const auto& s : sig.outputs) encode_sig(s, ps->add_outputs());
     for (const std::string& sym : sig.paddable_symbols) ps->add_paddable_symbols(sym);
   }
+  for (const PlanPrecisionNote& note : plan.precision_notes) {
+    pb::PrecisionNote* pn = m.add_precision_notes();
+    pn->set_op(note.op);
+    pn->set_precision(note.precision);
+    pn->set_reason(note.reason);
+    for (const std::string& n : note.nodes) pn->add_nodes(n);
+  }
 
   std::string out;
   {
@@ -441,6 +448,9 @@ absl::StatusOr<uint64_t> DecodeMetadata(std::string_view bytes, Plan* plan) {
     }
     out.paddable_symbols.assign(in.paddable_symbols().begin(), in.paddable_symbols().end());
   }
+  for (const pb::PrecisionNote& pn : m.precision_notes())
+    plan->precision_notes.push_back(
+        {pn.op(), pn.precision(), pn.reason(), {pn.nodes().begin(), pn.nodes().end()}});
   return m.weights_bytes();
 }
 

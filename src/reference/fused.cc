@@ -5,8 +5,10 @@
 // before reading (bad input is InvalidArgument, an unsupported dtype Unimplemented), and
 // accumulates in double with one rounding to the output dtype (f32, f16, bf16, f64). Limits: plain
 // loops, no blocking or threading (clarity over speed); every float input of an op must share one
-// dtype (no mixed precision); MultiHeadAttention materializes one [S, S] score row block per
+// dtype (no mixed precision), but for Linear's f32 X with bf16 W and QuantLinear's s8 W (the cpu
+// bf16 and int8 plans' GEMMs); MultiHeadAttention materializes one [S, S] score row block per
 // (batch, head).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -163,12 +165,15 @@ absl::StatusOr<double (*)(double)> Activation(const std::string& name) {
       name, "\""));
 }
 
+// A cpu bf16 plan's Linear takes f32 X with bf16 W (its GEMM runs on bf16 operands, fp32
+// accumulation): X is rounded to bf16 (nearest even) before the product.
 Result LinearKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
   KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, "W"));
   const Tensor* b = OptArg(in, 2);
   KILN_RETURN_IF_ERROR(RequireFloat(*x, "X"));
-  KILN_RETURN_IF_ERROR(SameDType(*x, w, "X", "W"));
+  const bool bf16_weights = x->dtype() == DType::kF32 && w->dtype() == DType::kBF16;
+  if (!bf16_weights) KILN_RETURN_IF_ERROR(SameDType(*x, w, "X", "W"));
   KILN_RETURN_IF_ERROR(SameDType(*x, b, "X", "B"));
   KILN_ASSIGN_OR_RETURN(int64_t trans_w, IntAttr(node, "trans_w", 0));
   if (trans_w != 0 && trans_w != 1)
@@ -192,7 +197,10 @@ Result LinearKernel(const Node& node, Inputs in) {
   KILN_RETURN_IF_ERROR(CheckBufferSize(out_dims, "output"));
   int64_t rows_out = 1;
   for (size_t i = 0; i + 1 < x->dims().size(); ++i) rows_out *= x->dims()[i];
-  const std::vector<double> xv = ToDoubles(*x), wv = ToDoubles(*w);
+  std::vector<double> xv = ToDoubles(*x);
+  const std::vector<double> wv = ToDoubles(*w);
+  if (bf16_weights)
+    for (double& v : xv) v = BF16ToFloat(FloatToBF16(static_cast<float>(v)));
   const std::vector<double> bv = b ? ToDoubles(*b) : std::vector<double>();
   std::vector<double> y(static_cast<size_t>(rows_out * m));
   for (int64_t r = 0; r < rows_out; ++r) {
@@ -205,6 +213,78 @@ Result LinearKernel(const Node& node, Inputs in) {
     }
   }
   return std::vector<Tensor>{FromDoubles(x->dtype(), std::move(out_dims), y)};
+}
+
+// ---------------------------------------------------------------------------------------
+// kiln.QuantLinear(X, W, w_scale, B?) {activation, x_quant = "dynamic_row"}: an int8 plan's
+// Linear. W s8 [N, K] (one row per output channel), w_scale f32 [N]. Each row r of X is
+// quantized on its own, in f32 arithmetic: a = max_k |X[r,k]|, q[k] = clamp(rne(X[r,k] ·
+// (127 / a)), -127, 127) (q = 0 when a = 0), s = a / 127; then
+// Y[r,n] = act(Σ_k q[k]·W[n,k] · s · w_scale[n] + B[n]). A row holding inf or NaN gives NaN.
+
+Result QuantLinearKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, "W"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* ws, Arg(in, 2, "w_scale"));
+  const Tensor* b = OptArg(in, 3);
+  if (x->dtype() != DType::kF32)
+    return absl::UnimplementedError(absl::StrCat("X has dtype ", DName(x->dtype()), "; only f32"));
+  if (w->dtype() != DType::kI8)
+    return absl::InvalidArgumentError(absl::StrCat("W must be int8, got ", DName(w->dtype())));
+  if (ws->dtype() != DType::kF32)
+    return absl::InvalidArgumentError(
+        absl::StrCat("w_scale must be f32, got ", DName(ws->dtype())));
+  KILN_RETURN_IF_ERROR(SameDType(*x, b, "X", "B"));
+  KILN_ASSIGN_OR_RETURN(std::string act_name, StringAttr(node, "activation", "none"));
+  KILN_ASSIGN_OR_RETURN(auto act, Activation(act_name));
+  KILN_ASSIGN_OR_RETURN(std::string mode, StringAttr(node, "x_quant", "dynamic_row"));
+  if (mode != "dynamic_row")
+    return absl::InvalidArgumentError(
+        absl::StrCat("x_quant must be \"dynamic_row\", got \"", mode, "\""));
+  if (x->rank() < 1) return absl::InvalidArgumentError("X must have rank >= 1, got a scalar");
+  if (w->rank() != 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat("W must have rank 2 ([N, K]), got shape ", DimsStr(w->dims())));
+  const int64_t k = x->dims().back(), n = w->dims()[0];
+  if (w->dims()[1] != k)
+    return absl::InvalidArgumentError(
+        absl::StrCat("X ", DimsStr(x->dims()), " and W ", DimsStr(w->dims()), " disagree on K"));
+  KILN_RETURN_IF_ERROR(RequireVector(ws, n, "w_scale"));
+  KILN_RETURN_IF_ERROR(RequireVector(b, n, "B"));
+  std::vector<int64_t> out_dims(x->dims().begin(), x->dims().end() - 1);
+  out_dims.push_back(n);
+  KILN_RETURN_IF_ERROR(CheckBufferSize(out_dims, "output"));
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < x->dims().size(); ++i) rows *= x->dims()[i];
+  const float* xp = x->data<float>();
+  const int8_t* wp = w->data<int8_t>();
+  const float* sp = ws->data<float>();
+  std::vector<double> y(static_cast<size_t>(rows * n));
+  std::vector<int32_t> q(static_cast<size_t>(k));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = xp + r * k;
+    float a = 0.0f;
+    bool finite = true;
+    for (int64_t i = 0; i < k; ++i) {
+      finite &= std::isfinite(row[i]);
+      a = std::max(a, std::fabs(row[i]));
+    }
+    const float inv = a > 0.0f ? 127.0f / a : 0.0f;
+    const float s = a / 127.0f;
+    for (int64_t i = 0; i < k; ++i) {
+      const float v = std::nearbyint(row[i] * inv);
+      q[i] = static_cast<int32_t>(std::clamp(v, -127.0f, 127.0f));
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t acc = 0;
+      for (int64_t i = 0; i < k; ++i) acc += int64_t{q[i]} * wp[j * k + i];
+      double v =
+          finite ? static_cast<double>(acc) * s * sp[j] : std::numeric_limits<double>::quiet_NaN();
+      if (b) v += b->data<float>()[j];
+      y[r * n + j] = act(v);
+    }
+  }
+  return std::vector<Tensor>{FromDoubles(DType::kF32, std::move(out_dims), y)};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -971,6 +1051,7 @@ Result PackedPositionsKernel(const Node&, Inputs in) {
 void RegisterFusedKernels(KernelTable& table) {
   auto add = [&](const char* op, KernelFn fn) { table[KernelKey("kiln", op)] = fn; };
   add("Linear", &LinearKernel);
+  add("QuantLinear", &QuantLinearKernel);
   add("SkipLayerNorm", &SkipLayerNormKernel);
   add("RMSNorm", &RMSNormKernel);
   add("SkipRMSNorm", &SkipRMSNormKernel);

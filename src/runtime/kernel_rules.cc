@@ -15,26 +15,25 @@ absl::StatusOr<CopyRule> CheckCopy(const StepChecker& c) {
   return CopyRule{bx};
 }
 
+absl::StatusOr<ActivationKind> CheckActivation(const StepChecker& c) {
+  const std::string& act = c.String("activation");
+  if (act == "none") return ActivationKind::kNone;
+  if (act == "gelu") return ActivationKind::kGeluErf;
+  if (act == "gelu_tanh") return ActivationKind::kGeluTanh;
+  if (act == "relu") return ActivationKind::kRelu;
+  if (act == "tanh") return ActivationKind::kTanh;
+  return c.Err("unknown activation '%s'", act);
+}
+
 absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c) {
   LinearRule r;
   r.m = c.Int("m");
   r.k = c.Int("k");
   r.n = c.Int("n");
   r.trans_w = c.Flag("trans_w");
-  const std::string& act = c.String("activation");
-  if (act == "none")
-    r.activation = ActivationKind::kNone;
-  else if (act == "gelu")
-    r.activation = ActivationKind::kGeluErf;
-  else if (act == "gelu_tanh")
-    r.activation = ActivationKind::kGeluTanh;
-  else if (act == "relu")
-    r.activation = ActivationKind::kRelu;
-  else if (act == "tanh")
-    r.activation = ActivationKind::kTanh;
-  else
-    return c.Err("unknown activation '%s'", act);
+  KILN_ASSIGN_OR_RETURN(r.activation, CheckActivation(c));
   const PlanBuffer *x = c.In(0), *w = c.In(1), *bias = c.In(2), *res = c.In(3), *y = c.Out(0);
+  r.weight_dtype = w->dtype;
   KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));
   KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({r.m, r.n}, "m*n"));
   KILN_ASSIGN_OR_RETURN(const int64_t kn, c.Product({r.k, r.n}, "k*n"));
@@ -52,6 +51,27 @@ absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c) {
   }
   r.has_bias = bias != nullptr;
   r.has_residual = res != nullptr;
+  return r;
+}
+
+absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c) {
+  QuantLinearRule r;
+  r.m = c.Int("m");
+  r.k = c.Int("k");
+  r.n = c.Int("n");
+  KILN_ASSIGN_OR_RETURN(r.activation, CheckActivation(c));
+  const PlanBuffer *x = c.In(0), *w = c.In(1), *scale = c.In(2), *bias = c.In(3), *y = c.Out(0);
+  KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));
+  KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({r.m, r.n}, "m*n"));
+  KILN_ASSIGN_OR_RETURN(const int64_t nk, c.Product({r.n, r.k}, "n*k"));
+  KILN_RETURN_IF_ERROR(c.N(x, mk, "x"));
+  KILN_RETURN_IF_ERROR(c.LastDim(x, r.k, "x", "k"));
+  KILN_RETURN_IF_ERROR(c.N(w, nk, "w"));
+  KILN_RETURN_IF_ERROR(c.N(scale, r.n, "w_scale"));
+  KILN_RETURN_IF_ERROR(c.N(bias, r.n, "bias"));
+  KILN_RETURN_IF_ERROR(c.N(y, mn, "y"));
+  KILN_RETURN_IF_ERROR(c.LastDim(y, r.n, "y", "n"));
+  r.has_bias = bias != nullptr;
   return r;
 }
 

@@ -30,9 +30,18 @@ struct LinearRule {
   bool trans_w = false;
   ActivationKind activation = ActivationKind::kNone;
   bool has_bias = false;
-  bool has_residual = false;  // cuda: input 3, y = x·w' + bias + residual (activation none)
+  bool has_residual = false;         // cuda: input 3, y = x·w' + bias + residual (activation none)
+  DType weight_dtype = DType::kF32;  // cpu: f32, or bf16 (x rounded to bf16)
 };
 absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c);
+
+// quant_linear (int8 plans): x [m, k] f32, w [n, k] s8, w_scale [n], bias [n]? -> y [m, n].
+struct QuantLinearRule {
+  int64_t m = 0, k = 0, n = 0;
+  ActivationKind activation = ActivationKind::kNone;
+  bool has_bias = false;
+};
+absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c);
 
 // matmul: y[i] = a[i] · b[i] for i < batch, a [m,k], b [k,n], y [m,n] dense; a broadcast
 // operand is one matrix read by every item.

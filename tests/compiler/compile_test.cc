@@ -457,7 +457,12 @@ TEST(CompileErrors, BadOptions) {
   CompileOptions fp16 = Profile2x2();
   fp16.precision = "fp16";
   ExpectError(fp16, absl::StatusCode::kUnimplemented,
-              {"precision 'fp16' is not supported by the CPU backend"});
+              {"precision 'fp16' is not supported by the cpu target", "use bf16 or int8"});
+  CompileOptions cuda_int8 = Profile2x2();
+  cuda_int8.target = PlanTarget::kCuda;
+  cuda_int8.precision = "int8";
+  ExpectError(cuda_int8, absl::StatusCode::kUnimplemented,
+              {"precision 'int8' is not supported by the cuda target yet"});
   CompileOptions fp8 = Profile2x2();
   fp8.precision = "fp8";
   ExpectError(fp8, absl::StatusCode::kInvalidArgument, {"unknown precision 'fp8'"});

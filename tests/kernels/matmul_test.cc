@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/matmul.h"
 
 namespace kiln::cpu {
@@ -202,6 +203,78 @@ TEST(PackedLinear, AutoChoosesPerRowCount) {
   EXPECT_NE(ResolveGemmBackend(GemmBackend::kAuto, isa, 1),
             ResolveGemmBackend(GemmBackend::kAuto, isa, 4096));
 }
+
+// bf16 weights (bf16 plans): against the reference Linear with bf16 W, which rounds X to
+// bf16 too. The products of bf16 values are exact in fp32, so the fp32 bound above holds
+// with x and w the rounded values. Natively on AVX-512 BF16 (oneDNN's bf16 matmul), and
+// widened to fp32 on the AVX2 path (the fallback of CPUs without it).
+class LinearBf16Test : public ::testing::TestWithParam<std::tuple<LinearCase, Isa>> {};
+
+TEST_P(LinearBf16Test, MatchesReference) {
+  const auto [m, k, n, trans, act, with_bias] = std::get<0>(GetParam());
+  const Isa isa = std::get<1>(GetParam());
+  KILN_SKIP_UNSUPPORTED_ISA(isa);
+  LinearDesc d{k, n, trans, act};
+  d.bf16_weights = true;
+  const auto x = RandomVec(m * k, 5 + m + k), w = RandomVec(k * n, 6 + k + n);
+  const auto b = RandomVec(n, 7 + n);
+  std::vector<uint16_t> wb(w.size());
+  ConvertToBf16(w.data(), static_cast<int64_t>(w.size()), wb.data(), Isa::kScalar);
+  CpuContext ctx;
+  ctx.num_threads = 2;
+  ctx.isa = isa;
+  auto pl = PackedLinear::Create(d, wb.data(), with_bias ? b.data() : nullptr, ctx);
+  ASSERT_TRUE(pl.ok()) << pl.status();
+  auto name = (*pl)->ImplName(ctx, m);
+  ASSERT_TRUE(name.ok()) << name.status();
+  if (HasAvx512Bf16(ctx.ResolvedIsa()))
+    EXPECT_TRUE(absl::StrContains(*name, "bf16") && !absl::StrContains(*name, "widened")) << *name;
+  else
+    EXPECT_TRUE(absl::EndsWith(*name, " (bf16 widened)")) << *name;
+  std::vector<float> y(static_cast<size_t>(m * n), std::nanf(""));
+  ASSERT_TRUE((*pl)->Run(ctx, x.data(), m, y.data()).ok());
+  // The reference: bf16 W; the bound: the rounded values, as the kernel multiplies them.
+  std::vector<float> xr(x.size()), wr(w.size());
+  RoundToBf16(x.data(), static_cast<int64_t>(x.size()), xr.data());
+  Bf16ToFloat(wb.data(), static_cast<int64_t>(wb.size()), wr.data());
+  Tensor xt = F32({m, k}, x);
+  Tensor wt(DType::kBF16, trans ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+  std::copy(wb.begin(), wb.end(), reinterpret_cast<uint16_t*>(wt.raw()));
+  Tensor bt = F32({n}, b);
+  std::vector<const Tensor*> in = {&xt, &wt};
+  if (with_bias) in.push_back(&bt);
+  auto ref = testing::RunReferenceOp(
+      "kiln", "Linear", {{"trans_w", int64_t{trans}}, {"activation", std::string(ActName(act))}},
+      in);
+  ASSERT_EQ(ref.size(), 1u);
+  const double u = std::ldexp(1.0, -24);
+  int64_t bad = 0;
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      double s = with_bias ? std::fabs(b[c]) : 0.0;
+      for (int64_t i = 0; i < k; ++i)
+        s += std::fabs(double{xr[r * k + i]} * (trans ? wr[c * k + i] : wr[i * n + c]));
+      const double want = ref[0].data<float>()[r * n + c], got = y[r * n + c];
+      bad += !(std::fabs(got - want) <= 1.2 * (k + 2) * u * s + 8 * u * std::fabs(want) + 1e-7);
+    }
+  EXPECT_EQ(bad, 0) << *name;
+}
+
+std::string LinearBf16Name(const ::testing::TestParamInfo<std::tuple<LinearCase, Isa>>& info) {
+  const auto [m, k, n, trans, act, with_bias] = std::get<0>(info.param);
+  return absl::StrCat(std::string(IsaName(std::get<1>(info.param))), "_m", m, "k", k, "n", n,
+                      trans ? "_trans" : "", "_", ActName(act), with_bias ? "_bias" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearBf16Test,
+    ::testing::Combine(::testing::Values(LinearCase{1, 3, 5, false, Activation::kNone, false},
+                                         LinearCase{33, 384, 37, true, Activation::kGeluErf, true},
+                                         LinearCase{128, 384, 1536, false, Activation::kGeluErf,
+                                                    true},
+                                         LinearCase{19, 100, 77, false, Activation::kTanh, true}),
+                       ::testing::Values(Isa::kAvx2, Isa::kAvx512)),
+    LinearBf16Name);
 
 TEST(PackedLinear, RejectsBadSizes) {
   CpuContext ctx;

@@ -78,6 +78,10 @@ struct OpInfo {
   // kLower ops: inputs (bit i = input i) that stay f32 (attention's additive mask: its
   // large negative values do not fit fp16).
   unsigned f32_inputs = 0;
+  // The GEMM weight operands (bit i = input i) of an op whose cpu kernel takes them in bf16
+  // or s8 while its activations stay f32: a cpu bf16 plan stores these constants in bf16,
+  // an int8 plan quantizes them (docs/precision.md). Only kiln.Linear has any.
+  unsigned gemm_weights = 0;
   ViewKind view = ViewKind::kNone;
   // Outputs may hold more elements than the inputs together (Tile, Pad, Expand, MatMul, a
   // reduction of an empty axis, ...) other than by broadcasting (kBroadcasting): constant
@@ -85,6 +89,9 @@ struct OpInfo {
   // before evaluating it under the size limit.
   bool grows = false;
   PositionMixing mixing = PositionMixing::kNone;
+  // kLower ops a cpu bf16 / int8 plan keeps in fp32 (only GEMM weights go low there): why,
+  // in a few words, for the plan's precision notes (`kiln plan-info`).
+  std::string_view keep_f32_reason;
 };
 
 // nullptr if the op is not in the catalogue.

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "kiln/ir/graph.h"
 #include "kiln/passes/fusion_report.h"
+#include "kiln/passes/precision_report.h"
 #include "kiln/target.h"
 
 namespace kiln {
@@ -38,6 +39,9 @@ struct PassContext {
   // these (lower-precision); fusions and exact passes never do.
   PlanTarget target = PlanTarget::kCpu;
   Precision precision = Precision::kFp32;
+  // Where the precision passes note each compute op's precision and why an op stays
+  // higher (gemm-precision); may be null. Owned by the caller.
+  PrecisionReport* precision_report = nullptr;
 };
 
 // Counters a pass reports ("folded" -> 212, "removed Dropout" -> 24), per run.

@@ -104,6 +104,17 @@ struct PlanSignature {
   bool operator==(const PlanSignature&) const = default;
 };
 
+// What the precision pass decided for one compute op of a plan below fp32 (docs/precision.md):
+// the precision it runs at and, for an op kept higher, why. Diagnostics only: no executor
+// reads them.
+struct PlanPrecisionNote {
+  std::string op;                  // "kiln.QuantLinear", "kiln.SkipLayerNorm"
+  std::string precision;           // "int8", "bf16", "fp32"
+  std::string reason;              // empty when the op runs at the plan's precision
+  std::vector<std::string> nodes;  // ONNX node names (provenance)
+  bool operator==(const PlanPrecisionNote&) const = default;
+};
+
 // Graph output `output` of a bucket may be the same memory as graph input `input`: its
 // steps read that input only through the step that writes the output.
 struct PlanInPlace {
@@ -169,6 +180,8 @@ struct Plan {
   // The programs with I/O of their own (sorted by program, unique, never kModel); the other
   // programs' buckets bind `inputs` and `outputs` above.
   std::vector<PlanSignature> signatures;
+  // A plan compiled below fp32: each compute op's precision and why one is kept higher.
+  std::vector<PlanPrecisionNote> precision_notes;
   PlanWeights weights;
   bool operator==(const Plan&) const = default;
 };

@@ -53,7 +53,7 @@ absl::Status CpuExecutor::Prepare(const ExecutorOptions& options) {
   const Plan& plan = *plan_;
   ctx_.num_threads = options.num_threads > 0 ? options.num_threads : cpu::DefaultNumThreads();
   FindReleasableWeightPages();
-  CpuPrepareEnv env{ctx_, linears_};
+  CpuPrepareEnv env{ctx_, linears_, quant_linears_};
   auto table = [&](const std::string& id)
       -> std::function<absl::StatusOr<std::unique_ptr<CpuStep>>(const StepChecker&)> {
     const CpuPrepareFn fn = FindCpuKernel(id);

@@ -88,11 +88,12 @@ absl::StatusOr<StepPtr> PrepareLinear(const StepChecker& c, CpuPrepareEnv& env) 
   auto it = env.linears.find(key);
   if (it == env.linears.end()) {
     const uint8_t* blob = c.plan().weights.data();
-    const float* wp = reinterpret_cast<const float*>(blob + w->offset);
     const float* bp = bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr;
     // Borrowed: the plan's weights outlive the executor's PackedLinears (plan_ is held by
     // the Executor base, destroyed after them), so no plain copy of every weight is kept.
-    auto packed = cpu::PackedLinear::Create({k, n, trans_w, activation}, wp, bp, env.ctx,
+    cpu::LinearDesc desc{k, n, trans_w, activation};
+    desc.bf16_weights = r.weight_dtype == DType::kBF16;
+    auto packed = cpu::PackedLinear::Create(desc, blob + w->offset, bp, env.ctx,
                                             std::max<int64_t>(m, 1), /*borrow_weights=*/true);
     if (!packed.ok()) return c.Err("prepacking the weights: %s", packed.status().message());
     it = env.linears.emplace(key, *std::move(packed)).first;
@@ -105,6 +106,41 @@ absl::StatusOr<StepPtr> PrepareLinear(const StepChecker& c, CpuPrepareEnv& env) 
     impl = *std::move(name);
   }
   return StepPtr(new LinearStep(it->second.get(), m, std::move(impl)));
+}
+
+// quant_linear: kiln's int8 GEMM (kernels/cpu/qgemm.h), weights packed once per plan.
+class QuantLinearStep final : public CpuStep {
+ public:
+  QuantLinearStep(const cpu::QuantGemm* gemm, int64_t m, int activation)
+      : gemm_(gemm), m_(m), activation_(activation), impl_(gemm->ImplName()) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    return gemm_->Run(ctx, io.In<float>(0), m_, io.Out<float>(0), activation_);
+  }
+  std::string_view Impl() const override { return impl_; }
+
+ private:
+  const cpu::QuantGemm* gemm_;
+  int64_t m_;
+  int activation_;
+  std::string impl_;
+};
+
+absl::StatusOr<StepPtr> PrepareQuantLinear(const StepChecker& c, CpuPrepareEnv& env) {
+  KILN_ASSIGN_OR_RETURN(const QuantLinearRule r, CheckQuantLinear(c));
+  const PlanBuffer *w = c.In(1), *scale = c.In(2), *bias = c.In(3);
+  const QuantKey key{w->offset, scale->offset, bias ? bias->offset : -1, r.k, r.n};
+  auto it = env.quant_linears.find(key);
+  if (it == env.quant_linears.end()) {
+    const uint8_t* blob = c.plan().weights.data();
+    auto packed = cpu::QuantGemm::Pack(
+        env.ctx.isa, r.k, r.n, reinterpret_cast<const int8_t*>(blob + w->offset),
+        reinterpret_cast<const float*>(blob + scale->offset),
+        bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr);
+    if (!packed.ok()) return c.Err("packing the int8 weights: %s", packed.status().message());
+    it = env.quant_linears.emplace(key, *std::move(packed)).first;
+  }
+  return StepPtr(
+      new QuantLinearStep(it->second.get(), r.m, static_cast<int>(ActivationOf(r.activation))));
 }
 
 // matmul: one oneDNN batched matmul (primitive cached on first run); a broadcast `a` runs
@@ -727,6 +763,7 @@ constexpr Entry kTable[] = {
     {"copy", PrepareCopy},
     {"ref", PrepareRef},
     {"linear", PrepareLinear},
+    {"quant_linear", PrepareQuantLinear},
     {"matmul", PrepareMatMul},
     {"layer_norm", PrepareLayerNorm},
     {"skip_layer_norm", PrepareSkipLayerNorm},

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/qgemm.h"
 #include "runtime/step_checker.h"
 
 namespace kiln::runtime {
@@ -26,10 +27,15 @@ namespace kiln::runtime {
 // (weight offset, bias offset or -1, k, n, trans_w, activation).
 using LinearKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int>;
 using LinearCache = std::map<LinearKey, std::unique_ptr<cpu::PackedLinear>>;
+// Packed int8 weights shared across buckets, keyed by (weight offset, scale offset, bias
+// offset or -1, k, n).
+using QuantKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;
+using QuantCache = std::map<QuantKey, std::unique_ptr<cpu::QuantGemm>>;
 
 struct CpuPrepareEnv {
   const cpu::CpuContext& ctx;
   LinearCache& linears;
+  QuantCache& quant_linears;
 };
 
 // Shapes already warmed up at Create (see CpuStep::WarmUp).

@@ -1,0 +1,65 @@
+// What a precision pass decided for each compute op of a plan below fp32: the precision
+// it runs at and, for an op kept higher than the plan's precision, why (a LayerNorm's
+// statistics, a classifier head). The compiler stores the notes in the plan
+// (Plan::precision_notes, docs/precision.md) and `kiln plan-info` prints them.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kiln/ir/graph.h"
+
+namespace kiln {
+
+struct PrecisionNote {
+  std::string op;                  // "kiln.Linear", "LayerNormalization"
+  std::string precision;           // "int8", "bf16", "fp32"
+  std::string reason;              // why not the plan's precision; empty when it is
+  std::vector<std::string> nodes;  // ONNX node names (provenance), sorted
+  std::string value;               // the node's first output's name (with `nodes`, its identity)
+  bool operator==(const PrecisionNote&) const = default;
+};
+
+class PrecisionReport {
+ public:
+  // Records `n`'s decision. A node seen again (the pipeline re-runs per shape bucket) is
+  // recorded once: the first decision stands.
+  void Note(const Node& n, std::string precision, std::string reason) {
+    PrecisionNote note;
+    note.op = n.domain().empty() ? n.op() : absl::StrCat(n.domain(), ".", n.op());
+    note.nodes = n.provenance();
+    std::sort(note.nodes.begin(), note.nodes.end());
+    note.nodes.erase(std::unique(note.nodes.begin(), note.nodes.end()), note.nodes.end());
+    note.value = n.num_outputs() > 0 ? n.output_info(0).name : "";
+    for (const PrecisionNote& o : notes_)
+      if (o.op == note.op && o.nodes == note.nodes && o.value == note.value) return;
+    note.precision = std::move(precision);
+    note.reason = std::move(reason);
+    notes_.push_back(std::move(note));
+  }
+  const std::vector<PrecisionNote>& notes() const { return notes_; }
+
+ private:
+  std::vector<PrecisionNote> notes_;
+};
+
+// One line per (precision, op, reason) with its count, lowered groups first:
+// "int8: 24 kiln.QuantLinear", "fp32: 12 kiln.SkipLayerNorm (normalization: ...)".
+inline std::vector<std::string> PrecisionSummary(const std::vector<PrecisionNote>& notes) {
+  std::map<std::tuple<bool, std::string, std::string, std::string>, int> groups;
+  for (const PrecisionNote& n : notes) ++groups[{!n.reason.empty(), n.precision, n.op, n.reason}];
+  std::vector<std::string> lines;
+  for (const auto& [key, count] : groups) {
+    const auto& [kept, precision, op, reason] = key;
+    lines.push_back(absl::StrCat(precision, ": ", count, " ", op,
+                                 kept ? absl::StrCat(" (", reason, ")") : ""));
+  }
+  return lines;
+}
+
+}  // namespace kiln

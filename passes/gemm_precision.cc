@@ -1,0 +1,227 @@
+// gemm-precision: for a cpu plan at bf16 or int8 (PassContext::precision), stores the GEMM
+// weights below fp32 while every activation between kernels stays f32. On a CPU the GEMMs
+// are nearly all of a Transformer's time (docs/benchmarks.md) and gain 2-4x from bf16 / int8
+// dot-product instructions; the other ops would gain little and lose accuracy (a
+// LayerNorm's variance, a softmax's exponentials).
+//   - bf16: each op's GEMM weight constants (OpInfo::gemm_weights: kiln.Linear's W) are
+//     stored in bf16 (nearest even); the kernel rounds X to bf16 and accumulates in fp32.
+//   - int8: each kiln.Linear becomes kiln.QuantLinear: W as [N, K], quantized symmetric per
+//     output channel (w_scale[n] = max_k |W[n,k]| / 127); the kernel quantizes X per row at
+//     run time (docs/fused-ops.md).
+//   - Kept fp32, with the reason noted in the PrecisionReport: an output head (a Linear
+//     whose result reaches a graph output through layout ops and one-input elementwise ops
+//     only: a classifier's logits, a pooler, an LM head — its error is the score's error);
+//     a Linear whose W or B is not a constant, whose X is not f32, or whose W holds inf/NaN;
+//     and every other compute op (PrecisionPolicy::kLower), with its catalogue reason.
+// Idempotent: a second run finds bf16 weights and QuantLinear nodes and changes nothing.
+// Limits: only kiln.Linear (fuse-linear turns MatMul/Gemm with a constant operand into it);
+// at -O1 nothing is fused and the plan stays fp32 but for what the notes say.
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/ir/ops.h"
+#include "kiln/support/status.h"
+#include "passes/passes.h"
+#include "passes/rewrite_util.h"
+
+namespace kiln {
+namespace {
+
+class GemmPrecisionPass final : public Pass {
+ public:
+  std::string_view name() const override { return "gemm-precision"; }
+  std::string_view description() const override {
+    return "cpu bf16/int8 plans: GEMM weights in bf16 or s8 per output channel, every other "
+           "op fp32 (docs/precision.md)";
+  }
+
+ protected:
+  absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override;
+};
+
+bool IsLinear(const Node* n) { return n->domain() == "kiln" && n->op() == "Linear"; }
+
+// Does `v` reach a graph output through layout ops and elementwise ops with one run-time
+// input only (no residual add, no norm, no other GEMM)?
+bool ReachesOutputDirectly(const Graph& g, Value v) {
+  std::vector<Value> todo = {v};
+  std::set<std::pair<int, int>> seen;
+  while (!todo.empty()) {
+    const Value cur = todo.back();
+    todo.pop_back();
+    if (!seen.insert({cur.node->id(), cur.index}).second) continue;
+    if (rewrite::IsGraphOutput(g, cur)) return true;
+    for (const Use& u : cur.node->output_info(cur.index).uses) {
+      const OpInfo* info = FindOp(u.user->domain(), u.user->op());
+      bool passes = HasTrait(info, kLayoutOnly);
+      if (!passes && HasTrait(info, kElementwise)) {
+        int runtime_inputs = 0;
+        for (const Value& in : u.user->inputs())
+          if (in && !in.node->is_constant()) ++runtime_inputs;
+        passes = runtime_inputs == 1;
+      }
+      if (!passes) continue;
+      for (int o = 0; o < u.user->num_outputs(); ++o) todo.push_back(u.user->output(o));
+    }
+  }
+  return false;
+}
+
+bool AllFinite(const Tensor& t) {
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < t.NumElements(); ++i)
+    if (!std::isfinite(p[i])) return false;
+  return true;
+}
+
+// Why Linear `n` stays f32 in a low-precision cpu plan, or "" when its weights may go low
+// (or, bf16: already are: `weight_dtype` is the dtype a converted W has; kUndefined: none).
+std::string KeepReason(const Graph& g, const Node& n, DType weight_dtype) {
+  const Value x = n.input(0);
+  if (!x || x.type().dtype != DType::kF32)
+    return absl::StrCat("X is ", x ? std::string(DTypeName(x.type().dtype)) : "absent",
+                        ", not f32");
+  const Tensor* w = rewrite::ConstantOf(n.input(1));
+  if (w == nullptr) return "W is not a constant";
+  if (w->dtype() == weight_dtype) return "";  // already converted (a second run)
+  if (w->dtype() != DType::kF32 || w->rank() != 2)
+    return absl::StrCat("W is ", std::string(DTypeName(w->dtype())), " of rank ", w->rank());
+  if (!AllFinite(*w)) return "W holds inf or NaN";
+  if (n.num_inputs() > 2 && n.input(2) && !rewrite::ConstantOf(n.input(2)))
+    return "B is not a constant";
+  if (ReachesOutputDirectly(g, const_cast<Node&>(n).output(0)))
+    return "output head: its result is a graph output (through layout and activation ops "
+           "only), so its error is the output's error";
+  return "";
+}
+
+// W (f32 [K, N], or [N, K] when trans_w) as s8 [N, K] and its per-row scale [N]:
+// q = clamp(rne(w · (127 / a)), ±127), scale = a / 127, a = max |row|; zero rows stay zero.
+std::pair<Tensor, Tensor> QuantizePerOutputChannel(const Tensor& w, bool trans_w) {
+  const int64_t k = trans_w ? w.dims()[1] : w.dims()[0];
+  const int64_t n = trans_w ? w.dims()[0] : w.dims()[1];
+  const float* src = w.data<float>();
+  auto at = [&](int64_t j, int64_t i) { return trans_w ? src[j * k + i] : src[i * n + j]; };
+  Tensor q(DType::kI8, {n, k});
+  Tensor scale(DType::kF32, {n});
+  int8_t* qp = q.data<int8_t>();
+  float* sp = scale.data<float>();
+  for (int64_t j = 0; j < n; ++j) {
+    float a = 0.0f;
+    for (int64_t i = 0; i < k; ++i) a = std::max(a, std::fabs(at(j, i)));
+    const float inv = a > 0.0f ? 127.0f / a : 0.0f;
+    sp[j] = a / 127.0f;
+    for (int64_t i = 0; i < k; ++i)
+      qp[j * k + i] = static_cast<int8_t>(std::clamp(std::nearbyint(at(j, i) * inv), -127.0f, 127.0f));
+  }
+  return {std::move(q), std::move(scale)};
+}
+
+Tensor ToBF16(const Tensor& t) {
+  Tensor out(DType::kBF16, t.dims());
+  const float* src = t.data<float>();
+  uint16_t* dst = reinterpret_cast<uint16_t*>(out.raw());
+  for (int64_t i = 0; i < t.NumElements(); ++i) dst[i] = FloatToBF16(src[i]);
+  return out;
+}
+
+Node* NewConstant(Graph& g, Node* before, Tensor t, const std::string& name,
+                  const std::vector<std::string>& provenance) {
+  Node* c = g.InsertNodeBefore(before, "Constant", {}, 1);
+  c->set_output_type(0, Type::Of(t));
+  c->set_output_name(0, name);
+  c->set_attr("value", std::move(t));
+  c->set_provenance(provenance);
+  return c;
+}
+
+// Removes `constant` when nothing reads it any more, so weights are never held twice.
+absl::Status DropIfUnused(Graph& g, Node* constant) {
+  if (constant->output_info(0).uses.empty() && !rewrite::IsGraphOutput(g, constant->output(0)))
+    return g.RemoveNode(constant);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx) {
+  if (ctx.target != PlanTarget::kCpu) return false;
+  if (ctx.precision != Precision::kBf16 && ctx.precision != Precision::kInt8) return false;
+  const bool int8 = ctx.precision == Precision::kInt8;
+  const std::string low(PrecisionName(ctx.precision));
+  auto note = [&](const Node& n, const std::string& precision, const std::string& reason) {
+    if (ctx.precision_report) ctx.precision_report->Note(n, precision, reason);
+  };
+  bool changed = false;
+  std::map<int, Node*> bf16_of;  // f32 constant node id -> its bf16 copy
+  std::vector<Node*> order;
+  for (const auto& p : g.nodes()) order.push_back(p.get());
+  for (Node* n : order) {
+    if (n->domain() == "kiln" && n->op() == "QuantLinear") {
+      note(*n, "int8", "");
+      continue;
+    }
+    const OpInfo* info = FindOp(n->domain(), n->op());
+    if (info == nullptr || info->precision != PrecisionPolicy::kLower) continue;
+    if (!IsLinear(n)) {
+      note(*n, "fp32", std::string(info->keep_f32_reason));
+      continue;
+    }
+    const std::string why = KeepReason(g, *n, int8 ? DType::kUndefined : DType::kBF16);
+    if (!why.empty()) {
+      Count("linears kept fp32");
+      note(*n, "fp32", why);
+      continue;
+    }
+    if (!int8) {
+      const Value w = n->input(1);
+      if (w.type().dtype == DType::kBF16) {
+        note(*n, low, "");
+        continue;
+      }
+      Node*& copy = bf16_of[w.node->id()];
+      if (copy == nullptr) {
+        copy = NewConstant(g, w.node, ToBF16(*w.node->constant_value()),
+                           w.node->output_info(0).name, w.node->provenance());
+        Count("weights converted to bf16");
+      }
+      Node* original = w.node;
+      g.SetInput(n, 1, copy->output(0));
+      KILN_RETURN_IF_ERROR(DropIfUnused(g, original));
+      note(*n, low, "");
+      changed = true;
+      continue;
+    }
+    // int8: Linear(X, W, B?) {trans_w, activation} -> QuantLinear(X, Wq, w_scale, B?).
+    Node* w_node = n->input(1).node;
+    auto [q, scale] =
+        QuantizePerOutputChannel(*w_node->constant_value(), n->attr_int_or("trans_w", 0) != 0);
+    const std::string w_name = w_node->output_info(0).name;
+    Node* qc = NewConstant(g, n, std::move(q), absl::StrCat(w_name, "_s8"), w_node->provenance());
+    Node* sc = NewConstant(g, n, std::move(scale), absl::StrCat(w_name, "_scale"),
+                           w_node->provenance());
+    std::vector<Value> inputs = {n->input(0), qc->output(0), sc->output(0)};
+    if (n->num_inputs() > 2 && n->input(2)) inputs.push_back(n->input(2));
+    Node* ql = g.InsertNodeBefore(n, "QuantLinear", inputs, 1, "kiln");
+    if (const std::string* act = n->attr_string("activation")) ql->set_attr("activation", *act);
+    ql->set_attr("x_quant", std::string("dynamic_row"));
+    ql->set_output_type(0, n->output_info(0).type);
+    ql->set_output_name(0, n->output_info(0).name);
+    ql->set_provenance(n->provenance());
+    g.ReplaceAllUsesWith(n->output(0), ql->output(0));
+    KILN_RETURN_IF_ERROR(g.RemoveNode(n));
+    KILN_RETURN_IF_ERROR(DropIfUnused(g, w_node));
+    Count("linears quantized");
+    note(*ql, low, "");
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateGemmPrecisionPass() { return std::make_unique<GemmPrecisionPass>(); }
+
+}  // namespace kiln
