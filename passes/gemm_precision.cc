@@ -116,7 +116,8 @@ std::pair<Tensor, Tensor> QuantizePerOutputChannel(const Tensor& w, bool trans_w
     const float inv = a > 0.0f ? 127.0f / a : 0.0f;
     sp[j] = a / 127.0f;
     for (int64_t i = 0; i < k; ++i)
-      qp[j * k + i] = static_cast<int8_t>(std::clamp(std::nearbyint(at(j, i) * inv), -127.0f, 127.0f));
+      qp[j * k + i] =
+          static_cast<int8_t>(std::clamp(std::nearbyint(at(j, i) * inv), -127.0f, 127.0f));
   }
   return {std::move(q), std::move(scale)};
 }
@@ -200,8 +201,8 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
         QuantizePerOutputChannel(*w_node->constant_value(), n->attr_int_or("trans_w", 0) != 0);
     const std::string w_name = w_node->output_info(0).name;
     Node* qc = NewConstant(g, n, std::move(q), absl::StrCat(w_name, "_s8"), w_node->provenance());
-    Node* sc = NewConstant(g, n, std::move(scale), absl::StrCat(w_name, "_scale"),
-                           w_node->provenance());
+    Node* sc =
+        NewConstant(g, n, std::move(scale), absl::StrCat(w_name, "_scale"), w_node->provenance());
     std::vector<Value> inputs = {n->input(0), qc->output(0), sc->output(0)};
     if (n->num_inputs() > 2 && n->input(2)) inputs.push_back(n->input(2));
     Node* ql = g.InsertNodeBefore(n, "QuantLinear", inputs, 1, "kiln");

@@ -40,6 +40,7 @@
 #include "kiln/generation.h"
 #include "kiln/kiln.h"
 #include "kiln/plan/plan.h"
+#include "kiln/verify.h"
 #include "tools/plan_info_json.h"
 
 namespace nb = nanobind;
@@ -510,7 +511,8 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
                    std::map<std::string, int64_t> symbols, const std::string& precision,
                    const std::string& target, int opt_level, std::vector<int> cuda_sms,
                    bool allow_tf32, std::vector<std::string> disabled_passes,
-                   std::vector<int64_t> decode_context, std::optional<nb::callable> progress) {
+                   std::vector<int64_t> decode_context, std::optional<nb::callable> progress,
+                   std::optional<std::string> accept, std::string calib) {
   CompileOptions options;
   options.target = ParseTarget(target);
   if (opt_level < 0 || opt_level > 3)
@@ -540,24 +542,54 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
       }
     };
   }
+  // The accuracy gate (kiln/verify.h), as `kiln compile --accept/--calib`.
+  VerifyOptions verify;
+  verify.calib_dir = std::move(calib);
+  if (accept) {
+    verify.gates = ValueOrThrow(ParseAccuracyGates(*accept));
+  } else {
+    verify.gates = DefaultAccuracyGates(precision);
+  }
+  if (!verify.gates.empty() && options.target != PlanTarget::kCpu) {
+    if (accept && *accept != "none")
+      throw StatusError{absl::UnimplementedError(
+          "accept: the accuracy gate runs cpu plans; check a cuda plan on a GPU")};
+    verify.gates.clear();
+  }
+  if (!verify.calib_dir.empty() && verify.gates.empty())
+    throw StatusError{
+        InvalidArgument("calib: no accuracy gate to feed (fp32, or accept=\"none\")")};
   const std::string model_path = model.string();
   if (output) {
     const std::string out = output->string();
     absl::StatusOr<PlanInfo> written;
     {
       nb::gil_scoped_release release;
-      written = CompileToFile(model_path, out, options);
+      written = CompileToFileGated(model_path, out, options, verify);
     }
     ThrowIfError(written.status());
     return PyPlan::Load(*output);
   }
   absl::StatusOr<Plan> plan;
+  absl::StatusOr<AccuracyReport> report;
+  std::shared_ptr<const Plan> shared;
   {
     nb::gil_scoped_release release;
     plan = Compile(model_path, options);
+    if (plan.ok() && !verify.gates.empty()) {
+      shared = std::make_shared<const Plan>(*std::move(plan));
+      verify.compile_options = options;
+      report = VerifyPlan(model_path, shared, verify);
+    }
   }
   ThrowIfError(plan.status());
-  return PyPlan(std::make_shared<const Plan>(*std::move(plan)), "", std::nullopt);
+  if (!shared) return PyPlan(std::make_shared<const Plan>(*std::move(plan)), "", std::nullopt);
+  ThrowIfError(report.status());
+  if (!report->ok())
+    throw StatusError{absl::AbortedError(absl::StrCat("the ", report->precision,
+                                                      " plan fails its accuracy gate (",
+                                                      absl::StrJoin(report->failures, "; "), ")"))};
+  return PyPlan(std::move(shared), "", std::nullopt);
 }
 
 nb::dict CudaInfo() {
@@ -601,6 +633,7 @@ NB_MODULE(_kiln, m) {
         nb::arg("shapes"), nb::arg("symbols"), nb::arg("precision"), nb::arg("target"),
         nb::arg("opt_level"), nb::arg("cuda_sms"), nb::arg("allow_tf32"),
         nb::arg("disabled_passes"), nb::arg("decode_context"), nb::arg("progress").none(),
+        nb::arg("accept").none(), nb::arg("calib"),
         "Internal: kiln.compile() validates its arguments and calls this.");
 
   nb::class_<PyPlan>(m, "Plan",

@@ -14,6 +14,8 @@ int ExitCodeFor(const absl::Status& s) {
       return kExitOk;
     case absl::StatusCode::kUnimplemented:
       return kExitUnsupported;
+    case absl::StatusCode::kAborted:
+      return kExitAccuracy;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kOutOfRange:

@@ -1,5 +1,6 @@
 // Shared pieces of the `kiln` CLI: argument scanning, exit codes, error printing.
-// Exit codes: 0 ok, 1 internal error, 2 invalid model or arguments, 3 unsupported.
+// Exit codes: 0 ok, 1 internal error, 2 invalid model or arguments, 3 unsupported, 4 an
+// accuracy gate not met (kiln compile --accept, kiln verify).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;
 inline constexpr int kExitInvalid = 2;
 inline constexpr int kExitUnsupported = 3;
+inline constexpr int kExitAccuracy = 4;  // absl::StatusCode::kAborted (kiln/verify.h)
 
 // Maps a status to the exit code above.
 int ExitCodeFor(const absl::Status& s);
@@ -69,6 +71,7 @@ int RunInspect(int argc, char** argv);
 int RunOpt(int argc, char** argv);
 int RunPlanInfo(int argc, char** argv);
 int RunKernels(int argc, char** argv);
+int RunVerify(int argc, char** argv);
 int RunRun(int argc, char** argv);
 
 }  // namespace kiln::cli

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "kiln/kiln.h"
 #include "kiln/onnx/importer.h"
+#include "kiln/verify.h"
 #include "tools/cli.h"
 #include "tools/json.h"
 #include "tools/plan_util.h"
@@ -67,10 +69,23 @@ constexpr char kHelp[] =
     "                           that runs a batch's real tokens end to end; a model it cannot\n"
     "                           prove token-wise keeps padded execution, with a warning saying\n"
     "                           why (docs/packing.md). cpu only\n"
-    "  --precision P            fp32 (default), fp16 or bf16 (cuda only): the compute path\n"
-    "                           in 16 bits, statistics, softmax and GEMM accumulation in\n"
-    "                           fp32 inside the kernels, graph I/O in the model's dtypes\n"
-    "                           (docs/precision.md)\n"
+    "  --precision P            fp32 (default), bf16 or int8 (cpu), fp16 or bf16 (cuda);\n"
+    "                           graph I/O stays in the model's dtypes (docs/precision.md).\n"
+    "                           cpu bf16: GEMM weights and inputs in bf16 (AVX-512 BF16;\n"
+    "                           other CPUs widen the weights to fp32 at load), fp32 sums;\n"
+    "                           cpu int8: GEMM weights s8 per output channel, inputs\n"
+    "                           quantized per row at run time; everything else, and output\n"
+    "                           heads, stays fp32 (`kiln plan-info` lists what and why).\n"
+    "                           cuda: the compute path in 16 bits, fp32 statistics inside\n"
+    "  --accept SPEC            below fp32: the accuracy gate, checked after compiling by\n"
+    "                           running the plan beside the model's fp32 plan (kiln verify);\n"
+    "                           not met: no plan is written, exit 4. Default: bf16/fp16\n"
+    "                           cosine>=0.9999, int8 cosine>=0.99 (worst row, every output).\n"
+    "                           SPEC e.g. cosine>=0.999,max_abs<=0.05,logits:rank_agreement\n"
+    "                           >=0.99 (see kiln verify --help); none: no gate\n"
+    "  --calib DIR              the gate's input sets (as kiln verify --calib); default:\n"
+    "                           seeded random valid inputs at the buckets' shapes\n"
+    "  --verify-samples N       the gate's random input sets (default 4)\n"
     "  --decode-context LIST    KV-cache decoders (past_key_values.* in, present.* out):\n"
     "                           the cache capacities in tokens per sequence, e.g. 256,1024.\n"
     "                           The plan gets a prefill program (the --profile buckets with\n"
@@ -192,6 +207,8 @@ int RunCompile(int argc, char** argv) {
   std::vector<std::string> shape_specs;
   bool quiet = false, verbose = false;
   CompileOptions co;
+  VerifyOptions vo;
+  std::optional<std::string> accept;
   while (!args.Done()) {
     if (args.Flag("--help") || args.Flag("-h")) {
       std::fputs(kHelp, stdout);
@@ -243,6 +260,20 @@ int RunCompile(int argc, char** argv) {
       co.precision = v;
       continue;
     }
+    if (args.Option("--accept", &v)) {
+      accept = v;
+      continue;
+    }
+    if (args.Option("--calib", &v)) {
+      vo.calib_dir = v;
+      continue;
+    }
+    if (args.Option("--verify-samples", &v)) {
+      if (!absl::SimpleAtoi(v, &vo.samples) || vo.samples < 1 || vo.samples > 1000)
+        return Fail(
+            absl::InvalidArgumentError(absl::StrCat("--verify-samples: bad value '", v, "'")));
+      continue;
+    }
     if (args.Option("--cuda-arch", &v)) {
       if (absl::Status s = ParseCudaArchs(v, &co.cuda_sms); !s.ok()) return Fail(s);
       continue;
@@ -285,11 +316,31 @@ int RunCompile(int argc, char** argv) {
       return Fail(absl::InvalidArgumentError(
           absl::StrCat("compile: symbol '", sym, "' is given by both --shape and --profile")));
 
+  if (accept) {
+    absl::StatusOr<std::vector<AccuracyGate>> gates = ParseAccuracyGates(*accept);
+    if (!gates.ok()) return Fail(gates.status());
+    vo.gates = *std::move(gates);
+  } else {
+    vo.gates = DefaultAccuracyGates(co.precision);
+  }
+  if (!vo.gates.empty() && co.target != PlanTarget::kCpu) {
+    if (accept && *accept != "none")
+      return Fail(absl::UnimplementedError(
+          "--accept: the accuracy gate runs cpu plans; check a cuda plan on a GPU "
+          "(bench/gpu/check.sh)"));
+    vo.gates.clear();  // the cuda defaults are checked on a GPU, not here
+  }
+  if (!vo.calib_dir.empty() && vo.gates.empty())
+    return Fail(absl::InvalidArgumentError(
+        "--calib: no accuracy gate to feed (the plan is fp32, or --accept none)"));
+
   ProgressSink sink(quiet, verbose);
   co.progress = [&sink](std::string_view line) { sink.Line(line); };
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<PlanInfo> info = CompileToFile(model, out, co);
+  AccuracyReport report;
+  absl::StatusOr<PlanInfo> info = CompileToFileGated(model, out, co, vo, &report);
   sink.Finish();
+  if (!report.outputs.empty() && (!quiet || !info.ok())) std::fputs(report.Text().c_str(), stderr);
   if (!info.ok()) return Fail(info.status());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -30,7 +30,8 @@ constexpr char kHelp[] =
     "Describes a plan written by `kiln compile` from its header and metadata, without\n"
     "reading the weights: format version, target, manifest (kiln version), source model\n"
     "SHA-256, compile options, input/output signature, paddable symbols, per bucket the\n"
-    "symbol bindings, step count, arena / no-reuse / peak-live bytes, the weights size, and\n"
+    "symbol bindings, step count, arena / no-reuse / peak-live bytes, the weights size, for a\n"
+    "plan below fp32 the precision of its compute ops (what stays fp32, and why), and\n"
     "a line `compatible: yes|no (reasons)` for this machine: a cpu plan runs here (the\n"
     "CPU instruction set the kernels will use is listed for information); a cuda plan\n"
     "needs a CUDA-enabled kiln, a GPU (device 0) and an SM the plan and the build cover;\n"
@@ -96,6 +97,9 @@ int RunPlanInfo(int argc, char** argv) {
               static_cast<unsigned long long>(info->weights_bytes),
               static_cast<unsigned long long>(info->weights_offset));
   std::printf("metadata      %s\n", HumanBytes(static_cast<int64_t>(info->metadata_bytes)).c_str());
+  const std::vector<std::string> precision = PrecisionLines(plan);
+  for (size_t i = 0; i < precision.size(); ++i)
+    std::printf("%-13s %s\n", i == 0 ? "precision" : "", precision[i].c_str());
   // A generation plan: its two programs and the context they allow.
   std::set<int64_t> capacities;
   size_t caches = 0;

@@ -25,10 +25,12 @@ constexpr char kUsage[] =
     "  bench PLAN.kiln      measure a plan: load, first run, p50/p90 latency, throughput\n"
     "  generate PLAN.kiln   generate tokens with a KV-cache decoder plan (--decode-context)\n"
     "  plan-info PLAN.kiln  describe a plan (no weights read) and check it runs here\n"
+    "  verify MODEL PLAN    compare a plan's outputs with the model's fp32 plan (accuracy)\n"
     "  kernels              list a target's plan kernels and their contracts\n"
     "\n"
     "`kiln <command> --help` describes a command's options.\n"
-    "exit codes: 0 ok, 1 internal error, 2 invalid model or arguments, 3 unsupported\n";
+    "exit codes: 0 ok, 1 internal error, 2 invalid model or arguments, 3 unsupported,\n"
+    "4 an accuracy gate not met (compile --accept, verify)\n";
 
 }  // namespace
 
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
   if (cmd == "generate") return RunGenerate(argc, argv);
   if (cmd == "plan-info") return RunPlanInfo(argc, argv);
   if (cmd == "kernels") return RunKernels(argc, argv);
+  if (cmd == "verify") return RunVerify(argc, argv);
   std::fprintf(stderr, "kiln: error: unknown command '%s' (see kiln --help)\n", cmd.c_str());
   return kExitInvalid;
 }

@@ -2,6 +2,9 @@
 // Plan.info() so the two never disagree.
 #include "tools/plan_info_json.h"
 
+#include <map>
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_context.h"
 #include "tools/json.h"
@@ -41,7 +44,39 @@ Compat CheckCompat(const Plan& plan) {
   }
   c.reasons.push_back(absl::StrCat("cpu isa ", std::string(cpu::IsaName(cpu::DetectIsa())),
                                    ", chosen at run time"));
+  if (plan.target == PlanTarget::kCpu) {
+    // What a bf16 / int8 plan's GEMMs run on here (never a refusal: every path runs).
+    bool bf16 = false, int8 = false;
+    for (const PlanPrecisionNote& n : plan.precision_notes) {
+      bf16 |= n.precision == "bf16";
+      int8 |= n.precision == "int8";
+    }
+    const cpu::Isa isa = cpu::DetectIsa();
+    if (bf16)
+      c.reasons.push_back(cpu::HasAvx512Bf16(isa)
+                              ? "bf16 GEMMs on avx512_bf16"
+                              : "no avx512_bf16: the bf16 GEMMs run on fp32 weights widened at "
+                                "load (same results, no bf16 speed-up)");
+    if (int8)
+      c.reasons.push_back(cpu::HasAvx512Vnni(isa)    ? "int8 GEMMs on avx512_vnni"
+                          : isa == cpu::Isa::kScalar ? "int8 GEMMs on the scalar path"
+                                                     : "int8 GEMMs on avx2 (no avx512_vnni)");
+  }
   return c;
+}
+
+// The precision notes grouped: "int8: 36 kiln.QuantLinear", "fp32: 4 kiln.Linear (why)".
+std::vector<std::string> PrecisionLines(const Plan& plan) {
+  std::map<std::tuple<bool, std::string, std::string, std::string>, int> groups;
+  for (const PlanPrecisionNote& n : plan.precision_notes)
+    ++groups[{!n.reason.empty(), n.precision, n.op, n.reason}];
+  std::vector<std::string> lines;
+  for (const auto& [key, count] : groups) {
+    const auto& [kept, precision, op, reason] = key;
+    lines.push_back(
+        absl::StrCat(precision, ": ", count, " ", op, kept ? absl::StrCat(" (", reason, ")") : ""));
+  }
+  return lines;
 }
 
 std::string PlanInfoJson(const PlanInfo& info, const std::string& path) {
@@ -101,6 +136,14 @@ std::string PlanInfoJson(const PlanInfo& info, const std::string& path) {
     for (const std::string& s : ps.paddable_symbols) w.String(s);
     w.EndArray();
     w.EndObject();
+  }
+  w.EndArray();
+  w.Key("precision_notes").BeginArray();
+  for (const PlanPrecisionNote& n : plan.precision_notes) {
+    w.BeginObject().Key("op").String(n.op).Key("precision").String(n.precision);
+    w.Key("reason").String(n.reason).Key("nodes").BeginArray();
+    for (const std::string& node : n.nodes) w.String(node);
+    w.EndArray().EndObject();
   }
   w.EndArray();
   w.Key("buckets").BeginArray();

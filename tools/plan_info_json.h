@@ -18,6 +18,11 @@ struct Compat {
 };
 Compat CheckCompat(const Plan& plan);
 
+// A plan below fp32: its precision notes grouped, one line per (precision, op, reason) with
+// the count, e.g. "int8: 36 kiln.QuantLinear", "fp32: 12 kiln.SkipLayerNorm (normalization:
+// ...)". Empty for an fp32 plan.
+std::vector<std::string> PrecisionLines(const Plan& plan);
+
 // The `kiln plan-info --json` object for `info` read from `path`. For a plan that is not a
 // file, `path` is "": "plan" is then null and the file fields are whatever `info` holds
 // (the Python package gives 0 for the file, metadata and offset, the weights' size).

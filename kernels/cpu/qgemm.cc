@@ -44,8 +44,7 @@ void QuantGemm::Free::operator()(void* p) const { std::free(p); }
 QuantGemm::~QuantGemm() = default;
 
 absl::StatusOr<std::unique_ptr<QuantGemm>> QuantGemm::Pack(Isa isa, int64_t k, int64_t n,
-                                                           const int8_t* w,
-                                                           const float* w_scale,
+                                                           const int8_t* w, const float* w_scale,
                                                            const float* bias) {
   if (k <= 0 || n <= 0)
     return absl::InvalidArgumentError(

@@ -50,10 +50,10 @@ class QuantGemm {
   Isa isa_ = Isa::kScalar;
   const internal::QuantKernels* kernels_ = nullptr;
   int64_t k_ = 0, k4_ = 0, n_ = 0, panels_ = 0;
-  std::unique_ptr<int8_t, Free> packed_;    // panels_ · k4_ · nr
-  std::unique_ptr<int32_t, Free> comp_;     // panels_ · nr (VNNI), else null
-  std::unique_ptr<float, Free> w_scale_;    // panels_ · nr, zero past N
-  std::unique_ptr<float, Free> bias_;       // panels_ · nr, or null
+  std::unique_ptr<int8_t, Free> packed_;  // panels_ · k4_ · nr
+  std::unique_ptr<int32_t, Free> comp_;   // panels_ · nr (VNNI), else null
+  std::unique_ptr<float, Free> w_scale_;  // panels_ · nr, zero past N
+  std::unique_ptr<float, Free> bias_;     // panels_ · nr, or null
 };
 
 }  // namespace kiln::cpu

@@ -21,8 +21,8 @@ namespace kiln::cpu::internal {
 struct QuantTile {
   const uint8_t* a = nullptr;  // quantized row r at a + r * lda (k4 bytes)
   int64_t lda = 0;
-  const int8_t* b = nullptr;      // one packed panel
-  const int32_t* comp = nullptr;  // the panel's nr compensations (VNNI), else null
+  const int8_t* b = nullptr;       // one packed panel
+  const int32_t* comp = nullptr;   // the panel's nr compensations (VNNI), else null
   const float* w_scale = nullptr;  // the panel's nr scales (zero past N)
   const float* bias = nullptr;     // the panel's nr biases, or null
   const float* a_scale = nullptr;  // row r's scale at a_scale[r]
@@ -34,9 +34,9 @@ struct QuantTile {
 };
 
 struct QuantKernels {
-  const char* name;   // "avx512_vnni", "avx2", "scalar"
-  int mr, nr;         // register tile
-  bool u8_rows;       // quantize_row stores q + 128 (and tiles need comp)
+  const char* name;  // "avx512_vnni", "avx2", "scalar"
+  int mr, nr;        // register tile
+  bool u8_rows;      // quantize_row stores q + 128 (and tiles need comp)
   // Quantizes x[0, k) into q[0, k4) (padding: 0, or 128 for u8 rows) and returns the row's
   // scale a / 127, a = max |x|: q = clamp(rne(x · (127 / a)), ±127), all f32 arithmetic; 0
   // when a = 0. A row holding inf or NaN gives zeros and returns NaN (its outputs are NaN).

@@ -18,8 +18,8 @@ import os
 import sys
 from typing import Callable, Mapping, Optional, Sequence, Union
 
-from ._errors import (DataLoss, Error, FailedPrecondition, Internal, InvalidArgument, NotFound,
-                      PermissionDenied, ResourceExhausted, Unsupported)
+from ._errors import (AccuracyError, DataLoss, Error, FailedPrecondition, Internal,
+                      InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, Unsupported)
 from ._kiln import Generator, Plan, Session, __version__, cuda_device
 from ._kiln import _compile
 
@@ -28,6 +28,7 @@ PathLike = Union[str, os.PathLike]
 __all__ = [
     "compile", "Plan", "Session", "Generator", "Encoder", "Reranker", "cuda_device", "__version__",
     "Error", "InvalidArgument", "NotFound", "Unsupported", "FailedPrecondition", "DataLoss",
+    "AccuracyError",
     "PermissionDenied", "ResourceExhausted", "Internal",
 ]
 
@@ -70,7 +71,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
             cuda_sms: Optional[Sequence[int]] = None, allow_tf32: bool = False,
             disabled_passes: Optional[Sequence[str]] = None,
             decode_context: Optional[Sequence[int]] = None,
-            progress: Union[bool, Callable[[str], None]] = False) -> Plan:
+            progress: Union[bool, Callable[[str], None]] = False,
+            accept: Optional[str] = None, calib: Optional[PathLike] = None) -> Plan:
     """Compiles an ONNX model into a Plan, as `kiln compile` does.
 
     model: the .onnx file (its external data beside it is mapped, not read).
@@ -81,7 +83,9 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         fits and pads batch/sequence up to it.
     shapes: one static shape per input, {input name: dims}; symbols: {symbol: value}.
         Every symbolic dim must be bound by profile, shapes or symbols.
-    precision: "fp32" (default), "fp16" or "bf16" (docs/precision.md; 16-bit on cuda only).
+    precision: "fp32" (default); "bf16" or "int8" on cpu (the GEMMs' weights and inputs in
+        bf16, or s8 weights per output channel with inputs quantized per row; everything else
+        fp32), "fp16" or "bf16" on cuda (docs/precision.md).
     target: "cpu" (default) or "cuda".
     opt_level: 0..3 as `kiln opt -O<n>` (default 2, every fusion).
     cuda_sms: cuda plans: the SM architectures, e.g. [90] (default 80 and 90).
@@ -91,9 +95,15 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         a prefill and a decode program and runs through `plan.generator()`
         (docs/generation.md). cpu only.
     progress: True prints one line per compile phase to stderr; a callable receives them.
+    accept: cpu plans below fp32: the accuracy gate, checked after compiling by running the
+        plan beside the model's fp32 plan, e.g. "cosine>=0.999,logits:rank_agreement>=0.99"
+        (as `kiln compile --accept`; "none": no gate). Default: bf16 "cosine>=0.9999", int8
+        "cosine>=0.99". Not met: kiln.AccuracyError, and nothing is written to `output`.
+    calib: the gate's input sets, a folder of .npz files / sub-folders of .npy files (as
+        `kiln verify --calib`); default: seeded random valid inputs.
 
     Raises kiln.InvalidArgument / kiln.Unsupported / kiln.NotFound naming the ONNX node,
-    op and opset (or the option) that is wrong.
+    op and opset (or the option) that is wrong, kiln.AccuracyError for a gate not met.
     """
     if progress is True:
         def progress(line):  # noqa: F811  (the flag becomes the printer)
@@ -113,7 +123,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         _mapping("symbols", symbols, _int), precision, target, opt_level,
         _int_list("cuda_sms", "", cuda_sms or []), bool(allow_tf32),
         [str(p) for p in (disabled_passes or [])],
-        _int_list("decode_context", "", decode_context or []), progress)
+        _int_list("decode_context", "", decode_context or []), progress,
+        None if accept is None else str(accept), "" if calib is None else os.fspath(calib))
 
 
 def __getattr__(name):

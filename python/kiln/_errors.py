@@ -56,6 +56,12 @@ class ResourceExhausted(Error):
     code = "RESOURCE_EXHAUSTED"
 
 
+class AccuracyError(Error):
+    """A plan below fp32 failed its accuracy gate (compile(accept=...)): nothing was written."""
+
+    code = "ABORTED"
+
+
 class Internal(Error):
     """A kiln bug: please report it with the message."""
 
@@ -64,7 +70,7 @@ class Internal(Error):
 
 _BY_CODE = {cls.code: cls for cls in (InvalidArgument, NotFound, Unsupported,
                                       FailedPrecondition, DataLoss, PermissionDenied,
-                                      ResourceExhausted, Internal)}
+                                      ResourceExhausted, AccuracyError, Internal)}
 
 
 def error_class(code):

@@ -1,12 +1,17 @@
 // NumPy .npy reader and writer: little-endian, C order, the dtypes kiln knows. The reader
-// validates the header and the data length against the file size before allocating.
+// validates the header and the data length against the file size before allocating; the
+// .npz reader (uncompressed archives, as np.savez writes) parses each member the same way.
 #include "kiln/support/npy.h"
 
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,34 +61,28 @@ std::optional<std::string> DictValue(const std::string& header, const std::strin
   return std::string(absl::StripAsciiWhitespace(header.substr(p, end - p)));
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
-  f.seekg(0, std::ios::end);
-  const int64_t file_size = f.tellg();
-  f.seekg(0);
-  char magic[8];
-  if (file_size < 10 || !f.read(magic, 8)) return Bad(path, "too short");
-  if (std::memcmp(magic, "\x93NUMPY", 6) != 0) return Bad(path, "bad magic");
-  const int major = static_cast<unsigned char>(magic[6]);
+absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& path) {
+  const int64_t file_size = static_cast<int64_t>(bytes.size());
+  if (file_size < 10) return Bad(path, "too short");
+  if (std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0) return Bad(path, "bad magic");
+  const int major = static_cast<unsigned char>(bytes[6]);
+  const auto* u = reinterpret_cast<const unsigned char*>(bytes.data());
   uint32_t header_len = 0;
+  int64_t pos = 8;
   if (major == 1) {
-    unsigned char b[2];
-    if (!f.read(reinterpret_cast<char*>(b), 2)) return Bad(path, "too short");
-    header_len = b[0] | (b[1] << 8);
+    header_len = u[8] | (u[9] << 8);
+    pos = 10;
   } else if (major == 2 || major == 3) {
-    unsigned char b[4];
-    if (!f.read(reinterpret_cast<char*>(b), 4)) return Bad(path, "too short");
-    header_len = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+    if (file_size < 12) return Bad(path, "too short");
+    header_len = u[8] | (u[9] << 8) | (u[10] << 16) | (static_cast<uint32_t>(u[11]) << 24);
+    pos = 12;
   } else {
     return Bad(path, absl::StrCat("unknown format version ", major));
   }
-  if (header_len > 1 << 20 || static_cast<int64_t>(f.tellg()) + header_len > file_size)
+  if (header_len > 1 << 20 || pos + header_len > file_size)
     return Bad(path, "header length out of range");
-  std::string header(header_len, '\0');
-  if (!f.read(header.data(), header_len)) return Bad(path, "truncated header");
+  const std::string header(bytes.substr(pos, header_len));
+  pos += header_len;
   auto descr = DictValue(header, "descr");
   auto fortran = DictValue(header, "fortran_order");
   auto shape_text = DictValue(header, "shape");
@@ -109,14 +108,83 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
   }
   auto n = CheckedNumElements(dims);
   if (!n.ok()) return Bad(path, std::string(n.status().message()));
-  int64_t bytes;
-  if (MulOverflows(*n, static_cast<int64_t>(DTypeSize(*dtype)), &bytes) ||
-      static_cast<int64_t>(f.tellg()) + bytes != file_size)
+  int64_t nbytes;
+  if (MulOverflows(*n, static_cast<int64_t>(DTypeSize(*dtype)), &nbytes) ||
+      pos + nbytes != file_size)
     return Bad(path, "data size does not match the shape");
   KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(*dtype, dims));
-  if (bytes > 0 && !f.read(reinterpret_cast<char*>(t.raw()), bytes))
-    return Bad(path, "truncated data");
+  if (nbytes > 0) std::memcpy(t.raw(), bytes.data() + pos, static_cast<size_t>(nbytes));
   return t;
+}
+
+absl::StatusOr<std::string> ReadFileBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (!f && !f.eof()) return absl::DataLossError(absl::StrCat("failed reading '", path, "'"));
+  return ss.str();
+}
+
+uint32_t Le32(const unsigned char* p) {
+  return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+uint16_t Le16(const unsigned char* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+
+}  // namespace
+
+absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
+  return ParseNpy(bytes, path);
+}
+
+// .npz: a zip archive of .npy members. Only stored (uncompressed) members, as np.savez
+// writes them; the central directory is read from the end-of-central-directory record and
+// every offset and size is checked against the file before use.
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(const std::string bytes, ReadFileBytes(path));
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a valid .npz file: ", why));
+  };
+  const auto* u = reinterpret_cast<const unsigned char*>(bytes.data());
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  int64_t eocd = -1;
+  for (int64_t i = size - 22; i >= 0 && i >= size - 22 - 65535; --i)
+    if (Le32(u + i) == 0x06054b50u) {
+      eocd = i;
+      break;
+    }
+  if (eocd < 0) return bad("no zip end-of-central-directory record");
+  const int64_t entries = Le16(u + eocd + 10);
+  const int64_t dir_size = Le32(u + eocd + 12), dir_off = Le32(u + eocd + 16);
+  if (dir_off + dir_size > eocd) return bad("central directory out of range");
+  std::vector<std::pair<std::string, Tensor>> out;
+  int64_t p = dir_off;
+  for (int64_t e = 0; e < entries; ++e) {
+    if (p + 46 > eocd || Le32(u + p) != 0x02014b50u) return bad("corrupt central directory");
+    const int method = Le16(u + p + 10);
+    const int64_t csize = Le32(u + p + 20), usize = Le32(u + p + 24);
+    const int64_t name_len = Le16(u + p + 28), extra_len = Le16(u + p + 30),
+                  comment_len = Le16(u + p + 32);
+    const int64_t local = Le32(u + p + 42);
+    if (p + 46 + name_len > eocd) return bad("corrupt central directory");
+    std::string name = bytes.substr(p + 46, name_len);
+    p += 46 + name_len + extra_len + comment_len;
+    if (method != 0)
+      return absl::UnimplementedError(absl::StrCat(
+          "'", path, "': member '", name,
+          "' is compressed; kiln reads .npz files written by np.savez (not savez_compressed)"));
+    if (csize != usize || csize == 0xffffffff) return bad(absl::StrCat("member '", name, "' size"));
+    if (local + 30 > size || Le32(u + local) != 0x04034b50u)
+      return bad(absl::StrCat("member '", name, "' has no local header"));
+    const int64_t data = local + 30 + Le16(u + local + 26) + Le16(u + local + 28);
+    if (data + csize > size) return bad(absl::StrCat("member '", name, "' out of range"));
+    if (absl::EndsWith(name, ".npy")) name.resize(name.size() - 4);
+    KILN_ASSIGN_OR_RETURN(Tensor t, ParseNpy(std::string_view(bytes).substr(data, csize),
+                                             absl::StrCat(path, ":", name)));
+    out.emplace_back(std::move(name), std::move(t));
+  }
+  return out;
 }
 
 absl::Status WriteNpy(const std::string& path, const Tensor& t) {

@@ -86,6 +86,34 @@ t=$(mtime "$plan")
 touch "$work/bin/kiln"
 expect_rebuilt "$t" "touched kiln binary"
 
+step "int8 with its default accuracy gate"
+t=$(mtime "$plan")
+cp "$plan" "$work/plan_fp32"
+configure "batch=2,sequence=16" "-DKILN_EXECUTABLE=$work/bin/kiln" "-DKILN_TEST_PRECISION=int8"
+expect_rebuilt "$t" "PRECISION int8"
+cmp -s "$plan" "$work/plan_fp32" && fail "the int8 plan equals the fp32 one"
+grep -q 'gates: cosine>=0.99' "$bld.build.log" && fail "--quiet: a met gate prints nothing"
+
+step "an accuracy gate not met fails the build and keeps the old plan"
+# The same command line (CMake's Makefile generator itself deletes the output of a custom
+# command whose command changed), through a kiln whose gate cannot be met.
+cp "$plan" "$work/plan_int8"
+cat > "$work/bin/kiln" <<SH
+#!/bin/sh
+exec "$KILN_PREFIX/bin/kiln" "\$@" --accept "cosine>=1.5"
+SH
+chmod +x "$work/bin/kiln"
+if "$KILN_CMAKE" --build "$bld" -j2 > "$bld.build.log" 2>&1; then
+  fail "the build succeeded although the accuracy gate cannot be met"
+fi
+grep -q 'fails its accuracy gate' "$bld.build.log" || { cat "$bld.build.log"; fail "no gate message"; }
+grep -q 'NOT MET: last_hidden_state: cosine' "$bld.build.log" || fail "the figures are not in the log"
+cmp -s "$plan" "$work/plan_int8" || fail "a failed accuracy gate changed $plan"
+ls "$bld/plans" | grep -q 'tmp' && fail "a temporary plan was left in $bld/plans"
+cp "$KILN_PREFIX/bin/kiln" "$work/bin/kiln"
+configure "batch=2,sequence=16" "-DKILN_EXECUTABLE=$work/bin/kiln" "-DKILN_TEST_PRECISION=fp32"
+expect_rebuilt "$(mtime "$plan")" "back to fp32"
+
 step "a failing compile leaves the old plan"
 cp "$plan" "$work/plan_good"
 cat > "$work/bin/kiln" <<'SH'

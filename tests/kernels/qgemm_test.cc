@@ -42,8 +42,15 @@ struct Problem {
 };
 
 Problem MakeProblem(int64_t m, int64_t k, int64_t n, bool with_bias, int act, uint32_t seed) {
-  Problem p{m, k, n, RandomVec(m * k, seed), RandomS8(n * k, seed + 1),
-            RandomVec(n, seed + 2, 1e-3f, 2e-2f), RandomVec(n, seed + 3), with_bias, act};
+  Problem p{m,
+            k,
+            n,
+            RandomVec(m * k, seed),
+            RandomS8(n * k, seed + 1),
+            RandomVec(n, seed + 2, 1e-3f, 2e-2f),
+            RandomVec(n, seed + 3),
+            with_bias,
+            act};
   return p;
 }
 
@@ -78,8 +85,8 @@ std::vector<float> RunGemm(const Problem& p, Isa isa, int threads, std::string* 
   return y;
 }
 
-void ExpectMatches(const Problem& p, const std::vector<float>& got,
-                   const std::vector<float>& want, const std::string& what) {
+void ExpectMatches(const Problem& p, const std::vector<float>& got, const std::vector<float>& want,
+                   const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   const double u = std::ldexp(1.0, -24);
   int64_t bad = 0;
@@ -123,8 +130,8 @@ TEST_P(QuantGemmTest, MatchesReference) {
 
 std::string QName(const ::testing::TestParamInfo<std::tuple<QCase, Isa>>& info) {
   const auto [m, k, n, act, with_bias] = std::get<0>(info.param);
-  return absl::StrCat(std::string(IsaName(std::get<1>(info.param))), "_m", m, "k", k, "n", n,
-                      "_", kActs[act], with_bias ? "_bias" : "");
+  return absl::StrCat(std::string(IsaName(std::get<1>(info.param))), "_m", m, "k", k, "n", n, "_",
+                      kActs[act], with_bias ? "_bias" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(

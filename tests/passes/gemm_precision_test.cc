@@ -69,9 +69,11 @@ graph g opset=21 {
   EXPECT_EQ(report.notes()[0].reason, "");
   EXPECT_EQ(report.notes()[1].op, "LayerNormalization");
   EXPECT_EQ(report.notes()[1].precision, "fp32");
-  EXPECT_TRUE(absl::StrContains(report.notes()[1].reason, "normalization")) << report.notes()[1].reason;
+  EXPECT_TRUE(absl::StrContains(report.notes()[1].reason, "normalization"))
+      << report.notes()[1].reason;
   EXPECT_EQ(report.notes()[2].precision, "fp32");
-  EXPECT_TRUE(absl::StartsWith(report.notes()[2].reason, "output head")) << report.notes()[2].reason;
+  EXPECT_TRUE(absl::StartsWith(report.notes()[2].reason, "output head"))
+      << report.notes()[2].reason;
 }
 
 TEST(GemmPrecision, Int8QuantizesPerOutputChannel) {
@@ -81,11 +83,13 @@ TEST(GemmPrecision, Int8QuantizesPerOutputChannel) {
   ASSERT_TRUE(testing::RunPass(kPass, *g, At(Precision::kInt8, &report)));
   const std::string text = PrintGraph(*g);
   EXPECT_TRUE(absl::StrContains(
-      text, R"(kiln.QuantLinear(%0, %2, %3, %1) {activation="gelu", x_quant="dynamic_row"} : f32[2,4] "h")"))
+      text,
+      R"(kiln.QuantLinear(%0, %2, %3, %1) {activation="gelu", x_quant="dynamic_row"} : f32[2,4] "h")"))
       << text;
   EXPECT_FALSE(absl::StrContains(text, "\"w1\"")) << "the f32 weights are gone:\n" << text;
   EXPECT_TRUE(absl::StrContains(text, R"(kiln.Linear(%6, %7) {trans_w=1} : f32[2,2] "logits")"))
-      << "the head stays f32:\n" << text;
+      << "the head stays f32:\n"
+      << text;
   // W [K=3, N=4] as [N, K] s8: q = rne(w · 127 / max|column|), scale = max / 127.
   const Tensor* q = nullptr;
   const Tensor* scale = nullptr;
@@ -102,7 +106,8 @@ TEST(GemmPrecision, Int8QuantizesPerOutputChannel) {
     const float a = w[2][n];  // the largest of each column
     EXPECT_FLOAT_EQ(scale->data<float>()[n], a / 127.0f);
     for (int k = 0; k < 3; ++k)
-      EXPECT_EQ(q->data<int8_t>()[n * 3 + k], static_cast<int>(std::nearbyint(w[k][n] * (127.0f / a))))
+      EXPECT_EQ(q->data<int8_t>()[n * 3 + k],
+                static_cast<int>(std::nearbyint(w[k][n] * (127.0f / a))))
           << "n=" << n << " k=" << k;
   }
   ASSERT_EQ(report.notes().size(), 3u);

@@ -266,6 +266,36 @@ def test_compile_errors(tiny_bert, tmp_path):
         kiln.compile(not_onnx, symbols={"batch": 1})
 
 
+def test_compile_below_fp32_and_its_gate(tiny_bert, tmp_path):
+    """int8 / bf16 cpu plans run close to fp32; a gate not met raises AccuracyError and
+    writes nothing (kiln/verify.h; the CLI's --accept)."""
+    inputs = feeds(2, 16, seed=3)
+    want = kiln.compile(tiny_bert, symbols={"batch": 2, "sequence": 16}).session().run(inputs)
+    for precision in ("bf16", "int8"):
+        plan = kiln.compile(tiny_bert, symbols={"batch": 2, "sequence": 16}, precision=precision)
+        got = plan.session().run(inputs)
+        a, b = want["last_hidden_state"], got["last_hidden_state"]
+        cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+        assert cos.min() > 0.999, (precision, cos.min())
+        info = plan.info()
+        assert any(n["precision"] == precision for n in info["precision_notes"])
+    out = tmp_path / "int8.kiln"
+    with pytest.raises(kiln.AccuracyError, match="fails its accuracy gate") as error:
+        kiln.compile(tiny_bert, out, symbols={"batch": 2, "sequence": 16}, precision="int8",
+                     accept="max_abs<=1e-12")
+    assert error.value.code == "ABORTED"
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    with pytest.raises(kiln.AccuracyError):
+        kiln.compile(tiny_bert, symbols={"batch": 2, "sequence": 16}, precision="int8",
+                     accept="cosine>=1.5")
+    with pytest.raises(kiln.InvalidArgument, match="unknown metric"):
+        kiln.compile(tiny_bert, symbols={"batch": 2, "sequence": 16}, precision="int8",
+                     accept="angle>=0.9")
+    kiln.compile(tiny_bert, out, symbols={"batch": 2, "sequence": 16}, precision="int8",
+                 accept="none")
+    assert out.exists()
+
+
 def test_damaged_plans_are_refused(plan_file, tmp_path):
     data = bytearray(plan_file.read_bytes())
     data[len(data) // 2] ^= 0xFF  # inside the weights: the CRC catches it

@@ -2,11 +2,11 @@
 #
 #   kiln_compile_model(<target> MODEL <file.onnx> OUTPUT <file.kiln>
 #                      [TARGET cpu|cuda] [SHAPES spec...] [PROFILE spec] [PRECISION p]
-#                      [OPTIONS extra-args...])
+#                      [ACCEPT gates] [CALIB dir] [OPTIONS extra-args...])
 #
 # adds a custom command that runs
 #   kiln compile MODEL -o OUTPUT [--target T] [--shape S]... [--profile P] [--precision P]
-#                OPTIONS... --quiet
+#                [--accept A] [--calib D] OPTIONS... --quiet
 # and a custom target <target> (in ALL) that depends on OUTPUT. A relative MODEL is taken
 # from the current source dir, a relative OUTPUT from the current binary dir. The target's
 # property KILN_PLAN_FILE holds the absolute OUTPUT path.
@@ -21,20 +21,23 @@
 # that hold for every generator and covers the imported binary's location, which is not
 # on the command line. The plan is written to OUTPUT.tmp and renamed, so a failed or
 # interrupted compile never leaves a truncated plan that looks up to date, and a process
-# that maps the old plan keeps a consistent file.
+# that maps the old plan keeps a consistent file. A plan below fp32 (PRECISION bf16|int8)
+# passes its accuracy gate first (ACCEPT, else the precision's default; docs/precision.md):
+# a gate not met fails the build (kiln compile exits 4) and keeps the previous plan. A
+# relative CALIB dir is taken from the current source dir; its files are not dependencies.
 # Limits: the arguments are passed through to `kiln compile` unchecked (SPEC syntax:
 # docs/cli.md); generator expressions in them are not evaluated into the stamp.
 include_guard(GLOBAL)
 
 function(kiln_compile_model target)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "MODEL;OUTPUT;TARGET;PROFILE;PRECISION"
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "MODEL;OUTPUT;TARGET;PROFILE;PRECISION;ACCEPT;CALIB"
                         "SHAPES;OPTIONS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "kiln_compile_model(${target}): unknown arguments: "
                         "${ARG_UNPARSED_ARGUMENTS}")
   endif()
   foreach(kw IN LISTS ARG_KEYWORDS_MISSING_VALUES)
-    if(kw MATCHES "^(MODEL|OUTPUT|TARGET|PROFILE|PRECISION)$")
+    if(kw MATCHES "^(MODEL|OUTPUT|TARGET|PROFILE|PRECISION|ACCEPT|CALIB)$")
       message(FATAL_ERROR "kiln_compile_model(${target}): ${kw} needs a value")
     endif()
   endforeach()
@@ -94,6 +97,13 @@ function(kiln_compile_model target)
   endif()
   if(DEFINED ARG_PRECISION)
     list(APPEND _args --precision ${ARG_PRECISION})
+  endif()
+  if(DEFINED ARG_ACCEPT)
+    list(APPEND _args --accept ${ARG_ACCEPT})
+  endif()
+  if(DEFINED ARG_CALIB)
+    get_filename_component(_calib "${ARG_CALIB}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND _args --calib ${_calib})
   endif()
   list(APPEND _args ${ARG_OPTIONS})
 

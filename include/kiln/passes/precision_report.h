@@ -56,8 +56,8 @@ inline std::vector<std::string> PrecisionSummary(const std::vector<PrecisionNote
   std::vector<std::string> lines;
   for (const auto& [key, count] : groups) {
     const auto& [kept, precision, op, reason] = key;
-    lines.push_back(absl::StrCat(precision, ": ", count, " ", op,
-                                 kept ? absl::StrCat(" (", reason, ")") : ""));
+    lines.push_back(
+        absl::StrCat(precision, ": ", count, " ", op, kept ? absl::StrCat(" (", reason, ")") : ""));
   }
   return lines;
 }
