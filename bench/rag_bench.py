@@ -12,7 +12,10 @@ onnxruntime: one session per model (benchlib.ort_session), sess.run per call on 
 slices of the same arrays. Repetitions are interleaved: kiln, ORT, ORT, kiln (halves).
 The scores of both sides are compared (max abs difference recorded), so a broken plan
 cannot produce a fast number unnoticed.
-Limits: mask of ones (no padded candidates), no tokenization, no pooling: model calls only.
+--precision bf16|int8 compiles kiln's two plans at that precision (the gate off); onnxruntime
+stays fp32, and the ranking of kiln's scores is compared with its (Spearman, top-10 overlap).
+Limits: mask of ones (no padded candidates), no tokenization, no pooling: model calls only;
+random weights (the rankings compare two computations of one random model).
 """
 
 import argparse
@@ -58,18 +61,25 @@ def ort_pipeline(embed, rerank, q, d, reps, warmup):
     return (times, embed_ms, rerank_ms), np.concatenate(scores).reshape(-1), qout
 
 
-def run_scenario(kiln, rag_bench, work, threads, reps, warmup):
+def spearman(a, b):
+    """Spearman's rank correlation (no ties in float scores of distinct pairs)."""
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def run_scenario(kiln, rag_bench, work, threads, reps, warmup, precision="fp32"):
     """Compiles the two plans, runs both pipelines interleaved, returns the result dict."""
     os.makedirs(work, exist_ok=True)
     embed_onnx, rerank_onnx = benchlib.ensure_model("minilm"), benchlib.ensure_model("cross")
     embed_plan = os.path.join(work, "rag_embed.kiln")
     rerank_plan = os.path.join(work, "rag_rerank.kiln")
-    log("RAG: compiling the bi-encoder (batch=1,sequence=32) and the cross-encoder "
-        "(--profile batch=4:32,sequence=256)")
+    log(f"RAG: compiling the bi-encoder (batch=1,sequence=32) and the cross-encoder "
+        f"(--profile batch=4:32,sequence=256) at {precision}")
+    prec = ["--precision", precision, "--accept", "none"] if precision != "fp32" else []
     benchlib.run_timed(kiln + ["compile", embed_onnx, "-o", embed_plan, "--shape",
-                               f"batch=1,sequence={QUERY_SEQ}", "--quiet"])
+                               f"batch=1,sequence={QUERY_SEQ}", "--quiet", *prec])
     benchlib.run_timed(kiln + ["compile", rerank_onnx, "-o", rerank_plan, "--profile",
-                               f"batch=4:{BATCH},sequence={DOC_SEQ}", "--quiet"])
+                               f"batch=4:{BATCH},sequence={DOC_SEQ}", "--quiet", *prec])
     q, d = write_inputs(work)
     embed = benchlib.ort_session(embed_onnx, threads)
     rerank = benchlib.ort_session(rerank_onnx, threads)
@@ -110,7 +120,15 @@ def run_scenario(kiln, rag_bench, work, threads, reps, warmup):
                  "rerank_p50_ms": p50(k_rerank), "peak_rss_mb": k_runs[-1].get("peak_rss_mb")},
         "ort": {**os_, "embed_p50_ms": p50(o_embed), "rerank_p50_ms": p50(o_rerank)},
         "ratio_p50": ks["p50_ms"] / os_["p50_ms"],
+        "precision": precision,
         "scores_max_abs_diff": float(np.max(np.abs(k_scores - o_scores.astype(np.float64))))
+        if k_scores.shape == o_scores.shape else None,
+        # kiln's scores ranked against onnxruntime fp32's: Spearman's rho over the 100, and
+        # how many of fp32's top 10 are in kiln's top 10.
+        "rank_spearman_vs_ort_fp32": spearman(k_scores, o_scores)
+        if k_scores.shape == o_scores.shape else None,
+        "top10_overlap_vs_ort_fp32": int(len(set(np.argsort(-k_scores)[:10])
+                                             & set(np.argsort(-o_scores.reshape(-1))[:10])))
         if k_scores.shape == o_scores.shape else None,
         "query_head_max_abs_diff": float(np.max(np.abs(
             q_head - o_q.reshape(-1)[:q_head.size].astype(np.float64)))) if q_head.size else None,
@@ -132,6 +150,8 @@ def main():
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--work-dir", default=None)
+    p.add_argument("--precision", default="fp32", help="kiln's plans: fp32, bf16 or int8 "
+                   "(onnxruntime stays fp32, the reference the rankings are compared with)")
     a = p.parse_args()
     import tempfile
     res = run_scenario(
@@ -139,7 +159,7 @@ def main():
         rag_bench=shlex.split(a.rag_bench) if a.rag_bench else [
             os.path.join(a.build_dir, "bench", "kiln_rag_bench")],
         work=a.work_dir or tempfile.mkdtemp(prefix="kiln-rag-"), threads=a.threads,
-        reps=a.reps, warmup=a.warmup)
+        reps=a.reps, warmup=a.warmup, precision=a.precision)
     print(json.dumps(res, indent=1))
 
 

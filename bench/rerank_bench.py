@@ -24,8 +24,11 @@ the floor they set at the measured fp32 Linear peak (kiln_kernels_bench BM_Linea
 e2e_bench.py). Scores of kiln packed are checked against ORT (max abs diff reported).
 Limits: random weights (models/gen_bert.py cross-encoder of MiniLM-L6 size), no tokenizer.
 
+--precision bf16|int8 compiles kiln's plan at that precision (the accuracy gate off);
+onnxruntime stays fp32 and kiln's ranking is compared with its (Spearman, top-10 overlap).
+
 Usage: PYTHONPATH=build/python python3 bench/rerank_bench.py [--threads 2] [--reps 5]
-       [--candidates 100,1000] [--tokens 256:512:...] [--json out.json]
+       [--candidates 100,1000] [--tokens 256:512:...] [--precision int8] [--json out.json]
        (KILN_CPU_ISA=avx2: kiln's AVX2 path)
 """
 
@@ -117,6 +120,9 @@ def main():
     ap.add_argument("--tokens", default=":".join(str(t) for t in PROFILE["tokens"]),
                     help="the packed token buckets, a:b:c")
     ap.add_argument("--json")
+    ap.add_argument("--precision", default="fp32",
+                    help="kiln's plan: fp32, bf16 or int8 (onnxruntime stays fp32; the "
+                         "ranking of kiln's scores is compared with its)")
     a = ap.parse_args()
     import kiln  # noqa: E402  (PYTHONPATH=build/python)
 
@@ -126,7 +132,8 @@ def main():
     plan_path = os.path.join(work, "cross.kiln")
     log(f"compiling {os.path.basename(onnx_path)} with profile {PROFILE}")
     t0 = time.perf_counter()
-    plan = kiln.compile(onnx_path, plan_path, profile=PROFILE)
+    plan = kiln.compile(onnx_path, plan_path, profile=PROFILE, precision=a.precision,
+                        accept="none")
     log(f"compiled in {time.perf_counter() - t0:.1f} s")
     session = plan.session(threads=a.threads)
     ort = benchlib.ort_session(onnx_path, a.threads)
@@ -138,6 +145,7 @@ def main():
     }
     result = {"threads": a.threads, "cpu": benchlib_cpu(),
               "kiln_cpu_isa": os.environ.get("KILN_CPU_ISA", "auto"), "profile": PROFILE,
+              "precision": a.precision,
               "distribution": f"query U[8,16] tokens; passage lognormal mean {MEAN_PASSAGE} "
                               f"sigma {SIGMA}, >= 1; pair = 3 + query + passage, cap {MAX_LEN}",
               "linear_peak_gflops": peak, "rows": []}
@@ -173,13 +181,21 @@ def main():
                "scores_max_abs_diff_vs_ort": float(np.max(np.abs(
                    scores["kiln_packed"] - scores["ort_padded"]))),
                "packed_vs_padded_max_abs_diff": float(np.max(np.abs(
-                   scores["kiln_packed"] - scores["kiln_padded"])))}
+                   scores["kiln_packed"] - scores["kiln_padded"]))),
+               # kiln's ranking of the N against onnxruntime fp32's: Spearman's rho and how
+               # many of fp32's top 10 kiln also ranks in its top 10.
+               "rank_spearman_vs_ort": float(np.corrcoef(
+                   np.argsort(np.argsort(scores["kiln_packed"])),
+                   np.argsort(np.argsort(scores["ort_padded"])))[0, 1]),
+               "top10_overlap_vs_ort": len(set(np.argsort(-scores["kiln_packed"])[:10])
+                                           & set(np.argsort(-scores["ort_padded"])[:10]))}
         result["rows"].append(row)
         log(f"N={n}: real tokens {real_tokens} of {padded_tokens} padded; median ms " +
             ", ".join(f"{k} {v:.1f}" for k, v in med.items()) +
             f"; packed/padded throughput {row['packed_vs_padded_throughput']:.2f}x; "
             f"floor {row['floor_ms'] or float('nan'):.1f} ms; |packed - ORT| "
-            f"{row['scores_max_abs_diff_vs_ort']:.2g}")
+            f"{row['scores_max_abs_diff_vs_ort']:.2g}; rank rho {row['rank_spearman_vs_ort']:.4f}, "
+            f"top-10 overlap {row['top10_overlap_vs_ort']}")
     print(json.dumps(result, indent=1))
     if a.json:
         with open(a.json, "w") as f:

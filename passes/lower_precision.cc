@@ -21,10 +21,12 @@
 //     -inf, and a fully masked softmax row NaN; bf16 has f32's range and needs none).
 // Why: a plan's weights are stored in the target precision (half the bytes), Casts sit only
 // at the region boundaries, and the numerically delicate parts stay where they are safe.
+// An op the numeric-safety pass found out of fp16's range on the calibration inputs
+// (PrecisionReport::ForcedF32) stays f32 as a kKeepF32 op does; each compute op's precision
+// (and why one stays f32) is noted in the PrecisionReport for the plan.
 // Limits: only f32 values move (f64 and existing 16-bit values are left as they are); the
-// range check covers constants and the values cast down, not values computed in fp16 (an
-// activation that grows above 65504 inside a 16-bit region still overflows fp16 — bf16 has
-// f32's range).
+// range check covers constants and the values cast down, and run-time values only as far
+// as numeric-safety's calibration saw them (bf16 has f32's range).
 #include <cmath>
 #include <map>
 #include <set>
@@ -155,10 +157,15 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
     if (n->is_input() || n->is_constant()) continue;
     if (n->domain().empty() && (n->op() == "Cast" || n->op() == "CastLike")) continue;
     const OpInfo* info = FindOp(n->domain(), n->op());
-    const PrecisionPolicy policy = info ? info->precision : PrecisionPolicy::kFollow;
+    const std::string* forced =
+        ctx.precision_report ? ctx.precision_report->ForcedF32(*n) : nullptr;
+    const PrecisionPolicy policy = forced ? PrecisionPolicy::kKeepF32
+                                   : info ? info->precision
+                                          : PrecisionPolicy::kFollow;
     const unsigned keep = info ? info->f32_inputs : 0;
     auto kept = [&](int i) { return (keep >> i) & 1u; };
     bool go_low = false;
+    std::string why_f32 = forced ? *forced : "";
     if (policy == PrecisionPolicy::kLower) {
       go_low = true;
     } else if (policy == PrecisionPolicy::kFollow) {
@@ -181,8 +188,16 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
       const Value v = n->input(i);
       if (!IsF32(v) || kept(i)) continue;
       has_f32 = true;
-      if (const Tensor* t = v.node->constant_value(); t && !Fits(*t, low)) go_low = false;
+      if (const Tensor* t = v.node->constant_value(); t && !Fits(*t, low)) {
+        go_low = false;
+        why_f32 = "a constant operand beyond fp16's range (|v| > 65504)";
+      }
     }
+    // Compute ops (kLower in the catalogue) get a note: their precision, or why f32.
+    const bool compute = info && info->precision == PrecisionPolicy::kLower;
+    if (compute && ctx.precision_report)
+      ctx.precision_report->Note(*n, go_low ? std::string(PrecisionName(ctx.precision)) : "fp32",
+                                 go_low ? "" : why_f32);
     for (int o = 0; o < n->num_outputs(); ++o)
       has_f32 |= n->output_info(o).type.dtype == DType::kF32;
     if (go_low && !has_f32) continue;  // nothing of ours to lower (e.g. already 16-bit)

@@ -30,5 +30,6 @@ std::unique_ptr<Pass> CreateFusePoolingPass();         // fuse_pooling.cc
 // Target lowering.
 std::unique_ptr<Pass> CreateLowerPrecisionPass();  // lower_precision.cc
 std::unique_ptr<Pass> CreateGemmPrecisionPass();   // gemm_precision.cc
+std::unique_ptr<Pass> CreateNumericSafetyPass();   // numeric_safety.cc
 
 }  // namespace kiln

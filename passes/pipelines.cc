@@ -22,6 +22,13 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
                           "activations and every other op fp32 (docs/precision.md)",
                           "last: after the fusions, whose kiln.Linear is what it lowers"});
     } else {
+      if (precision == Precision::kFp16)
+        p.stages.push_back({{"numeric-safety"},
+                            1,
+                            "fp16: ops whose values exceed fp16's range on the calibration "
+                            "inputs stay fp32 (docs/precision.md)",
+                            "after the fusions (it runs the fused graph), before "
+                            "lower-precision (which obeys its verdicts)"});
       p.stages.push_back({{"lower-precision"},
                           1,
                           "fp16/bf16: the compute path in 16 bits, weights converted once, "

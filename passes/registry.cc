@@ -36,6 +36,7 @@ constexpr Entry kPasses[] = {
     {"split-to-slices", CreateSplitToSlicesPass},
     {"lower-precision", CreateLowerPrecisionPass},
     {"gemm-precision", CreateGemmPrecisionPass},
+    {"numeric-safety", CreateNumericSafetyPass},
 };
 
 std::vector<std::pair<std::string, std::unique_ptr<Pass> (*)()>>& ExtraPasses() {

@@ -544,7 +544,7 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
   }
   // The accuracy gate (kiln/verify.h), as `kiln compile --accept/--calib`.
   VerifyOptions verify;
-  verify.calib_dir = std::move(calib);
+  verify.calib_dir = options.calib_dir = std::move(calib);
   if (accept) {
     verify.gates = ValueOrThrow(ParseAccuracyGates(*accept));
   } else {
@@ -556,9 +556,9 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
           "accept: the accuracy gate runs cpu plans; check a cuda plan on a GPU")};
     verify.gates.clear();
   }
-  if (!verify.calib_dir.empty() && verify.gates.empty())
+  if (!verify.calib_dir.empty() && verify.gates.empty() && precision != "fp16")
     throw StatusError{
-        InvalidArgument("calib: no accuracy gate to feed (fp32, or accept=\"none\")")};
+        InvalidArgument("calib: nothing to calibrate or gate (fp32, or accept=\"none\")")};
   const std::string model_path = model.string();
   if (output) {
     const std::string out = output->string();

@@ -83,8 +83,9 @@ constexpr char kHelp[] =
     "                           cosine>=0.9999, int8 cosine>=0.99 (worst row, every output).\n"
     "                           SPEC e.g. cosine>=0.999,max_abs<=0.05,logits:rank_agreement\n"
     "                           >=0.99 (see kiln verify --help); none: no gate\n"
-    "  --calib DIR              the gate's input sets (as kiln verify --calib); default:\n"
-    "                           seeded random valid inputs at the buckets' shapes\n"
+    "  --calib DIR              input sets (as kiln verify --calib) for the gate and for\n"
+    "                           fp16's numeric-safety pass (ops whose values exceed fp16's\n"
+    "                           range stay fp32); default: seeded random valid inputs\n"
     "  --verify-samples N       the gate's random input sets (default 4)\n"
     "  --decode-context LIST    KV-cache decoders (past_key_values.* in, present.* out):\n"
     "                           the cache capacities in tokens per sequence, e.g. 256,1024.\n"
@@ -265,7 +266,7 @@ int RunCompile(int argc, char** argv) {
       continue;
     }
     if (args.Option("--calib", &v)) {
-      vo.calib_dir = v;
+      vo.calib_dir = co.calib_dir = v;
       continue;
     }
     if (args.Option("--verify-samples", &v)) {
@@ -330,9 +331,9 @@ int RunCompile(int argc, char** argv) {
           "(bench/gpu/check.sh)"));
     vo.gates.clear();  // the cuda defaults are checked on a GPU, not here
   }
-  if (!vo.calib_dir.empty() && vo.gates.empty())
+  if (!vo.calib_dir.empty() && vo.gates.empty() && co.precision != "fp16")
     return Fail(absl::InvalidArgumentError(
-        "--calib: no accuracy gate to feed (the plan is fp32, or --accept none)"));
+        "--calib: nothing to calibrate or gate (an fp32 plan, or --accept none)"));
 
   ProgressSink sink(quiet, verbose);
   co.progress = [&sink](std::string_view line) { sink.Line(line); };

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "compiler/calibration.h"
 #include "kiln/ir/dot.h"
 #include "kiln/ir/text.h"
 #include "kiln/ir/verifier.h"
@@ -41,8 +42,12 @@ constexpr char kHelp[] =
     "                            SYMBOL=N, comma-separated (repeatable)\n"
     "  --outputs a,b             keep only these graph outputs (and what feeds them)\n"
     "  --fold-limit BYTES        largest constant that folding may create (default 1 GiB)\n"
-    "  --precision fp32|fp16|bf16  append lower-precision to the pipeline, as a 16-bit\n"
-    "                            `kiln compile --target cuda` does (docs/precision.md)\n"
+    "  --precision P             append the precision stage `kiln compile` appends for the\n"
+    "                            target (docs/precision.md): cpu bf16|int8 gemm-precision,\n"
+    "                            cuda fp16|bf16 numeric-safety (fp16: calibrated on two\n"
+    "                            seeded random valid input sets) and lower-precision\n"
+    "  --target cpu|cuda         the target the precision stage is for (default cpu; fp16\n"
+    "                            alone implies cuda)\n"
     "  --verify-each             run the IR verifier after every pass\n"
     "  --emit-onnx OUT.onnx      write the optimized graph as an ONNX model (opset 21)\n"
     "  --fusion-report FILE.json write what each fusion kind fused and every near-miss with\n"
@@ -94,6 +99,7 @@ int RunOpt(int argc, char** argv) {
   bool pass_stats = false, quiet = false, custom = false;
   PassManagerOptions pmo;
   PassContext ctx;
+  bool target_given = false;
   while (!args.Done()) {
     if (args.Flag("--help") || args.Flag("-h")) {
       std::fputs(kHelp, stdout);
@@ -157,8 +163,16 @@ int RunOpt(int argc, char** argv) {
       const std::optional<Precision> p = PrecisionFromName(v);
       if (!p)
         return Fail(absl::InvalidArgumentError(
-            absl::StrCat("--precision: unknown precision '", v, "' (fp32, fp16 or bf16)")));
+            absl::StrCat("--precision: unknown precision '", v, "' (fp32, fp16, bf16 or int8)")));
       ctx.precision = *p;
+      continue;
+    }
+    if (args.Option("--target", &v)) {
+      if (v != "cpu" && v != "cuda")
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("--target: unknown target '", v, "' (want cpu or cuda)")));
+      ctx.target = v == "cpu" ? PlanTarget::kCpu : PlanTarget::kCuda;
+      target_given = true;
       continue;
     }
     if (args.Option("--fold-limit", &v)) {
@@ -182,6 +196,20 @@ int RunOpt(int argc, char** argv) {
     if (absl::Status s = ParseShapeSpec(spec, g, &ctx.input_shapes, &ctx.symbol_values); !s.ok())
       return Fail(s);
 
+  if (ctx.precision == Precision::kFp16 && !target_given) ctx.target = PlanTarget::kCuda;
+  PrecisionReport precision_report;
+  ctx.precision_report = &precision_report;
+  std::vector<absl::flat_hash_map<std::string, Tensor>> calibration;
+  if (ctx.precision == Precision::kFp16) {
+    CompileOptions co;
+    co.symbols = ctx.symbol_values;
+    co.input_shapes = ctx.input_shapes;
+    absl::StatusOr<std::vector<absl::flat_hash_map<std::string, Tensor>>> sets =
+        compiler::CalibrationSets(g, co);
+    if (!sets.ok()) return Fail(sets.status());
+    calibration = *std::move(sets);
+    ctx.calibration_inputs = &calibration;
+  }
   auto pipeline =
       custom ? CustomPipeline(pass_list) : StandardPipeline(level, ctx.target, ctx.precision);
   if (!pipeline.ok()) return Fail(pipeline.status());
@@ -208,6 +236,8 @@ int RunOpt(int argc, char** argv) {
     PrintStats(pm);
     const std::string summary = report.Summary();
     std::fprintf(stderr, "fusions:%s", summary.empty() ? " none\n" : ("\n" + summary).c_str());
+    for (const std::string& line : PrecisionSummary(precision_report.notes()))
+      std::fprintf(stderr, "precision: %s\n", line.c_str());
   }
   if (!report_file.empty()) {
     std::ofstream f(report_file, std::ios::trunc);

@@ -5,10 +5,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "kiln/support/npy.h"
 #include "kiln/verify.h"
 #include "tools/cli.h"
 #include "tools/plan_util.h"
-#include "kiln/support/npy.h"
 
 namespace kiln::cli {
 namespace {
@@ -70,8 +70,8 @@ int RunVerify(int argc, char** argv) {
     if (args.Option("--input", &v)) {
       const size_t eq = v.find('=');
       if (eq == std::string::npos || eq == 0)
-        return Fail(absl::InvalidArgumentError(
-            absl::StrCat("--input: '", v, "' is not NAME=FILE.npy")));
+        return Fail(
+            absl::InvalidArgumentError(absl::StrCat("--input: '", v, "' is not NAME=FILE.npy")));
       input_files[v.substr(0, eq)] = v.substr(eq + 1);
       continue;
     }
@@ -93,8 +93,8 @@ int RunVerify(int argc, char** argv) {
     if (!args.status().ok()) return Fail(args.status());
     if (model.empty() && args.Positional(&model)) continue;
     if (plan_path.empty() && args.Positional(&plan_path)) continue;
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "verify: unexpected argument '", args.Next(), "' (see kiln verify --help)")));
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("verify: unexpected argument '", args.Next(), "' (see kiln verify --help)")));
   }
   if (!args.status().ok()) return Fail(args.status());
   if (model.empty() || plan_path.empty())

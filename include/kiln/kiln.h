@@ -61,8 +61,13 @@ absl::StatusOr<std::shared_ptr<void>> AllocateCudaBuffer(int ordinal, size_t byt
 struct CompileOptions {
   PlanTarget target = PlanTarget::kCpu;
   int opt_level = 2;  // 0..3, as `kiln opt -O<n>`
-  // "fp32", "fp16" or "bf16" (docs/precision.md). The CPU backend lowers fp32 only.
+  // "fp32"; cpu "bf16" or "int8"; cuda "fp16" or "bf16" (docs/precision.md).
   std::string precision = "fp32";
+  // Input sets for the passes that run the model while compiling (numeric-safety's range
+  // calibration of fp16 plans): a folder of .npz files / sub-folders of .npy files, as
+  // `kiln verify --calib`. Empty: two seeded random valid sets at the smallest profile
+  // shape (compiler/calibration.h).
+  std::string calib_dir;
   // cuda: the SM architectures the plan is for (e.g. {90, 80}); empty: 80 and 90. The
   // executor refuses a GPU whose architecture is not among them.
   std::vector<int> cuda_sms;

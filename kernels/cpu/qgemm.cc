@@ -129,13 +129,18 @@ absl::Status QuantGemm::Run(const CpuContext& ctx, const float* x, int64_t m, fl
   });
 
   const int mr = kt.mr, nr = kt.nr;
+  const int threads = ctx.threads();
+  // Row blocks that fit kXBlockBytes, as many as a multiple of the threads once there are
+  // several, and of equal size: the items split contiguously, so each thread then gets
+  // whole blocks and the same rows (blocks of 336 + 336 + 336 + 16 rows at M = 1024, K = 768
+  // gave one thread 672 rows and the other 352: 2 threads ran at 1.5x one).
   const int64_t fit_rows = std::max<int64_t>(mr, kXBlockBytes / k4_);
-  int64_t block_rows = std::max<int64_t>(mr, fit_rows / mr * mr);
-  if (panels_ < ctx.threads()) {
-    const int64_t per_thread = (m + ctx.threads() - 1) / ctx.threads();
-    block_rows = std::min(block_rows, std::max<int64_t>(mr, (per_thread + mr - 1) / mr * mr));
-  }
-  const int64_t blocks = (m + block_rows - 1) / block_rows;
+  int64_t blocks = (m + fit_rows - 1) / fit_rows;
+  if (blocks > 1) blocks = (blocks + threads - 1) / threads * threads;
+  if (panels_ < threads) blocks = std::max<int64_t>(blocks, threads);
+  int64_t block_rows = (m + blocks - 1) / blocks;
+  block_rows = std::max<int64_t>(mr, (block_rows + mr - 1) / mr * mr);
+  blocks = (m + block_rows - 1) / block_rows;
   const int64_t items = blocks * panels_;  // block-major, as PanelGemm
   // Split only when each thread gets ≥ ~4 M multiply-adds (a fork/join costs a few µs).
   const double item_macs = static_cast<double>(std::min(m, block_rows)) * nr * k4_;

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "compiler/calibration.h"
 #include "compiler/generation.h"
 #include "compiler/lower.h"
 #include "compiler/packing.h"
@@ -270,6 +271,7 @@ std::string CompileOptionsString(const CompileOptions& o) {
                       absl::StrJoin(shapes, ","), "} symbols={", absl::StrJoin(symbols, ","),
                       "} profile={", absl::StrJoin(profile, ","), "} disabled_passes={",
                       absl::StrJoin(disabled, ","), "}",
+                      o.calib_dir.empty() ? "" : absl::StrCat(" calib=", o.calib_dir),
                       o.decode_context.empty()
                           ? ""
                           : absl::StrCat(" decode_context={",
@@ -323,7 +325,17 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   pmo.disabled = options.disabled_passes;
   FusionReport report;
   PrecisionReport precision_report;
+  // fp16: numeric-safety runs the fused graph on valid inputs (compiler/calibration.h).
+  std::vector<absl::flat_hash_map<std::string, Tensor>> calibration;
+  if (precision == Precision::kFp16) {
+    t0 = Clock::now();
+    KILN_ASSIGN_OR_RETURN(calibration, compiler::CalibrationSets(*graph, options));
+    say(absl::StrFormat("calibration: %d input sets (%s)", calibration.size(),
+                        options.calib_dir.empty() ? "seeded random, the smallest profile shape"
+                                                  : options.calib_dir));
+  }
   PassContext ctx;
+  if (!calibration.empty()) ctx.calibration_inputs = &calibration;
   ctx.target = options.target;
   ctx.precision = precision;
   ctx.precision_report = &precision_report;

@@ -135,6 +135,12 @@ absl::StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node,
 
 absl::StatusOr<std::vector<Tensor>> RunReference(
     const Graph& g, const absl::flat_hash_map<std::string, Tensor>& inputs) {
+  return RunReference(g, inputs, nullptr);
+}
+
+absl::StatusOr<std::vector<Tensor>> RunReference(
+    const Graph& g, const absl::flat_hash_map<std::string, Tensor>& inputs,
+    const ValueObserver& observe) {
   absl::flat_hash_map<Value, Tensor, ValueHash> live;
   absl::flat_hash_map<Value, int, ValueHash> remaining_uses;
   absl::flat_hash_set<Value, ValueHash> graph_outputs;
@@ -150,6 +156,7 @@ absl::StatusOr<std::vector<Tensor>> RunReference(
       return absl::InvalidArgumentError(absl::StrCat("graph input '", name, "' is not bound"));
     KILN_RETURN_IF_ERROR(BindInput(name, in->output_info(0).type, it->second, symbols));
     live[in->output()] = it->second;
+    if (observe) observe(*in, 0, it->second);
   }
   for (const auto& [name, t] : inputs)
     if (!input_names.contains(name))
@@ -183,6 +190,9 @@ absl::StatusOr<std::vector<Tensor>> RunReference(
       args.push_back(&it->second);
     }
     KILN_ASSIGN_OR_RETURN(std::vector<Tensor> outs, EvaluateNode(*node, args));
+    if (observe)
+      for (int i = 0; i < node->num_outputs() && i < static_cast<int>(outs.size()); ++i)
+        observe(*node, i, outs[i]);
     for (int i = 0; i < node->num_outputs(); ++i) {
       const Value v = node->output(i);
       if (remaining_uses.contains(v) || graph_outputs.contains(v)) live[v] = std::move(outs[i]);

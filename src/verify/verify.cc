@@ -16,7 +16,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "compiler/calibration.h"
 #include "kiln/ir/dim_expr.h"
+#include "kiln/onnx/importer.h"
 #include "kiln/support/status.h"
 #include "verify/verify_internal.h"
 
@@ -47,7 +49,9 @@ struct Accum {
       ng += g[i] * g[i];
     }
     // Two zero vectors agree; one zero vector against another does not.
-    const double cos = nw == 0 && ng == 0 ? 1.0 : nw == 0 || ng == 0 ? 0.0 : dot / std::sqrt(nw * ng);
+    const double cos = nw == 0 && ng == 0   ? 1.0
+                       : nw == 0 || ng == 0 ? 0.0
+                                            : dot / std::sqrt(nw * ng);
     acc.cosine_worst = std::min(acc.cosine_worst, std::isnan(cos) ? -1.0 : cos);
     cos_sum += std::isnan(cos) ? -1.0 : cos;
     ++acc.rows;
@@ -101,9 +105,9 @@ OutputAccuracy Finish(Accum& a) {
   }
   OutputAccuracy o = a.acc;
   o.max_rel = a.max_ref > 0 ? o.max_abs / a.max_ref : o.max_abs;
-  o.cosine_mean = o.scores ? o.cosine_worst
-                 : o.rows > 0 ? a.cos_sum / static_cast<double>(o.rows)
-                              : 1.0;
+  o.cosine_mean = o.scores     ? o.cosine_worst
+                  : o.rows > 0 ? a.cos_sum / static_cast<double>(o.rows)
+                               : 1.0;
   for (size_t c = 0; c < a.want_cols.size(); ++c) {
     const std::optional<double> rho = verify_internal::Spearman(a.want_cols[c], a.got_cols[c]);
     if (rho) o.rank_agreement = o.rank_agreement ? std::min(*o.rank_agreement, *rho) : *rho;
@@ -131,7 +135,8 @@ absl::StatusOr<std::vector<Tensor>> RunOn(const Executor& exec,
   std::vector<std::vector<int64_t>> dims;
   for (const PlanTensorSig& s : io.inputs) {
     auto it = set.find(s.name);
-    if (it == set.end()) return absl::InvalidArgumentError(absl::StrCat("input '", s.name, "' missing"));
+    if (it == set.end())
+      return absl::InvalidArgumentError(absl::StrCat("input '", s.name, "' missing"));
     in.push_back({it->second.dtype(), it->second.dims(), it->second.raw()});
     dims.push_back(it->second.dims());
   }
@@ -189,8 +194,8 @@ std::string PlanPrecision(const Plan& plan) {
 }
 
 std::string AccuracyGate::ToString() const {
-  return absl::StrCat(output.empty() ? "" : output + ":", metric, at_least ? ">=" : "<=",
-                      Num(bound));
+  return absl::StrCat(output.empty() ? "" : output + ":", metric,
+                      at_least ? ">=" : "<=", Num(bound));
 }
 
 absl::StatusOr<std::vector<AccuracyGate>> ParseAccuracyGates(std::string_view spec) {
@@ -215,8 +220,8 @@ absl::StatusOr<std::vector<AccuracyGate>> ParseAccuracyGates(std::string_view sp
     g.metric = std::string(absl::StripAsciiWhitespace(part.substr(0, op)));
     if (std::none_of(std::begin(kMetrics), std::end(kMetrics),
                      [&](const char* m) { return g.metric == m; }))
-      return absl::InvalidArgumentError(absl::StrCat("--accept: unknown metric '", g.metric,
-                                                     "' (", absl::StrJoin(kMetrics, ", "), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("--accept: unknown metric '", g.metric, "' (",
+                                                     absl::StrJoin(kMetrics, ", "), ")"));
     const absl::string_view bound = absl::StripAsciiWhitespace(part.substr(op + 2));
     if (!absl::SimpleAtod(bound, &g.bound) || !std::isfinite(g.bound))
       return absl::InvalidArgumentError(
@@ -245,8 +250,8 @@ std::optional<double> OutputAccuracy::Metric(std::string_view metric) const {
 }
 
 std::string AccuracyReport::Text() const {
-  std::string s = absl::StrFormat("accuracy of the %s plan against fp32, %d %s:\n", precision,
-                                  samples, inputs);
+  std::string s =
+      absl::StrFormat("accuracy of the %s plan against fp32, %d %s:\n", precision, samples, inputs);
   absl::StrAppendFormat(&s, "  %-24s %7s %11s %11s %12s %12s %8s\n", "output", "rows", "max_abs",
                         "max_rel", "cosine_mean", "cosine_worst", "rank");
   for (const OutputAccuracy& o : outputs)
@@ -281,18 +286,18 @@ std::string AccuracyReport::Json() const {
   std::vector<std::string> outs;
   for (const OutputAccuracy& o : outputs)
     outs.push_back(absl::StrCat(
-        "{\"name\": ", quote(o.name), ", \"scores\": ", o.scores ? "true" : "false",
-        ", \"rows\": ", o.rows, ", \"max_abs\": ", num(o.max_abs), ", \"max_rel\": ",
-        num(o.max_rel), ", \"cosine_mean\": ", num(o.cosine_mean), ", \"cosine_worst\": ",
-        num(o.cosine_worst), ", \"rank_agreement\": ",
-        o.rank_agreement ? num(*o.rank_agreement) : "null", "}"));
+        "{\"name\": ", quote(o.name), ", \"scores\": ", o.scores ? "true" : "false", ", \"rows\": ",
+        o.rows, ", \"max_abs\": ", num(o.max_abs), ", \"max_rel\": ", num(o.max_rel),
+        ", \"cosine_mean\": ", num(o.cosine_mean), ", \"cosine_worst\": ", num(o.cosine_worst),
+        ", \"rank_agreement\": ", o.rank_agreement ? num(*o.rank_agreement) : "null", "}"));
   std::vector<std::string> g, f;
   for (const AccuracyGate& x : gates) g.push_back(quote(x.ToString()));
   for (const std::string& x : failures) f.push_back(quote(x));
   return absl::StrCat("{\"precision\": ", quote(precision), ", \"samples\": ", samples,
-                      ", \"inputs\": ", quote(inputs), ", \"outputs\": [", absl::StrJoin(outs, ", "),
-                      "], \"gates\": [", absl::StrJoin(g, ", "), "], \"failures\": [",
-                      absl::StrJoin(f, ", "), "], \"ok\": ", ok() ? "true" : "false", "}");
+                      ", \"inputs\": ", quote(inputs), ", \"outputs\": [",
+                      absl::StrJoin(outs, ", "), "], \"gates\": [", absl::StrJoin(g, ", "),
+                      "], \"failures\": [", absl::StrJoin(f, ", "),
+                      "], \"ok\": ", ok() ? "true" : "false", "}");
 }
 
 absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
@@ -324,16 +329,20 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
     std::vector<const PlanBucket*> buckets;
     for (const PlanBucket& b : plan->buckets)
       if (b.program == PlanProgram::kModel) buckets.push_back(&b);
-    if (buckets.empty()) return absl::InvalidArgumentError("the plan has no model program to verify");
-    KILN_ASSIGN_OR_RETURN(const verify_internal::InputRanges ranges,
-                          verify_internal::AnalyzeInputs(model_path));
+    if (buckets.empty())
+      return absl::InvalidArgumentError("the plan has no model program to verify");
+    compiler::InputRanges ranges;
+    {
+      KILN_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
+      ranges = compiler::AnalyzeInputs(*g);
+    }
     const int samples = std::max(1, options.samples);
     for (int i = 0; i < samples; ++i) {
       // Spread over the buckets, smallest to largest, in the plan's order.
       const size_t b = samples == 1 ? 0 : i * (buckets.size() - 1) / (samples - 1);
-      KILN_ASSIGN_OR_RETURN(auto set, verify_internal::SyntheticInputs(
-                                          io.inputs, BucketInputDims(*plan, *buckets[b]), ranges,
-                                          options.seed + static_cast<uint64_t>(i)));
+      KILN_ASSIGN_OR_RETURN(
+          auto set, compiler::SyntheticInputs(io.inputs, BucketInputDims(*plan, *buckets[b]),
+                                              ranges, options.seed + static_cast<uint64_t>(i)));
       sets.push_back(std::move(set));
     }
     report.inputs = absl::StrCat("seeded random input sets (seed ", options.seed, ")");
@@ -364,20 +373,19 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
       for (size_t i = 0; i < io.inputs.size(); ++i) o.input_shapes[io.inputs[i].name] = dims[i];
       absl::StatusOr<Plan> fp32 = Compile(model_path, o);
       if (!fp32.ok())
-        return absl::Status(fp32.status().code(),
-                            absl::StrCat("compiling the fp32 plan to compare with: ",
-                                         fp32.status().message()));
-      KILN_ASSIGN_OR_RETURN(oracle,
-                            Executor::Create(std::make_shared<Plan>(*std::move(fp32)), eo));
+        return absl::Status(
+            fp32.status().code(),
+            absl::StrCat("compiling the fp32 plan to compare with: ", fp32.status().message()));
+      KILN_ASSIGN_OR_RETURN(oracle, Executor::Create(std::make_shared<Plan>(*std::move(fp32)), eo));
     }
     absl::StatusOr<std::vector<Tensor>> got = RunOn(*exec, set);
     if (!got.ok())
-      return absl::Status(got.status().code(), absl::StrCat("input set ", s, ": ", got.status().message()));
+      return absl::Status(got.status().code(),
+                          absl::StrCat("input set ", s, ": ", got.status().message()));
     KILN_ASSIGN_OR_RETURN(std::vector<Tensor> want, RunOn(*oracle, set));
     mask = nullptr;
     for (const auto& [name, t] : set)
-      if (absl::AsciiStrToLower(name).find("mask") != std::string::npos && t.rank() == 2)
-        mask = &t;
+      if (absl::AsciiStrToLower(name).find("mask") != std::string::npos && t.rank() == 2) mask = &t;
     for (size_t o = 0; o < acc.size(); ++o) {
       if (!IsFloat(want[o].dtype()) || want[o].dims() != (*got)[o].dims()) continue;
       Compare(want[o], (*got)[o], mask, acc[o]);
@@ -419,11 +427,10 @@ absl::StatusOr<PlanInfo> CompileToFileGated(const std::string& model_path,
     return info.status();
   }
   if (compile.progress)
-    compile.progress(absl::StrCat("verify: the plan against fp32, gates ",
-                                  absl::StrJoin(verify.gates, ",",
-                                                [](std::string* out, const AccuracyGate& g) {
-                                                  out->append(g.ToString());
-                                                })));
+    compile.progress(absl::StrCat(
+        "verify: the plan against fp32, gates ",
+        absl::StrJoin(verify.gates, ",",
+                      [](std::string* out, const AccuracyGate& g) { out->append(g.ToString()); })));
   absl::StatusOr<Plan> plan = LoadPlanFile(tmp);
   if (!plan.ok()) {
     drop();
@@ -441,10 +448,11 @@ absl::StatusOr<PlanInfo> CompileToFileGated(const std::string& model_path,
   if (report) *report = *r;
   if (!r->ok()) {
     drop();
-    return absl::AbortedError(absl::StrCat(
-        "the ", r->precision, " plan fails its accuracy gate (", absl::StrJoin(r->failures, "; "),
-        "); no plan written to ", plan_path, " (kiln verify shows the figures; --accept "
-        "sets the gates)"));
+    return absl::AbortedError(absl::StrCat("the ", r->precision, " plan fails its accuracy gate (",
+                                           absl::StrJoin(r->failures, "; "),
+                                           "); no plan written to ", plan_path,
+                                           " (kiln verify shows the figures; --accept "
+                                           "sets the gates)"));
   }
   std::error_code ec;
   std::filesystem::rename(tmp, plan_path, ec);

@@ -96,7 +96,7 @@ def test_a_gate_not_met_exits_4_and_keeps_the_earlier_plan(kiln_bin, tmp_path):
     (["--precision", "int8", "--target", "cuda"], 3, "'int8' is not supported by the cuda target"),
     (["--precision", "int8", "--accept", "angle>=0.9"], 2, "unknown metric 'angle'"),
     (["--precision", "int8", "--accept", "scores:cosine>=0.9"], 2, "no output 'scores'"),
-    (["--calib", "/nonexistent"], 2, "no accuracy gate to feed"),
+    (["--calib", "/nonexistent"], 2, "nothing to calibrate or gate"),
 ])
 def test_bad_precision_options(kiln_bin, tmp_path, args, code, message):
     proc = kiln(kiln_bin, "compile", CLASSIFIER, "-o", tmp_path / "p.kiln", "--profile", PROFILE,
@@ -280,3 +280,62 @@ def test_real_minilm_embeddings_and_rankings(minilm_embeddings, precision, min_c
     assert list(np.argsort(-low_scores)) == list(np.argsort(-fp32_scores)), \
         (fp32_scores, low_scores)
     assert int(np.argmax(low_scores)) == 1, "the bread passage answers the bread query"
+
+
+# ---------------------------------------------------------------------------------------
+# fp16's numeric-safety pass (cuda plans; checked here on the reference executor).
+
+def outlier_model(path):
+    """x [batch, 16] -> MatMul -> + 4e4 in channel 3 -> x 2 (8e4: past fp16's 65504) ->
+    LayerNormalization -> MatMul -> y [batch, 8]: a residual stream with an outlier
+    feature, as real Transformers carry."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    bias = np.zeros(16, np.float32)
+    bias[3] = 4e4
+    inits = [numpy_helper.from_array((0.3 * rng.standard_normal((16, 16))).astype(np.float32), "w1"),
+             numpy_helper.from_array(bias, "outlier"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+             numpy_helper.from_array(np.ones(16, np.float32), "gamma"),
+             numpy_helper.from_array((0.3 * rng.standard_normal((16, 8))).astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+             helper.make_node("Add", ["h", "outlier"], ["s"]),
+             helper.make_node("Mul", ["s", "two"], ["r"]),
+             helper.make_node("LayerNormalization", ["r", "gamma"], ["n"], axis=-1),
+             helper.make_node("MatMul", ["n", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "outlier",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+                              inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_numeric_safety_keeps_an_fp16_overflow_in_fp32(kiln_bin, tmp_path):
+    from conftest import run_kiln, run_onnxruntime
+    model = tmp_path / "outlier.onnx"
+    outlier_model(model)
+    x = np.random.default_rng(6).uniform(-1, 1, (4, 16)).astype(np.float32)
+    want = run_onnxruntime(model, {"x": x})["y"]
+    errors = {}
+    for disabled in (False, True):
+        extra = ["--disable-pass", "numeric-safety"] if disabled else []
+        lowered = tmp_path / f"fp16_{disabled}.onnx"
+        proc = kiln(kiln_bin, "opt", model, "-O2", "--precision", "fp16", "--shape", "batch=4",
+                    "--emit-onnx", lowered, "--pass-stats", *extra)
+        assert proc.returncode == 0, proc.stderr
+        assert ("numeric-safety: its" in proc.stderr) != disabled, proc.stderr
+        proc, out = run_kiln(kiln_bin, lowered, {"x": x}, tmp_path / f"run_{disabled}")
+        assert proc.returncode == 0, proc.stderr
+        got = np.load(out / "y.npy").astype(np.float64)
+        errors[disabled] = (np.abs(got - want).max() / np.abs(want).max()
+                            if np.isfinite(got).all() else np.inf)
+    assert errors[False] < 1e-2, errors  # fp16 GEMMs: ~1e-3
+    assert errors[True] > 0.1, errors  # the LayerNorm read inf: NaN rows
+    # The plan says so: the cuda fp16 plan's notes keep the LayerNorm fp32 for its range.
+    plan = tmp_path / "outlier.kiln"
+    proc = kiln(kiln_bin, "compile", model, "-o", plan, "--target", "cuda", "--precision", "fp16",
+                "--profile", "batch=1:4")
+    assert proc.returncode == 0, proc.stderr
+    text = kiln(kiln_bin, "plan-info", plan).stdout
+    assert "fp32: 1 LayerNormalization (numeric-safety: its input 0 reaches |x| = 8" in text, text

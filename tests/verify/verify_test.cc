@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "compiler/calibration.h"
+#include "kiln/onnx/importer.h"
 #include "kiln/support/npy.h"
 #include "kiln/verify.h"
 #include "verify/verify_internal.h"
@@ -95,8 +97,9 @@ TEST(Npz, ReadsSavezArchives) {
 }
 
 TEST(SyntheticInputs, IdsInTablesMasksWithPadding) {
-  auto ranges = verify_internal::AnalyzeInputs(kModel);
-  ASSERT_TRUE(ranges.ok()) << ranges.status();
+  auto model = ImportOnnxFile(kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto ranges = std::make_optional(compiler::AnalyzeInputs(**model));
   // The fixture's tables: 1000 words, 2 token types (the mask indexes nothing).
   EXPECT_EQ(ranges->table_rows.at("input_ids"), 1000);
   EXPECT_EQ(ranges->table_rows.at("token_type_ids"), 2);
@@ -104,7 +107,7 @@ TEST(SyntheticInputs, IdsInTablesMasksWithPadding) {
   const std::vector<PlanTensorSig> sigs = {{"input_ids", DType::kI64, {}},
                                            {"attention_mask", DType::kI64, {}},
                                            {"token_type_ids", DType::kI64, {}}};
-  auto set = verify_internal::SyntheticInputs(sigs, {{16, 32}, {16, 32}, {16, 32}}, *ranges, 7);
+  auto set = compiler::SyntheticInputs(sigs, {{16, 32}, {16, 32}, {16, 32}}, *ranges, 7);
   ASSERT_TRUE(set.ok()) << set.status();
   const Tensor& ids = set->at("input_ids");
   const Tensor& mask = set->at("attention_mask");
@@ -152,10 +155,12 @@ TEST(InputSets, FolderOfArchivesAndNpyFolders) {
   std::filesystem::copy_file(kData + "two_inputs.npz", dir + "/b.npz");
   auto missing = ReadInputSets(*plan, dir);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("b.npz: input 'token_type_ids' is missing"));
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("b.npz: input 'token_type_ids' is missing"));
   std::filesystem::remove(dir + "/b.npz");
   // A wrong dtype, an extra array.
-  ASSERT_TRUE(WriteNpy(dir + "/a/token_type_ids.npy", Tensor::FromF32({2, 4}, std::vector<float>(8))).ok());
+  ASSERT_TRUE(
+      WriteNpy(dir + "/a/token_type_ids.npy", Tensor::FromF32({2, 4}, std::vector<float>(8))).ok());
   EXPECT_THAT(std::string(ReadInputSets(*plan, dir).status().message()),
               HasSubstr("input 'token_type_ids' is f32, the model takes i64"));
   ASSERT_TRUE(WriteNpy(dir + "/a/token_type_ids.npy", types).ok());

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "kiln/ir/graph.h"
 #include "kiln/passes/fusion_report.h"
@@ -40,8 +41,12 @@ struct PassContext {
   PlanTarget target = PlanTarget::kCpu;
   Precision precision = Precision::kFp32;
   // Where the precision passes note each compute op's precision and why an op stays
-  // higher (gemm-precision); may be null. Owned by the caller.
+  // higher (gemm-precision, lower-precision), and where numeric-safety leaves the ops
+  // that must stay fp32; may be null. Owned by the caller.
   PrecisionReport* precision_report = nullptr;
+  // Valid input sets for passes that run the graph (numeric-safety's range calibration),
+  // graph input name -> tensor; may be null (those passes then do nothing).
+  const std::vector<absl::flat_hash_map<std::string, Tensor>>* calibration_inputs = nullptr;
 };
 
 // Counters a pass reports ("folded" -> 212, "removed Dropout" -> 24), per run.

@@ -44,8 +44,25 @@ class PrecisionReport {
   }
   const std::vector<PrecisionNote>& notes() const { return notes_; }
 
+  // The numeric-safety pass's verdict: `n` stays fp32 in a 16-bit plan, and why. Kept by
+  // the node's identity (op, provenance, first output's name), so it holds in the
+  // per-bucket re-runs of the pipeline, whose graphs are copies.
+  void ForceF32(const Node& n, std::string reason) { forced_[Key(n)] = std::move(reason); }
+  const std::string* ForcedF32(const Node& n) const {
+    auto it = forced_.find(Key(n));
+    return it == forced_.end() ? nullptr : &it->second;
+  }
+  int num_forced() const { return static_cast<int>(forced_.size()); }
+
  private:
+  static std::string Key(const Node& n) {
+    std::vector<std::string> p = n.provenance();
+    std::sort(p.begin(), p.end());
+    return absl::StrCat(n.domain(), ".", n.op(), "|", absl::StrJoin(p, ","), "|",
+                        n.num_outputs() > 0 ? n.output_info(0).name : "");
+  }
   std::vector<PrecisionNote> notes_;
+  std::map<std::string, std::string> forced_;
 };
 
 // One line per (precision, op, reason) with its count, lowered groups first:

@@ -4,6 +4,7 @@
 // exactly (broadcasting, negative axes, int64 shape arithmetic).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,13 @@ absl::StatusOr<std::vector<Tensor>> EvaluateNode(const Node& node,
 // Returns the graph outputs in order.
 absl::StatusOr<std::vector<Tensor>> RunReference(
     const Graph& g, const absl::flat_hash_map<std::string, Tensor>& inputs);
+
+// Called with every node output as it is computed (constants and graph inputs included),
+// before it can be freed: what calibration and range analysis read.
+using ValueObserver = std::function<void(const Node& node, int output, const Tensor& value)>;
+absl::StatusOr<std::vector<Tensor>> RunReference(
+    const Graph& g, const absl::flat_hash_map<std::string, Tensor>& inputs,
+    const ValueObserver& observe);
 
 // True if the reference executor has a kernel for this op.
 bool HasReferenceKernel(std::string_view domain, std::string_view op);
