@@ -60,9 +60,9 @@ absl::StatusOr<bool> NumericSafetyPass::RunImpl(Graph& g, const PassContext& ctx
       r = std::max(r, m);
     });
     if (!run.ok())
-      return absl::Status(run.status().code(),
-                          absl::StrCat("numeric-safety: running the calibration inputs: ",
-                                       run.status().message()));
+      return absl::Status(
+          run.status().code(),
+          absl::StrCat("numeric-safety: running the calibration inputs: ", run.status().message()));
   }
   auto over = [&](Value v) -> double {
     if (!v) return 0;

@@ -18,8 +18,8 @@ namespace kiln::compiler {
 namespace {
 
 bool IsIndexPreserving(const Node& n) {
-  static const std::set<std::string> kOps = {"Cast",    "Reshape", "Unsqueeze", "Squeeze",
-                                              "Flatten", "Identity", "Expand",   "Slice"};
+  static const std::set<std::string> kOps = {"Cast",    "Reshape",  "Unsqueeze", "Squeeze",
+                                             "Flatten", "Identity", "Expand",    "Slice"};
   return n.domain().empty() && kOps.count(n.op()) > 0;
 }
 
@@ -43,7 +43,8 @@ std::optional<int64_t> TableRows(Node* input) {
         const int64_t r = table->dims()[axis];
         rows = rows ? std::min(*rows, r) : r;
       } else if (IsIndexPreserving(user) && u.operand == 0) {
-        for (int o = 0; o < user.num_outputs(); ++o) todo.push_back(const_cast<Node&>(user).output(o));
+        for (int o = 0; o < user.num_outputs(); ++o)
+          todo.push_back(const_cast<Node&>(user).output(o));
       }
     }
   }
@@ -53,7 +54,6 @@ std::optional<int64_t> TableRows(Node* input) {
 bool NameHas(const std::string& name, std::string_view what) {
   return absl::AsciiStrToLower(name).find(what) != std::string::npos;
 }
-
 
 }  // namespace
 
@@ -76,8 +76,8 @@ absl::StatusOr<std::map<std::string, Tensor>> SyntheticInputs(
     KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(sig.dtype, dims[i]));
     const int64_t n = t.NumElements();
     const int64_t last = dims[i].empty() ? 1 : dims[i].back();
-    if (NameHas(sig.name, "mask") && (IsInteger(sig.dtype) || sig.dtype == DType::kBool ||
-                                      IsFloat(sig.dtype))) {
+    if (NameHas(sig.name, "mask") &&
+        (IsInteger(sig.dtype) || sig.dtype == DType::kBool || IsFloat(sig.dtype))) {
       const int64_t rows = last > 0 ? n / last : 0;
       std::vector<int64_t>& len = lengths_of[dims[i]];
       if (len.empty()) {
@@ -147,24 +147,22 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
       auto sig = std::find_if(sigs.begin(), sigs.end(),
                               [&](const PlanTensorSig& s) { return s.name == name; });
       if (sig == sigs.end())
-        return absl::InvalidArgumentError(absl::StrCat(where, ": array '", name,
-                                                       "' is not an input of the model"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": array '", name, "' is not an input of the model"));
       if (t.dtype() != sig->dtype)
-        return absl::InvalidArgumentError(absl::StrCat(where, ": input '", name, "' is ",
-                                                       std::string(DTypeName(t.dtype())),
-                                                       ", the model takes ",
-                                                       std::string(DTypeName(sig->dtype))));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": input '", name, "' is ", std::string(DTypeName(t.dtype())),
+                         ", the model takes ", std::string(DTypeName(sig->dtype))));
       if (IsFloat(t.dtype()))
         for (int64_t i = 0; i < t.NumElements(); ++i)
           if (!std::isfinite(t.GetAsDouble(i)))
-            return absl::InvalidArgumentError(absl::StrCat(
-                where, ": input '", name, "' holds ", std::isnan(t.GetAsDouble(i)) ? "NaN" : "inf",
-                " (element ", i, ")"));
+            return absl::InvalidArgumentError(
+                absl::StrCat(where, ": input '", name, "' holds ",
+                             std::isnan(t.GetAsDouble(i)) ? "NaN" : "inf", " (element ", i, ")"));
     }
     for (const PlanTensorSig& s : sigs)
       if (!set.count(s.name))
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": input '", s.name, "' is missing"));
+        return absl::InvalidArgumentError(absl::StrCat(where, ": input '", s.name, "' is missing"));
     sets.push_back(std::move(set));
   }
   return sets;

@@ -116,8 +116,7 @@ TEST(NumericSafety, ThePassMattersForAnOutlierInTheResidualStream) {
   const std::string text = PrintGraph(*safe->graph);
   EXPECT_TRUE(absl::StrContains(text, R"(LayerNormalization(%)")) << text;
   EXPECT_TRUE(absl::StrContains(text, R"(: f32[4,8] "n")")) << "LayerNorm stays f32\n" << text;
-  EXPECT_TRUE(absl::StrContains(text, R"(: f16[4,4] "y")")) << "the last Linear is fp16\n"
-                                                           << text;
+  EXPECT_TRUE(absl::StrContains(text, R"(: f16[4,4] "y")")) << "the last Linear is fp16\n" << text;
 }
 
 TEST(NumericSafety, NothingToDoInRangeAtBf16OrUncalibrated) {
