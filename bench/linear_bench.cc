@@ -36,7 +36,7 @@ void LinearArgs(benchmark::internal::Benchmark* b) {
   // (K, N): MiniLM qkv-ish / FFN up / FFN down, BERT-base qkv-ish / FFN up / FFN down.
   const int64_t kn[][2] = {{384, 384}, {384, 1536}, {1536, 384},
                            {768, 768}, {768, 3072}, {3072, 768}};
-  for (int64_t m : {128, 1024, 4096})
+  for (int64_t m : {1, 32, 128, 1024, 4096})
     for (const auto& p : kn) b->Args({m, p[0], p[1], 0});
   b->Args({128, 384, 1536, 1});
   b->Args({1024, 768, 3072, 1});
