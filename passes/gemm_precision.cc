@@ -7,7 +7,9 @@
 //     stored in bf16 (nearest even); the kernel rounds X to bf16 and accumulates in fp32.
 //   - int8: each kiln.Linear becomes kiln.QuantLinear: W as [N, K], quantized symmetric per
 //     output channel (w_scale[n] = max_k |W[n,k]| / 127); the kernel quantizes X per row at
-//     run time (docs/fused-ops.md).
+//     run time (docs/fused-ops.md). With calibration inputs (PassContext), the graph runs
+//     once per set on the reference executor first, and each Linear is smoothed
+//     (SmoothingFactors: its input's outlier channels moved into W, x_mul = 1 / s).
 //   - Kept fp32, with the reason noted in the PrecisionReport: an output head (a Linear
 //     whose result reaches a graph output through layout ops and one-input elementwise ops
 //     only: a classifier's logits, a pooler, an LM head — its error is the score's error);
@@ -16,6 +18,7 @@
 // Idempotent: a second run finds bf16 weights and QuantLinear nodes and changes nothing.
 // Limits: only kiln.Linear (fuse-linear turns MatMul/Gemm with a constant operand into it);
 // at -O1 nothing is fused and the plan stays fp32 but for what the notes say.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -24,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kiln/ir/ops.h"
+#include "kiln/reference/executor.h"
 #include "kiln/support/status.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
@@ -78,6 +82,27 @@ bool AllFinite(const Tensor& t) {
   return true;
 }
 
+// SmoothQuant-style smoothing of one int8 Linear (Xiao et al., 2023): per input channel k,
+// s_k = sqrt(max|X_k|) / sqrt(max|W_k|) moves the activations' outlier channels into the
+// weights — X̃ = X / s is what the kernel quantizes per row (x_mul = 1 / s), W̃ = diag(s)·W what
+// it quantizes per output channel — so one large channel no longer coarsens the whole row.
+// s_k = 1 where either side is zero; clamped to [1e-4, 1e4].
+std::vector<float> SmoothingFactors(const std::vector<float>& x_absmax, const Tensor& w,
+                                    bool trans_w) {
+  const int64_t k = trans_w ? w.dims()[1] : w.dims()[0];
+  const int64_t n = trans_w ? w.dims()[0] : w.dims()[1];
+  const float* p = w.data<float>();
+  std::vector<float> s(static_cast<size_t>(k), 1.0f);
+  for (int64_t i = 0; i < k; ++i) {
+    float wmax = 0;
+    for (int64_t j = 0; j < n; ++j)
+      wmax = std::max(wmax, std::fabs(trans_w ? p[j * k + i] : p[i * n + j]));
+    if (x_absmax[i] > 0 && wmax > 0)
+      s[i] = std::clamp(std::sqrt(x_absmax[i]) / std::sqrt(wmax), 1e-4f, 1e4f);
+  }
+  return s;
+}
+
 // Why Linear `n` stays f32 in a low-precision cpu plan, or "" when its weights may go low
 // (or, bf16: already are: `weight_dtype` is the dtype a converted W has; kUndefined: none).
 std::string KeepReason(const Graph& g, const Node& n, DType weight_dtype) {
@@ -99,13 +124,18 @@ std::string KeepReason(const Graph& g, const Node& n, DType weight_dtype) {
   return "";
 }
 
-// W (f32 [K, N], or [N, K] when trans_w) as s8 [N, K] and its per-row scale [N]:
-// q = clamp(rne(w · (127 / a)), ±127), scale = a / 127, a = max |row|; zero rows stay zero.
-std::pair<Tensor, Tensor> QuantizePerOutputChannel(const Tensor& w, bool trans_w) {
+// W (f32 [K, N], or [N, K] when trans_w), its input channel k times smooth[k] (may be
+// empty: ones), as s8 [N, K] and its per-row scale [N]: q = clamp(rne(w · (127 / a)), ±127),
+// scale = a / 127, a = max |row|; zero rows stay zero.
+std::pair<Tensor, Tensor> QuantizePerOutputChannel(const Tensor& w, bool trans_w,
+                                                   const std::vector<float>& smooth) {
   const int64_t k = trans_w ? w.dims()[1] : w.dims()[0];
   const int64_t n = trans_w ? w.dims()[0] : w.dims()[1];
   const float* src = w.data<float>();
-  auto at = [&](int64_t j, int64_t i) { return trans_w ? src[j * k + i] : src[i * n + j]; };
+  auto at = [&](int64_t j, int64_t i) {
+    const float v = trans_w ? src[j * k + i] : src[i * n + j];
+    return smooth.empty() ? v : v * smooth[i];
+  };
   Tensor q(DType::kI8, {n, k});
   Tensor scale(DType::kF32, {n});
   int8_t* qp = q.data<int8_t>();
@@ -157,6 +187,35 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
   };
   bool changed = false;
   std::map<int, Node*> bf16_of;  // f32 constant node id -> its bf16 copy
+  // int8 with calibration inputs: each quantized Linear's input channels' largest |X|,
+  // for the smoothing (one run of the graph per input set on the reference executor).
+  std::map<int, std::vector<float>> x_absmax;  // Linear node id -> [K]
+  if (int8 && ctx.calibration_inputs != nullptr && !ctx.calibration_inputs->empty()) {
+    std::map<std::pair<int, int>, std::vector<int>> readers;  // X value -> Linear ids
+    for (const auto& p : g.nodes())
+      if (IsLinear(p.get()) && KeepReason(g, *p, DType::kUndefined).empty()) {
+        const Value x = p->input(0);
+        readers[{x.node->id(), x.index}].push_back(p->id());
+      }
+    for (const auto& feeds : *ctx.calibration_inputs) {
+      auto run = RunReference(g, feeds, [&](const Node& n, int o, const Tensor& t) {
+        auto it = readers.find({n.id(), o});
+        if (it == readers.end() || t.dtype() != DType::kF32 || t.rank() == 0) return;
+        const int64_t k = t.dims().back();
+        const float* p = t.data<float>();
+        for (int id : it->second) {
+          std::vector<float>& m = x_absmax[id];
+          m.resize(static_cast<size_t>(k), 0.0f);
+          for (int64_t i = 0; i < t.NumElements(); ++i)
+            if (std::isfinite(p[i])) m[i % k] = std::max(m[i % k], std::fabs(p[i]));
+        }
+      });
+      if (!run.ok())
+        return absl::Status(run.status().code(),
+                            absl::StrCat("gemm-precision: running the calibration inputs: ",
+                                         run.status().message()));
+    }
+  }
   std::vector<Node*> order;
   for (const auto& p : g.nodes()) order.push_back(p.get());
   for (Node* n : order) {
@@ -195,16 +254,30 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
       changed = true;
       continue;
     }
-    // int8: Linear(X, W, B?) {trans_w, activation} -> QuantLinear(X, Wq, w_scale, B?).
+    // int8: Linear(X, W, B?) {trans_w, activation} -> QuantLinear(X, Wq, w_scale, B?,
+    // x_mul?) (x_mul: the calibrated smoothing, when there were calibration inputs).
     Node* w_node = n->input(1).node;
-    auto [q, scale] =
-        QuantizePerOutputChannel(*w_node->constant_value(), n->attr_int_or("trans_w", 0) != 0);
+    const bool trans_w = n->attr_int_or("trans_w", 0) != 0;
+    std::vector<float> smooth;
+    if (auto it = x_absmax.find(n->id()); it != x_absmax.end())
+      smooth = SmoothingFactors(it->second, *w_node->constant_value(), trans_w);
+    auto [q, scale] = QuantizePerOutputChannel(*w_node->constant_value(), trans_w, smooth);
     const std::string w_name = w_node->output_info(0).name;
     Node* qc = NewConstant(g, n, std::move(q), absl::StrCat(w_name, "_s8"), w_node->provenance());
     Node* sc =
         NewConstant(g, n, std::move(scale), absl::StrCat(w_name, "_scale"), w_node->provenance());
-    std::vector<Value> inputs = {n->input(0), qc->output(0), sc->output(0)};
-    if (n->num_inputs() > 2 && n->input(2)) inputs.push_back(n->input(2));
+    std::vector<Value> inputs = {n->input(0), qc->output(0), sc->output(0),
+                                 n->num_inputs() > 2 ? n->input(2) : Value{}};
+    if (!smooth.empty()) {
+      Tensor mul(DType::kF32, {static_cast<int64_t>(smooth.size())});
+      for (size_t i = 0; i < smooth.size(); ++i) mul.data<float>()[i] = 1.0f / smooth[i];
+      inputs.push_back(
+          NewConstant(g, n, std::move(mul), absl::StrCat(w_name, "_x_mul"), w_node->provenance())
+              ->output(0));
+      Count("linears smoothed");
+    } else if (!inputs.back()) {
+      inputs.pop_back();
+    }
     Node* ql = g.InsertNodeBefore(n, "QuantLinear", inputs, 1, "kiln");
     if (const std::string* act = n->attr_string("activation")) ql->set_attr("activation", *act);
     ql->set_attr("x_quant", std::string("dynamic_row"));

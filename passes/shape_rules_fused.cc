@@ -67,7 +67,7 @@ Rule LinearRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(x.dtype, std::move(out)));
 }
 
-// kiln.QuantLinear(X [..., K], W [N, K] s8, w_scale [N], B [N]?) -> Y [..., N], X's dtype
+// kiln.QuantLinear(X [..., K], W [N, K] s8, w_scale [N], B [N]?, x_mul [K]?) -> Y [..., N]
 Rule QuantLinearRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   const Type& w = ctx.input_type(1);
@@ -82,6 +82,7 @@ Rule QuantLinearRule(const RuleContext& ctx) {
   }
   KILN_RETURN_IF_ERROR(CheckVector(ctx, 2, n, "w_scale"));
   KILN_RETURN_IF_ERROR(CheckVector(ctx, 3, n, "B"));
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 4, LastDim(x), "x_mul"));
   if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
   Shape out(x.shape->begin(), x.shape->end() - 1);
   out.push_back(n);

@@ -45,7 +45,7 @@ QuantGemm::~QuantGemm() = default;
 
 absl::StatusOr<std::unique_ptr<QuantGemm>> QuantGemm::Pack(Isa isa, int64_t k, int64_t n,
                                                            const int8_t* w, const float* w_scale,
-                                                           const float* bias) {
+                                                           const float* bias, const float* x_mul) {
   if (k <= 0 || n <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("QuantGemm needs K > 0 and N > 0, got K=", k, " N=", n));
@@ -86,6 +86,11 @@ absl::StatusOr<std::unique_ptr<QuantGemm>> QuantGemm::Pack(Isa isa, int64_t k, i
       g->comp_.get()[j] = 128 * s;
     }
   }
+  if (x_mul != nullptr) {
+    g->x_mul_.reset(Alloc<float>(k));
+    if (!g->x_mul_) return absl::ResourceExhaustedError("QuantGemm: out of memory packing x_mul");
+    std::memcpy(g->x_mul_.get(), x_mul, static_cast<size_t>(k) * sizeof(float));
+  }
   if (bias != nullptr) {
     g->bias_.reset(Alloc<float>(cols));
     if (!g->bias_) return absl::ResourceExhaustedError("QuantGemm: out of memory packing bias");
@@ -125,7 +130,8 @@ absl::Status QuantGemm::Run(const CpuContext& ctx, const float* x, int64_t m, fl
   uint8_t* q = scratch.rows.data();
   float* sx = scratch.scales.data();
   ParallelFor(ctx, m, std::max<int64_t>(1, 16384 / k_), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) sx[r] = kt.quantize_row(x + r * k_, k_, k4_, q + r * k4_);
+    for (int64_t r = begin; r < end; ++r)
+      sx[r] = kt.quantize_row(x + r * k_, x_mul_.get(), k_, k4_, q + r * k4_);
   });
 
   const int mr = kt.mr, nr = kt.nr;

@@ -1,14 +1,14 @@
 // kiln's int8 GEMM, the kernel of an int8 plan's Linear (kiln.QuantLinear, docs/fused-ops.md):
-// Y[M,N] = act(q(X)[M,K] · Wᵀ · sx[m] · w_scale[n] + bias[n]), W s8 [N, K] quantized per
-// output channel at compile time, each row of X quantized at run time to s8 with its own
-// scale sx[m] = max |X[m,:]| / 127 (so rows never affect each other: padding and packed
-// tokens stay exact). Two passes per call: quantize X's rows into a per-thread scratch, then
-// the register tiles over (row block, weight panel) items as the fp32 PanelGemm does, the
-// scales, bias and activation applied on the accumulators before anything is stored.
-// Paths (qgemm_internal.h): AVX-512 VNNI (vpdpbusd), AVX2 (vpmaddubsw on |q| and sign(w, q):
-// exact, unlike a u8 × s8 vpmaddubsw, which saturates), scalar. Every path computes the
-// same integer sums, so outputs agree across CPUs up to the float epilogue's rounding.
-// Limits: X and Y dense row-major; a row holding inf or NaN gives a NaN row.
+// Y[M,N] = act(q(X ⊙ x_mul)[M,K] · Wᵀ · sx[m] · w_scale[n] + bias[n]), W s8 [N, K] quantized
+// per output channel at compile time, each row of X (times x_mul, when the compile smoothed
+// the Linear) quantized at run time to s8 with its own scale sx[m] = max |row| / 127 (so
+// rows never affect each other: padding and packed tokens stay exact). Two passes per call:
+// quantize X's rows into a per-thread scratch, then the register tiles over (row block, weight
+// panel) items as the fp32 PanelGemm does, the scales, bias and activation applied on the
+// accumulators before anything is stored. Paths (qgemm_internal.h): AVX-512 VNNI (vpdpbusd), AVX2
+// (vpmaddubsw on |q| and sign(w, q): exact, unlike a u8 × s8 vpmaddubsw, which saturates), scalar.
+// Every path computes the same integer sums, so outputs agree across CPUs up to the float
+// epilogue's rounding. Limits: X and Y dense row-major; a row holding inf or NaN gives a NaN row.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +26,13 @@ struct QuantKernels;
 
 class QuantGemm {
  public:
-  // Packs W (s8 [N, K]), its scales [N] and bias ([N], may be null) for the best path of
-  // `isa` (kAuto: this CPU's).
+  // Packs W (s8 [N, K]), its scales [N], bias ([N], may be null) and x_mul ([K], may be
+  // null: each row of X is multiplied by it before it is quantized — the smoothing that
+  // calibration moved into W) for the best path of `isa` (kAuto: this CPU's).
   static absl::StatusOr<std::unique_ptr<QuantGemm>> Pack(Isa isa, int64_t k, int64_t n,
                                                          const int8_t* w, const float* w_scale,
-                                                         const float* bias);
+                                                         const float* bias,
+                                                         const float* x_mul = nullptr);
   ~QuantGemm();
 
   // y[m, N] = act(q(x)[m, K] · Wᵀ · sx · w_scale + bias); activation as PanelGemm (0 none,
@@ -54,6 +56,7 @@ class QuantGemm {
   std::unique_ptr<int32_t, Free> comp_;   // panels_ · nr (VNNI), else null
   std::unique_ptr<float, Free> w_scale_;  // panels_ · nr, zero past N
   std::unique_ptr<float, Free> bias_;     // panels_ · nr, or null
+  std::unique_ptr<float, Free> x_mul_;    // k_, or null
 };
 
 }  // namespace kiln::cpu

@@ -17,12 +17,19 @@ namespace {
 
 constexpr int kMr = 4, kNv = 2, kNr = kNv * 8;
 
-float QuantizeRow(const float* x, int64_t k, int64_t k4, uint8_t* q) {
+// x[i .. i+8) times mul's (when there is one).
+inline __m256 Load8(const float* x, const float* mul, int64_t i) {
+  const __m256 v = _mm256_loadu_ps(x + i);
+  return mul ? _mm256_mul_ps(v, _mm256_loadu_ps(mul + i)) : v;
+}
+
+float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8_t* q) {
+  auto at = [&](int64_t i) { return mul ? x[i] * mul[i] : x[i]; };
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 v = Load8(x, mul, i);
     amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v));
     bad = _mm256_add_ps(bad, _mm256_sub_ps(v, v));  // NaN once any value is inf or NaN
   }
@@ -33,15 +40,15 @@ float QuantizeRow(const float* x, int64_t k, int64_t k4, uint8_t* q) {
   _mm256_store_ps(lanes, bad);
   for (float l : lanes) b += l;
   for (; i < k; ++i) {
-    a = std::max(a, std::fabs(x[i]));
-    b += x[i] - x[i];
+    a = std::max(a, std::fabs(at(i)));
+    b += at(i) - at(i);
   }
   std::memset(q, 0, static_cast<size_t>(k4));
   if (b != 0.0f || std::isnan(b)) return NAN;
   const __m256 inv = _mm256_set1_ps(a > 0.0f ? 127.0f / a : 0.0f);
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   for (i = 0; i + 8 <= k; i += 8) {
-    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), inv);
+    __m256 v = _mm256_mul_ps(Load8(x, mul, i), inv);
     v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
     const __m256i n = _mm256_cvtps_epi32(v);  // round to nearest even (MXCSR default)
     const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(n), _mm256_extracti128_si256(n, 1));
@@ -50,7 +57,7 @@ float QuantizeRow(const float* x, int64_t k, int64_t k4, uint8_t* q) {
   const float s = a > 0.0f ? 127.0f / a : 0.0f;
   for (; i < k; ++i)
     q[i] = static_cast<uint8_t>(
-        static_cast<int8_t>(std::fmin(std::fmax(std::nearbyint(x[i] * s), -127.0f), 127.0f)));
+        static_cast<int8_t>(std::fmin(std::fmax(std::nearbyint(at(i) * s), -127.0f), 127.0f)));
   return a / 127.0f;
 }
 

@@ -24,12 +24,18 @@ constexpr int kMr = 8, kNv = 3, kNr = kNv * 16;
 
 __mmask16 Mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
-float QuantizeRow(const float* x, int64_t k, int64_t k4, uint8_t* q) {
+// The lanes `m` of x[i ..] times mul's (when there is one); zeros elsewhere.
+inline __m512 Load16(const float* x, const float* mul, int64_t i, __mmask16 m) {
+  const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+  return mul ? _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, mul + i)) : v;
+}
+
+float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8_t* q) {
   __m512 amax = _mm512_setzero_ps(), bad = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i < k; i += 16) {
     const __mmask16 m = k - i >= 16 ? static_cast<__mmask16>(0xffff) : Mask(k - i);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512 v = Load16(x, mul, i, m);
     amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
     bad = _mm512_add_ps(bad, _mm512_sub_ps(v, v));  // NaN once any value is inf or NaN
   }
@@ -42,7 +48,7 @@ float QuantizeRow(const float* x, int64_t k, int64_t k4, uint8_t* q) {
   const __m512i shift = _mm512_set1_epi32(128);
   for (i = 0; i < k; i += 16) {
     const __mmask16 m = k - i >= 16 ? static_cast<__mmask16>(0xffff) : Mask(k - i);
-    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv);
+    __m512 v = _mm512_mul_ps(Load16(x, mul, i, m), inv);
     v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
     const __m512i n = _mm512_add_epi32(_mm512_cvtps_epi32(v), shift);  // rne, then q + 128
     _mm512_mask_cvtepi32_storeu_epi8(q + i, m, n);

@@ -37,10 +37,11 @@ struct QuantKernels {
   const char* name;  // "avx512_vnni", "avx2", "scalar"
   int mr, nr;        // register tile
   bool u8_rows;      // quantize_row stores q + 128 (and tiles need comp)
-  // Quantizes x[0, k) into q[0, k4) (padding: 0, or 128 for u8 rows) and returns the row's
-  // scale a / 127, a = max |x|: q = clamp(rne(x · (127 / a)), ±127), all f32 arithmetic; 0
-  // when a = 0. A row holding inf or NaN gives zeros and returns NaN (its outputs are NaN).
-  float (*quantize_row)(const float* x, int64_t k, int64_t k4, uint8_t* q);
+  // Quantizes x̃ = x ⊙ mul (mul [k] may be null: ones) into q[0, k4) (padding: 0, or 128 for
+  // u8 rows) and returns the row's scale a / 127, a = max |x̃|: q = clamp(rne(x̃ · (127 / a)),
+  // ±127), all f32 arithmetic; 0 when a = 0. A row holding inf or NaN gives zeros and
+  // returns NaN (its outputs are NaN).
+  float (*quantize_row)(const float* x, const float* mul, int64_t k, int64_t k4, uint8_t* q);
   // c[r, j] = (Σ q[r]·w[j] − comp[j]) · a_scale[r] · w_scale[j] + bias[j], r < mr, j < nr.
   void (*tile)(const QuantTile& t);
 };

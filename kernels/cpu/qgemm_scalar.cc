@@ -11,19 +11,20 @@ namespace {
 
 constexpr int kMr = 4, kNr = 4;
 
-float QuantizeRow(const float* x, int64_t k, int64_t k4, uint8_t* q) {
+float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8_t* q) {
+  auto at = [&](int64_t i) { return mul ? x[i] * mul[i] : x[i]; };
   float a = 0.0f;
   bool finite = true;
   for (int64_t i = 0; i < k; ++i) {
-    finite &= std::isfinite(x[i]);
-    a = std::max(a, std::fabs(x[i]));
+    finite &= std::isfinite(at(i));
+    a = std::max(a, std::fabs(at(i)));
   }
   std::memset(q, 0, static_cast<size_t>(k4));
   if (!finite) return NAN;
   const float inv = a > 0.0f ? 127.0f / a : 0.0f;
   for (int64_t i = 0; i < k; ++i)
     q[i] = static_cast<uint8_t>(
-        static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f)));
+        static_cast<int8_t>(std::clamp(std::nearbyint(at(i) * inv), -127.0f, 127.0f)));
   return a / 127.0f;
 }
 

@@ -173,8 +173,33 @@ absl::StatusOr<std::vector<absl::flat_hash_map<std::string, Tensor>>> Calibratio
   std::vector<PlanTensorSig> sigs;
   std::vector<std::vector<int64_t>> dims;
   std::map<std::string, int64_t> values = options.symbols;
+  std::set<std::string> free_symbols;  // those a profile binds: calibration may shrink them
   for (const auto& [sym, v] : options.profile)
-    if (!v.empty() && !values.count(sym)) values[sym] = *std::min_element(v.begin(), v.end());
+    if (!v.empty() && !values.count(sym)) {
+      values[sym] = *std::min_element(v.begin(), v.end());
+      free_symbols.insert(sym);
+    }
+  // The reference executor runs these sets (in double, ~1 GMAC/s): keep each input's
+  // symbols' product at most kMaxCalibrationElements, halving the largest profile symbol
+  // (batch 8 x sequence 128 becomes 8 x 16; 1 x 256 stays).
+  constexpr int64_t kMaxCalibrationElements = 256;
+  for (Node* in : g.inputs()) {
+    const Type& t = in->output_info(0).type;
+    if (!t.shape) continue;
+    for (;;) {
+      int64_t product = 1;
+      std::string largest;
+      for (const Dim& d : *t.shape)
+        if (d.is_symbol() && values.count(d.symbol())) {
+          product *= values[d.symbol()];
+          if (free_symbols.count(d.symbol()) &&
+              (largest.empty() || values[d.symbol()] > values[largest]))
+            largest = d.symbol();
+        }
+      if (product <= kMaxCalibrationElements || largest.empty() || values[largest] < 2) break;
+      values[largest] /= 2;
+    }
+  }
   for (Node* in : g.inputs()) {
     const Type& t = in->output_info(0).type;
     PlanTensorSig sig;

@@ -43,7 +43,8 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
 
 // The input sets a compile calibrates with: options.calib_dir's, else two seeded random
 // valid sets with every symbol at its smallest value (a fixed value, else the smallest of
-// its profile, else 1) — small, since the reference executor runs them.
+// its profile, else 1), profile symbols then halved until no input holds more than 256
+// elements of symbolic extent — small, since the reference executor runs them.
 absl::StatusOr<std::vector<absl::flat_hash_map<std::string, Tensor>>> CalibrationSets(
     const Graph& g, const CompileOptions& options);
 

@@ -325,9 +325,10 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   pmo.disabled = options.disabled_passes;
   FusionReport report;
   PrecisionReport precision_report;
-  // fp16: numeric-safety runs the fused graph on valid inputs (compiler/calibration.h).
+  // fp16: numeric-safety runs the fused graph on valid inputs (compiler/calibration.h);
+  // int8: gemm-precision does, to smooth each Linear.
   std::vector<absl::flat_hash_map<std::string, Tensor>> calibration;
-  if (precision == Precision::kFp16) {
+  if (precision == Precision::kFp16 || precision == Precision::kInt8) {
     t0 = Clock::now();
     KILN_ASSIGN_OR_RETURN(calibration, compiler::CalibrationSets(*graph, options));
     say(absl::StrFormat("calibration: %d input sets (%s)", calibration.size(),

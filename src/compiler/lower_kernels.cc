@@ -113,7 +113,7 @@ std::optional<KernelChoice> Linear(const Node& n, PlanTarget t) {
                Int("trans_w", trans), Str("activation", activation)});
 }
 
-// kiln.QuantLinear(X, W [N, K] s8, w_scale [N], B?) {activation, x_quant = dynamic_row}.
+// kiln.QuantLinear(X, W [N, K] s8, w_scale [N], B?, x_mul [K]?) {activation, x_quant}.
 std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
     return std::nullopt;
@@ -124,7 +124,8 @@ std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
   const Dims x = InDims(n, 0), w = InDims(n, 1);
   if (x.empty() || w.size() != 2 || w[1] != x.back()) return std::nullopt;
   const int64_t nn = w[0];
-  if (!VectorOk(n, 2, nn, false) || !VectorOk(n, 3, nn, true)) return std::nullopt;
+  if (!VectorOk(n, 2, nn, false) || !VectorOk(n, 3, nn, true) || !VectorOk(n, 4, x.back(), true))
+    return std::nullopt;
   const std::string* act = n.attr_string("activation");
   const std::string activation = act ? *act : "none";
   if (activation != "none" && activation != "gelu" && activation != "gelu_tanh" &&

@@ -184,9 +184,10 @@ const std::vector<OpInfo>& Table() {
       GemmWeights(1u << 1, Grows({"kiln", "Linear", 2, 3, 1, 1, kPure | kRowwise, 0,
                                   PrecisionPolicy::kLower})),
       // An int8 plan's Linear (docs/fused-ops.md): s8 weights [N, K] with per-output-channel
-      // scales, activations quantized per row at run time (so rows stay apart: row-wise).
+      // scales, activations (times an optional per-channel x_mul) quantized per row at run
+      // time (so rows stay apart: row-wise).
       KeepF32("already quantized",
-              {"kiln", "QuantLinear", 3, 4, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kKeepF32}),
+              {"kiln", "QuantLinear", 3, 5, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kKeepF32}),
       KeepF32(kNormWhy,
               {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
       KeepF32(kNormWhy,

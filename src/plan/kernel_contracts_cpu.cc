@@ -34,12 +34,14 @@ std::vector<KernelContract> CpuContracts() {
               "rounded to bf16, fp32 accumulation"});
   t.push_back({.name = "quant_linear",
                .inputs = {Req("x", kF32Only), Weight("w", DTypeBit(DType::kI8)),
-                          Weight("w_scale", kF32Only), Weight("bias", kF32Only, /*optional=*/true)},
+                          Weight("w_scale", kF32Only), Weight("bias", kF32Only, /*optional=*/true),
+                          Weight("x_mul", kF32Only, /*optional=*/true)},
                .outputs = {Req("y", kF32Only)},
                .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
                           StringParam("activation", activations)},
-               .doc = "int8 plans: `y[m,n] = act(q(x)[m,k] · wᵀ · sx[m] · w_scale[n] + bias)`, w "
-                      "s8 [n,k], x quantized per row (s8, sx = max|x row| / 127)"});
+               .doc = "int8 plans: `y[m,n] = act(q(x ⊙ x_mul)[m,k] · wᵀ · sx[m] · w_scale[n] + "
+                      "bias)`, w s8 [n,k], x (times x_mul [k]) quantized per row (s8, sx = "
+                      "max|row| / 127)"});
   t.push_back({.name = "matmul",
                .inputs = {Req("a", kF32Only), Req("b", kF32Only)},
                .outputs = {Req("y", kF32Only)},

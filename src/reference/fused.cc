@@ -203,32 +203,48 @@ Result LinearKernel(const Node& node, Inputs in) {
     for (double& v : xv) v = BF16ToFloat(FloatToBF16(static_cast<float>(v)));
   const std::vector<double> bv = b ? ToDoubles(*b) : std::vector<double>();
   std::vector<double> y(static_cast<size_t>(rows_out * m));
+  // Each y[r,j] sums its k products in ascending i; the loops run over the weights in their
+  // memory order (W [K, M]: a row of W per i; Wᵀ: a dot product per j).
   for (int64_t r = 0; r < rows_out; ++r) {
-    for (int64_t j = 0; j < m; ++j) {
-      double acc = 0;
-      for (int64_t i = 0; i < k; ++i)
-        acc += xv[r * k + i] * (trans_w ? wv[j * k + i] : wv[i * m + j]);
-      if (b) acc += bv[j];
-      y[r * m + j] = act(acc);
+    double* yr = y.data() + r * m;
+    const double* xr = xv.data() + r * k;
+    if (trans_w) {
+      for (int64_t j = 0; j < m; ++j) {
+        double acc = 0;
+        for (int64_t i = 0; i < k; ++i) acc += xr[i] * wv[j * k + i];
+        yr[j] = acc;
+      }
+    } else {
+      for (int64_t i = 0; i < k; ++i) {
+        const double xi = xr[i];
+        const double* wi = wv.data() + i * m;
+        for (int64_t j = 0; j < m; ++j) yr[j] += xi * wi[j];
+      }
     }
+    for (int64_t j = 0; j < m; ++j) yr[j] = act(b ? yr[j] + bv[j] : yr[j]);
   }
   return std::vector<Tensor>{FromDoubles(x->dtype(), std::move(out_dims), y)};
 }
 
 // ---------------------------------------------------------------------------------------
-// kiln.QuantLinear(X, W, w_scale, B?) {activation, x_quant = "dynamic_row"}: an int8 plan's
-// Linear. W s8 [N, K] (one row per output channel), w_scale f32 [N]. Each row r of X is
-// quantized on its own, in f32 arithmetic: a = max_k |X[r,k]|, q[k] = clamp(rne(X[r,k] ·
-// (127 / a)), -127, 127) (q = 0 when a = 0), s = a / 127; then
-// Y[r,n] = act(Σ_k q[k]·W[n,k] · s · w_scale[n] + B[n]). A row holding inf or NaN gives NaN.
+// kiln.QuantLinear(X, W, w_scale, B?, x_mul?) {activation, x_quant = "dynamic_row"}: an int8
+// plan's Linear. W s8 [N, K] (one row per output channel), w_scale f32 [N], x_mul f32 [K]
+// (the smoothing SmoothQuant-style calibration folds out of X into W; absent: ones). Each
+// row r of X̃ = X ⊙ x_mul (f32 products) is quantized on its own, in f32 arithmetic:
+// a = max_k |X̃[r,k]|, q[k] = clamp(rne(X̃[r,k] · (127 / a)), -127, 127) (q = 0 when a = 0),
+// s = a / 127; then Y[r,n] = act(Σ_k q[k]·W[n,k] · s · w_scale[n] + B[n]). A row holding inf
+// or NaN gives NaN.
 
 Result QuantLinearKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
   KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, "W"));
   KILN_ASSIGN_OR_RETURN(const Tensor* ws, Arg(in, 2, "w_scale"));
   const Tensor* b = OptArg(in, 3);
+  const Tensor* mul = OptArg(in, 4);
   if (x->dtype() != DType::kF32)
     return absl::UnimplementedError(absl::StrCat("X has dtype ", DName(x->dtype()), "; only f32"));
+  if (mul != nullptr && mul->dtype() != DType::kF32)
+    return absl::InvalidArgumentError(absl::StrCat("x_mul must be f32, got ", DName(mul->dtype())));
   if (w->dtype() != DType::kI8)
     return absl::InvalidArgumentError(absl::StrCat("W must be int8, got ", DName(w->dtype())));
   if (ws->dtype() != DType::kF32)
@@ -251,6 +267,7 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
         absl::StrCat("X ", DimsStr(x->dims()), " and W ", DimsStr(w->dims()), " disagree on K"));
   KILN_RETURN_IF_ERROR(RequireVector(ws, n, "w_scale"));
   KILN_RETURN_IF_ERROR(RequireVector(b, n, "B"));
+  KILN_RETURN_IF_ERROR(RequireVector(mul, k, "x_mul"));
   std::vector<int64_t> out_dims(x->dims().begin(), x->dims().end() - 1);
   out_dims.push_back(n);
   KILN_RETURN_IF_ERROR(CheckBufferSize(out_dims, "output"));
@@ -261,8 +278,13 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
   const float* sp = ws->data<float>();
   std::vector<double> y(static_cast<size_t>(rows * n));
   std::vector<int32_t> q(static_cast<size_t>(k));
+  std::vector<float> scaled(static_cast<size_t>(k));
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = xp + r * k;
+    if (mul != nullptr) {
+      for (int64_t i = 0; i < k; ++i) scaled[i] = row[i] * mul->data<float>()[i];
+      row = scaled.data();
+    }
     float a = 0.0f;
     bool finite = true;
     for (int64_t i = 0; i < k; ++i) {

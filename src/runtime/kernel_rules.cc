@@ -60,7 +60,8 @@ absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c) {
   r.k = c.Int("k");
   r.n = c.Int("n");
   KILN_ASSIGN_OR_RETURN(r.activation, CheckActivation(c));
-  const PlanBuffer *x = c.In(0), *w = c.In(1), *scale = c.In(2), *bias = c.In(3), *y = c.Out(0);
+  const PlanBuffer *x = c.In(0), *w = c.In(1), *scale = c.In(2), *bias = c.In(3), *mul = c.In(4),
+                   *y = c.Out(0);
   KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));
   KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({r.m, r.n}, "m*n"));
   KILN_ASSIGN_OR_RETURN(const int64_t nk, c.Product({r.n, r.k}, "n*k"));
@@ -69,9 +70,11 @@ absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c) {
   KILN_RETURN_IF_ERROR(c.N(w, nk, "w"));
   KILN_RETURN_IF_ERROR(c.N(scale, r.n, "w_scale"));
   KILN_RETURN_IF_ERROR(c.N(bias, r.n, "bias"));
+  KILN_RETURN_IF_ERROR(c.N(mul, r.k, "x_mul"));
   KILN_RETURN_IF_ERROR(c.N(y, mn, "y"));
   KILN_RETURN_IF_ERROR(c.LastDim(y, r.n, "y", "n"));
   r.has_bias = bias != nullptr;
+  r.has_x_mul = mul != nullptr;
   return r;
 }
 

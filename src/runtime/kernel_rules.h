@@ -35,11 +35,13 @@ struct LinearRule {
 };
 absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c);
 
-// quant_linear (int8 plans): x [m, k] f32, w [n, k] s8, w_scale [n], bias [n]? -> y [m, n].
+// quant_linear (int8 plans): x [m, k] f32, w [n, k] s8, w_scale [n], bias [n]?, x_mul [k]?
+// -> y [m, n].
 struct QuantLinearRule {
   int64_t m = 0, k = 0, n = 0;
   ActivationKind activation = ActivationKind::kNone;
   bool has_bias = false;
+  bool has_x_mul = false;
 };
 absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c);
 

@@ -39,19 +39,21 @@ struct Problem {
   std::vector<float> w_scale, bias;
   bool with_bias;
   int act;
+  std::vector<float> x_mul;  // [k] or empty
 };
 
-Problem MakeProblem(int64_t m, int64_t k, int64_t n, bool with_bias, int act, uint32_t seed) {
-  Problem p{m,
-            k,
-            n,
-            RandomVec(m * k, seed),
-            RandomS8(n * k, seed + 1),
-            RandomVec(n, seed + 2, 1e-3f, 2e-2f),
-            RandomVec(n, seed + 3),
-            with_bias,
-            act};
-  return p;
+Problem MakeProblem(int64_t m, int64_t k, int64_t n, bool with_bias, int act, uint32_t seed,
+                    bool with_mul = false) {
+  return Problem{m,
+                 k,
+                 n,
+                 RandomVec(m * k, seed),
+                 RandomS8(n * k, seed + 1),
+                 RandomVec(n, seed + 2, 1e-3f, 2e-2f),
+                 RandomVec(n, seed + 3),
+                 with_bias,
+                 act,
+                 with_mul ? RandomVec(k, seed + 4, 0.05f, 4.0f) : std::vector<float>()};
 }
 
 std::vector<float> Reference(const Problem& p) {
@@ -60,8 +62,9 @@ std::vector<float> Reference(const Problem& p) {
   std::copy(p.w.begin(), p.w.end(), wt.data<int8_t>());
   Tensor st = Tensor::FromF32({p.n}, p.w_scale);
   Tensor bt = Tensor::FromF32({p.n}, p.bias);
-  std::vector<const Tensor*> in = {&xt, &wt, &st};
-  if (p.with_bias) in.push_back(&bt);
+  Tensor mt = Tensor::FromF32({p.k}, p.x_mul.empty() ? std::vector<float>(p.k, 1.0f) : p.x_mul);
+  std::vector<const Tensor*> in = {&xt, &wt, &st, p.with_bias ? &bt : nullptr};
+  if (!p.x_mul.empty()) in.push_back(&mt);
   auto ref = testing::RunReferenceOp(
       "kiln", "QuantLinear",
       {{"activation", std::string(kActs[p.act])}, {"x_quant", std::string("dynamic_row")}}, in);
@@ -72,7 +75,8 @@ std::vector<float> Reference(const Problem& p) {
 
 std::vector<float> RunGemm(const Problem& p, Isa isa, int threads, std::string* impl = nullptr) {
   auto g = QuantGemm::Pack(isa, p.k, p.n, p.w.data(), p.w_scale.data(),
-                           p.with_bias ? p.bias.data() : nullptr);
+                           p.with_bias ? p.bias.data() : nullptr,
+                           p.x_mul.empty() ? nullptr : p.x_mul.data());
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return {};
   if (impl) *impl = (*g)->ImplName();
@@ -93,7 +97,9 @@ void ExpectMatches(const Problem& p, const std::vector<float>& got, const std::v
   std::string first;
   for (int64_t r = 0; r < p.m; ++r) {
     double amax = 0;
-    for (int64_t i = 0; i < p.k; ++i) amax = std::max(amax, std::fabs(double{p.x[r * p.k + i]}));
+    for (int64_t i = 0; i < p.k; ++i)
+      amax = std::max(
+          amax, std::fabs(double{p.x[r * p.k + i]} * (p.x_mul.empty() ? 1.0 : double{p.x_mul[i]})));
     for (int64_t c = 0; c < p.n; ++c) {
       double sw = 0;
       for (int64_t i = 0; i < p.k; ++i) sw += std::abs(int{p.w[c * p.k + i]});
@@ -143,6 +149,15 @@ INSTANTIATE_TEST_SUITE_P(
                                          QCase{65, 1536, 384, 0, true}),
                        ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512)),
     QName);
+
+// x_mul (the compile's smoothing): each row times it before it is quantized, on every path.
+TEST(QuantGemm, RowsTimesXMul) {
+  for (Isa isa : testing::AllIsas()) {
+    if (!IsaSupported(isa)) continue;
+    const Problem p = MakeProblem(19, 100, 53, true, 1, 31, /*with_mul=*/true);
+    ExpectMatches(p, RunGemm(p, isa, 2), Reference(p), std::string(IsaName(isa)));
+  }
+}
 
 // The integer sums are the same on every path, so their outputs agree to the epilogue's
 // rounding (the same bound as against the reference).

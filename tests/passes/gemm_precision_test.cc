@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "kiln/ir/text.h"
 #include "kiln/onnx/importer.h"
 #include "kiln/passes/pass_manager.h"
@@ -136,6 +138,68 @@ TEST(GemmPrecision, Fp32AndCudaGraphsUnchanged) {
   ExpectNoChange(kPass, kTwoLinears, At(Precision::kFp32));
   ExpectNoChange(kPass, kTwoLinears, At(Precision::kBf16, nullptr, PlanTarget::kCuda));
   ExpectNoChange(kPass, kTwoLinears, At(Precision::kFp16));
+}
+
+// A LayerNorm whose gain has one outlier channel (x40, as trained Transformers' LayerNorms
+// do) feeding a Linear whose weights for that channel are small (as trained weights for
+// outlier channels are): per-row int8 quantization spends its 255 levels on the channel.
+// With calibration inputs the pass smooths the Linear (x_mul = 1 / s, W times s): the error
+// against fp32 must fall, measurably.
+std::string OutlierText(uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-0.2f, 0.2f);
+  // n values: 40 at `outlier_at` and 1 elsewhere (a gain), or uniform ones whose
+  // `small_row` (of rows of `cols`) is 40x smaller (a weight).
+  auto values = [&](int n, int outlier_at = -1, int small_row = -1, int cols = 1) {
+    std::string v;
+    for (int i = 0; i < n; ++i) {
+      float x = outlier_at >= 0 ? (i == outlier_at ? 40.0f : 1.0f) : u(gen);
+      if (small_row >= 0 && i / cols == small_row) x /= 40;
+      absl::StrAppend(&v, i ? "," : "", x);
+    }
+    return v;
+  };
+  return absl::StrCat(R"(graph g opset=21 {
+  %0 = Input() : f32[16,64] "x"
+  %1 = Constant() {value=tensor<f32[64]>[)",
+                      values(64, 5), R"(]} : f32[64] "gamma"
+  %2 = LayerNormalization(%0, %1) {axis=-1} : f32[16,64] "n"
+  %3 = Constant() {value=tensor<f32[64,32]>[)",
+                      values(64 * 32, -1, 5, 32), R"(]} : f32[64,32] "w"
+  %4 = kiln.Linear(%2, %3) : f32[16,32] "h"
+  %5 = Constant() {value=tensor<f32[32]>[)",
+                      values(32, 31), R"(]} : f32[32] "g2"
+  %6 = LayerNormalization(%4, %5) {axis=-1} : f32[16,32] "y"
+  return "y": %6
+})");
+}
+
+TEST(GemmPrecision, Int8SmoothingWithCalibrationInputs) {
+  const std::string text = OutlierText(3);
+  auto reference = Parse(text);
+  std::vector<absl::flat_hash_map<std::string, Tensor>> calibration = {RandomInputs(*reference, 1),
+                                                                       RandomInputs(*reference, 2)};
+  auto error = [&](bool calibrated) {
+    auto g = Parse(text);
+    PassContext ctx = At(Precision::kInt8);
+    if (calibrated) ctx.calibration_inputs = &calibration;
+    EXPECT_TRUE(testing::RunPass(kPass, *g, ctx));
+    const std::string printed = PrintGraph(*g);
+    EXPECT_EQ(absl::StrContains(printed, "\"w_x_mul\""), calibrated) << printed;
+    double worst = 0;
+    for (uint64_t seed : {7u, 8u}) {  // held out: not the calibration's seeds
+      auto feeds = RandomInputs(*reference, seed);
+      auto want = RunReference(*reference, feeds);
+      auto got = RunReference(*g, feeds);
+      EXPECT_TRUE(want.ok() && got.ok());
+      for (int64_t i = 0; i < (*want)[0].NumElements(); ++i)
+        worst = std::max(worst, std::fabs((*want)[0].GetAsDouble(i) - (*got)[0].GetAsDouble(i)));
+    }
+    return worst;
+  };
+  const double plain = error(false), smoothed = error(true);
+  std::printf("int8 max |err| vs fp32: per-row only %.3g, smoothed %.3g\n", plain, smoothed);
+  EXPECT_LT(smoothed, 0.5 * plain);
 }
 
 // ---------------------------------------------------------------------------------------
