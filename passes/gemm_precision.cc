@@ -10,6 +10,9 @@
 //     run time (docs/fused-ops.md). With calibration inputs (PassContext), the graph runs
 //     once per set on the reference executor first, and each Linear is smoothed
 //     (SmoothingFactors: its input's outlier channels moved into W, x_mul = 1 / s).
+//   - --precision auto's fallbacks (PassContext::gemm_group_precision) move a group of
+//     Linears — "attention" (the Q/K/V and output projections), "ffn" (the rest) — to bf16
+//     or fp32, noted as such.
 //   - Kept fp32, with the reason noted in the PrecisionReport: an output head (a Linear
 //     whose result reaches a graph output through layout ops and one-input elementwise ops
 //     only: a classifier's logits, a pooler, an LM head — its error is the score's error);
@@ -48,6 +51,42 @@ class GemmPrecisionPass final : public Pass {
 };
 
 bool IsLinear(const Node* n) { return n->domain() == "kiln" && n->op() == "Linear"; }
+
+bool IsAttention(const Node* n) {
+  return n->domain() == "kiln" && (n->op() == "MultiHeadAttention" || n->op() == "Attention" ||
+                                   n->op() == "PackedAttention");
+}
+
+// Data movement between a projection and its attention: views, transposes, slices, splits,
+// concats (a KV cache), rotary.
+bool PassesThrough(const Node* n) {
+  const OpInfo* info = FindOp(n->domain(), n->op());
+  return HasTrait(info, kLayoutOnly) || (n->domain() == "kiln" && n->op() == "Rotary");
+}
+
+// The group a Linear belongs to for --precision auto's fallbacks (CompileOptions::
+// gemm_group_precision): "attention" when it feeds an attention op or reads one's output
+// through data movement only (the Q/K/V and output projections), else "ffn".
+std::string GemmGroup(Node* linear) {
+  for (Value v = linear->input(0); v && v.node;) {
+    if (IsAttention(v.node)) return "attention";
+    if (!PassesThrough(v.node) || v.node->num_inputs() == 0) break;
+    v = v.node->input(0);
+  }
+  std::vector<Value> todo = {linear->output(0)};
+  std::set<std::pair<int, int>> seen;
+  while (!todo.empty()) {
+    const Value cur = todo.back();
+    todo.pop_back();
+    if (!seen.insert({cur.node->id(), cur.index}).second) continue;
+    for (const Use& u : cur.node->output_info(cur.index).uses) {
+      if (IsAttention(u.user)) return "attention";
+      if (PassesThrough(u.user))
+        for (int o = 0; o < u.user->num_outputs(); ++o) todo.push_back(u.user->output(o));
+    }
+  }
+  return "ffn";
+}
 
 // Does `v` reach a graph output through layout ops and elementwise ops with one run-time
 // input only (no residual add, no norm, no other GEMM)?
@@ -193,7 +232,8 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
   if (int8 && ctx.calibration_inputs != nullptr && !ctx.calibration_inputs->empty()) {
     std::map<std::pair<int, int>, std::vector<int>> readers;  // X value -> Linear ids
     for (const auto& p : g.nodes())
-      if (IsLinear(p.get()) && KeepReason(g, *p, DType::kUndefined).empty()) {
+      if (IsLinear(p.get()) && KeepReason(g, *p, DType::kUndefined).empty() &&
+          !ctx.gemm_group_precision.count(GemmGroup(p.get()))) {
         const Value x = p->input(0);
         readers[{x.node->id(), x.index}].push_back(p->id());
       }
@@ -229,16 +269,27 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
       note(*n, "fp32", std::string(info->keep_f32_reason));
       continue;
     }
-    const std::string why = KeepReason(g, *n, int8 ? DType::kUndefined : DType::kBF16);
+    // The Linear's precision: the plan's, unless --precision auto moved its group.
+    Precision target = ctx.precision;
+    std::string group_why;
+    if (auto it = ctx.gemm_group_precision.find(GemmGroup(n));
+        it != ctx.gemm_group_precision.end()) {
+      target = it->second;
+      group_why = absl::StrCat("--precision auto: the ", it->first, " GEMMs at ",
+                               std::string(PrecisionName(target)));
+    }
+    std::string why =
+        KeepReason(g, *n, target == Precision::kBf16 ? DType::kBF16 : DType::kUndefined);
+    if (why.empty() && target == Precision::kFp32) why = group_why;
     if (!why.empty()) {
       Count("linears kept fp32");
       note(*n, "fp32", why);
       continue;
     }
-    if (!int8) {
+    if (target == Precision::kBf16) {
       const Value w = n->input(1);
       if (w.type().dtype == DType::kBF16) {
-        note(*n, low, "");
+        note(*n, "bf16", group_why);
         continue;
       }
       Node*& copy = bf16_of[w.node->id()];
@@ -250,7 +301,7 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
       Node* original = w.node;
       g.SetInput(n, 1, copy->output(0));
       KILN_RETURN_IF_ERROR(DropIfUnused(g, original));
-      note(*n, low, "");
+      note(*n, "bf16", group_why);
       changed = true;
       continue;
     }

@@ -69,13 +69,15 @@ constexpr char kHelp[] =
     "                           that runs a batch's real tokens end to end; a model it cannot\n"
     "                           prove token-wise keeps padded execution, with a warning saying\n"
     "                           why (docs/packing.md). cpu only\n"
-    "  --precision P            fp32 (default), bf16 or int8 (cpu), fp16 or bf16 (cuda);\n"
+    "  --precision P            fp32 (default), bf16, int8 or auto (cpu), fp16 or bf16 (cuda);\n"
     "                           graph I/O stays in the model's dtypes (docs/precision.md).\n"
     "                           cpu bf16: GEMM weights and inputs in bf16 (AVX-512 BF16;\n"
     "                           other CPUs widen the weights to fp32 at load), fp32 sums;\n"
     "                           cpu int8: GEMM weights s8 per output channel, inputs\n"
     "                           quantized per row at run time; everything else, and output\n"
     "                           heads, stays fp32 (`kiln plan-info` lists what and why).\n"
+    "                           auto: int8, then int8 with the attention GEMMs in bf16,\n"
+    "                           then bf16, then fp32: the first that meets its gate.\n"
     "                           cuda: the compute path in 16 bits, fp32 statistics inside\n"
     "  --accept SPEC            below fp32: the accuracy gate, checked after compiling by\n"
     "                           running the plan beside the model's fp32 plan (kiln verify);\n"
@@ -322,16 +324,18 @@ int RunCompile(int argc, char** argv) {
     if (!gates.ok()) return Fail(gates.status());
     vo.gates = *std::move(gates);
   } else {
-    vo.gates = DefaultAccuracyGates(co.precision);
+    vo.default_gates = true;  // each precision's own (fp32: none)
   }
-  if (!vo.gates.empty() && co.target != PlanTarget::kCpu) {
+  if (co.target != PlanTarget::kCpu) {
     if (accept && *accept != "none")
       return Fail(absl::UnimplementedError(
           "--accept: the accuracy gate runs cpu plans; check a cuda plan on a GPU "
           "(bench/gpu/check.sh)"));
     vo.gates.clear();  // the cuda defaults are checked on a GPU, not here
+    vo.default_gates = false;
   }
-  if (!vo.calib_dir.empty() && vo.gates.empty() && co.precision != "fp16")
+  const bool gated = !vo.gates.empty() || (vo.default_gates && co.precision != "fp32");
+  if (!vo.calib_dir.empty() && !gated && co.precision != "fp16" && co.precision != "int8")
     return Fail(absl::InvalidArgumentError(
         "--calib: nothing to calibrate or gate (an fp32 plan, or --accept none)"));
 

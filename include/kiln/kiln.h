@@ -61,8 +61,14 @@ absl::StatusOr<std::shared_ptr<void>> AllocateCudaBuffer(int ordinal, size_t byt
 struct CompileOptions {
   PlanTarget target = PlanTarget::kCpu;
   int opt_level = 2;  // 0..3, as `kiln opt -O<n>`
-  // "fp32"; cpu "bf16" or "int8"; cuda "fp16" or "bf16" (docs/precision.md).
+  // "fp32"; cpu "bf16" or "int8"; cuda "fp16" or "bf16" (docs/precision.md). "auto" (cpu)
+  // is for the gated compiles of kiln/verify.h, which try int8, then its fallbacks, until
+  // the accuracy gate holds; Compile itself refuses it.
   std::string precision = "fp32";
+  // cpu int8/bf16 plans: a group of GEMMs at another precision, "attention" (the Q/K/V and
+  // output projections) or "ffn" (the others) -> "bf16" or "fp32": --precision auto's
+  // fallbacks.
+  std::map<std::string, std::string> gemm_group_precision;
   // Input sets for the passes that run the model while compiling (numeric-safety's range
   // calibration of fp16 plans): a folder of .npz files / sub-folders of .npy files, as
   // `kiln verify --calib`. Empty: two seeded random valid sets at the smallest profile

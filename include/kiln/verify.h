@@ -73,6 +73,9 @@ struct AccuracyReport {
 
 struct VerifyOptions {
   std::vector<AccuracyGate> gates;
+  // The gated compiles: each attempt's precision's DefaultAccuracyGates instead of `gates`
+  // (what `kiln compile` does without --accept).
+  bool default_gates = false;
   // Input sets: a folder of .npz files (one set each, arrays named by graph input) and/or
   // sub-folders of <input>.npy files; empty: `samples` seeded random valid input sets at
   // the shapes of the plan's buckets.
@@ -96,14 +99,20 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
 
 // CompileToFile with the accuracy gate: the plan goes to a temporary file beside
 // `plan_path`, is verified, and is renamed over `plan_path` only when every gate holds
-// (options.gates; none: no verification). A gate not met removes the temporary file, leaves
-// `plan_path` as it was, and returns Aborted with the measured figures; `report` (may be
-// null) receives them either way.
+// (verify.gates, or each attempt's defaults with verify.default_gates; none: no
+// verification). A gate not met removes the temporary file, leaves `plan_path` as it was,
+// and returns Aborted with the measured figures; `report` (may be null) receives them
+// either way. compile.precision "auto" (cpu) tries int8, then int8 with the attention
+// GEMMs in bf16, then bf16, then fp32, keeping the first that meets its gates (progress
+// lines say which).
 absl::StatusOr<PlanInfo> CompileToFileGated(const std::string& model_path,
                                             const std::string& plan_path,
                                             const CompileOptions& compile,
                                             const VerifyOptions& verify,
                                             AccuracyReport* report = nullptr);
+// The same, in memory (Compile instead of CompileToFile).
+absl::StatusOr<Plan> CompileGated(const std::string& model_path, const CompileOptions& compile,
+                                  const VerifyOptions& verify, AccuracyReport* report = nullptr);
 
 // Input sets from a folder (VerifyOptions::calib_dir), checked against the plan's model
 // signature: every input present with its dtype, no extra array, no NaN or inf in a float

@@ -85,7 +85,9 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         Every symbolic dim must be bound by profile, shapes or symbols.
     precision: "fp32" (default); "bf16" or "int8" on cpu (the GEMMs' weights and inputs in
         bf16, or s8 weights per output channel with inputs quantized per row; everything else
-        fp32), "fp16" or "bf16" on cuda (docs/precision.md).
+        fp32), or "auto" (int8, then int8 with the attention GEMMs in bf16, then bf16, then
+        fp32: the first that meets its accuracy gate); "fp16" or "bf16" on cuda
+        (docs/precision.md).
     target: "cpu" (default) or "cuda".
     opt_level: 0..3 as `kiln opt -O<n>` (default 2, every fusion).
     cuda_sms: cuda plans: the SM architectures, e.g. [90] (default 80 and 90).

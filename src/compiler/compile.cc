@@ -57,10 +57,25 @@ absl::Status ValidateOptions(const CompileOptions& o) {
   if (o.target != PlanTarget::kCpu && o.target != PlanTarget::kCuda)
     return absl::InvalidArgumentError(
         absl::StrFormat("unknown compile target %d", static_cast<uint32_t>(o.target)));
+  if (o.precision == "auto")
+    return absl::InvalidArgumentError(
+        "precision 'auto' picks a precision by the accuracy gate: compile with `kiln compile`, "
+        "kiln.compile() or CompileToFileGated (kiln/verify.h)");
   const std::optional<Precision> p = PrecisionFromName(o.precision);
   if (!p)
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown precision '", o.precision, "' (fp32, fp16, bf16 or int8)"));
+        absl::StrCat("unknown precision '", o.precision, "' (fp32, fp16, bf16, int8 or auto)"));
+  for (const auto& [group, value] : o.gemm_group_precision) {
+    if (group != "attention" && group != "ffn")
+      return absl::InvalidArgumentError(
+          absl::StrCat("GEMM group '", group, "' is not one kiln knows (attention, ffn)"));
+    if (value != "bf16" && value != "fp32")
+      return absl::InvalidArgumentError(
+          absl::StrCat("GEMM group ", group, ": precision '", value, "' (want bf16 or fp32)"));
+    if (o.target != PlanTarget::kCpu || (*p != Precision::kInt8 && *p != Precision::kBf16))
+      return absl::InvalidArgumentError(
+          "GEMM group precisions apply to cpu int8 and bf16 plans only");
+  }
   if (*p == Precision::kFp16 && o.target == PlanTarget::kCpu)
     return absl::UnimplementedError(
         "precision 'fp16' is not supported by the cpu target: the CPUs kiln runs on have no "
@@ -266,16 +281,20 @@ std::string CompileOptionsString(const CompileOptions& o) {
     sms = absl::StrCat(" cuda_sms={", absl::StrJoin(v, ","), "}", o.allow_tf32 ? " allow_tf32" : "",
                        o.cuda_flash_attention ? "" : " no_flash_attention");
   }
-  return absl::StrCat("target=", std::string(PlanTargetName(o.target)), sms,
-                      " opt_level=", o.opt_level, " precision=", o.precision, " shapes={",
-                      absl::StrJoin(shapes, ","), "} symbols={", absl::StrJoin(symbols, ","),
-                      "} profile={", absl::StrJoin(profile, ","), "} disabled_passes={",
-                      absl::StrJoin(disabled, ","), "}",
-                      o.calib_dir.empty() ? "" : absl::StrCat(" calib=", o.calib_dir),
-                      o.decode_context.empty()
-                          ? ""
-                          : absl::StrCat(" decode_context={",
-                                         absl::StrJoin(SortedUnique(o.decode_context), ","), "}"));
+  return absl::StrCat(
+      "target=", std::string(PlanTargetName(o.target)), sms, " opt_level=", o.opt_level,
+      " precision=", o.precision, " shapes={", absl::StrJoin(shapes, ","), "} symbols={",
+      absl::StrJoin(symbols, ","), "} profile={", absl::StrJoin(profile, ","),
+      "} disabled_passes={", absl::StrJoin(disabled, ","), "}",
+      o.calib_dir.empty() ? "" : absl::StrCat(" calib=", o.calib_dir),
+      o.gemm_group_precision.empty()
+          ? ""
+          : absl::StrCat(" gemm_groups={",
+                         absl::StrJoin(o.gemm_group_precision, ",", absl::PairFormatter("=")), "}"),
+      o.decode_context.empty()
+          ? ""
+          : absl::StrCat(" decode_context={", absl::StrJoin(SortedUnique(o.decode_context), ","),
+                         "}"));
 }
 
 namespace {
@@ -340,6 +359,8 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   ctx.target = options.target;
   ctx.precision = precision;
   ctx.precision_report = &precision_report;
+  for (const auto& [group, value] : options.gemm_group_precision)
+    ctx.gemm_group_precision[group] = *PrecisionFromName(value);
   ctx.symbol_values = options.symbols;
   ctx.input_shapes = options.input_shapes;
   ctx.fusion_report = &report;
@@ -529,6 +550,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     bctx.target = options.target;
     bctx.precision = precision;
     bctx.precision_report = &precision_report;  // a fusion only a bucket's shapes allow
+    bctx.gemm_group_precision = ctx.gemm_group_precision;
     bctx.symbol_values = options.symbols;
     for (const auto& [sym, v] : buckets[b].specialize) bctx.symbol_values[sym] = v;
     bctx.input_shapes = options.input_shapes;

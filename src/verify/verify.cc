@@ -1,5 +1,6 @@
-// VerifyPlan and CompileToFileGated (kiln/verify.h): the plan and the model's fp32 plan on the
-// same input sets, each output compared, the gates checked.
+// VerifyPlan, CompileToFileGated and CompileGated (kiln/verify.h): the plan and the model's
+// fp32 plan on the same input sets, each output compared, the gates checked; --precision
+// auto's attempts, lowest precision first.
 #include "kiln/verify.h"
 
 #include <unistd.h>
@@ -8,6 +9,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <numeric>
 
 #include "absl/strings/numbers.h"
@@ -195,7 +198,7 @@ std::string PlanPrecision(const Plan& plan) {
 
 std::string AccuracyGate::ToString() const {
   return absl::StrCat(output.empty() ? "" : output + ":", metric,
-                      at_least ? ">=" : "<=", Num(bound));
+                      at_least ? ">=" : "<=", absl::StrFormat("%.10g", bound));
 }
 
 absl::StatusOr<std::vector<AccuracyGate>> ParseAccuracyGates(std::string_view spec) {
@@ -368,6 +371,8 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
       o.profile.clear();
       o.symbols.clear();
       o.decode_context.clear();
+      o.gemm_group_precision.clear();
+      o.calib_dir.clear();
       o.input_shapes.clear();
       o.progress = nullptr;
       for (size_t i = 0; i < io.inputs.size(); ++i) o.input_shapes[io.inputs[i].name] = dims[i];
@@ -405,63 +410,144 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
       }
       const bool met = g.at_least ? *v >= g.bound : *v <= g.bound;
       if (!met)
-        report.failures.push_back(absl::StrCat(o.name, ": ", g.metric, " ", Num(*v), ", wants ",
-                                               g.at_least ? ">= " : "<= ", Num(g.bound)));
+        report.failures.push_back(
+            absl::StrCat(o.name, ": ", g.metric, " ", Num(*v), ", wants ",
+                         g.at_least ? ">= " : "<= ", absl::StrFormat("%.10g", g.bound)));
     }
   return report;
 }
+
+namespace {
+
+// One compile the gated loop tries: the precision and GEMM group fallbacks.
+struct Attempt {
+  std::string precision;
+  std::map<std::string, std::string> groups;
+  std::string label;
+};
+
+// --precision auto on cpu: int8, int8 with the attention GEMMs in bf16, bf16, fp32 — the
+// lowest precision first, falling back a group of GEMMs at a time.
+std::vector<Attempt> Attempts(const CompileOptions& o) {
+  if (o.precision != "auto") return {{o.precision, o.gemm_group_precision, o.precision}};
+  return {{"int8", {}, "int8"},
+          {"int8", {{"attention", "bf16"}}, "int8 with the attention GEMMs in bf16"},
+          {"bf16", {}, "bf16"},
+          {"fp32", {}, "fp32"}};
+}
+
+std::string GatesText(const std::vector<AccuracyGate>& gates) {
+  return absl::StrJoin(gates, ",",
+                       [](std::string* out, const AccuracyGate& g) { out->append(g.ToString()); });
+}
+
+// The gated loop both gated compiles share. `compile_one(options)` compiles an attempt and
+// returns its plan for verification (or the error); `accept(last)` keeps the plan that
+// passed (or, for the last attempt without gates, the only one) — rename the file, move the
+// plan. An attempt without gates (fp32, or --accept none) is accepted as is.
+absl::Status GatedLoop(
+    const std::string& model_path, const CompileOptions& compile, const VerifyOptions& verify,
+    AccuracyReport* report,
+    const std::function<absl::StatusOr<std::shared_ptr<const Plan>>(const CompileOptions&)>&
+        compile_one,
+    const std::function<absl::Status()>& accept, const std::function<void()>& discard,
+    const std::string& where) {
+  if (compile.precision == "auto" && compile.target != PlanTarget::kCpu)
+    return absl::UnimplementedError(
+        "precision 'auto' picks by the accuracy gate, which runs cpu plans; give a cuda plan "
+        "its precision");
+  const std::vector<Attempt> attempts = Attempts(compile);
+  for (size_t a = 0; a < attempts.size(); ++a) {
+    CompileOptions c = compile;
+    c.precision = attempts[a].precision;
+    c.gemm_group_precision = attempts[a].groups;
+    const std::vector<AccuracyGate> gates =
+        verify.default_gates ? DefaultAccuracyGates(c.precision) : verify.gates;
+    absl::StatusOr<std::shared_ptr<const Plan>> plan = compile_one(c);
+    if (!plan.ok()) {
+      discard();
+      return plan.status();
+    }
+    if (gates.empty()) return accept();
+    if (compile.progress)
+      compile.progress(absl::StrCat("verify: the ", attempts[a].label, " plan against fp32, gates ",
+                                    GatesText(gates)));
+    VerifyOptions v = verify;
+    v.gates = gates;
+    v.compile_options = c;
+    absl::StatusOr<AccuracyReport> r = VerifyPlan(model_path, *plan, v);
+    if (!r.ok()) {
+      discard();
+      return absl::Status(r.status().code(),
+                          absl::StrCat("verifying the plan: ", r.status().message()));
+    }
+    if (report) *report = *r;
+    if (r->ok()) {
+      if (compile.precision == "auto" && compile.progress)
+        compile.progress(absl::StrCat("precision auto: ", attempts[a].label, " (gates met)"));
+      return accept();
+    }
+    discard();
+    if (a + 1 < attempts.size()) {
+      if (compile.progress)
+        compile.progress(absl::StrCat("precision auto: ", attempts[a].label, " fails its gate (",
+                                      absl::StrJoin(r->failures, "; "), "); trying ",
+                                      attempts[a + 1].label));
+      continue;
+    }
+    return absl::AbortedError(
+        absl::StrCat("the ", attempts[a].label, " plan fails its accuracy gate (",
+                     absl::StrJoin(r->failures, "; "), "); no plan written", where,
+                     " (kiln verify shows the figures; --accept sets the gates)"));
+  }
+  return KILN_INTERNAL("the gated compile tried nothing");
+}
+
+}  // namespace
 
 absl::StatusOr<PlanInfo> CompileToFileGated(const std::string& model_path,
                                             const std::string& plan_path,
                                             const CompileOptions& compile,
                                             const VerifyOptions& verify, AccuracyReport* report) {
-  if (verify.gates.empty()) return CompileToFile(model_path, plan_path, compile);
+  if (compile.precision != "auto" && !verify.default_gates && verify.gates.empty())
+    return CompileToFile(model_path, plan_path, compile);
   const std::string tmp = absl::StrCat(plan_path, ".unverified.", ::getpid());
-  absl::StatusOr<PlanInfo> info = CompileToFile(model_path, tmp, compile);
-  auto drop = [&] {
+  absl::StatusOr<PlanInfo> info;
+  auto discard = [&] {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
   };
-  if (!info.ok()) {
-    drop();
-    return info.status();
-  }
-  if (compile.progress)
-    compile.progress(absl::StrCat(
-        "verify: the plan against fp32, gates ",
-        absl::StrJoin(verify.gates, ",",
-                      [](std::string* out, const AccuracyGate& g) { out->append(g.ToString()); })));
-  absl::StatusOr<Plan> plan = LoadPlanFile(tmp);
-  if (!plan.ok()) {
-    drop();
-    return plan.status();
-  }
-  VerifyOptions v = verify;
-  v.compile_options = compile;
-  absl::StatusOr<AccuracyReport> r =
-      VerifyPlan(model_path, std::make_shared<Plan>(*std::move(plan)), v);
-  if (!r.ok()) {
-    drop();
-    return absl::Status(r.status().code(),
-                        absl::StrCat("verifying the plan: ", r.status().message()));
-  }
-  if (report) *report = *r;
-  if (!r->ok()) {
-    drop();
-    return absl::AbortedError(absl::StrCat("the ", r->precision, " plan fails its accuracy gate (",
-                                           absl::StrJoin(r->failures, "; "),
-                                           "); no plan written to ", plan_path,
-                                           " (kiln verify shows the figures; --accept "
-                                           "sets the gates)"));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, plan_path, ec);
-  if (ec) {
-    drop();
+  auto compile_one = [&](const CompileOptions& c) -> absl::StatusOr<std::shared_ptr<const Plan>> {
+    info = CompileToFile(model_path, tmp, c);
+    if (!info.ok()) return info.status();
+    KILN_ASSIGN_OR_RETURN(Plan plan, LoadPlanFile(tmp));
+    return std::make_shared<const Plan>(std::move(plan));
+  };
+  auto accept = [&]() -> absl::Status {
+    std::error_code ec;
+    std::filesystem::rename(tmp, plan_path, ec);
+    if (!ec) return absl::OkStatus();
+    discard();
     return absl::PermissionDeniedError(
         absl::StrCat("cannot move the verified plan to '", plan_path, "': ", ec.message()));
-  }
+  };
+  KILN_RETURN_IF_ERROR(GatedLoop(model_path, compile, verify, report, compile_one, accept, discard,
+                                 absl::StrCat(" to ", plan_path)));
   return info;
+}
+
+absl::StatusOr<Plan> CompileGated(const std::string& model_path, const CompileOptions& compile,
+                                  const VerifyOptions& verify, AccuracyReport* report) {
+  std::shared_ptr<const Plan> last;
+  auto compile_one = [&](const CompileOptions& c) -> absl::StatusOr<std::shared_ptr<const Plan>> {
+    KILN_ASSIGN_OR_RETURN(Plan plan, Compile(model_path, c));
+    last = std::make_shared<const Plan>(std::move(plan));
+    return last;
+  };
+  KILN_RETURN_IF_ERROR(GatedLoop(
+      model_path, compile, verify, report, compile_one, [] { return absl::OkStatus(); },
+      [&] { last.reset(); }, ""));
+  return *last;
 }
 
 }  // namespace kiln

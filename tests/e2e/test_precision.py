@@ -339,3 +339,26 @@ def test_numeric_safety_keeps_an_fp16_overflow_in_fp32(kiln_bin, tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = kiln(kiln_bin, "plan-info", plan).stdout
     assert "fp32: 1 LayerNormalization (numeric-safety: its input 0 reaches |x| = 8" in text, text
+
+
+def test_precision_auto_falls_back_group_by_group(kiln_bin, tmp_path):
+    out = tmp_path / "auto.kiln"
+    proc = kiln(kiln_bin, "compile", CLASSIFIER, "-o", out, "--profile", PROFILE,
+                "--precision", "auto", "-v")
+    assert proc.returncode == 0, proc.stderr
+    assert "precision auto: int8 (gates met)" in proc.stderr, proc.stderr
+    assert "precision=int8" in kiln(kiln_bin, "plan-info", out).stdout
+    # A gate only fp32 meets: every attempt is tried, in order, and fp32 is kept.
+    proc = kiln(kiln_bin, "compile", CLASSIFIER, "-o", out, "--profile", PROFILE,
+                "--precision", "auto", "--accept", "cosine>=0.9999999", "-v")
+    assert proc.returncode == 0, proc.stderr
+    chain = [line for line in proc.stderr.splitlines() if line.startswith("precision auto:")]
+    assert [c.split(":")[1].split("(")[0].split(" fails")[0].strip() for c in chain] == [
+        "int8", "int8 with the attention GEMMs in bf16", "bf16", "fp32"], chain
+    info = json.loads(kiln(kiln_bin, "plan-info", out, "--json").stdout)
+    assert "precision=fp32" in info["compile_options"], info["compile_options"]
+    # The middle attempt is a mixed plan: the attention GEMMs bf16, the FFN int8.
+    assert "bf16: 4 kiln.Linear (--precision auto: the attention GEMMs at bf16)" in proc.stderr
+    proc = kiln(kiln_bin, "compile", CLASSIFIER, "-o", out, "--profile", PROFILE,
+                "--precision", "auto", "--target", "cuda")
+    assert proc.returncode == 3 and "runs cpu plans" in proc.stderr, proc.stderr

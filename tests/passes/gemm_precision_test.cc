@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "kiln/ir/text.h"
 #include "kiln/onnx/importer.h"
 #include "kiln/passes/pass_manager.h"
@@ -200,6 +201,34 @@ TEST(GemmPrecision, Int8SmoothingWithCalibrationInputs) {
   const double plain = error(false), smoothed = error(true);
   std::printf("int8 max |err| vs fp32: per-row only %.3g, smoothed %.3g\n", plain, smoothed);
   EXPECT_LT(smoothed, 0.5 * plain);
+}
+
+// --precision auto's fallback: the attention GEMMs (Q/K/V and output projections) at bf16,
+// the FFN's at int8, each noted.
+TEST(GemmPrecision, AttentionGroupAtBf16InAnInt8Plan) {
+  auto model = ImportOnnxFile(std::string(KILN_SOURCE_DIR) +
+                              "/models/fixtures/bert_tiny_opset17_classifier.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  PrecisionReport report;
+  PassContext ctx;
+  ctx.precision = Precision::kInt8;
+  ctx.precision_report = &report;
+  ctx.gemm_group_precision = {{"attention", Precision::kBf16}};
+  PassManager pm;
+  ASSERT_TRUE(pm.Run(*StandardPipeline(2, PlanTarget::kCpu, Precision::kInt8), **model, ctx).ok());
+  int int8 = 0, bf16 = 0;
+  for (const PrecisionNote& n : report.notes()) {
+    if (n.precision == "int8") ++int8;
+    if (n.precision == "bf16") {
+      ++bf16;
+      EXPECT_EQ(n.reason, "--precision auto: the attention GEMMs at bf16");
+      EXPECT_TRUE(absl::StrContains(absl::StrJoin(n.nodes, " "), "attention")) << n.nodes[0];
+    }
+  }
+  // 2 layers: Q/K/V (merged) and output projection each at bf16; FFN up and down, and the
+  // pooler, at int8.
+  EXPECT_EQ(bf16, 4);
+  EXPECT_EQ(int8, 5);
 }
 
 // ---------------------------------------------------------------------------------------

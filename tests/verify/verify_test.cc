@@ -235,5 +235,32 @@ TEST(CompileToFileGated, AGateNotMetWritesNothing) {
   EXPECT_FALSE(loaded->precision_notes.empty());
 }
 
+TEST(CompileGated, AutoInMemoryAndItsOptions) {
+  CompileOptions o = Profile();
+  o.precision = "auto";
+  VerifyOptions v;
+  v.default_gates = true;
+  std::vector<std::string> progress;
+  o.progress = [&](std::string_view line) { progress.emplace_back(line); };
+  auto plan = CompileGated(kModel, o, v);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(PlanPrecision(*plan), "int8");
+  EXPECT_NE(std::find(progress.begin(), progress.end(), "precision auto: int8 (gates met)"),
+            progress.end());
+  // Compile itself refuses auto, and GEMM groups outside int8/bf16 cpu plans or unknown.
+  EXPECT_THAT(std::string(Compile(kModel, o).status().message()), HasSubstr("accuracy gate"));
+  CompileOptions g = Profile();
+  g.gemm_group_precision = {{"attention", "bf16"}};
+  EXPECT_EQ(Compile(kModel, g).status().code(), absl::StatusCode::kInvalidArgument);
+  g.precision = "int8";
+  g.gemm_group_precision = {{"mlp", "bf16"}};
+  EXPECT_THAT(std::string(Compile(kModel, g).status().message()), HasSubstr("'mlp'"));
+  g.gemm_group_precision = {{"ffn", "int4"}};
+  EXPECT_THAT(std::string(Compile(kModel, g).status().message()), HasSubstr("'int4'"));
+  g.gemm_group_precision = {{"ffn", "fp32"}};
+  ASSERT_TRUE(Compile(kModel, g).ok());
+  EXPECT_THAT(CompileOptionsString(g), HasSubstr("gemm_groups={ffn=fp32}"));
+}
+
 }  // namespace
 }  // namespace kiln

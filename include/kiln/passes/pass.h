@@ -47,6 +47,9 @@ struct PassContext {
   // Valid input sets for passes that run the graph (numeric-safety's range calibration),
   // graph input name -> tensor; may be null (those passes then do nothing).
   const std::vector<absl::flat_hash_map<std::string, Tensor>>* calibration_inputs = nullptr;
+  // cpu bf16/int8 plans: GEMM groups ("attention", "ffn") at another precision (bf16 or
+  // fp32) than `precision` — --precision auto's fallbacks (gemm-precision).
+  std::map<std::string, Precision> gemm_group_precision;
 };
 
 // Counters a pass reports ("folded" -> 212, "removed Dropout" -> 24), per run.
