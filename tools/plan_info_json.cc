@@ -2,11 +2,9 @@
 // Plan.info() so the two never disagree.
 #include "tools/plan_info_json.h"
 
-#include <map>
-#include <tuple>
-
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_context.h"
+#include "kiln/passes/precision_report.h"
 #include "tools/json.h"
 #include "tools/plan_util.h"
 
@@ -67,16 +65,11 @@ Compat CheckCompat(const Plan& plan) {
 
 // The precision notes grouped: "int8: 36 kiln.QuantLinear", "fp32: 4 kiln.Linear (why)".
 std::vector<std::string> PrecisionLines(const Plan& plan) {
-  std::map<std::tuple<bool, std::string, std::string, std::string>, int> groups;
+  std::vector<PrecisionNote> notes;
+  notes.reserve(plan.precision_notes.size());
   for (const PlanPrecisionNote& n : plan.precision_notes)
-    ++groups[{!n.reason.empty(), n.precision, n.op, n.reason}];
-  std::vector<std::string> lines;
-  for (const auto& [key, count] : groups) {
-    const auto& [kept, precision, op, reason] = key;
-    lines.push_back(
-        absl::StrCat(precision, ": ", count, " ", op, kept ? absl::StrCat(" (", reason, ")") : ""));
-  }
-  return lines;
+    notes.push_back({.op = n.op, .precision = n.precision, .reason = n.reason});
+  return PrecisionSummary(notes);
 }
 
 std::string PlanInfoJson(const PlanInfo& info, const std::string& path) {

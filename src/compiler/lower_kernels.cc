@@ -89,6 +89,17 @@ bool IsWeight(Value v) {
   return v && v.node->is_constant();
 }
 
+// The epilogue activation of a kiln.Linear / kiln.QuantLinear the linear kernels apply;
+// nullopt for one they do not.
+std::optional<std::string> LinearActivation(const Node& n) {
+  const std::string* act = n.attr_string("activation");
+  const std::string activation = act ? *act : "none";
+  if (activation != "none" && activation != "gelu" && activation != "gelu_tanh" &&
+      activation != "relu" && activation != "tanh")
+    return std::nullopt;
+  return activation;
+}
+
 std::optional<KernelChoice> Linear(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
   // The executor prepacks w (and bias) at Create: they must be weights.
@@ -100,17 +111,14 @@ std::optional<KernelChoice> Linear(const Node& n, PlanTarget t) {
   const int64_t k = x.back();
   const int64_t wk = trans ? w[1] : w[0], nn = trans ? w[0] : w[1];
   if (wk != k || !VectorOk(n, 2, nn, true)) return std::nullopt;
-  const std::string* act = n.attr_string("activation");
-  const std::string activation = act ? *act : "none";
-  if (activation != "none" && activation != "gelu" && activation != "gelu_tanh" &&
-      activation != "relu" && activation != "tanh")
-    return std::nullopt;
+  const std::optional<std::string> activation = LinearActivation(n);
+  if (!activation) return std::nullopt;
   Dims y(x.begin(), x.end() - 1);
   y.push_back(nn);
   if (OutDims(n, 0) != y) return std::nullopt;
   return Emit(t, "linear", n,
               {Int("m", Product(x, 0, x.size() - 1)), Int("k", k), Int("n", nn),
-               Int("trans_w", trans), Str("activation", activation)});
+               Int("trans_w", trans), Str("activation", *activation)});
 }
 
 // kiln.QuantLinear(X, W [N, K] s8, w_scale [N], B?, x_mul [K]?) {activation, x_quant}.
@@ -126,17 +134,14 @@ std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
   const int64_t nn = w[0];
   if (!VectorOk(n, 2, nn, false) || !VectorOk(n, 3, nn, true) || !VectorOk(n, 4, x.back(), true))
     return std::nullopt;
-  const std::string* act = n.attr_string("activation");
-  const std::string activation = act ? *act : "none";
-  if (activation != "none" && activation != "gelu" && activation != "gelu_tanh" &&
-      activation != "relu" && activation != "tanh")
-    return std::nullopt;
+  const std::optional<std::string> activation = LinearActivation(n);
+  if (!activation) return std::nullopt;
   Dims y(x.begin(), x.end() - 1);
   y.push_back(nn);
   if (OutDims(n, 0) != y) return std::nullopt;
   return Emit(t, "quant_linear", n,
               {Int("m", Product(x, 0, x.size() - 1)), Int("k", x.back()), Int("n", nn),
-               Str("activation", activation)});
+               Str("activation", *activation)});
 }
 
 std::optional<KernelChoice> LayerNorm(const Node& n, PlanTarget t) {
