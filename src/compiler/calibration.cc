@@ -111,6 +111,31 @@ absl::StatusOr<std::map<std::string, Tensor>> SyntheticInputs(
   return out;
 }
 
+// An input set's array against its input's shape (where the model gives one): the rank, the
+// fixed extents, and each symbol one extent across the set's arrays.
+absl::Status CheckShape(const PlanTensorSig& sig, const Tensor& t, const std::string& where,
+                        std::map<std::string, std::pair<int64_t, std::string>>& bound) {
+  if (sig.dims.empty()) return absl::OkStatus();
+  auto wrong = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": input '", sig.name, "' is ", t.ShapeString(), ", ", why));
+  };
+  if (t.rank() != static_cast<int>(sig.dims.size()))
+    return wrong(absl::StrCat("the model takes rank ", sig.dims.size()));
+  for (size_t i = 0; i < sig.dims.size(); ++i) {
+    const Dim& d = sig.dims[i];
+    const int64_t got = t.dims()[i];
+    if (d.is_known() && got != d.value())
+      return wrong(absl::StrCat("the model takes ", d.value(), " in dimension ", i));
+    if (!d.is_symbol()) continue;
+    auto [it, fresh] = bound.emplace(d.symbol(), std::pair(got, sig.name));
+    if (!fresh && it->second.first != got)
+      return wrong(absl::StrCat("its '", d.symbol(), "' is ", got, " where input '",
+                                it->second.second, "' has ", it->second.first));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
     const std::vector<PlanTensorSig>& sigs, const std::string& dir) {
   namespace fs = std::filesystem;
@@ -143,6 +168,8 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
           set.emplace(f.path().stem().string(), std::move(t));
         }
     }
+    // The set's symbols: the extent and the input that bound each first.
+    std::map<std::string, std::pair<int64_t, std::string>> bound;
     for (const auto& [name, t] : set) {
       auto sig = std::find_if(sigs.begin(), sigs.end(),
                               [&](const PlanTensorSig& s) { return s.name == name; });
@@ -153,6 +180,7 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
         return absl::InvalidArgumentError(
             absl::StrCat(where, ": input '", name, "' is ", std::string(DTypeName(t.dtype())),
                          ", the model takes ", std::string(DTypeName(sig->dtype))));
+      KILN_RETURN_IF_ERROR(CheckShape(*sig, t, where, bound));
       if (IsFloat(t.dtype()))
         for (int64_t i = 0; i < t.NumElements(); ++i)
           if (!std::isfinite(t.GetAsDouble(i)))
@@ -205,16 +233,18 @@ absl::StatusOr<std::vector<absl::flat_hash_map<std::string, Tensor>>> Calibratio
     PlanTensorSig sig;
     sig.name = in->output_info(0).name;
     sig.dtype = t.dtype;
-    sigs.push_back(sig);
     std::vector<int64_t> d;
     if (auto it = options.input_shapes.find(sig.name); it != options.input_shapes.end()) {
       d = it->second;
+      for (int64_t v : d) sig.dims.push_back(Dim::Known(v));
     } else if (t.shape) {
+      for (const Dim& dim : *t.shape) sig.dims.push_back(SubstituteDim(dim, options.symbols));
       for (const Dim& dim : *t.shape) {
         const Dim v = SubstituteDim(dim, values);
         d.push_back(v.is_known() ? v.value() : 1);
       }
     }
+    sigs.push_back(std::move(sig));
     dims.push_back(std::move(d));
   }
   std::vector<absl::flat_hash_map<std::string, Tensor>> out;

@@ -163,6 +163,17 @@ TEST(InputSets, FolderOfArchivesAndNpyFolders) {
       WriteNpy(dir + "/a/token_type_ids.npy", Tensor::FromF32({2, 4}, std::vector<float>(8))).ok());
   EXPECT_THAT(std::string(ReadInputSets(*plan, dir).status().message()),
               HasSubstr("input 'token_type_ids' is f32, the model takes i64"));
+  // A wrong rank; a sequence length the set's other inputs disagree with.
+  ASSERT_TRUE(
+      WriteNpy(dir + "/a/token_type_ids.npy", Tensor::FromI64({8}, std::vector<int64_t>(8))).ok());
+  EXPECT_THAT(std::string(ReadInputSets(*plan, dir).status().message()),
+              HasSubstr("input 'token_type_ids' is 8, the model takes rank 2"));
+  ASSERT_TRUE(
+      WriteNpy(dir + "/a/token_type_ids.npy", Tensor::FromI64({2, 3}, std::vector<int64_t>(6)))
+          .ok());
+  const std::string clash(ReadInputSets(*plan, dir).status().message());
+  EXPECT_THAT(clash, HasSubstr("/a: input 'token_type_ids' is 2x3, its '"));
+  EXPECT_THAT(clash, HasSubstr("' is 3 where input 'attention_mask' has 4"));
   ASSERT_TRUE(WriteNpy(dir + "/a/token_type_ids.npy", types).ok());
   ASSERT_TRUE(WriteNpy(dir + "/a/labels.npy", types).ok());
   EXPECT_THAT(std::string(ReadInputSets(*plan, dir).status().message()),
