@@ -3,8 +3,8 @@
 // are nearly all of a Transformer's time (docs/benchmarks.md) and gain 2-4x from bf16 / int8
 // dot-product instructions; the other ops would gain little and lose accuracy (a
 // LayerNorm's variance, a softmax's exponentials).
-//   - bf16: each op's GEMM weight constants (OpInfo::gemm_weights: kiln.Linear's W) are
-//     stored in bf16 (nearest even); the kernel rounds X to bf16 and accumulates in fp32.
+//   - bf16: each kiln.Linear's W is stored in bf16 (nearest even); the kernel rounds X to
+//     bf16 and accumulates in fp32.
 //   - int8: each kiln.Linear becomes kiln.QuantLinear: W as [N, K], quantized symmetric per
 //     output channel (w_scale[n] = max_k |W[n,k]| / 127); the kernel quantizes X per row at
 //     run time (docs/fused-ops.md). With calibration inputs (PassContext), the graph runs
@@ -17,6 +17,7 @@
 //     whose result reaches a graph output through layout ops and one-input elementwise ops
 //     only: a classifier's logits, a pooler, an LM head — its error is the score's error);
 //     a Linear whose W or B is not a constant, whose X is not f32, or whose W holds inf/NaN;
+//     at int8, one whose K is above kQuantLinearMaxK;
 //     and every other compute op (PrecisionPolicy::kLower), with its catalogue reason.
 // Idempotent: a second run finds bf16 weights and QuantLinear nodes and changes nothing.
 // Limits: only kiln.Linear (fuse-linear turns MatMul/Gemm with a constant operand into it);
@@ -182,7 +183,8 @@ std::pair<Tensor, Tensor> QuantizePerOutputChannel(const Tensor& w, bool trans_w
   for (int64_t j = 0; j < n; ++j) {
     float a = 0.0f;
     for (int64_t i = 0; i < k; ++i) a = std::max(a, std::fabs(at(j, i)));
-    const float inv = a > 0.0f ? 127.0f / a : 0.0f;
+    // A row whose 127 / max |w| overflows (max below ~3.7e-37) quantizes to zeros.
+    const float inv = a > 0.0f && std::isfinite(127.0f / a) ? 127.0f / a : 0.0f;
     sp[j] = a / 127.0f;
     for (int64_t i = 0; i < k; ++i)
       qp[j * k + i] =
@@ -309,6 +311,14 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
     // x_mul?) (x_mul: the calibrated smoothing, when there were calibration inputs).
     Node* w_node = n->input(1).node;
     const bool trans_w = n->attr_int_or("trans_w", 0) != 0;
+    const int64_t k = w_node->constant_value()->dims()[trans_w ? 1 : 0];
+    if (k > kQuantLinearMaxK) {
+      Count("linears kept fp32");
+      note(*n, "fp32",
+           absl::StrCat("K ", k, " is above kiln.QuantLinear's ", kQuantLinearMaxK,
+                        " (the int8 GEMM's int32 sums)"));
+      continue;
+    }
     std::vector<float> smooth;
     if (auto it = x_absmax.find(n->id()); it != x_absmax.end())
       smooth = SmoothingFactors(it->second, *w_node->constant_value(), trans_w);

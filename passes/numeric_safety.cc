@@ -85,7 +85,7 @@ absl::StatusOr<bool> NumericSafetyPass::RunImpl(Graph& g, const PassContext& ctx
       const Value v = n->input(i);
       // Inputs the op keeps f32 at any precision (attention's additive mask, whose -3.4e38
       // stands for minus infinity) are never cast down.
-      if ((info->f32_inputs >> i) & 1u) continue;
+      if (i < 32 && ((info->f32_inputs >> i) & 1u)) continue;
       if (!v || v.node->is_constant() || over(v) <= worst) continue;
       worst = over(v);
       where = absl::StrCat("input ", i);

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "kiln/ir/dim_expr.h"
+#include "kiln/ir/ops.h"
 #include "kiln/support/status.h"
 #include "passes/shape_inference_internal.h"
 
@@ -79,6 +80,10 @@ Rule QuantLinearRule(const RuleContext& ctx) {
   if (w.has_rank()) {
     n = (*w.shape)[0];
     KILN_RETURN_IF_ERROR(Agree(ctx, LastDim(x), (*w.shape)[1], "X and W disagree on K"));
+    const Dim& k = (*w.shape)[1];
+    if (k.is_known() && k.value() > kQuantLinearMaxK)
+      return ctx.Error(absl::StrCat("K ", k.value(), " is above ", kQuantLinearMaxK,
+                                    " (the int8 GEMM's int32 sums)"));
   }
   KILN_RETURN_IF_ERROR(CheckVector(ctx, 2, n, "w_scale"));
   KILN_RETURN_IF_ERROR(CheckVector(ctx, 3, n, "B"));

@@ -44,8 +44,9 @@ constexpr char kHelp[] =
     "  --fold-limit BYTES        largest constant that folding may create (default 1 GiB)\n"
     "  --precision P             append the precision stage `kiln compile` appends for the\n"
     "                            target (docs/precision.md): cpu bf16|int8 gemm-precision,\n"
-    "                            cuda fp16|bf16 numeric-safety (fp16: calibrated on two\n"
-    "                            seeded random valid input sets) and lower-precision\n"
+    "                            cuda fp16|bf16 numeric-safety and lower-precision (fp16's\n"
+    "                            safety and int8's smoothing calibrated on two seeded\n"
+    "                            random valid input sets)\n"
     "  --target cpu|cuda         the target the precision stage is for (default cpu; fp16\n"
     "                            alone implies cuda)\n"
     "  --verify-each             run the IR verifier after every pass\n"
@@ -200,7 +201,8 @@ int RunOpt(int argc, char** argv) {
   PrecisionReport precision_report;
   ctx.precision_report = &precision_report;
   std::vector<absl::flat_hash_map<std::string, Tensor>> calibration;
-  if (ctx.precision == Precision::kFp16) {
+  // As kiln compile: fp16's numeric-safety and int8's smoothing run the graph on these.
+  if (ctx.precision == Precision::kFp16 || ctx.precision == Precision::kInt8) {
     CompileOptions co;
     co.symbols = ctx.symbol_values;
     co.input_shapes = ctx.input_shapes;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/qgemm_internal.h"
+#include "kiln/ir/ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -51,6 +52,15 @@ absl::StatusOr<std::unique_ptr<QuantGemm>> QuantGemm::Pack(Isa isa, int64_t k, i
         absl::StrCat("QuantGemm needs K > 0 and N > 0, got K=", k, " N=", n));
   if (w == nullptr || w_scale == nullptr)
     return absl::InvalidArgumentError("QuantGemm weights or scales pointer is null");
+  if (k > kQuantLinearMaxK)
+    return absl::InvalidArgumentError(
+        absl::StrCat("QuantGemm K=", k, " is above ", kQuantLinearMaxK, " (its int32 sums)"));
+  // -128 has no negation in s8: the AVX2 tile's sign trick (vpsignb) would get it wrong.
+  for (int64_t i = 0; i < n * k; ++i)
+    if (w[i] == -128)
+      return absl::InvalidArgumentError(
+          absl::StrCat("QuantGemm weight [", i / k, ", ", i % k,
+                       "] is -128: int8 weights are symmetric, in [-127, 127]"));
   CpuContext probe;
   probe.isa = isa;
   std::unique_ptr<QuantGemm> g(new QuantGemm);

@@ -8,7 +8,8 @@
 // accumulators before anything is stored. Paths (qgemm_internal.h): AVX-512 VNNI (vpdpbusd), AVX2
 // (vpmaddubsw on |q| and sign(w, q): exact, unlike a u8 × s8 vpmaddubsw, which saturates), scalar.
 // Every path computes the same integer sums, so outputs agree across CPUs up to the float
-// epilogue's rounding. Limits: X and Y dense row-major; a row holding inf or NaN gives a NaN row.
+// epilogue's rounding. Limits: X and Y dense row-major; a row holding inf or NaN gives a NaN row;
+// K at most kQuantLinearMaxK (kiln/ir/ops.h); weights in [-127, 127] (Pack refuses -128).
 #pragma once
 
 #include <cstdint>

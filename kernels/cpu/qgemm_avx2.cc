@@ -45,7 +45,7 @@ float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8
   }
   std::memset(q, 0, static_cast<size_t>(k4));
   if (b != 0.0f || std::isnan(b)) return NAN;
-  const __m256 inv = _mm256_set1_ps(a > 0.0f ? 127.0f / a : 0.0f);
+  const __m256 inv = _mm256_set1_ps(QuantInverse(a));
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   for (i = 0; i + 8 <= k; i += 8) {
     __m256 v = _mm256_mul_ps(Load8(x, mul, i), inv);
@@ -54,7 +54,7 @@ float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8
     const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(n), _mm256_extracti128_si256(n, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packs_epi16(w16, w16));
   }
-  const float s = a > 0.0f ? 127.0f / a : 0.0f;
+  const float s = QuantInverse(a);
   for (; i < k; ++i)
     q[i] = static_cast<uint8_t>(
         static_cast<int8_t>(std::fmin(std::fmax(std::nearbyint(at(i) * s), -127.0f), 127.0f)));

@@ -43,7 +43,7 @@ float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8
   const float b = _mm512_reduce_add_ps(bad);
   std::memset(q, 128, static_cast<size_t>(k4));
   if (b != 0.0f) return NAN;  // also NaN != 0
-  const __m512 inv = _mm512_set1_ps(a > 0.0f ? 127.0f / a : 0.0f);
+  const __m512 inv = _mm512_set1_ps(QuantInverse(a));
   const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
   const __m512i shift = _mm512_set1_epi32(128);
   for (i = 0; i < k; i += 16) {

@@ -13,8 +13,17 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace kiln::cpu::internal {
+
+// The quantizer's multiplier 127 / a for a row whose max |x| is a: 0 where a is 0 or so
+// small (below ~3.7e-37) that 127 / a overflows, so such a row quantizes to zeros instead
+// of inf · 0 = NaN.
+inline float QuantInverse(float a) {
+  const float inv = 127.0f / a;
+  return a > 0.0f && inv <= std::numeric_limits<float>::max() ? inv : 0.0f;
+}
 
 // The packed weights: panels of `nr` output channels, [k4 / 4][nr][4] s8 each (four
 // consecutive k of one channel per 32-bit lane), zero past N and K.
@@ -39,8 +48,8 @@ struct QuantKernels {
   bool u8_rows;      // quantize_row stores q + 128 (and tiles need comp)
   // Quantizes x̃ = x ⊙ mul (mul [k] may be null: ones) into q[0, k4) (padding: 0, or 128 for
   // u8 rows) and returns the row's scale a / 127, a = max |x̃|: q = clamp(rne(x̃ · (127 / a)),
-  // ±127), all f32 arithmetic; 0 when a = 0. A row holding inf or NaN gives zeros and
-  // returns NaN (its outputs are NaN).
+  // ±127), all f32 arithmetic; zeros when a is 0 or tiny (QuantInverse). A row holding inf
+  // or NaN gives zeros and returns NaN (its outputs are NaN).
   float (*quantize_row)(const float* x, const float* mul, int64_t k, int64_t k4, uint8_t* q);
   // c[r, j] = (Σ q[r]·w[j] − comp[j]) · a_scale[r] · w_scale[j] + bias[j], r < mr, j < nr.
   void (*tile)(const QuantTile& t);

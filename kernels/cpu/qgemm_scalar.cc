@@ -21,7 +21,7 @@ float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8
   }
   std::memset(q, 0, static_cast<size_t>(k4));
   if (!finite) return NAN;
-  const float inv = a > 0.0f ? 127.0f / a : 0.0f;
+  const float inv = QuantInverse(a);
   for (int64_t i = 0; i < k; ++i)
     q[i] = static_cast<uint8_t>(
         static_cast<int8_t>(std::clamp(std::nearbyint(at(i) * inv), -127.0f, 127.0f)));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -111,6 +112,18 @@ absl::StatusOr<std::map<std::string, Tensor>> SyntheticInputs(
   return out;
 }
 
+// Calls `visit` on each entry of `dir`; an error (not `throw`) where it cannot be listed.
+absl::Status ListFolder(const std::filesystem::path& dir,
+                        const std::function<void(const std::filesystem::directory_entry&)>& visit) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) visit(*it);
+  if (ec)
+    return absl::InvalidArgumentError(
+        absl::StrCat("input sets: cannot list '", dir.string(), "': ", ec.message()));
+  return absl::OkStatus();
+}
+
 // An input set's array against its input's shape (where the model gives one): the rank, the
 // fixed extents, and each symbol one extent across the set's arrays.
 absl::Status CheckShape(const PlanTensorSig& sig, const Tensor& t, const std::string& where,
@@ -136,6 +149,34 @@ absl::Status CheckShape(const PlanTensorSig& sig, const Tensor& t, const std::st
   return absl::OkStatus();
 }
 
+absl::Status CheckInputSet(const std::vector<PlanTensorSig>& sigs,
+                           const std::map<std::string, Tensor>& set, const std::string& where) {
+  // The set's symbols: the extent and the input that bound each first.
+  std::map<std::string, std::pair<int64_t, std::string>> bound;
+  for (const auto& [name, t] : set) {
+    auto sig = std::find_if(sigs.begin(), sigs.end(),
+                            [&](const PlanTensorSig& s) { return s.name == name; });
+    if (sig == sigs.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": array '", name, "' is not an input of the model"));
+    if (t.dtype() != sig->dtype)
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": input '", name, "' is ", std::string(DTypeName(t.dtype())),
+                       ", the model takes ", std::string(DTypeName(sig->dtype))));
+    KILN_RETURN_IF_ERROR(CheckShape(*sig, t, where, bound));
+    if (IsFloat(t.dtype()))
+      for (int64_t i = 0; i < t.NumElements(); ++i)
+        if (!std::isfinite(t.GetAsDouble(i)))
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ": input '", name, "' holds ",
+                           std::isnan(t.GetAsDouble(i)) ? "NaN" : "inf", " (element ", i, ")"));
+  }
+  for (const PlanTensorSig& s : sigs)
+    if (!set.count(s.name))
+      return absl::InvalidArgumentError(absl::StrCat(where, ": input '", s.name, "' is missing"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
     const std::vector<PlanTensorSig>& sigs, const std::string& dir) {
   namespace fs = std::filesystem;
@@ -143,11 +184,10 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
   if (!fs::is_directory(dir, ec))
     return absl::NotFoundError(absl::StrCat("input sets: '", dir, "' is not a folder"));
   std::vector<fs::path> entries;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const fs::path& p = e.path();
-    if (e.is_directory(ec) || p.extension() == ".npz") entries.push_back(p);
-  }
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("input sets: cannot list '", dir, "'"));
+  KILN_RETURN_IF_ERROR(ListFolder(dir, [&](const fs::directory_entry& e) {
+    std::error_code kind;
+    if (e.is_directory(kind) || e.path().extension() == ".npz") entries.push_back(e.path());
+  }));
   std::sort(entries.begin(), entries.end());
   if (entries.empty())
     return absl::InvalidArgumentError(absl::StrCat(
@@ -162,35 +202,16 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
       KILN_ASSIGN_OR_RETURN(auto arrays, ReadNpz(where));
       for (auto& [name, t] : arrays) set.emplace(name, std::move(t));
     } else {
-      for (const fs::directory_entry& f : fs::directory_iterator(p, ec))
-        if (f.path().extension() == ".npy") {
-          KILN_ASSIGN_OR_RETURN(Tensor t, ReadNpy(f.path().string()));
-          set.emplace(f.path().stem().string(), std::move(t));
-        }
+      std::vector<fs::path> arrays;
+      KILN_RETURN_IF_ERROR(ListFolder(p, [&](const fs::directory_entry& f) {
+        if (f.path().extension() == ".npy") arrays.push_back(f.path());
+      }));
+      for (const fs::path& a : arrays) {
+        KILN_ASSIGN_OR_RETURN(Tensor t, ReadNpy(a.string()));
+        set.emplace(a.stem().string(), std::move(t));
+      }
     }
-    // The set's symbols: the extent and the input that bound each first.
-    std::map<std::string, std::pair<int64_t, std::string>> bound;
-    for (const auto& [name, t] : set) {
-      auto sig = std::find_if(sigs.begin(), sigs.end(),
-                              [&](const PlanTensorSig& s) { return s.name == name; });
-      if (sig == sigs.end())
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": array '", name, "' is not an input of the model"));
-      if (t.dtype() != sig->dtype)
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": input '", name, "' is ", std::string(DTypeName(t.dtype())),
-                         ", the model takes ", std::string(DTypeName(sig->dtype))));
-      KILN_RETURN_IF_ERROR(CheckShape(*sig, t, where, bound));
-      if (IsFloat(t.dtype()))
-        for (int64_t i = 0; i < t.NumElements(); ++i)
-          if (!std::isfinite(t.GetAsDouble(i)))
-            return absl::InvalidArgumentError(
-                absl::StrCat(where, ": input '", name, "' holds ",
-                             std::isnan(t.GetAsDouble(i)) ? "NaN" : "inf", " (element ", i, ")"));
-    }
-    for (const PlanTensorSig& s : sigs)
-      if (!set.count(s.name))
-        return absl::InvalidArgumentError(absl::StrCat(where, ": input '", s.name, "' is missing"));
+    KILN_RETURN_IF_ERROR(CheckInputSet(sigs, set, where));
     sets.push_back(std::move(set));
   }
   return sets;

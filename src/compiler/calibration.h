@@ -34,10 +34,14 @@ absl::StatusOr<std::map<std::string, Tensor>> SyntheticInputs(
     const std::vector<PlanTensorSig>& sigs, const std::vector<std::vector<int64_t>>& dims,
     const InputRanges& ranges, uint64_t seed);
 
+// One input set against `sigs`: every input present with its dtype, rank and fixed extents,
+// each symbol one extent across the set, no other array, no NaN or inf in a float input.
+// Errors start with `where` (the file).
+absl::Status CheckInputSet(const std::vector<PlanTensorSig>& sigs,
+                           const std::map<std::string, Tensor>& set, const std::string& where);
+
 // Input sets from a folder: every *.npz (np.savez; arrays named by graph input) and every
-// sub-folder of INPUT.npy files is one set, sorted by name. Checked against `sigs`: every
-// input present with its dtype, no other array, no NaN or inf in a float input; errors
-// name the file.
+// sub-folder of INPUT.npy files is one set, sorted by name, each checked by CheckInputSet.
 absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
     const std::vector<PlanTensorSig>& sigs, const std::string& dir);
 

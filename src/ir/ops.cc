@@ -39,12 +39,6 @@ OpInfo KeepF32(std::string_view why, OpInfo info) {
   return info;
 }
 
-// The op's GEMM weight operands (OpInfo::gemm_weights).
-OpInfo GemmWeights(unsigned inputs, OpInfo info) {
-  info.gemm_weights = inputs;
-  return info;
-}
-
 constexpr std::string_view kNormWhy = "normalization: mean and variance over the hidden axis";
 constexpr std::string_view kSoftmaxWhy = "softmax: exponentials of the scores";
 constexpr std::string_view kAttentionWhy =
@@ -181,8 +175,7 @@ const std::vector<OpInfo>& Table() {
       {"", "Size", 1, 1, 1, 1, kPure},
       {"", "TopK", 2, 2, 2, 2, kPure},
       // kiln's fused ops (domain "kiln", version 1; docs/fused-ops.md)
-      GemmWeights(1u << 1, Grows({"kiln", "Linear", 2, 3, 1, 1, kPure | kRowwise, 0,
-                                  PrecisionPolicy::kLower})),
+      Grows({"kiln", "Linear", 2, 3, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
       // An int8 plan's Linear (docs/fused-ops.md): s8 weights [N, K] with per-output-channel
       // scales, activations (times an optional per-channel x_mul) quantized per row at run
       // time (so rows stay apart: row-wise).

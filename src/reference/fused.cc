@@ -291,10 +291,12 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
       finite &= std::isfinite(row[i]);
       a = std::max(a, std::fabs(row[i]));
     }
-    const float inv = a > 0.0f ? 127.0f / a : 0.0f;
+    // As the kernels (kernels/cpu/qgemm_internal.h): a row whose 127 / max |x| overflows
+    // quantizes to zeros; a row holding inf or NaN gives NaN outputs.
+    const float inv = a > 0.0f && std::isfinite(127.0f / a) ? 127.0f / a : 0.0f;
     const float s = a / 127.0f;
     for (int64_t i = 0; i < k; ++i) {
-      const float v = std::nearbyint(row[i] * inv);
+      const float v = finite ? std::nearbyint(row[i] * inv) : 0.0f;
       q[i] = static_cast<int32_t>(std::clamp(v, -127.0f, 127.0f));
     }
     for (int64_t j = 0; j < n; ++j) {

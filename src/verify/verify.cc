@@ -36,6 +36,10 @@ constexpr int64_t kScoreWidth = 8;
 
 std::string Num(double v) { return absl::StrFormat("%.6g", v); }
 
+// max and min that keep a NaN: a NaN difference must fail a max_abs gate, not vanish.
+double NanMax(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+double NanMin(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
+
 // Accumulates one output's comparison over the samples.
 struct Accum {
   OutputAccuracy acc;
@@ -45,8 +49,8 @@ struct Accum {
   void Row(const double* w, const double* g, int64_t n) {
     double dot = 0, nw = 0, ng = 0;
     for (int64_t i = 0; i < n; ++i) {
-      acc.max_abs = std::max(acc.max_abs, std::fabs(w[i] - g[i]));
-      max_ref = std::max(max_ref, std::fabs(w[i]));
+      acc.max_abs = NanMax(acc.max_abs, std::fabs(w[i] - g[i]));
+      max_ref = NanMax(max_ref, std::fabs(w[i]));
       dot += w[i] * g[i];
       nw += w[i] * w[i];
       ng += g[i] * g[i];
@@ -68,13 +72,21 @@ std::vector<double> Doubles(const Tensor& t) {
   return v;
 }
 
+// Whether output `sig` holds scores: its last dim is fixed and below kScoreWidth (a rank-0
+// or rank-1 output, one score per row, too). Decided from the signature, not per sample, so
+// that every sample of an output is compared the same way.
+bool IsScoreOutput(const PlanTensorSig& sig) {
+  if (sig.dims.size() < 2) return true;
+  const Dim& last = sig.dims.back();
+  return last.is_known() && last.value() < kScoreWidth;
+}
+
 // Compares one output of one sample. `mask` (may be null): a [batch, seq] attention mask;
 // an output whose leading dims are those skips the rows it marks as padding.
 void Compare(const Tensor& want, const Tensor& got, const Tensor* mask, Accum& a) {
   const std::vector<double> w = Doubles(want), g = Doubles(got);
   const std::vector<int64_t>& dims = want.dims();
-  const int64_t last = dims.empty() ? 1 : dims.back();
-  a.acc.scores = last < kScoreWidth;
+  const int64_t last = dims.size() < 2 ? 1 : dims.back();
   if (a.acc.scores) {  // collected; compared over every sample at once (Finish)
     a.want_cols.resize(last);
     a.got_cols.resize(last);
@@ -85,7 +97,8 @@ void Compare(const Tensor& want, const Tensor& got, const Tensor* mask, Accum& a
     return;
   }
   const bool masked = mask != nullptr && dims.size() >= 3 && mask->rank() == 2 &&
-                      dims[0] == mask->dims()[0] && dims[1] == mask->dims()[1];
+                      dims[0] == mask->dims()[0] && dims[1] == mask->dims()[1] &&
+                      dims[0] * dims[1] > 0;
   const int64_t rows = last > 0 ? static_cast<int64_t>(w.size()) / last : 0;
   const int64_t per_position = masked ? rows / (dims[0] * dims[1]) : 1;
   for (int64_t r = 0; r < rows; ++r) {
@@ -113,7 +126,7 @@ OutputAccuracy Finish(Accum& a) {
                                : 1.0;
   for (size_t c = 0; c < a.want_cols.size(); ++c) {
     const std::optional<double> rho = verify_internal::Spearman(a.want_cols[c], a.got_cols[c]);
-    if (rho) o.rank_agreement = o.rank_agreement ? std::min(*o.rank_agreement, *rho) : *rho;
+    if (rho) o.rank_agreement = o.rank_agreement ? NanMin(*o.rank_agreement, *rho) : *rho;
   }
   return o;
 }
@@ -162,6 +175,10 @@ namespace verify_internal {
 std::optional<double> Spearman(const std::vector<double>& a, const std::vector<double>& b) {
   const size_t n = a.size();
   if (n < 3 || b.size() != n) return std::nullopt;
+  // A NaN score has no rank: the agreement is NaN, which meets no gate.
+  if (std::any_of(a.begin(), a.end(), [](double v) { return std::isnan(v); }) ||
+      std::any_of(b.begin(), b.end(), [](double v) { return std::isnan(v); }))
+    return NAN;
   auto ranks = [n](const std::vector<double>& v) {
     std::vector<size_t> idx(n);
     std::iota(idx.begin(), idx.end(), 0);
@@ -324,6 +341,9 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
   std::vector<std::map<std::string, Tensor>> sets;
   if (!options.input_sets.empty()) {
     sets = options.input_sets;
+    for (size_t i = 0; i < sets.size(); ++i)
+      KILN_RETURN_IF_ERROR(compiler::CheckInputSet(
+          io.inputs, sets[i], sets.size() == 1 ? "--input" : absl::StrCat("input set ", i)));
     report.inputs = "input sets given";
   } else if (!options.calib_dir.empty()) {
     KILN_ASSIGN_OR_RETURN(sets, ReadInputSets(*plan, options.calib_dir));
@@ -357,7 +377,10 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, Executor::Create(plan, eo));
   std::map<std::vector<std::vector<int64_t>>, std::unique_ptr<Executor>> oracles;
   std::vector<Accum> acc(io.outputs.size());
-  for (size_t o = 0; o < acc.size(); ++o) acc[o].acc.name = io.outputs[o].name;
+  for (size_t o = 0; o < acc.size(); ++o) {
+    acc[o].acc.name = io.outputs[o].name;
+    acc[o].acc.scores = IsScoreOutput(io.outputs[o]);
+  }
   const Tensor* mask = nullptr;
   for (size_t s = 0; s < sets.size(); ++s) {
     const auto& set = sets[s];
@@ -392,12 +415,19 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
     for (const auto& [name, t] : set)
       if (absl::AsciiStrToLower(name).find("mask") != std::string::npos && t.rank() == 2) mask = &t;
     for (size_t o = 0; o < acc.size(); ++o) {
-      if (!IsFloat(want[o].dtype()) || want[o].dims() != (*got)[o].dims()) continue;
+      if (want[o].dims() != (*got)[o].dims()) {
+        // The executor sizes each output from the plan: a mismatch is the plan's error.
+        report.failures.push_back(absl::StrCat(io.outputs[o].name, ": input set ", s,
+                                               " gives it dims ", (*got)[o].ShapeString(),
+                                               ", the fp32 plan ", want[o].ShapeString()));
+        continue;
+      }
       Compare(want[o], (*got)[o], mask, acc[o]);
     }
   }
   for (Accum& a : acc) report.outputs.push_back(Finish(a));
-  for (const AccuracyGate& g : report.gates)
+  for (const AccuracyGate& g : report.gates) {
+    bool checked = false;
     for (const OutputAccuracy& o : report.outputs) {
       if (!g.output.empty() && g.output != o.name) continue;
       const std::optional<double> v = o.Metric(g.metric);
@@ -408,12 +438,19 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
                                                  "with 3 rows or more)"));
         continue;
       }
+      checked = true;
       const bool met = g.at_least ? *v >= g.bound : *v <= g.bound;
       if (!met)
         report.failures.push_back(
             absl::StrCat(o.name, ": ", g.metric, " ", Num(*v), ", wants ",
                          g.at_least ? ">= " : "<= ", absl::StrFormat("%.10g", g.bound)));
     }
+    // A gate no output could be measured by is not met (rank_agreement without a score
+    // output of 3 rows or more): a gate that checks nothing would pass every plan.
+    if (!checked && g.output.empty())
+      report.failures.push_back(absl::StrCat(g.ToString(), ": no output defines ", g.metric,
+                                             " (a score output with 3 rows or more)"));
+  }
   return report;
 }
 
@@ -509,7 +546,9 @@ absl::StatusOr<PlanInfo> CompileToFileGated(const std::string& model_path,
                                             const std::string& plan_path,
                                             const CompileOptions& compile,
                                             const VerifyOptions& verify, AccuracyReport* report) {
-  if (compile.precision != "auto" && !verify.default_gates && verify.gates.empty())
+  // No gate to check (fp32 by default, --accept none): the plan is written as it is.
+  if (compile.precision != "auto" &&
+      (verify.default_gates ? DefaultAccuracyGates(compile.precision) : verify.gates).empty())
     return CompileToFile(model_path, plan_path, compile);
   const std::string tmp = absl::StrCat(plan_path, ".unverified.", ::getpid());
   absl::StatusOr<PlanInfo> info;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/qgemm.h"
+#include "kiln/ir/ops.h"
 
 namespace kiln::cpu {
 namespace {
@@ -171,14 +172,16 @@ TEST(QuantGemm, EveryPathComputesTheSameSums) {
 }
 
 // Rows the quantizer treats specially: all zeros (scale 0: the output is act(bias)), a NaN
-// (that row is NaN, the others unaffected), values near f32's range.
+// (that row is NaN, the others unaffected), values near f32's range, values so small (a
+// denormal max) that 127 / max overflows (zeros, as an all-zero row, not inf · 0 = NaN).
 TEST(QuantGemm, SpecialRows) {
   for (Isa isa : testing::AllIsas()) {
     if (!IsaSupported(isa)) continue;
-    Problem p = MakeProblem(4, 21, 9, true, 0, 5);
+    Problem p = MakeProblem(5, 21, 9, true, 0, 5);
     for (int64_t i = 0; i < p.k; ++i) {
       p.x[0 * p.k + i] = 0.0f;
       p.x[2 * p.k + i] *= 1e30f;
+      p.x[4 * p.k + i] = i % 3 == 0 ? 0.0f : (i % 2 ? 1e-39f : -2e-39f);
     }
     p.x[1 * p.k + 5] = std::nanf("");
     p.x[3 * p.k + 20] = std::numeric_limits<float>::infinity();
@@ -188,6 +191,7 @@ TEST(QuantGemm, SpecialRows) {
       EXPECT_TRUE(std::isnan(y[1 * p.n + c])) << IsaName(isa);
       EXPECT_TRUE(std::isfinite(y[2 * p.n + c])) << IsaName(isa);
       EXPECT_TRUE(std::isnan(y[3 * p.n + c])) << IsaName(isa);
+      EXPECT_EQ(y[4 * p.n + c], p.bias[c]) << IsaName(isa);
     }
     ExpectMatches(p, y, Reference(p), std::string(IsaName(isa)));
   }
@@ -225,6 +229,19 @@ TEST(QuantGemm, RejectsBadArguments) {
   EXPECT_EQ(QuantGemm::Pack(Isa::kAuto, 0, 3, w.data(), s.data(), nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(QuantGemm::Pack(Isa::kAuto, 4, 3, nullptr, s.data(), nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // -128 (no s8 negation: the AVX2 sign trick would get it wrong), on every path.
+  std::vector<int8_t> w128 = w;
+  w128[7] = -128;
+  for (Isa isa : testing::AllIsas()) {
+    auto bad = QuantGemm::Pack(isa, 4, 3, w128.data(), s.data(), nullptr);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << IsaName(isa);
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), "weight [1, 3] is -128")) << bad.status();
+  }
+  // K above the int32 sums' exact range (255 · 127 · K < 2³¹).
+  const int64_t big_k = kQuantLinearMaxK + 4;
+  const std::vector<int8_t> wide(static_cast<size_t>(big_k), 1);
+  EXPECT_EQ(QuantGemm::Pack(Isa::kAuto, big_k, 1, wide.data(), s.data(), nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
   auto g = QuantGemm::Pack(Isa::kAuto, 4, 3, w.data(), s.data(), nullptr);
   ASSERT_TRUE(g.ok());

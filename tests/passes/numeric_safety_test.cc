@@ -99,9 +99,10 @@ TEST(NumericSafety, ThePassMattersForAnOutlierInTheResidualStream) {
   const double without = RelativeError(kOutlier, *unsafe->graph);
   std::printf("fp16 relative error: with numeric-safety %.3g, without %.3g\n", with, without);
   // With it: the add, the scale and the LayerNorm stay f32; the fp16 Linears contribute
-  // ~1e-3 (fp16's 11 bits over a few products and sums). Without it the scale overflows to
-  // inf and the LayerNorm's rows are NaN.
-  EXPECT_LT(with, 1e-2);
+  // the rest (fp16's 11 bits over a few products and sums: 4.6e-4 measured, and the same
+  // everywhere, since the reference executor is deterministic). Without it the scale
+  // overflows to inf and the LayerNorm's rows are NaN.
+  EXPECT_LT(with, 1e-3);
   EXPECT_GT(without, 0.1);
   // The verdicts, with the measured range, in the precision notes.
   int kept = 0;

@@ -77,6 +77,8 @@ TEST(AccuracyGates, Spearman) {
   EXPECT_DOUBLE_EQ(*Spearman({1, 1, 2}, {5, 5, 9}), 1.0);
   EXPECT_FALSE(Spearman({1, 2}, {1, 2}).has_value());
   EXPECT_FALSE(Spearman({1, 1, 1}, {1, 2, 3}).has_value());
+  // A NaN score has no rank: NaN, which meets no gate.
+  EXPECT_TRUE(std::isnan(*Spearman({1, NAN, 3}, {1, 2, 3})));
 }
 
 TEST(Npz, ReadsSavezArchives) {
@@ -214,6 +216,45 @@ TEST(VerifyPlan, FiguresAndGates) {
   // A gate naming an output the model lacks is an error, not a pass.
   v.gates = *ParseAccuracyGates("scores:cosine>=0.5");
   EXPECT_EQ(VerifyPlan(kModel, shared, v).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Input sets given in memory (kiln verify --input) are checked as a folder's are; an empty
+// sequence verifies (no rows) instead of dividing by zero; a gate no output can measure
+// is not met.
+TEST(VerifyPlan, GivenSetsEmptySequencesAndUnmeasurableGates) {
+  const std::string model =
+      std::string(KILN_SOURCE_DIR) + "/models/fixtures/bert_tiny_opset17_none.onnx";
+  CompileOptions o = Profile();
+  o.precision = "int8";
+  auto plan = Compile(model, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto shared = std::make_shared<const Plan>(*std::move(plan));
+  VerifyOptions v;
+  v.gates = *ParseAccuracyGates("cosine>=0.99");
+  const Tensor ids = Tensor::FromI64({1, 3}, {101, 5, 102});
+  const Tensor ones = Tensor::FromI64({1, 3}, {1, 1, 1});
+  v.input_sets = {{{"input_ids", ids}, {"attention_mask", ones}}};
+  auto missing = VerifyPlan(model, shared, v);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("--input: input 'token_type_ids' is missing"));
+
+  const Tensor empty = Tensor::FromI64({1, 0}, {});
+  v.input_sets = {{{"input_ids", empty}, {"attention_mask", empty}, {"token_type_ids", empty}}};
+  auto none = VerifyPlan(model, shared, v);
+  ASSERT_TRUE(none.ok()) << none.status();
+  ASSERT_EQ(none->outputs.size(), 1u);
+  EXPECT_EQ(none->outputs[0].rows, 0);
+  EXPECT_TRUE(none->ok());
+
+  v.input_sets = {{{"input_ids", ids},
+                   {"attention_mask", ones},
+                   {"token_type_ids", Tensor::FromI64({1, 3}, {0, 0, 0})}}};
+  v.gates = *ParseAccuracyGates("rank_agreement>=0.9");
+  auto unmeasured = VerifyPlan(model, shared, v);
+  ASSERT_TRUE(unmeasured.ok()) << unmeasured.status();
+  ASSERT_EQ(unmeasured->failures.size(), 1u);
+  EXPECT_THAT(unmeasured->failures[0], HasSubstr("no output defines rank_agreement"));
 }
 
 TEST(CompileToFileGated, AGateNotMetWritesNothing) {

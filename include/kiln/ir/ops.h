@@ -78,10 +78,6 @@ struct OpInfo {
   // kLower ops: inputs (bit i = input i) that stay f32 (attention's additive mask: its
   // large negative values do not fit fp16).
   unsigned f32_inputs = 0;
-  // The GEMM weight operands (bit i = input i) of an op whose cpu kernel takes them in bf16
-  // or s8 while its activations stay f32: a cpu bf16 plan stores these constants in bf16,
-  // an int8 plan quantizes them (docs/precision.md). Only kiln.Linear has any.
-  unsigned gemm_weights = 0;
   ViewKind view = ViewKind::kNone;
   // Outputs may hold more elements than the inputs together (Tile, Pad, Expand, MatMul, a
   // reduction of an empty axis, ...) other than by broadcasting (kBroadcasting): constant
@@ -99,6 +95,10 @@ const OpInfo* FindOp(std::string_view domain, std::string_view name);
 inline bool HasTrait(const OpInfo* info, OpTrait t) { return info && (info->traits & t); }
 inline bool IsView(const OpInfo* info) { return info && info->view != ViewKind::kNone; }
 const std::vector<OpInfo>& AllOps();
+
+// kiln.QuantLinear's largest K: its int8 GEMMs (kernels/cpu/qgemm.h) sum u8 · s8 products
+// (each at most 255 · 127) in int32, exact up to K = 66311.
+inline constexpr int64_t kQuantLinearMaxK = 65536;
 
 // Default-domain opsets the importer accepts.
 inline constexpr int kMinOpset = 13;
