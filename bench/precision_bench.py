@@ -10,6 +10,8 @@ runs per side (the order rotating per round), `--threads` threads each:
   ORT int8                  onnxruntime.quantization.quantize_dynamic of the same model
                             (QInt8 weights per output channel (per_channel=True), u8 dynamic
                             activations per tensor), run the same way
+  kiln int8 (ORT file)      that quantized file compiled by kiln at int8 (the `dequantize`
+                            pass, then kiln's own int8 GEMMs; docs/precision.md)
 Latency: p50 of --runs runs (each block after --warmup untimed runs). Accuracy of every side against ORT fp32 on the
 timed inputs: the worst cosine over the output's rows (the last axis).
 Models: "minilm" is all-MiniLM-L6-v2 with its REAL weights (models/pretrained.py, the
@@ -101,8 +103,13 @@ def main():
                                 precision=precision, accept="none")
             session = plan.session(threads=a.threads)
             sides[f"kiln {precision}"] = (lambda s: lambda: s.run(feeds)[out_name])(session)
+        ort_file = quantize_ort(path, work)
+        plan = kiln.compile(ort_file, symbols={"batch": batch, "sequence": seq},
+                            precision="int8", accept="none")
+        session = plan.session(threads=a.threads)
+        sides["kiln int8 (ORT file)"] = (lambda s: lambda: s.run(feeds)[out_name])(session)
         ort32 = benchlib.ort_session(path, a.threads)
-        ort8 = benchlib.ort_session(quantize_ort(path, work), a.threads)
+        ort8 = benchlib.ort_session(ort_file, a.threads)
         sides["ORT fp32"] = lambda: ort32.run([out_name], feeds)[0]
         sides["ORT int8"] = lambda: ort8.run([out_name], feeds)[0]
         names = list(sides)
@@ -125,6 +132,10 @@ def main():
             row[n] = {"p50_ms": benchlib.stats(times[n], batch)["p50_ms"],
                       "cosine_vs_ort_fp32": worst_cosine(outputs[n], ref)}
         row["kiln int8 / ORT int8"] = row["kiln int8"]["p50_ms"] / row["ORT int8"]["p50_ms"]
+        row["kiln int8 (ORT file) / ORT int8"] = (row["kiln int8 (ORT file)"]["p50_ms"]
+                                                  / row["ORT int8"]["p50_ms"])
+        row["kiln (ORT file) vs ORT int8 cosine"] = worst_cosine(
+            outputs["kiln int8 (ORT file)"], outputs["ORT int8"])
         row["kiln bf16 / kiln fp32"] = row["kiln bf16"]["p50_ms"] / row["kiln fp32"]["p50_ms"]
         row["kiln int8 / kiln fp32"] = row["kiln int8"]["p50_ms"] / row["kiln fp32"]["p50_ms"]
         log(f"{case}: " + ", ".join(f"{n} {row[n]['p50_ms']:.2f} ms (cos {row[n]['cosine_vs_ort_fp32']:.5f})"
@@ -136,6 +147,7 @@ def main():
     print("| model | batch x seq | kiln fp32 | kiln bf16 | kiln int8 | ORT fp32 | ORT int8 | "
           "kiln int8 / ORT int8 | bf16 / fp32 | cosine: kiln bf16, kiln int8, ORT int8 |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    tail = []
     for r in rows:
         c = lambda n: f"{r[n]['cosine_vs_ort_fp32']:.4f}"  # noqa: E731
         print(f"| {r['model']} | {r['batch']}x{r['sequence']} | "
@@ -143,6 +155,16 @@ def main():
                                                              "ORT fp32", "ORT int8"))
               + f" | {r['kiln int8 / ORT int8']:.2f} | {r['kiln bf16 / kiln fp32']:.2f} | "
               f"{c('kiln bf16')}, {c('kiln int8')}, {c('ORT int8')} |")
+        tail.append(f"| {r['model']} | {r['batch']}x{r['sequence']} | "
+                    f"{r['kiln int8 (ORT file)']['p50_ms']:.2f} | {r['ORT int8']['p50_ms']:.2f} | "
+                    f"{r['kiln int8 (ORT file) / ORT int8']:.2f} | "
+                    f"{r['kiln (ORT file) vs ORT int8 cosine']:.4f} | {c('kiln int8 (ORT file)')} |")
+    print("\nORT's quantize_dynamic file compiled by kiln (--precision int8) against onnxruntime "
+          "running it:")
+    print("| model | batch x seq | kiln int8 (ORT file) | ORT int8 | ratio | cosine to ORT int8 | "
+          "cosine to ORT fp32 |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    print("\n".join(tail))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)

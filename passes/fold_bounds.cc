@@ -226,6 +226,7 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "Expand", &ExpandBound},
         {"", "Range", &RangeBound},
         {"", "MatMul", &MatMulBound},
+        {"", "MatMulInteger", &MatMulBound},
         {"", "Gemm", &MatMulBound},
         {"", "Gather", &GatherBound},
         {"", "Tile", &TileBound},

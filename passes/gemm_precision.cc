@@ -10,6 +10,12 @@
 //     run time (docs/fused-ops.md). With calibration inputs (PassContext), the graph runs
 //     once per set on the reference executor first, and each Linear is smoothed
 //     (SmoothingFactors: its input's outlier channels moved into W, x_mul = 1 / s).
+//   - static activations (PassContext::static_activations, `--int8-activations static`): a
+//     second run of the calibration sets records each Linear's |X ⊙ x_mul| in a histogram and
+//     the observer (passes/observers.h: minmax, percentile, entropy) picks one range per
+//     Linear; its QuantLinear gets x_quant="static", x_absmax=range (the precision note
+//     carries it). A Linear no calibration run reached (one only a bucket's re-run fuses)
+//     stays dynamic.
 //   - --precision auto's fallbacks (PassContext::gemm_group_precision) move a group of
 //     Linears — "attention" (the Q/K/V and output projections), "ffn" (the rest) — to bf16
 //     or fp32, noted as such.
@@ -33,6 +39,7 @@
 #include "kiln/ir/ops.h"
 #include "kiln/reference/executor.h"
 #include "kiln/support/status.h"
+#include "passes/observers.h"
 #include "passes/passes.h"
 #include "passes/rewrite_util.h"
 
@@ -203,12 +210,7 @@ Tensor ToBF16(const Tensor& t) {
 
 Node* NewConstant(Graph& g, Node* before, Tensor t, const std::string& name,
                   const std::vector<std::string>& provenance) {
-  Node* c = g.InsertNodeBefore(before, "Constant", {}, 1);
-  c->set_output_type(0, Type::Of(t));
-  c->set_output_name(0, name);
-  c->set_attr("value", std::move(t));
-  c->set_provenance(provenance);
-  return c;
+  return rewrite::InsertConstant(g, before, name, std::move(t), provenance);
 }
 
 // Removes `constant` when nothing reads it any more, so weights are never held twice.
@@ -216,6 +218,52 @@ absl::Status DropIfUnused(Graph& g, Node* constant) {
   if (constant->output_info(0).uses.empty() && !rewrite::IsGraphOutput(g, constant->output(0)))
     return g.RemoveNode(constant);
   return absl::OkStatus();
+}
+
+// x̃ = X ⊙ (1 / s) of each Linear in `absmax` (its channels' max |X| from the first run),
+// s its smoothing (ones when absent): one histogram of |x̃| per Linear from a second run of
+// the calibration sets, and the range ctx's observer picks from it (0: all zeros).
+absl::StatusOr<std::map<int, float>> StaticRanges(
+    const Graph& g, const PassContext& ctx, const std::map<int, std::vector<float>>& absmax,
+    const std::map<int, std::vector<float>>& smoothing) {
+  std::map<int, std::vector<float>> x_mul;  // id -> [K]
+  std::map<int, AbsHistogram> hist;
+  std::map<std::pair<int, int>, std::vector<int>> readers;
+  for (const auto& [id, m] : absmax) {
+    std::vector<float>& mul = x_mul[id];
+    mul.assign(m.size(), 1.0f);
+    if (auto it = smoothing.find(id); it != smoothing.end())
+      for (size_t i = 0; i < mul.size(); ++i) mul[i] = 1.0f / it->second[i];
+    float top = 0.0f;
+    for (size_t i = 0; i < m.size(); ++i) top = std::max(top, m[i] * mul[i]);
+    hist.emplace(id, AbsHistogram(top));
+    const Value x = g.FindNodeById(id)->input(0);
+    readers[{x.node->id(), x.index}].push_back(id);
+  }
+  for (const auto& feeds : *ctx.calibration_inputs) {
+    auto run = RunReference(g, feeds, [&](const Node& n, int o, const Tensor& t) {
+      auto it = readers.find({n.id(), o});
+      if (it == readers.end() || t.dtype() != DType::kF32 || t.rank() == 0) return;
+      for (int id : it->second) {
+        const std::vector<float>& mul = x_mul.at(id);
+        if (t.dims().back() != static_cast<int64_t>(mul.size())) continue;
+        hist.at(id).Add(t.data<float>(), t.NumElements(), mul.data(),
+                        static_cast<int64_t>(mul.size()));
+      }
+    });
+    if (!run.ok())
+      return absl::Status(run.status().code(),
+                          absl::StrCat("gemm-precision: running the calibration inputs for the "
+                                       "static activation ranges: ",
+                                       run.status().message()));
+  }
+  std::map<int, float> ranges;
+  for (const auto& [id, h] : hist) {
+    KILN_ASSIGN_OR_RETURN(float a, ObservedRange(h, ctx.static_activations.observer,
+                                                 ctx.static_activations.percentile));
+    if (a > 0) ranges[id] = a;
+  }
+  return ranges;
 }
 
 absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx) {
@@ -257,6 +305,21 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
                             absl::StrCat("gemm-precision: running the calibration inputs: ",
                                          run.status().message()));
     }
+  }
+  // Each smoothed Linear's factors, then (static activations) its input range: a second run
+  // of the calibration sets fills one |X ⊙ x_mul| histogram per Linear, bounded by the first
+  // run's exact maxima, and the observer picks the range from it.
+  std::map<int, std::vector<float>> smoothing;  // Linear node id -> s [K]
+  for (const auto& [id, absmax] : x_absmax) {
+    const Node* n = g.FindNodeById(id);
+    if (n == nullptr) continue;
+    smoothing[id] = SmoothingFactors(absmax, *n->input(1).node->constant_value(),
+                                     n->attr_int_or("trans_w", 0) != 0);
+  }
+  std::map<int, float> x_range;  // Linear node id -> static |X ⊙ x_mul| range
+  if (int8 && ctx.static_activations.enabled && !x_absmax.empty()) {
+    KILN_ASSIGN_OR_RETURN(x_range, StaticRanges(g, ctx, x_absmax, smoothing));
+    Count("static activation ranges", static_cast<int64_t>(x_range.size()));
   }
   std::vector<Node*> order;
   for (const auto& p : g.nodes()) order.push_back(p.get());
@@ -320,8 +383,7 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
       continue;
     }
     std::vector<float> smooth;
-    if (auto it = x_absmax.find(n->id()); it != x_absmax.end())
-      smooth = SmoothingFactors(it->second, *w_node->constant_value(), trans_w);
+    if (auto it = smoothing.find(n->id()); it != smoothing.end()) smooth = it->second;
     auto [q, scale] = QuantizePerOutputChannel(*w_node->constant_value(), trans_w, smooth);
     const std::string w_name = w_node->output_info(0).name;
     Node* qc = NewConstant(g, n, std::move(q), absl::StrCat(w_name, "_s8"), w_node->provenance());
@@ -341,7 +403,10 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
     }
     Node* ql = g.InsertNodeBefore(n, "QuantLinear", inputs, 1, "kiln");
     if (const std::string* act = n->attr_string("activation")) ql->set_attr("activation", *act);
-    ql->set_attr("x_quant", std::string("dynamic_row"));
+    const auto range = x_range.find(n->id());
+    const float fixed = range == x_range.end() ? 0.0f : range->second;
+    ql->set_attr("x_quant", std::string(fixed > 0 ? "static" : "dynamic_row"));
+    if (fixed > 0) ql->set_attr("x_absmax", fixed);
     ql->set_output_type(0, n->output_info(0).type);
     ql->set_output_name(0, n->output_info(0).name);
     ql->set_provenance(n->provenance());
@@ -349,7 +414,7 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
     KILN_RETURN_IF_ERROR(g.RemoveNode(n));
     KILN_RETURN_IF_ERROR(DropIfUnused(g, w_node));
     Count("linears quantized");
-    note(*ql, low, "");
+    if (ctx.precision_report) ctx.precision_report->Note(*ql, low, "", fixed);
     changed = true;
   }
   return changed;

@@ -16,6 +16,7 @@ std::unique_ptr<Pass> CreateCommonSubexpressionPass();    // common_subexpressio
 std::unique_ptr<Pass> CreateTransposeEliminationPass();   // transpose_elimination.cc
 std::unique_ptr<Pass> CreateReshapeSimplificationPass();  // reshape_simplification.cc
 // Fusions (docs/fused-ops.md) and the canonicalization that runs before them.
+std::unique_ptr<Pass> CreateDequantizePass();          // dequantize.cc (quantized ONNX in)
 std::unique_ptr<Pass> CreateCanonicalizePass();        // canonicalize.cc
 std::unique_ptr<Pass> CreateFuseLayerNormPass();       // fuse_layernorm.cc (+ RMSNorm)
 std::unique_ptr<Pass> CreateFuseGeluPass();            // fuse_gelu.cc

@@ -57,6 +57,13 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
     add_precision();
     return p;
   }
+  p.stages.push_back({{"dequantize", "dce"},
+                      1,
+                      "quantized ONNX (QDQ, quantize_dynamic) back to float MatMuls on the "
+                      "exactly dequantized weights, so the fusions see their patterns and "
+                      "--precision decides the GEMMs (docs/precision.md)",
+                      "after the -O1 group (folded weights, typed values), before "
+                      "canonicalize and the fusions"});
   p.stages.push_back({{"canonicalize"},
                       1,
                       "one form per pattern (Div by constant -> Mul, commuted operands, "

@@ -22,6 +22,7 @@ constexpr Entry kPasses[] = {
     {"cse", CreateCommonSubexpressionPass},
     {"transpose-elimination", CreateTransposeEliminationPass},
     {"reshape-simplification", CreateReshapeSimplificationPass},
+    {"dequantize", CreateDequantizePass},
     {"canonicalize", CreateCanonicalizePass},
     {"fuse-layernorm", CreateFuseLayerNormPass},
     {"fuse-gelu", CreateFuseGeluPass},

@@ -216,6 +216,13 @@ inline Node* InsertConstant(Graph& g, Node* before, const std::string& name, Ten
   c->set_attr("value", std::move(t));
   return c;
 }
+// The same, with the ONNX nodes it derives from (a converted weight keeps its original's).
+inline Node* InsertConstant(Graph& g, Node* before, const std::string& name, Tensor t,
+                            const std::vector<std::string>& provenance) {
+  Node* c = InsertConstant(g, before, name, std::move(t));
+  c->set_provenance(provenance);
+  return c;
+}
 
 // Slice(x, starts, ends, axes?, steps?) of one axis: (start, end) as written (negative
 // values not normalized) when that axis is the last of a rank-`rank` x, the step is `step`

@@ -1,4 +1,5 @@
 // Shape rules of the elementwise family: unary ops (same type), Cast/CastLike, Dropout,
+// Quantize/DequantizeLinear and DynamicQuantizeLinear,
 // Clip, Gelu, Softmax/LogSoftmax, Trilu, CumSum, binary and variadic ops with
 // multidirectional broadcasting, comparisons (bool), Where, LayerNormalization (with its
 // optional Mean/InvStdDev outputs). Dtypes follow the ONNX type constraints; a dtype the
@@ -46,6 +47,30 @@ absl::StatusOr<std::vector<Type>> CastLikeRule(const RuleContext& ctx) {
 }
 
 // Dropout: output = data; optional mask = bool of the same shape.
+// QuantizeLinear: x's shape in the zero point's dtype, else output_dtype's, else u8.
+absl::StatusOr<std::vector<Type>> QuantizeRule(const RuleContext& ctx) {
+  DType dt = DType::kU8;
+  if (ctx.has_input(2)) {
+    dt = ctx.input_type(2).dtype;
+  } else if (const int64_t code = ctx.node().attr_int_or("output_dtype", 0); code != 0) {
+    std::optional<DType> d = DTypeFromOnnx(static_cast<int32_t>(code));
+    if (!d) return ctx.Error(absl::StrCat("output_dtype is not a known ONNX dtype: ", code));
+    dt = *d;
+  }
+  return Outputs(ctx, MakeType(dt, ctx.input_type(0).shape));
+}
+
+// DequantizeLinear: x's shape in the scale's dtype.
+absl::StatusOr<std::vector<Type>> DequantizeRule(const RuleContext& ctx) {
+  return Outputs(ctx, MakeType(ctx.input_type(1).dtype, ctx.input_type(0).shape));
+}
+
+// DynamicQuantizeLinear: (u8 like x, f32 scalar scale, u8 scalar zero point).
+absl::StatusOr<std::vector<Type>> DynamicQuantizeRule(const RuleContext& ctx) {
+  return std::vector<Type>{MakeType(DType::kU8, ctx.input_type(0).shape),
+                           MakeType(DType::kF32, Shape{}), MakeType(DType::kU8, Shape{})};
+}
+
 absl::StatusOr<std::vector<Type>> DropoutRule(const RuleContext& ctx) {
   std::vector<Type> out = Outputs(ctx, ctx.input_type(0));
   if (out.size() > 1) out[1].dtype = DType::kBool;
@@ -129,6 +154,9 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     (*t)["Cast"] = &CastRule;
     (*t)["CastLike"] = &CastLikeRule;
     (*t)["Dropout"] = &DropoutRule;
+    (*t)["QuantizeLinear"] = &QuantizeRule;
+    (*t)["DequantizeLinear"] = &DequantizeRule;
+    (*t)["DynamicQuantizeLinear"] = &DynamicQuantizeRule;
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Mod", "BitShift", "And", "Or", "Xor", "Min",
                            "Max", "Sum", "Mean"})
       (*t)[op] = &BroadcastSameDType;

@@ -1,4 +1,5 @@
-// Shape rules of the math family: MatMul (1-D operands and batch broadcasting), Gemm,
+// Shape rules of the math family: MatMul (1-D operands and batch broadcasting),
+// MatMulInteger, Gemm,
 // the Reduce* ops (opset-18 form: optional `axes` input, keepdims, noop_with_empty_axes)
 // and ArgMax. Reductions whose axes input is not a known constant keep what can still be
 // said (the rank with keepdims; dims that are already 1).
@@ -36,6 +37,13 @@ absl::StatusOr<std::vector<Type>> MatMulRule(const RuleContext& ctx) {
   if (!drop_m) out->push_back(sa[sa.size() - 2]);
   if (!drop_n) out->push_back(sb.back());
   return Outputs(ctx, MakeType(dt, std::move(out)));
+}
+
+// MatMulInteger: MatMul's shape, int32.
+absl::StatusOr<std::vector<Type>> MatMulIntegerRule(const RuleContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(std::vector<Type> out, MatMulRule(ctx));
+  for (Type& t : out) t.dtype = DType::kI32;
+  return out;
 }
 
 absl::StatusOr<std::vector<Type>> GemmRule(const RuleContext& ctx) {
@@ -123,6 +131,7 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
   static const auto* table = [] {
     auto* t = new absl::flat_hash_map<std::string, ShapeRule>();
     (*t)["MatMul"] = &MatMulRule;
+    (*t)["MatMulInteger"] = &MatMulIntegerRule;
     (*t)["Gemm"] = &GemmRule;
     for (const char* op :
          {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",

@@ -512,8 +512,12 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
                    const std::string& target, int opt_level, std::vector<int> cuda_sms,
                    bool allow_tf32, std::vector<std::string> disabled_passes,
                    std::vector<int64_t> decode_context, std::optional<nb::callable> progress,
-                   std::optional<std::string> accept, std::string calib) {
+                   std::optional<std::string> accept, std::string calib,
+                   std::string int8_activations, std::string observer, double percentile) {
   CompileOptions options;
+  options.int8_activations = std::move(int8_activations);
+  options.observer = std::move(observer);
+  options.percentile = percentile;
   options.target = ParseTarget(target);
   if (opt_level < 0 || opt_level > 3)
     throw StatusError{InvalidArgument(absl::StrCat("opt_level=", opt_level, ": want 0..3"))};
@@ -622,7 +626,8 @@ NB_MODULE(_kiln, m) {
         nb::arg("shapes"), nb::arg("symbols"), nb::arg("precision"), nb::arg("target"),
         nb::arg("opt_level"), nb::arg("cuda_sms"), nb::arg("allow_tf32"),
         nb::arg("disabled_passes"), nb::arg("decode_context"), nb::arg("progress").none(),
-        nb::arg("accept").none(), nb::arg("calib"),
+        nb::arg("accept").none(), nb::arg("calib"), nb::arg("int8_activations"),
+        nb::arg("observer"), nb::arg("percentile"),
         "Internal: kiln.compile() validates its arguments and calls this.");
 
   nb::class_<PyPlan>(m, "Plan",

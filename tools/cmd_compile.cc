@@ -7,6 +7,7 @@
 // parsing the model once more (cheap next to the compile itself).
 #include <malloc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -29,6 +30,7 @@
 #include "kiln/verify.h"
 #include "tools/cli.h"
 #include "tools/json.h"
+#include "tools/plan_info_json.h"
 #include "tools/plan_util.h"
 
 namespace kiln::cli {
@@ -86,9 +88,17 @@ constexpr char kHelp[] =
     "                           cosine>=0.9999, int8 cosine>=0.99 (worst row, every output).\n"
     "                           SPEC e.g. cosine>=0.999,max_abs<=0.05,logits:rank_agreement\n"
     "                           >=0.99 (see kiln verify --help); none: no gate\n"
-    "  --calib DIR              input sets (as kiln verify --calib) for the gate and for\n"
-    "                           fp16's numeric-safety pass (ops whose values exceed fp16's\n"
-    "                           range stay fp32); default: seeded random valid inputs\n"
+    "  --calib DIR              input sets (as kiln verify --calib) for the gate, int8's\n"
+    "                           smoothing and static ranges, and fp16's numeric-safety pass\n"
+    "                           (ops whose values exceed fp16's range stay fp32); default:\n"
+    "                           seeded random valid inputs\n"
+    "  --int8-activations M     int8: dynamic (default: each row quantized at run time\n"
+    "                           with its own range) or static (one range per GEMM input\n"
+    "                           from the calibration sets, stored in the plan)\n"
+    "  --observer O             static int8: how a range is chosen from the calibration\n"
+    "                           values: percentile (default; of |x|, see --percentile),\n"
+    "                           minmax or entropy (KL divergence, as TensorRT)\n"
+    "  --percentile P           the percentile observer's P in (0, 100] (default 99.99)\n"
     "  --verify-samples N       the gate's random input sets (default 4)\n"
     "  --decode-context LIST    KV-cache decoders (past_key_values.* in, present.* out):\n"
     "                           the cache capacities in tokens per sequence, e.g. 256,1024.\n"
@@ -175,6 +185,22 @@ void PrintSummary(const PlanInfo& info, const std::string& out, double seconds) 
                  label.empty() ? "static" : label.c_str(), b.steps.size(),
                  HumanBytes(b.arena_bytes).c_str());
   }
+  // The precision notes: in full for an fp32 plan (an imported quantized model's notes);
+  // a low-precision plan's fp32 ops only counted (kiln plan-info says why each stays).
+  std::vector<std::string> precision;
+  int64_t kept = 0;
+  const bool lowered =
+      std::any_of(plan.precision_notes.begin(), plan.precision_notes.end(),
+                  [](const PlanPrecisionNote& n) { return n.precision != "fp32"; });
+  for (const std::string& line : PrecisionLines(plan)) {
+    if (lowered && absl::StartsWith(line, "fp32: ")) continue;
+    precision.push_back(line);
+  }
+  for (const PlanPrecisionNote& n : plan.precision_notes) kept += lowered && n.precision == "fp32";
+  if (kept > 0)
+    precision.push_back(absl::StrCat("fp32: ", kept, " ops kept (kiln plan-info says why)"));
+  if (!precision.empty())
+    std::fprintf(stderr, "  precision: %s\n", absl::StrJoin(precision, "; ").c_str());
   std::fprintf(stderr, "  file %s (%s)\n", out.c_str(),
                HumanBytes(static_cast<int64_t>(info.file_bytes)).c_str());
 }
@@ -270,6 +296,19 @@ int RunCompile(int argc, char** argv) {
     }
     if (args.Option("--calib", &v)) {
       vo.calib_dir = co.calib_dir = v;
+      continue;
+    }
+    if (args.Option("--int8-activations", &v)) {
+      co.int8_activations = v;
+      continue;
+    }
+    if (args.Option("--observer", &v)) {
+      co.observer = v;
+      continue;
+    }
+    if (args.Option("--percentile", &v)) {
+      if (!absl::SimpleAtod(v, &co.percentile))
+        return Fail(absl::InvalidArgumentError(absl::StrCat("--percentile: bad value '", v, "'")));
       continue;
     }
     if (args.Option("--verify-samples", &v)) {

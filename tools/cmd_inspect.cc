@@ -17,6 +17,7 @@
 #include "kiln/plan/plan.h"
 #include "tools/cli.h"
 #include "tools/json.h"
+#include "tools/plan_info_json.h"
 #include "tools/plan_util.h"
 #include "tools/run_inputs.h"
 
@@ -36,7 +37,8 @@ constexpr char kHelp[] =
     "For a plan written by `kiln compile` (recognized by its magic bytes or a .kiln name),\n"
     "prints per bucket: arena bytes, the no-reuse sum and peak live bytes with the ratios\n"
     "arena/no-reuse and arena/peak-live, the step count per kernel id and the ops of the\n"
-    "`ref` steps. The weights are not read (see `kiln plan-info`).\n"
+    "`ref` steps, after the precision notes of a bf16/int8 plan (what stays fp32 and why;\n"
+    "static int8 ranges). The weights are not read (see `kiln plan-info`).\n"
     "  --json   one JSON object instead\n"
     "  --full   also list every step: kernel, input and output buffers (kind, dtype, dims),\n"
     "           parameters and provenance (the ONNX nodes it covers)\n";
@@ -115,6 +117,9 @@ int InspectPlan(const std::string& path, bool json, bool full) {
     w.Key("plan").String(path);
     w.Key("target").String(std::string(PlanTargetName(plan.target)));
     w.Key("weights_bytes").Int(static_cast<int64_t>(info->weights_bytes));
+    w.Key("precision").BeginArray();
+    for (const std::string& line : PrecisionLines(plan)) w.String(line);
+    w.EndArray();
     w.Key("buckets").BeginArray();
     for (size_t i = 0; i < plan.buckets.size(); ++i) {
       const PlanBucket& b = plan.buckets[i];
@@ -169,6 +174,8 @@ int InspectPlan(const std::string& path, bool json, bool full) {
               std::string(PlanTargetName(plan.target)).c_str(), plan.buckets.size(),
               plan.buckets.size() == 1 ? "" : "s",
               HumanBytes(static_cast<int64_t>(info->weights_bytes)).c_str());
+  for (const std::string& line : PrecisionLines(plan))
+    std::printf("  precision %s\n", line.c_str());
   for (size_t i = 0; i < plan.buckets.size(); ++i) {
     const PlanBucket& b = plan.buckets[i];
     const std::string label = BucketLabel(plan, static_cast<int>(i));

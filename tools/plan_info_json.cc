@@ -2,7 +2,10 @@
 // Plan.info() so the two never disagree.
 #include "tools/plan_info_json.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kiln/passes/precision_report.h"
 #include "tools/json.h"
@@ -67,9 +70,25 @@ Compat CheckCompat(const Plan& plan) {
 std::vector<std::string> PrecisionLines(const Plan& plan) {
   std::vector<PrecisionNote> notes;
   notes.reserve(plan.precision_notes.size());
-  for (const PlanPrecisionNote& n : plan.precision_notes)
+  int64_t fixed = 0, per_row = 0;
+  double lo = 0, hi = 0;
+  for (const PlanPrecisionNote& n : plan.precision_notes) {
     notes.push_back({.op = n.op, .precision = n.precision, .reason = n.reason});
-  return PrecisionSummary(notes);
+    if (n.precision != "int8") continue;
+    if (n.x_absmax <= 0) {
+      ++per_row;
+      continue;
+    }
+    lo = fixed == 0 ? n.x_absmax : std::min(lo, n.x_absmax);
+    hi = std::max(hi, n.x_absmax);
+    ++fixed;
+  }
+  std::vector<std::string> lines = PrecisionSummary(notes);
+  if (fixed > 0)
+    lines.push_back(absl::StrFormat(
+        "int8 activations: %d static (calibrated |x| ranges %.3g to %.3g), %d per row", fixed, lo,
+        hi, per_row));
+  return lines;
 }
 
 std::string PlanInfoJson(const PlanInfo& info, const std::string& path) {
@@ -136,7 +155,9 @@ std::string PlanInfoJson(const PlanInfo& info, const std::string& path) {
     w.BeginObject().Key("op").String(n.op).Key("precision").String(n.precision);
     w.Key("reason").String(n.reason).Key("nodes").BeginArray();
     for (const std::string& node : n.nodes) w.String(node);
-    w.EndArray().EndObject();
+    w.EndArray();
+    if (n.x_absmax != 0) w.Key("x_absmax").Double(n.x_absmax);
+    w.EndObject();
   }
   w.EndArray();
   w.Key("buckets").BeginArray();

@@ -74,6 +74,14 @@ struct CompileOptions {
   // `kiln verify --calib`. Empty: two seeded random valid sets at the smallest profile
   // shape (compiler/calibration.h).
   std::string calib_dir;
+  // cpu int8 plans: how the GEMMs' inputs are quantized. "dynamic" (default): each row at
+  // run time with its own max |x| (rows never affect each other). "static": one range per
+  // Linear from the calibration sets, chosen by `observer` — "minmax", "percentile" (of |x|,
+  // at `percentile`, default 99.99) or "entropy" (KL divergence, as TensorRT) — and stored
+  // in the plan (docs/precision.md "Static activations").
+  std::string int8_activations = "dynamic";
+  std::string observer = "percentile";
+  double percentile = 99.99;
   // cuda: the SM architectures the plan is for (e.g. {90, 80}); empty: 80 and 90. The
   // executor refuses a GPU whose architecture is not among them.
   std::vector<int> cuda_sms;

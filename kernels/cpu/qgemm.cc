@@ -3,6 +3,7 @@
 #include "kernels/cpu/qgemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -46,7 +47,8 @@ QuantGemm::~QuantGemm() = default;
 
 absl::StatusOr<std::unique_ptr<QuantGemm>> QuantGemm::Pack(Isa isa, int64_t k, int64_t n,
                                                            const int8_t* w, const float* w_scale,
-                                                           const float* bias, const float* x_mul) {
+                                                           const float* bias, const float* x_mul,
+                                                           float x_absmax) {
   if (k <= 0 || n <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("QuantGemm needs K > 0 and N > 0, got K=", k, " N=", n));
@@ -61,6 +63,9 @@ absl::StatusOr<std::unique_ptr<QuantGemm>> QuantGemm::Pack(Isa isa, int64_t k, i
       return absl::InvalidArgumentError(
           absl::StrCat("QuantGemm weight [", i / k, ", ", i % k,
                        "] is -128: int8 weights are symmetric, in [-127, 127]"));
+  if (!(x_absmax >= 0.0f) || !std::isfinite(x_absmax))
+    return absl::InvalidArgumentError(
+        absl::StrCat("QuantGemm static range ", x_absmax, " is not a finite value >= 0"));
   CpuContext probe;
   probe.isa = isa;
   std::unique_ptr<QuantGemm> g(new QuantGemm);
@@ -71,6 +76,7 @@ absl::StatusOr<std::unique_ptr<QuantGemm>> QuantGemm::Pack(Isa isa, int64_t k, i
   g->k_ = k;
   g->k4_ = (k + 3) / 4 * 4;
   g->n_ = n;
+  g->x_absmax_ = x_absmax;
   g->panels_ = (n + nr - 1) / nr;
   const int64_t cols = g->panels_ * nr;
   g->packed_.reset(Alloc<int8_t>(cols * g->k4_));
@@ -141,7 +147,7 @@ absl::Status QuantGemm::Run(const CpuContext& ctx, const float* x, int64_t m, fl
   float* sx = scratch.scales.data();
   ParallelFor(ctx, m, std::max<int64_t>(1, 16384 / k_), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
-      sx[r] = kt.quantize_row(x + r * k_, x_mul_.get(), k_, k4_, q + r * k4_);
+      sx[r] = kt.quantize_row(x + r * k_, x_mul_.get(), k_, k4_, x_absmax_, q + r * k4_);
   });
 
   const int mr = kt.mr, nr = kt.nr;

@@ -29,11 +29,14 @@ class QuantGemm {
  public:
   // Packs W (s8 [N, K]), its scales [N], bias ([N], may be null) and x_mul ([K], may be
   // null: each row of X is multiplied by it before it is quantized — the smoothing that
-  // calibration moved into W) for the best path of `isa` (kAuto: this CPU's).
+  // calibration moved into W) for the best path of `isa` (kAuto: this CPU's). x_absmax > 0:
+  // static activations — every row quantized with the scale x_absmax / 127 (a calibrated
+  // range; values beyond it clamp) instead of its own max |row| / 127.
   static absl::StatusOr<std::unique_ptr<QuantGemm>> Pack(Isa isa, int64_t k, int64_t n,
                                                          const int8_t* w, const float* w_scale,
                                                          const float* bias,
-                                                         const float* x_mul = nullptr);
+                                                         const float* x_mul = nullptr,
+                                                         float x_absmax = 0.0f);
   ~QuantGemm();
 
   // y[m, N] = act(q(x)[m, K] · Wᵀ · sx · w_scale + bias); activation as PanelGemm (0 none,
@@ -53,6 +56,7 @@ class QuantGemm {
   Isa isa_ = Isa::kScalar;
   const internal::QuantKernels* kernels_ = nullptr;
   int64_t k_ = 0, k4_ = 0, n_ = 0, panels_ = 0;
+  float x_absmax_ = 0.0f;                 // > 0: static activations
   std::unique_ptr<int8_t, Free> packed_;  // panels_ · k4_ · nr
   std::unique_ptr<int32_t, Free> comp_;   // panels_ · nr (VNNI), else null
   std::unique_ptr<float, Free> w_scale_;  // panels_ · nr, zero past N

@@ -23,7 +23,8 @@ inline __m256 Load8(const float* x, const float* mul, int64_t i) {
   return mul ? _mm256_mul_ps(v, _mm256_loadu_ps(mul + i)) : v;
 }
 
-float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8_t* q) {
+float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, float fixed_a,
+                  uint8_t* q) {
   auto at = [&](int64_t i) { return mul ? x[i] * mul[i] : x[i]; };
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
@@ -43,6 +44,7 @@ float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8
     a = std::max(a, std::fabs(at(i)));
     b += at(i) - at(i);
   }
+  if (fixed_a > 0.0f) a = fixed_a;
   std::memset(q, 0, static_cast<size_t>(k4));
   if (b != 0.0f || std::isnan(b)) return NAN;
   const __m256 inv = _mm256_set1_ps(QuantInverse(a));

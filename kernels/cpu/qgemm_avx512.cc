@@ -30,7 +30,8 @@ inline __m512 Load16(const float* x, const float* mul, int64_t i, __mmask16 m) {
   return mul ? _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, mul + i)) : v;
 }
 
-float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8_t* q) {
+float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, float fixed_a,
+                  uint8_t* q) {
   __m512 amax = _mm512_setzero_ps(), bad = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i < k; i += 16) {
@@ -39,7 +40,7 @@ float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8
     amax = _mm512_max_ps(amax, _mm512_abs_ps(v));
     bad = _mm512_add_ps(bad, _mm512_sub_ps(v, v));  // NaN once any value is inf or NaN
   }
-  const float a = _mm512_reduce_max_ps(amax);
+  const float a = fixed_a > 0.0f ? fixed_a : _mm512_reduce_max_ps(amax);
   const float b = _mm512_reduce_add_ps(bad);
   std::memset(q, 128, static_cast<size_t>(k4));
   if (b != 0.0f) return NAN;  // also NaN != 0

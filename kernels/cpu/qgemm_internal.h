@@ -47,10 +47,12 @@ struct QuantKernels {
   int mr, nr;        // register tile
   bool u8_rows;      // quantize_row stores q + 128 (and tiles need comp)
   // Quantizes x̃ = x ⊙ mul (mul [k] may be null: ones) into q[0, k4) (padding: 0, or 128 for
-  // u8 rows) and returns the row's scale a / 127, a = max |x̃|: q = clamp(rne(x̃ · (127 / a)),
+  // u8 rows) and returns the row's scale a / 127, a = max |x̃| (or fixed_a when it is > 0: a
+  // static range from calibration, values beyond it clamped): q = clamp(rne(x̃ · (127 / a)),
   // ±127), all f32 arithmetic; zeros when a is 0 or tiny (QuantInverse). A row holding inf
   // or NaN gives zeros and returns NaN (its outputs are NaN).
-  float (*quantize_row)(const float* x, const float* mul, int64_t k, int64_t k4, uint8_t* q);
+  float (*quantize_row)(const float* x, const float* mul, int64_t k, int64_t k4, float fixed_a,
+                        uint8_t* q);
   // c[r, j] = (Σ q[r]·w[j] − comp[j]) · a_scale[r] · w_scale[j] + bias[j], r < mr, j < nr.
   void (*tile)(const QuantTile& t);
 };

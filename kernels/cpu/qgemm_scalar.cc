@@ -11,7 +11,8 @@ namespace {
 
 constexpr int kMr = 4, kNr = 4;
 
-float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8_t* q) {
+float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, float fixed_a,
+                  uint8_t* q) {
   auto at = [&](int64_t i) { return mul ? x[i] * mul[i] : x[i]; };
   float a = 0.0f;
   bool finite = true;
@@ -19,6 +20,7 @@ float QuantizeRow(const float* x, const float* mul, int64_t k, int64_t k4, uint8
     finite &= std::isfinite(at(i));
     a = std::max(a, std::fabs(at(i)));
   }
+  if (fixed_a > 0.0f) a = fixed_a;
   std::memset(q, 0, static_cast<size_t>(k4));
   if (!finite) return NAN;
   const float inv = QuantInverse(a);

@@ -72,7 +72,9 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
             disabled_passes: Optional[Sequence[str]] = None,
             decode_context: Optional[Sequence[int]] = None,
             progress: Union[bool, Callable[[str], None]] = False,
-            accept: Optional[str] = None, calib: Optional[PathLike] = None) -> Plan:
+            accept: Optional[str] = None, calib: Optional[PathLike] = None,
+            int8_activations: str = "dynamic", observer: str = "percentile",
+            percentile: float = 99.99) -> Plan:
     """Compiles an ONNX model into a Plan, as `kiln compile` does.
 
     model: the .onnx file (its external data beside it is mapped, not read).
@@ -102,7 +104,11 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         (as `kiln compile --accept`; "none": no gate). Default: bf16 "cosine>=0.9999", int8
         "cosine>=0.99". Not met: kiln.AccuracyError, and nothing is written to `output`.
     calib: the gate's input sets, a folder of .npz files / sub-folders of .npy files (as
-        `kiln verify --calib`); default: seeded random valid inputs.
+        `kiln verify --calib`), also int8's calibration; default: seeded random valid inputs.
+    int8_activations: int8 plans: "dynamic" (default: each row quantized at run time with
+        its own range) or "static" (one range per GEMM input from the calibration sets,
+        chosen by `observer`: "percentile" of |x| at `percentile` (default 99.99),
+        "minmax" or "entropy"), as `kiln compile --int8-activations/--observer/--percentile`.
 
     Raises kiln.InvalidArgument / kiln.Unsupported / kiln.NotFound naming the ONNX node,
     op and opset (or the option) that is wrong, kiln.AccuracyError for a gate not met.
@@ -114,7 +120,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         progress = None
     elif not callable(progress):
         raise TypeError(f"progress must be a bool or a callable, got {type(progress).__name__}")
-    for name, value in (("precision", precision), ("target", target)):
+    for name, value in (("precision", precision), ("target", target),
+                        ("int8_activations", int8_activations), ("observer", observer)):
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if isinstance(opt_level, bool) or not isinstance(opt_level, int):
@@ -126,7 +133,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         _int_list("cuda_sms", "", cuda_sms or []), bool(allow_tf32),
         [str(p) for p in (disabled_passes or [])],
         _int_list("decode_context", "", decode_context or []), progress,
-        None if accept is None else str(accept), "" if calib is None else os.fspath(calib))
+        None if accept is None else str(accept), "" if calib is None else os.fspath(calib),
+        int8_activations, observer, float(percentile))
 
 
 def __getattr__(name):

@@ -76,6 +76,18 @@ absl::Status ValidateOptions(const CompileOptions& o) {
       return absl::InvalidArgumentError(
           "GEMM group precisions apply to cpu int8 and bf16 plans only");
   }
+  if (o.int8_activations != "dynamic" && o.int8_activations != "static")
+    return absl::InvalidArgumentError(
+        absl::StrCat("int8 activations '", o.int8_activations, "': want dynamic or static"));
+  if (o.observer != "minmax" && o.observer != "percentile" && o.observer != "entropy")
+    return absl::InvalidArgumentError(
+        absl::StrCat("activation observer '", o.observer, "': want minmax, percentile or entropy"));
+  if (!(o.percentile > 0 && o.percentile <= 100))
+    return absl::InvalidArgumentError(
+        absl::StrCat("percentile ", o.percentile, " is not in (0, 100]"));
+  if (o.int8_activations == "static" && *p != Precision::kInt8)
+    return absl::InvalidArgumentError(
+        "static int8 activations apply to int8 plans only (--precision int8 or auto)");
   if (*p == Precision::kFp16 && o.target == PlanTarget::kCpu)
     return absl::UnimplementedError(
         "precision 'fp16' is not supported by the cpu target: the CPUs kiln runs on have no "
@@ -287,6 +299,10 @@ std::string CompileOptionsString(const CompileOptions& o) {
       absl::StrJoin(symbols, ","), "} profile={", absl::StrJoin(profile, ","),
       "} disabled_passes={", absl::StrJoin(disabled, ","), "}",
       o.calib_dir.empty() ? "" : absl::StrCat(" calib=", o.calib_dir),
+      o.int8_activations == "static"
+          ? absl::StrCat(" int8_activations=static observer=", o.observer,
+                         o.observer == "percentile" ? absl::StrCat(":", o.percentile) : "")
+          : "",
       o.gemm_group_precision.empty()
           ? ""
           : absl::StrCat(" gemm_groups={",
@@ -361,6 +377,9 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   ctx.precision_report = &precision_report;
   for (const auto& [group, value] : options.gemm_group_precision)
     ctx.gemm_group_precision[group] = *PrecisionFromName(value);
+  ctx.static_activations.enabled = options.int8_activations == "static";
+  ctx.static_activations.observer = options.observer;
+  ctx.static_activations.percentile = options.percentile;
   ctx.symbol_values = options.symbols;
   ctx.input_shapes = options.input_shapes;
   ctx.fusion_report = &report;
@@ -594,8 +613,8 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   say(absl::StrFormat("weights: %d unique constants, %.1f MiB", weights.num_unique(),
                       MiB(weights.size())));
   for (const PrecisionNote& n : precision_report.notes())
-    plan.precision_notes.push_back({n.op, n.precision, n.reason, n.nodes});
-  if (precision != Precision::kFp32)
+    plan.precision_notes.push_back({n.op, n.precision, n.reason, n.nodes, n.x_absmax});
+  if (precision != Precision::kFp32 || !precision_report.notes().empty())
     say(absl::StrCat("precision ", std::string(PrecisionName(precision)), ": ",
                      absl::StrJoin(PrecisionSummary(precision_report.notes()), "; ")));
   return plan;

@@ -121,14 +121,18 @@ std::optional<KernelChoice> Linear(const Node& n, PlanTarget t) {
                Int("trans_w", trans), Str("activation", *activation)});
 }
 
-// kiln.QuantLinear(X, W [N, K] s8, w_scale [N], B?, x_mul [K]?) {activation, x_quant}.
+// kiln.QuantLinear(X, W [N, K] s8, w_scale [N], B?, x_mul [K]?) {activation, x_quant,
+// x_absmax}.
 std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
     return std::nullopt;
   for (int i = 1; i < n.num_inputs(); ++i)
     if (Present(n, i) && !IsWeight(n.input(i))) return std::nullopt;
   const std::string* mode = n.attr_string("x_quant");
-  if (mode != nullptr && *mode != "dynamic_row") return std::nullopt;
+  const bool fixed = mode != nullptr && *mode == "static";
+  if (mode != nullptr && *mode != "dynamic_row" && !fixed) return std::nullopt;
+  const float x_absmax = fixed ? n.attr_float_or("x_absmax", 0.0f) : 0.0f;
+  if (fixed && !(x_absmax > 0.0f && std::isfinite(x_absmax))) return std::nullopt;
   const Dims x = InDims(n, 0), w = InDims(n, 1);
   if (x.empty() || w.size() != 2 || w[1] != x.back()) return std::nullopt;
   const int64_t nn = w[0];
@@ -139,9 +143,10 @@ std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
   Dims y(x.begin(), x.end() - 1);
   y.push_back(nn);
   if (OutDims(n, 0) != y) return std::nullopt;
-  return Emit(t, "quant_linear", n,
-              {Int("m", Product(x, 0, x.size() - 1)), Int("k", x.back()), Int("n", nn),
-               Str("activation", *activation)});
+  std::vector<PlanParam> params = {Int("m", Product(x, 0, x.size() - 1)), Int("k", x.back()),
+                                   Int("n", nn), Str("activation", *activation)};
+  if (fixed) params.push_back(Real("x_absmax", x_absmax));
+  return Emit(t, "quant_linear", n, std::move(params));
 }
 
 std::optional<KernelChoice> LayerNorm(const Node& n, PlanTarget t) {

@@ -152,6 +152,12 @@ const std::vector<OpInfo>& Table() {
       {"", "CumSum", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32},
       // Data movement and shapes
       Grows({"", "Gather", 2, 2, 1, 1, kPure}),
+      // Quantization (onnxruntime's quantizers): per-tensor, per-axis or blocked scales.
+      // DynamicQuantizeLinear's scale comes from the whole tensor, padding included.
+      {"", "QuantizeLinear", 2, 3, 1, 1, kPure},
+      {"", "DequantizeLinear", 2, 3, 1, 1, kPure},
+      Mixes(PositionMixing::kReducesAxes, {"", "DynamicQuantizeLinear", 1, 1, 3, 3, kPure}),
+      Grows({"", "MatMulInteger", 2, 4, 1, 1, kPure}),
       {"", "Slice", 3, 5, 1, 1, kLay},
       {"", "Concat", 1, -1, 1, 1, kLay},
       {"", "Split", 1, 2, 1, -1, kLay},

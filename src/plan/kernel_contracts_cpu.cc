@@ -38,10 +38,13 @@ std::vector<KernelContract> CpuContracts() {
                           Weight("x_mul", kF32Only, /*optional=*/true)},
                .outputs = {Req("y", kF32Only)},
                .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
-                          StringParam("activation", activations)},
+                          StringParam("activation", activations),
+                          OptionalFloat("x_absmax",
+                                        "> 0: static activations, sx = x_absmax / "
+                                        "127 for every row")},
                .doc = "int8 plans: `y[m,n] = act(q(x ⊙ x_mul)[m,k] · wᵀ · sx[m] · w_scale[n] + "
                       "bias)`, w s8 [n,k], x (times x_mul [k]) quantized per row (s8, sx = "
-                      "max|row| / 127)"});
+                      "max|row| / 127, or the static x_absmax / 127)"});
   t.push_back({.name = "matmul",
                .inputs = {Req("a", kF32Only), Req("b", kF32Only)},
                .outputs = {Req("y", kF32Only)},

@@ -30,6 +30,9 @@ inline ParamSpec OptionalFlag(std::string_view name, std::string_view doc = {}) 
 inline ParamSpec FloatParam(std::string_view name, std::string_view doc = {}) {
   return {name, ParamKind::kFloat, 0, 0, {}, false, doc};
 }
+inline ParamSpec OptionalFloat(std::string_view name, std::string_view doc = {}) {
+  return {name, ParamKind::kFloat, 0, 0, {}, true, doc};
+}
 inline ParamSpec StringParam(std::string_view name, std::vector<std::string_view> choices,
                              std::string_view doc = {}) {
   return {name, ParamKind::kString, 0, 0, std::move(choices), false, doc};

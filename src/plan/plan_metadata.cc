@@ -294,6 +294,7 @@ absl::StatusOr<std::string> EncodeMetadata(const Plan& plan, uint64_t weights_by
     pn->set_precision(note.precision);
     pn->set_reason(note.reason);
     for (const std::string& n : note.nodes) pn->add_nodes(n);
+    if (note.x_absmax != 0) pn->set_x_absmax(note.x_absmax);
   }
 
   std::string out;
@@ -449,8 +450,11 @@ absl::StatusOr<uint64_t> DecodeMetadata(std::string_view bytes, Plan* plan) {
     out.paddable_symbols.assign(in.paddable_symbols().begin(), in.paddable_symbols().end());
   }
   for (const pb::PrecisionNote& pn : m.precision_notes())
-    plan->precision_notes.push_back(
-        {pn.op(), pn.precision(), pn.reason(), {pn.nodes().begin(), pn.nodes().end()}});
+    plan->precision_notes.push_back({pn.op(),
+                                     pn.precision(),
+                                     pn.reason(),
+                                     {pn.nodes().begin(), pn.nodes().end()},
+                                     pn.x_absmax()});
   return m.weights_bytes();
 }
 

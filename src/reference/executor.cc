@@ -29,6 +29,7 @@ const KernelTable& Kernels() {
     auto* t = new KernelTable();
     reference::RegisterElementwiseKernels(*t);
     reference::RegisterMathKernels(*t);
+    reference::RegisterQuantizeKernels(*t);
     reference::RegisterMovementKernels(*t);
     reference::RegisterFusedKernels(*t);
     return t;

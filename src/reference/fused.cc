@@ -227,11 +227,12 @@ Result LinearKernel(const Node& node, Inputs in) {
 }
 
 // ---------------------------------------------------------------------------------------
-// kiln.QuantLinear(X, W, w_scale, B?, x_mul?) {activation, x_quant = "dynamic_row"}: an int8
-// plan's Linear. W s8 [N, K] (one row per output channel), w_scale f32 [N], x_mul f32 [K]
-// (the smoothing SmoothQuant-style calibration folds out of X into W; absent: ones). Each
-// row r of X̃ = X ⊙ x_mul (f32 products) is quantized on its own, in f32 arithmetic:
-// a = max_k |X̃[r,k]|, q[k] = clamp(rne(X̃[r,k] · (127 / a)), -127, 127) (q = 0 when a = 0),
+// kiln.QuantLinear(X, W, w_scale, B?, x_mul?) {activation, x_quant = "dynamic_row" |
+// "static", x_absmax}: an int8 plan's Linear. W s8 [N, K] (one row per output channel),
+// w_scale f32 [N], x_mul f32 [K] (the smoothing SmoothQuant-style calibration folds out of X
+// into W; absent: ones). Each row r of X̃ = X ⊙ x_mul (f32 products) is quantized in f32
+// arithmetic with a = max_k |X̃[r,k]| ("dynamic_row") or a = x_absmax (> 0, "static": the
+// calibrated range): q[k] = clamp(rne(X̃[r,k] · (127 / a)), -127, 127) (q = 0 when a = 0),
 // s = a / 127; then Y[r,n] = act(Σ_k q[k]·W[n,k] · s · w_scale[n] + B[n]). A row holding inf
 // or NaN gives NaN.
 
@@ -254,9 +255,17 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(std::string act_name, StringAttr(node, "activation", "none"));
   KILN_ASSIGN_OR_RETURN(auto act, Activation(act_name));
   KILN_ASSIGN_OR_RETURN(std::string mode, StringAttr(node, "x_quant", "dynamic_row"));
-  if (mode != "dynamic_row")
+  if (mode != "dynamic_row" && mode != "static")
     return absl::InvalidArgumentError(
-        absl::StrCat("x_quant must be \"dynamic_row\", got \"", mode, "\""));
+        absl::StrCat("x_quant must be \"dynamic_row\" or \"static\", got \"", mode, "\""));
+  float fixed_a = 0.0f;
+  if (mode == "static") {
+    KILN_ASSIGN_OR_RETURN(double range, FloatAttr(node, "x_absmax", std::nullopt));
+    if (!(range > 0.0) || !std::isfinite(static_cast<float>(range)))
+      return absl::InvalidArgumentError(
+          absl::StrCat("x_quant \"static\" needs x_absmax finite and > 0, got ", range));
+    fixed_a = static_cast<float>(range);
+  }
   if (x->rank() < 1) return absl::InvalidArgumentError("X must have rank >= 1, got a scalar");
   if (w->rank() != 2)
     return absl::InvalidArgumentError(
@@ -291,6 +300,7 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
       finite &= std::isfinite(row[i]);
       a = std::max(a, std::fabs(row[i]));
     }
+    if (fixed_a > 0.0f) a = fixed_a;
     // As the kernels (kernels/cpu/qgemm_internal.h): a row whose 127 / max |x| overflows
     // quantizes to zeros; a row holding inf or NaN gives NaN outputs.
     const float inv = a > 0.0f && std::isfinite(127.0f / a) ? 127.0f / a : 0.0f;

@@ -1,11 +1,11 @@
-// Math reference kernels: MatMul, Gemm, Softmax, LogSoftmax, LayerNormalization and the
-// Reduce* family (opset-21 forms: reduction axes come as an optional i64 input).
-// Accuracy policy: floating-point data (f16, bf16, f32, f64) is accumulated in double and
-// rounded once to the output type, so this oracle is at least as accurate as any
-// implementation under test; integer MatMul and integer reductions stay in integer
-// arithmetic with two's-complement wrap-around (no precision loss through double for
-// int64). Softmax-type kernels subtract the row maximum first (numerically stable).
-// Limits: Gemm supports float dtypes only; loops are plain (clarity over speed).
+// Math reference kernels: MatMul, MatMulInteger, Gemm, Softmax, LogSoftmax, LayerNormalization and
+// the Reduce* family (opset-21 forms: reduction axes come as an optional i64 input). Accuracy
+// policy: floating-point data (f16, bf16, f32, f64) is accumulated in double and rounded once to
+// the output type, so this oracle is at least as accurate as any implementation under test; integer
+// MatMul and integer reductions stay in integer arithmetic with two's-complement wrap-around (no
+// precision loss through double for int64). Softmax-type kernels subtract the row maximum first
+// (numerically stable). Limits: Gemm supports float dtypes only; loops are plain (clarity over
+// speed).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -164,6 +164,44 @@ Result MatMulKernel(const Node& node, Inputs in) {
     }
   }
   return std::vector<Tensor>{std::move(out)};
+}
+
+// MatMulInteger: (A - a_zero_point) · (B - b_zero_point) in int32, MatMul's shapes. A and B
+// are u8 or i8; a zero point has its operand's dtype and is one element (per tensor), or 1-D
+// with one per row of A / column of B.
+absl::StatusOr<Tensor> MinusZeroPoint(const Tensor& t, const Tensor* zp, bool rows,
+                                      const std::string& what) {
+  if (t.dtype() != DType::kU8 && t.dtype() != DType::kI8)
+    return UnsupportedDType("MatMulInteger", t.dtype());
+  if (zp != nullptr && zp->dtype() != t.dtype())
+    return absl::InvalidArgumentError(absl::StrCat(what, "'s zero point is ", DName(zp->dtype()),
+                                                   ", ", what, " is ", DName(t.dtype())));
+  const int64_t r = t.rank();
+  // Per row of A: the zero point indexes dim -2; per column of B: dim -1.
+  const int64_t axis_len = r >= 2 ? t.dims()[rows ? r - 2 : r - 1] : 1;
+  const bool per_tensor = zp == nullptr || (zp->NumElements() == 1 && zp->rank() <= 1);
+  if (!per_tensor && (r < 2 || zp->rank() != 1 || zp->dims()[0] != axis_len))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, "'s zero point ", DimsStr(zp->dims()), " is neither one element nor one per ",
+        rows ? "row" : "column", " of ", what, " ", DimsStr(t.dims())));
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(DType::kI32, t.dims()));
+  int32_t* o = out.data<int32_t>();
+  const int64_t cols = r >= 1 ? t.dims().back() : 1;
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    int64_t z = 0;
+    if (zp != nullptr) z = zp->GetAsInt64(per_tensor ? 0 : rows ? (i / cols) % axis_len : i % cols);
+    o[i] = static_cast<int32_t>(t.GetAsInt64(i) - z);
+  }
+  return out;
+}
+
+Result MatMulIntegerKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* a, Arg(in, 0, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* b, Arg(in, 1, node.op()));
+  KILN_ASSIGN_OR_RETURN(Tensor a32, MinusZeroPoint(*a, OptArg(in, 2), true, "A"));
+  KILN_ASSIGN_OR_RETURN(Tensor b32, MinusZeroPoint(*b, OptArg(in, 3), false, "B"));
+  const Tensor* ins[] = {&a32, &b32};
+  return MatMulKernel(node, ins);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -540,6 +578,7 @@ Result ReduceKernel(const Node& node, Inputs in) {
 void RegisterMathKernels(KernelTable& t) {
   auto add = [&t](const std::string& op, KernelFn fn) { t[KernelKey("", op)] = fn; };
   add("MatMul", &MatMulKernel);
+  add("MatMulInteger", &MatMulIntegerKernel);
   add("Gemm", &GemmKernel);
   add("Softmax", &SoftmaxKernel<false>);
   add("LogSoftmax", &SoftmaxKernel<true>);

@@ -75,6 +75,8 @@ absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c) {
   KILN_RETURN_IF_ERROR(c.LastDim(y, r.n, "y", "n"));
   r.has_bias = bias != nullptr;
   r.has_x_mul = mul != nullptr;
+  r.x_absmax = static_cast<float>(c.Float("x_absmax"));
+  if (r.x_absmax < 0) return c.Err("x_absmax %g is negative", r.x_absmax);
   return r;
 }
 

@@ -42,6 +42,7 @@ struct QuantLinearRule {
   ActivationKind activation = ActivationKind::kNone;
   bool has_bias = false;
   bool has_x_mul = false;
+  float x_absmax = 0;  // > 0: static activations
 };
 absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c);
 

@@ -395,6 +395,7 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
       o.symbols.clear();
       o.decode_context.clear();
       o.gemm_group_precision.clear();
+      o.int8_activations = "dynamic";
       o.calib_dir.clear();
       o.input_shapes.clear();
       o.progress = nullptr;
@@ -498,6 +499,8 @@ absl::Status GatedLoop(
     CompileOptions c = compile;
     c.precision = attempts[a].precision;
     c.gemm_group_precision = attempts[a].groups;
+    if (compile.precision == "auto" && c.precision != "int8")
+      c.int8_activations = "dynamic";  // auto's bf16 / fp32 attempts
     const std::vector<AccuracyGate> gates =
         verify.default_gates ? DefaultAccuracyGates(c.precision) : verify.gates;
     absl::StatusOr<std::shared_ptr<const Plan>> plan = compile_one(c);

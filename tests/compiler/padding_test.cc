@@ -129,7 +129,9 @@ TEST(PaddingTest, CatalogueMixingKinds) {
   // The packed-token ops mix within the sequences their lengths delimit (packed programs).
   for (const char* op : {"PackedAttention", "PackedPool", "PackedPositions"})
     EXPECT_EQ(FindOp("kiln", op)->mixing, PositionMixing::kSegments) << op;
-  EXPECT_EQ(mixing, 19);
+  // DynamicQuantizeLinear's scale is the whole tensor's range, padding included.
+  EXPECT_EQ(FindOp("", "DynamicQuantizeLinear")->mixing, PositionMixing::kReducesAxes);
+  EXPECT_EQ(mixing, 20);
 }
 
 }  // namespace

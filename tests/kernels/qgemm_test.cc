@@ -9,6 +9,7 @@
 // S = w_scale[n]·max|x|·Σ_k |w[n,k]| ≥ |acc·sx·w_scale|: 4u·S + u·|b| + 8u·|y| + 1e-7, u =
 // 2⁻²⁴. A wrong row scale, index or compensation misses it by orders of magnitude.
 #include <cmath>
+#include <map>
 #include <thread>
 #include <tuple>
 
@@ -41,6 +42,7 @@ struct Problem {
   bool with_bias;
   int act;
   std::vector<float> x_mul;  // [k] or empty
+  float x_absmax = 0;        // > 0: static activations
 };
 
 Problem MakeProblem(int64_t m, int64_t k, int64_t n, bool with_bias, int act, uint32_t seed,
@@ -66,9 +68,13 @@ std::vector<float> Reference(const Problem& p) {
   Tensor mt = Tensor::FromF32({p.k}, p.x_mul.empty() ? std::vector<float>(p.k, 1.0f) : p.x_mul);
   std::vector<const Tensor*> in = {&xt, &wt, &st, p.with_bias ? &bt : nullptr};
   if (!p.x_mul.empty()) in.push_back(&mt);
-  auto ref = testing::RunReferenceOp(
-      "kiln", "QuantLinear",
-      {{"activation", std::string(kActs[p.act])}, {"x_quant", std::string("dynamic_row")}}, in);
+  std::map<std::string, Attribute> attrs = {{"activation", std::string(kActs[p.act])},
+                                            {"x_quant", std::string("dynamic_row")}};
+  if (p.x_absmax > 0) {
+    attrs["x_quant"] = std::string("static");
+    attrs["x_absmax"] = p.x_absmax;
+  }
+  auto ref = testing::RunReferenceOp("kiln", "QuantLinear", attrs, in);
   if (ref.size() != 1) return {};
   const float* r = ref[0].data<float>();
   return std::vector<float>(r, r + p.m * p.n);
@@ -77,7 +83,7 @@ std::vector<float> Reference(const Problem& p) {
 std::vector<float> RunGemm(const Problem& p, Isa isa, int threads, std::string* impl = nullptr) {
   auto g = QuantGemm::Pack(isa, p.k, p.n, p.w.data(), p.w_scale.data(),
                            p.with_bias ? p.bias.data() : nullptr,
-                           p.x_mul.empty() ? nullptr : p.x_mul.data());
+                           p.x_mul.empty() ? nullptr : p.x_mul.data(), p.x_absmax);
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return {};
   if (impl) *impl = (*g)->ImplName();
@@ -101,6 +107,7 @@ void ExpectMatches(const Problem& p, const std::vector<float>& got, const std::v
     for (int64_t i = 0; i < p.k; ++i)
       amax = std::max(
           amax, std::fabs(double{p.x[r * p.k + i]} * (p.x_mul.empty() ? 1.0 : double{p.x_mul[i]})));
+    amax = std::max(amax, double{p.x_absmax});
     for (int64_t c = 0; c < p.n; ++c) {
       double sw = 0;
       for (int64_t i = 0; i < p.k; ++i) sw += std::abs(int{p.w[c * p.k + i]});
@@ -158,6 +165,31 @@ TEST(QuantGemm, RowsTimesXMul) {
     const Problem p = MakeProblem(19, 100, 53, true, 1, 31, /*with_mul=*/true);
     ExpectMatches(p, RunGemm(p, isa, 2), Reference(p), std::string(IsaName(isa)));
   }
+}
+
+// Static activations (a calibrated range): every row quantized with x_absmax / 127, the
+// values beyond it clamped to ±127; a row holding NaN is still NaN.
+TEST(QuantGemm, StaticRangeQuantizesEveryRowAlike) {
+  for (Isa isa : testing::AllIsas()) {
+    if (!IsaSupported(isa)) continue;
+    Problem p = MakeProblem(7, 45, 19, true, 1, 41, /*with_mul=*/true);
+    double amax = 0;
+    for (int64_t i = 0; i < p.m * p.k; ++i)
+      amax = std::max(amax, std::fabs(double{p.x[i]} * p.x_mul[i % p.k]));
+    p.x_absmax = static_cast<float>(amax / 2);  // about half the values clamp
+    p.x[3 * p.k + 7] = std::nanf("");
+    const std::vector<float> y = RunGemm(p, isa, 2);
+    const std::vector<float> want = Reference(p);
+    ExpectMatches(p, y, want, std::string(IsaName(isa)));
+    for (int64_t c = 0; c < p.n; ++c) EXPECT_TRUE(std::isnan(y[3 * p.n + c])) << IsaName(isa);
+    // Not the dynamic result: the range changed the scale.
+    Problem dyn = p;
+    dyn.x_absmax = 0;
+    EXPECT_NE(RunGemm(dyn, isa, 2), y) << IsaName(isa);
+  }
+  EXPECT_FALSE(QuantGemm::Pack(Isa::kScalar, 1, 1, std::vector<int8_t>{1}.data(),
+                               std::vector<float>{1}.data(), nullptr, nullptr, -1.0f)
+                   .ok());
 }
 
 // The integer sums are the same on every path, so their outputs agree to the epilogue's

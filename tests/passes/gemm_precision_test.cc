@@ -203,6 +203,74 @@ TEST(GemmPrecision, Int8SmoothingWithCalibrationInputs) {
   EXPECT_LT(smoothed, 0.5 * plain);
 }
 
+// Static activations: the QuantLinear keeps one range, x_absmax; with the minmax observer
+// it is exactly the calibration runs' largest |X ⊙ x_mul| (x_mul: the smoothing, read back
+// from the graph), the precision note carries it, and the reference executor quantizes
+// every row with it (other inputs than the calibration's clamp, still close to fp32).
+TEST(GemmPrecision, StaticActivationsKeepTheCalibratedRange) {
+  const std::string text = OutlierText(3);
+  auto reference = Parse(text);
+  std::vector<absl::flat_hash_map<std::string, Tensor>> calibration = {RandomInputs(*reference, 1),
+                                                                       RandomInputs(*reference, 2)};
+  for (const char* observer : {"minmax", "percentile", "entropy"}) {
+    auto g = Parse(text);
+    PrecisionReport report;
+    PassContext ctx = At(Precision::kInt8, &report);
+    ctx.calibration_inputs = &calibration;
+    ctx.static_activations.enabled = true;
+    ctx.static_activations.observer = observer;
+    ASSERT_TRUE(testing::RunPass(kPass, *g, ctx));
+    const Node* ql = nullptr;
+    for (const auto& n : g->nodes())
+      if (n->op() == "QuantLinear") ql = n.get();
+    ASSERT_NE(ql, nullptr);
+    ASSERT_NE(ql->attr_string("x_quant"), nullptr);
+    EXPECT_EQ(*ql->attr_string("x_quant"), "static") << observer;
+    const float range = ql->attr_float_or("x_absmax", 0);
+    ASSERT_EQ(report.notes().size(), 3u);  // the QuantLinear and the two LayerNorms
+    for (const PrecisionNote& n : report.notes())
+      EXPECT_EQ(n.x_absmax, n.op == "kiln.QuantLinear" ? range : 0.0) << observer;
+    // The largest |X ⊙ x_mul| of the calibration runs (X: the LayerNorm's output).
+    const Tensor* x_mul = ql->input(4).node->constant_value();
+    ASSERT_NE(x_mul, nullptr);
+    float top = 0;
+    for (const auto& feeds : calibration) {
+      auto run = RunReference(*reference, feeds, [&](const Node& n, int, const Tensor& t) {
+        if (n.output_info(0).name != "n") return;
+        for (int64_t i = 0; i < t.NumElements(); ++i)
+          top = std::max(top, std::fabs(t.data<float>()[i] * x_mul->data<float>()[i % 64]));
+      });
+      ASSERT_TRUE(run.ok()) << run.status();
+    }
+    if (std::string(observer) == "minmax") {
+      EXPECT_EQ(range, top);
+    } else {
+      EXPECT_GT(range, 0.0f) << observer;
+      EXPECT_LE(range, top) << observer;
+    }
+    // Against dynamic per-row quantization (smoothed the same way) on held-out inputs: a
+    // per-tensor range is coarser for rows with small values, but not by much here.
+    auto dynamic = Parse(text);
+    PassContext dctx = At(Precision::kInt8);
+    dctx.calibration_inputs = &calibration;
+    ASSERT_TRUE(testing::RunPass(kPass, *dynamic, dctx));
+    auto feeds = RandomInputs(*reference, 9);
+    auto want = RunReference(*reference, feeds);
+    auto got = RunReference(*g, feeds);
+    auto dyn = RunReference(*dynamic, feeds);
+    ASSERT_TRUE(want.ok() && got.ok() && dyn.ok());
+    double worst = 0, worst_dynamic = 0;
+    for (int64_t i = 0; i < (*want)[0].NumElements(); ++i) {
+      const double w = (*want)[0].GetAsDouble(i);
+      worst = std::max(worst, std::fabs(w - (*got)[0].GetAsDouble(i)));
+      worst_dynamic = std::max(worst_dynamic, std::fabs(w - (*dyn)[0].GetAsDouble(i)));
+    }
+    std::printf("static int8 (%s, |x| <= %.4g): max |err| vs fp32 %.3g (dynamic per row %.3g)\n",
+                observer, range, worst, worst_dynamic);
+    EXPECT_LT(worst, 2 * worst_dynamic) << observer;
+  }
+}
+
 // --precision auto's fallback: the attention GEMMs (Q/K/V and output projections) at bf16,
 // the FFN's at int8, each noted.
 TEST(GemmPrecision, AttentionGroupAtBf16InAnInt8Plan) {

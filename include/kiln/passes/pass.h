@@ -50,6 +50,14 @@ struct PassContext {
   // cpu bf16/int8 plans: GEMM groups ("attention", "ffn") at another precision (bf16 or
   // fp32) than `precision` — --precision auto's fallbacks (gemm-precision).
   std::map<std::string, Precision> gemm_group_precision;
+  // cpu int8 plans: static activations — each QuantLinear's input quantized with one range
+  // chosen by `observer` ("minmax", "percentile" of |x| at `percentile`, "entropy") from the
+  // calibration runs (gemm-precision, passes/observers.h) instead of per row at run time.
+  struct StaticActivations {
+    bool enabled = false;
+    std::string observer = "percentile";
+    double percentile = 99.99;
+  } static_activations;
 };
 
 // Counters a pass reports ("folded" -> 212, "removed Dropout" -> 24), per run.

@@ -22,6 +22,7 @@ struct PrecisionNote {
   std::string reason;              // why not the plan's precision; empty when it is
   std::vector<std::string> nodes;  // ONNX node names (provenance), sorted
   std::string value;               // the node's first output's name (with `nodes`, its identity)
+  double x_absmax = 0;             // static int8 activations: the calibrated range; else 0
   bool operator==(const PrecisionNote&) const = default;
 };
 
@@ -29,7 +30,7 @@ class PrecisionReport {
  public:
   // Records `n`'s decision. A node seen again (the pipeline re-runs per shape bucket) is
   // recorded once: the first decision stands.
-  void Note(const Node& n, std::string precision, std::string reason) {
+  void Note(const Node& n, std::string precision, std::string reason, double x_absmax = 0) {
     PrecisionNote note;
     note.op = n.domain().empty() ? n.op() : absl::StrCat(n.domain(), ".", n.op());
     note.nodes = n.provenance();
@@ -40,6 +41,7 @@ class PrecisionReport {
       if (o.op == note.op && o.nodes == note.nodes && o.value == note.value) return;
     note.precision = std::move(precision);
     note.reason = std::move(reason);
+    note.x_absmax = x_absmax;
     notes_.push_back(std::move(note));
   }
   const std::vector<PrecisionNote>& notes() const { return notes_; }

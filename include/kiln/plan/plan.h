@@ -112,6 +112,7 @@ struct PlanPrecisionNote {
   std::string precision;           // "int8", "bf16", "fp32"
   std::string reason;              // empty when the op runs at the plan's precision
   std::vector<std::string> nodes;  // ONNX node names (provenance)
+  double x_absmax = 0;             // static int8 activations: the calibrated |x| range; else 0
   bool operator==(const PlanPrecisionNote&) const = default;
 };
 

@@ -129,7 +129,8 @@ absl::StatusOr<StepPtr> PrepareQuantLinear(const StepChecker& c, CpuPrepareEnv& 
   KILN_ASSIGN_OR_RETURN(const QuantLinearRule r, CheckQuantLinear(c));
   const PlanBuffer *w = c.In(1), *scale = c.In(2), *bias = c.In(3), *mul = c.In(4);
   const QuantKey key{
-      w->offset, scale->offset, bias ? bias->offset : -1, mul ? mul->offset : -1, r.k, r.n};
+      w->offset, scale->offset, bias ? bias->offset : -1, mul ? mul->offset : -1, r.k,
+      r.n,       r.x_absmax};
   auto it = env.quant_linears.find(key);
   if (it == env.quant_linears.end()) {
     const uint8_t* blob = c.plan().weights.data();
@@ -137,7 +138,7 @@ absl::StatusOr<StepPtr> PrepareQuantLinear(const StepChecker& c, CpuPrepareEnv& 
         env.ctx.isa, r.k, r.n, reinterpret_cast<const int8_t*>(blob + w->offset),
         reinterpret_cast<const float*>(blob + scale->offset),
         bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr,
-        mul ? reinterpret_cast<const float*>(blob + mul->offset) : nullptr);
+        mul ? reinterpret_cast<const float*>(blob + mul->offset) : nullptr, r.x_absmax);
     if (!packed.ok()) return c.Err("packing the int8 weights: %s", packed.status().message());
     it = env.quant_linears.emplace(key, *std::move(packed)).first;
   }

@@ -29,7 +29,8 @@ using LinearKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, int>;
 using LinearCache = std::map<LinearKey, std::unique_ptr<cpu::PackedLinear>>;
 // Packed int8 weights shared across buckets, keyed by (weight offset, scale offset, bias
 // offset or -1, x_mul offset or -1, k, n).
-using QuantKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// (w, w_scale, bias, x_mul offsets, k, n, static range)
+using QuantKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float>;
 using QuantCache = std::map<QuantKey, std::unique_ptr<cpu::QuantGemm>>;
 
 struct CpuPrepareEnv {
