@@ -10,19 +10,26 @@
 namespace kiln {
 namespace {
 
-// KL(P ‖ Q) of two unnormalized distributions over the same bins; bins where P is 0 add
-// nothing; a bin where P > 0 and Q = 0 makes it infinite (cannot happen below: Q spreads
-// each level over P's non-empty bins).
-double KlDivergence(const std::vector<double>& p, const std::vector<double>& q) {
+// As MXNet's and onnxruntime's calibrators: every empty bin gets eps, taken evenly from the
+// non-empty ones, so KL stays finite where one side has an empty bin the other has not.
+// False when every bin is empty.
+bool Smooth(std::vector<double>& h, double eps = 1e-4) {
+  size_t zeros = 0;
+  for (double v : h) zeros += v == 0;
+  if (zeros == h.size()) return false;
+  const double take = eps * static_cast<double>(zeros) / static_cast<double>(h.size() - zeros);
+  for (double& v : h) v = v == 0 ? eps : v - take;
+  return true;
+}
+
+// KL(P ‖ Q) of two unnormalized, smoothed distributions over the same bins.
+double KlDivergence(std::vector<double> p, std::vector<double> q) {
+  if (!Smooth(p) || !Smooth(q)) return std::numeric_limits<double>::infinity();
   double sp = 0, sq = 0;
   for (size_t i = 0; i < p.size(); ++i) sp += p[i], sq += q[i];
-  if (sp <= 0 || sq <= 0) return std::numeric_limits<double>::infinity();
   double kl = 0;
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (p[i] <= 0) continue;
-    if (q[i] <= 0) return std::numeric_limits<double>::infinity();
-    kl += p[i] / sp * std::log((p[i] / sp) / (q[i] / sq));
-  }
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] > 0 && q[i] > 0) kl += p[i] / sp * std::log((p[i] / sp) / (q[i] / sq));
   return kl;
 }
 
@@ -37,7 +44,7 @@ float EntropyRange(const AbsHistogram& h) {
     p.assign(c.begin(), c.begin() + i);
     for (int j = i; j < bins; ++j) p[i - 1] += c[j];  // the clipped outliers
     // Q: the first i bins (unclipped) merged into kLevels levels, each level's count spread
-    // evenly over the level's non-empty bins.
+    // evenly over the level's bins where P is non-empty (P's last bin holds the outliers).
     q.assign(i, 0.0);
     for (int l = 0; l < kLevels; ++l) {
       const int lo = static_cast<int>(static_cast<int64_t>(l) * i / kLevels);
@@ -46,10 +53,10 @@ float EntropyRange(const AbsHistogram& h) {
       int nonzero = 0;
       for (int j = lo; j < hi; ++j) {
         sum += c[j];
-        nonzero += c[j] > 0;
+        nonzero += p[j] > 0;
       }
       for (int j = lo; j < hi && nonzero > 0; ++j)
-        if (c[j] > 0) q[j] = sum / nonzero;
+        if (p[j] > 0) q[j] = sum / nonzero;
     }
     const double kl = KlDivergence(p, q);
     if (kl < best) best = kl, best_i = i;
@@ -92,8 +99,8 @@ absl::StatusOr<float> ObservedRange(const AbsHistogram& h, const std::string& ob
     return h.max();
   }
   if (observer == "entropy") return std::min(h.max(), EntropyRange(h));
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown activation observer '", observer, "' (minmax, percentile, entropy)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown activation observer '", observer, "' (minmax, percentile, entropy)"));
 }
 
 }  // namespace kiln

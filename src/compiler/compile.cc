@@ -369,6 +369,9 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     say(absl::StrFormat("calibration: %d input sets (%s)", calibration.size(),
                         options.calib_dir.empty() ? "seeded random, the smallest profile shape"
                                                   : options.calib_dir));
+    if (options.int8_activations == "static" && options.calib_dir.empty())
+      say("warning: static int8 ranges from seeded random inputs (no --calib): give input "
+          "sets like the ones the plan will see");
   }
   PassContext ctx;
   if (!calibration.empty()) ctx.calibration_inputs = &calibration;

@@ -44,13 +44,13 @@ class ScaleIndex {
     for (size_t i = static_cast<size_t>(axis) + 1; i < d.size(); ++i) s.inner_ *= d[i];
     if (s.mode_ == kAxis) {
       if (scale.rank() != 1 || scale.dims()[0] != s.dim_)
-        return absl::InvalidArgumentError(
-            absl::StrCat("per-axis scale must be 1-D of ", s.dim_, " (input ", DimsStr(d),
-                         ", axis ", axis, "), got ", DimsStr(scale.dims())));
+        return absl::InvalidArgumentError(absl::StrCat("per-axis scale must be 1-D of ", s.dim_,
+                                                       " (input ", DimsStr(d), ", axis ", axis,
+                                                       "), got ", DimsStr(scale.dims())));
       return s;
     }
     s.block_ = block_size;
-    s.blocks_ = (s.dim_ + block_size - 1) / block_size;
+    s.blocks_ = s.dim_ == 0 ? 0 : 1 + (s.dim_ - 1) / block_size;  // no overflow near INT64_MAX
     std::vector<int64_t> want = d;
     want[axis] = s.blocks_;
     if (scale.dims() != want)
@@ -135,15 +135,14 @@ absl::StatusOr<DType> QuantizedDType(const Node& node, const Tensor* zp) {
   if (attr != 0) {
     from_attr = DTypeFromOnnx(static_cast<int32_t>(attr));
     if (!from_attr || !IsQuantType(*from_attr))
-      return absl::UnimplementedError(absl::StrCat(
-          "QuantizeLinear to ONNX dtype ", attr, " is not supported (u8, i8, u16, i16 are)"));
+      return absl::UnimplementedError(absl::StrCat("QuantizeLinear to ONNX dtype ", attr,
+                                                   " is not supported (u8, i8, u16, i16 are)"));
   }
   if (zp == nullptr) return from_attr.value_or(DType::kU8);
   if (!IsQuantType(zp->dtype())) return UnsupportedDType(node.op(), zp->dtype());
   if (from_attr && *from_attr != zp->dtype())
-    return absl::InvalidArgumentError(
-        absl::StrCat("output_dtype ", DName(*from_attr), " differs from the zero point's ",
-                     DName(zp->dtype())));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output_dtype ", DName(*from_attr), " differs from the zero point's ", DName(zp->dtype())));
   return zp->dtype();
 }
 
@@ -151,7 +150,8 @@ Result QuantizeLinearKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
   KILN_ASSIGN_OR_RETURN(const Tensor* scale, Arg(in, 1, node.op()));
   const Tensor* zp = OptArg(in, 2);
-  if (!IsFloat(x->dtype()) && x->dtype() != DType::kI32) return UnsupportedDType(node.op(), x->dtype());
+  if (!IsFloat(x->dtype()) && x->dtype() != DType::kI32)
+    return UnsupportedDType(node.op(), x->dtype());
   if (!IsFloat(scale->dtype())) return UnsupportedDType(node.op(), scale->dtype());
   KILN_RETURN_IF_ERROR(CheckZeroPoint(zp, *scale));
   KILN_ASSIGN_OR_RETURN(DType qt, QuantizedDType(node, zp));
@@ -182,8 +182,8 @@ Result DequantizeLinearKernel(const Node& node, Inputs in) {
     return UnsupportedDType(node.op(), x->dtype());
   if (!IsFloat(scale->dtype())) return UnsupportedDType(node.op(), scale->dtype());
   if (zp != nullptr && zp->dtype() != x->dtype())
-    return absl::InvalidArgumentError(absl::StrCat("zero point is ", DName(zp->dtype()),
-                                                   ", input is ", DName(x->dtype())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("zero point is ", DName(zp->dtype()), ", input is ", DName(x->dtype())));
   KILN_RETURN_IF_ERROR(CheckZeroPoint(zp, *scale));
   KILN_ASSIGN_OR_RETURN(ScaleIndex at, ScaleIndex::Make(*x, *scale, node.attr_int_or("axis", 1),
                                                         node.attr_int_or("block_size", 0)));
@@ -214,6 +214,9 @@ Result DynamicQuantizeLinearKernel(const Node& node, Inputs in) {
   float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   if (!std::isfinite(scale))
     return absl::InvalidArgumentError("the input holds inf: no finite quantization scale");
+  // A range so small (below 255 · 2^-149) that the scale underflows to 0: as an all-zero
+  // tensor (x / 0 would be inf or NaN).
+  if (!(scale > 0.0f)) scale = 1.0f;
   const float zp = std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
   Tensor y(DType::kU8, x->dims());
   uint8_t* q = y.data<uint8_t>();

@@ -2,6 +2,7 @@
 #include "runtime/kernel_rules.h"
 
 #include <array>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 
@@ -76,7 +77,8 @@ absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c) {
   r.has_bias = bias != nullptr;
   r.has_x_mul = mul != nullptr;
   r.x_absmax = static_cast<float>(c.Float("x_absmax"));
-  if (r.x_absmax < 0) return c.Err("x_absmax %g is negative", r.x_absmax);
+  if (!(r.x_absmax >= 0) || !std::isfinite(r.x_absmax))
+    return c.Err("x_absmax %g is not a finite value >= 0", r.x_absmax);
   return r;
 }
 

@@ -17,7 +17,7 @@ What is checked, and the bounds (measured on this machine's AMD EPYC Zen 4, both
   quantization error, which the shared weight error does not hide:
   - quantize_dynamic on the fixture: worst-row cosine >= 0.9999 (measured 0.9999995) and
     max |diff| <= 5e-3 (measured 1.4e-3 fp32, 2.4e-3 int8);
-  - QDQ on the fixture: cosine >= 0.999 (measured 0.99935); and kiln's output is closer to
+  - QDQ on the fixture: cosine >= 0.999 (measured 0.9993-0.9994); and kiln's output is closer to
     the float model's than onnxruntime's own (measured max |diff| 0.037 vs 0.125);
   - quantize_dynamic on the real MiniLM (sentence embeddings, unit norm): cosine >= 0.98
     to onnxruntime's (measured 0.984-0.986). Both are far from the float model's (cosine
@@ -45,6 +45,8 @@ SHAPE = f"batch={BATCH},sequence={SEQ}"
 
 
 def feeds_for(seed, batch=BATCH, seq=SEQ, vocab=1000):
+    """Seeded ids; row 1 padded from 2/3 of the sequence on (calibration sets included:
+    a quantizer that never sees padding gives the mask arithmetic a range of [0, 0])."""
     rng = np.random.default_rng(seed)
     ids = rng.integers(0, vocab, size=(batch, seq)).astype(np.int64)
     mask = np.ones((batch, seq), np.int64)
@@ -135,12 +137,23 @@ def test_the_integer_ops_run_exactly(kiln_bin, quantized, kind, level, tmp_path)
         assert float(np.abs(got - w).max()) <= 1e-5, name
 
 
+def kernel_counts(stderr):
+    return {k: int(n) for k, n in (p.rsplit(" ", 1) for p in steps_by_kernel(stderr).split(", "))}
+
+
 @pytest.mark.parametrize("kind", ["dynamic", "dynamic_per_channel", "qdq"])
 def test_plans_fuse_like_the_float_model(kiln_bin, quantized, kind, tmp_path):
-    float_steps = steps_by_kernel(compile_plan(kiln_bin, FIXTURE, tmp_path / "float.kiln"))
+    """The quantized files compile to the float fixture's steps. The QDQ file has one more
+    eltwise step: its pair on 1 - mask (values 0 and 1, so zero point 0) saturates at 0 and
+    becomes Clip(x, 0, 1) (dequantize keeps a QDQ pair's lower bound at 0, where
+    onnxruntime's quantizer may have removed a Relu), which nothing proves redundant."""
+    want = kernel_counts(compile_plan(kiln_bin, FIXTURE, tmp_path / "float.kiln"))
     stderr = compile_plan(kiln_bin, quantized[kind], tmp_path / "q.kiln")
-    assert steps_by_kernel(stderr) == float_steps
-    assert " ref " not in steps_by_kernel(stderr)
+    got = kernel_counts(stderr)
+    if kind == "qdq":
+        want["eltwise"] += 1
+    assert got == want
+    assert "ref" not in got
     info = json.loads(subprocess.run([kiln_bin, "plan-info", str(tmp_path / "q.kiln"), "--json"],
                                      capture_output=True, text=True, check=True).stdout)
     notes = info["precision_notes"]

@@ -97,7 +97,8 @@ TEST(Dequantize, QuantizedTableIsDequantizedBeforeItsGather) {
   %4 = Constant() {value=tensor<u8[]>[128]} : u8[] "z"
   %5 = DequantizeLinear(%2, %3, %4) : f32[3,2] "y" @ "dq"
   return "y": %5
-})", R"(graph g opset=17 {
+})",
+                R"(graph g opset=17 {
   %0 = Input() : i64[3] "ids"
   %1 = Constant() {value=tensor<f32[2,2]>[-64, 63.5, 0, 1]} : f32[2,2] "Tq_dequantized"
   %2 = Gather(%1, %0) : f32[3,2] "y" @ "gather", "dq"
@@ -114,11 +115,88 @@ TEST(Dequantize, StaticQdqPairOnAnActivationIsDropped) {
   %4 = DequantizeLinear(%3, %1, %2) : f32[4] "dq"
   %5 = Relu(%4) : f32[4] "y"
   return "y": %5
-})", R"(graph g opset=17 {
+})",
+                R"(graph g opset=17 {
   %0 = Input() : f32[4] "x"
   %1 = Relu(%0) : f32[4] "y"
   return "y": %1
 })");
+}
+
+// A pair whose zero point is u8's minimum saturates negatives to 0: onnxruntime's QDQ
+// quantizer removed a Relu there, so the pair becomes Clip(x, 0, 255·s) — unless x cannot be
+// negative (a Relu or Softmax still in the graph), where it is dropped.
+TEST(Dequantize, QdqPairAtZeroKeepsItsLowerBound) {
+  ExpectRewrite(kPass, R"(graph g opset=17 {
+  %0 = Input() : f32[4] "x"
+  %1 = Constant() {value=tensor<f32[]>[0.5]} : f32[] "s"
+  %2 = Constant() {value=tensor<u8[]>[0]} : u8[] "z"
+  %3 = QuantizeLinear(%0, %1, %2) : u8[4] "q" @ "q"
+  %4 = DequantizeLinear(%3, %1, %2) : f32[4] "dq" @ "dq"
+  %5 = Neg(%4) : f32[4] "y"
+  return "y": %5
+})",
+                R"(graph g opset=17 {
+  %0 = Input() : f32[4] "x"
+  %1 = Constant() {value=tensor<f32[]>[0]} : f32[] "dq_clip_lo"
+  %2 = Constant() {value=tensor<f32[]>[127.5]} : f32[] "dq_clip_hi"
+  %3 = Clip(%0, %1, %2) : f32[4] "dq" @ "q", "dq"
+  %4 = Neg(%3) : f32[4] "y"
+  return "y": %4
+})");
+  ExpectRewrite(kPass, R"(graph g opset=17 {
+  %0 = Input() : f32[4] "x"
+  %1 = Relu(%0) : f32[4] "r"
+  %2 = Constant() {value=tensor<f32[]>[0.5]} : f32[] "s"
+  %3 = Constant() {value=tensor<u8[]>[0]} : u8[] "z"
+  %4 = QuantizeLinear(%1, %2, %3) : u8[4] "q"
+  %5 = DequantizeLinear(%4, %2, %3) : f32[4] "dq"
+  %6 = Neg(%5) : f32[4] "y"
+  return "y": %6
+})",
+                R"(graph g opset=17 {
+  %0 = Input() : f32[4] "x"
+  %1 = Relu(%0) : f32[4] "r"
+  %2 = Neg(%1) : f32[4] "y"
+  return "y": %2
+})");
+}
+
+// One quantized table read by two Gathers, the later Gather's DequantizeLinear first in
+// the graph: the dequantized table goes before the quantized one (before both readers);
+// the same table with another zero point is another dequantized table.
+TEST(Dequantize, SharedTablesStayInOrderAndKeyedByZeroPoint) {
+  auto g = Parse(R"(graph g opset=17 {
+  %0 = Input() : i64[3] "ids"
+  %1 = Constant() {value=tensor<u8[2,2]>[0, 255, 128, 130]} : u8[2,2] "Tq"
+  %2 = Constant() {value=tensor<f32[]>[0.5]} : f32[] "s"
+  %3 = Constant() {value=tensor<u8[]>[128]} : u8[] "z"
+  %4 = Constant() {value=tensor<u8[]>[0]} : u8[] "z0"
+  %5 = Gather(%1, %0) : u8[3,2] "g1"
+  %6 = Gather(%1, %0) : u8[3,2] "g2"
+  %7 = DequantizeLinear(%6, %2, %3) : f32[3,2] "y2"
+  %8 = DequantizeLinear(%5, %2, %4) : f32[3,2] "y1"
+  %9 = Add(%7, %8) : f32[3,2] "y"
+  return "y": %9
+})");
+  ASSERT_TRUE(g);
+  auto original = g->Clone();
+  EXPECT_TRUE(RunPass(kPass, *g));  // verifies the graph (topological order included)
+  int tables = 0;
+  for (const auto& n : g->nodes()) {
+    EXPECT_NE(n->op(), "DequantizeLinear");
+    const Tensor* t = n->constant_value();
+    tables += t != nullptr && t->dtype() == DType::kF32 && t->NumElements() == 4;
+  }
+  EXPECT_EQ(tables, 2);
+  Tensor ids(DType::kI64, {3});
+  for (int i = 0; i < 3; ++i) ids.data<int64_t>()[i] = i % 2;
+  auto want = RunReference(*original, {{"ids", ids}});
+  auto got = RunReference(*g, {{"ids", ids}});
+  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_EQ((*got)[0].NumElements(), 6);
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ((*got)[0].data<float>()[i], (*want)[0].data<float>()[i]) << i;
 }
 
 // x -> DynamicQuantizeLinear -> MatMulInteger(·, %1) -> Cast -> Mul by X's scale alone (no
@@ -140,8 +218,9 @@ TEST(Dequantize, ChainsItCannotProveStay) {
   // Weights not constant; constant weights but the scale product is not Mul(X's scale,
   // constant).
   ExpectNoChange(kPass, ChainWithWeight(R"(%1 = Input() : u8[2,2] "Wq")"));
-  ExpectNoChange(kPass, ChainWithWeight(
-                            R"(%1 = Constant() {value=tensor<u8[2,2]>[1, 2, 3, 4]} : u8[2,2] "Wq")"));
+  ExpectNoChange(
+      kPass,
+      ChainWithWeight(R"(%1 = Constant() {value=tensor<u8[2,2]>[1, 2, 3, 4]} : u8[2,2] "Wq")"));
   // A QDQ pair whose halves have different scales; a per-axis table scale.
   ExpectNoChange(kPass, R"(graph g opset=17 {
   %0 = Input() : f32[4] "x"

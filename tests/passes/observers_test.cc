@@ -65,7 +65,8 @@ TEST(Observers, ErrorsAndEmptyHistograms) {
   AbsHistogram zeros(0.0f);
   const float z[] = {0, 0, 0};
   zeros.Add(z, 3, nullptr, 0);
-  for (const char* o : {"minmax", "percentile", "entropy"}) EXPECT_EQ(*ObservedRange(zeros, o, 50), 0);
+  for (const char* o : {"minmax", "percentile", "entropy"})
+    EXPECT_EQ(*ObservedRange(zeros, o, 50), 0);
   // inf and NaN are not counted (the kernels give such rows NaN outputs anyway).
   AbsHistogram h2(1.0f);
   const float bad[] = {std::numeric_limits<float>::infinity(), std::nanf(""), 0.5f};

@@ -23,7 +23,8 @@ using Dims = std::vector<int64_t>;
 Tensor U8(Dims d, std::vector<uint8_t> v) { return Make(DType::kU8, std::move(d), std::move(v)); }
 Tensor I8(Dims d, std::vector<int8_t> v) { return Make(DType::kI8, std::move(d), std::move(v)); }
 
-Tensor Eval(const std::string& op, std::vector<Tensor> ins, std::map<std::string, Attribute> a = {}) {
+Tensor Eval(const std::string& op, std::vector<Tensor> ins,
+            std::map<std::string, Attribute> a = {}) {
   auto r = RunOp(op, std::move(ins), std::move(a));
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? (*r)[0] : Tensor();
@@ -32,7 +33,7 @@ Tensor Eval(const std::string& op, std::vector<Tensor> ins, std::map<std::string
 TEST(QuantizeLinearTest, PerTensorRoundsHalfToEvenAndSaturates) {
   // x / 2 = 0, 1, 1.5, 2.5, 3.5, 500, -127, -500 -> rne 0 1 2 2 4 500 -127 -500, + 128.
   Tensor y = Eval("QuantizeLinear",
-                 {F32({8}, {0, 2, 3, 5, 7, 1000, -254, -1000}), F32({}, {2}), U8({}, {128})});
+                  {F32({8}, {0, 2, 3, 5, 7, 1000, -254, -1000}), F32({}, {2}), U8({}, {128})});
   EXPECT_EQ(y.dtype(), DType::kU8);
   EXPECT_EQ(Values<uint8_t>(y), (std::vector<uint8_t>{128, 129, 130, 130, 132, 255, 1, 0}));
   // No zero point: u8, zero point 0.
@@ -43,17 +44,17 @@ TEST(QuantizeLinearTest, PerTensorRoundsHalfToEvenAndSaturates) {
 
 TEST(QuantizeLinearTest, PerAxisBlockedAndOutputDtype) {
   // axis 1: scales [1, 2, 4], zero points [0, 1, -1].
-  Tensor y = Eval("QuantizeLinear",
-                 {F32({2, 3}, {1, 4, 8, -300, -3, 200}), F32({3}, {1, 2, 4}), I8({3}, {0, 1, -1})});
+  Tensor y = Eval("QuantizeLinear", {F32({2, 3}, {1, 4, 8, -300, -3, 200}), F32({3}, {1, 2, 4}),
+                                     I8({3}, {0, 1, -1})});
   EXPECT_EQ(y.dtype(), DType::kI8);
   EXPECT_EQ(Values<int8_t>(y), (std::vector<int8_t>{1, 3, 1, -128, -1, 49}));
   // Negative axis: -2 is axis 0 of [2, 3].
   Tensor r = Eval("QuantizeLinear", {F32({2, 3}, {1, 2, 3, 4, 5, 6}), F32({2}, {1, 2})},
-                 {{"axis", int64_t{-2}}});
+                  {{"axis", int64_t{-2}}});
   EXPECT_EQ(Values<uint8_t>(r), (std::vector<uint8_t>{1, 2, 3, 2, 2, 3}));
   // Blocks of 2 along axis 1: scales [[1, 3]]; output_dtype INT8 (3).
   Tensor b = Eval("QuantizeLinear", {F32({1, 4}, {2, -4, 9, 12}), F32({1, 2}, {1, 3})},
-                 {{"axis", int64_t{1}}, {"block_size", int64_t{2}}, {"output_dtype", int64_t{3}}});
+                  {{"axis", int64_t{1}}, {"block_size", int64_t{2}}, {"output_dtype", int64_t{3}}});
   EXPECT_EQ(b.dtype(), DType::kI8);
   EXPECT_EQ(Values<int8_t>(b), (std::vector<int8_t>{2, -4, 3, 4}));
 }
@@ -62,7 +63,8 @@ TEST(QuantizeLinearTest, NaNGivesTheZeroPointAndBadInputsFail) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor y = Eval("QuantizeLinear", {F32({2}, {nan, 1}), F32({}, {1}), U8({}, {7})});
   EXPECT_EQ(Values<uint8_t>(y), (std::vector<uint8_t>{7, 8}));
-  auto wrong_len = RunOp("QuantizeLinear", {F32({2, 3}, std::vector<float>(6, 1)), F32({2}, {1, 1})});
+  auto wrong_len =
+      RunOp("QuantizeLinear", {F32({2, 3}, std::vector<float>(6, 1)), F32({2}, {1, 1})});
   EXPECT_EQ(wrong_len.status().code(), absl::StatusCode::kInvalidArgument);
   auto zp_shape = RunOp("QuantizeLinear", {F32({3}, {1, 2, 3}), F32({}, {1}), U8({2}, {0, 0})});
   EXPECT_EQ(zp_shape.status().code(), absl::StatusCode::kInvalidArgument);
@@ -71,6 +73,10 @@ TEST(QuantizeLinearTest, NaNGivesTheZeroPointAndBadInputsFail) {
   EXPECT_EQ(dtype_clash.status().code(), absl::StatusCode::kInvalidArgument);
   auto int_scale = RunOp("QuantizeLinear", {F32({1}, {1}), I32({}, {1})});
   EXPECT_EQ(int_scale.status().code(), absl::StatusCode::kUnimplemented);
+  // A block as long as int64 allows: one block, no overflow counting them.
+  Tensor one = Eval("QuantizeLinear", {F32({1, 4}, {1, 2, 3, 4}), F32({1, 1}, {2})},
+                    {{"block_size", std::numeric_limits<int64_t>::max()}});
+  EXPECT_EQ(Values<uint8_t>(one), (std::vector<uint8_t>{0, 1, 2, 2}));
   auto blocks = RunOp("QuantizeLinear", {F32({1, 4}, {1, 2, 3, 4}), F32({1, 3}, {1, 1, 1})},
                       {{"block_size", int64_t{2}}});
   EXPECT_EQ(blocks.status().code(), absl::StatusCode::kInvalidArgument);
@@ -80,9 +86,9 @@ TEST(DequantizeLinearTest, PerTensorPerAxisInt32AndHalfScales) {
   Tensor y = Eval("DequantizeLinear", {U8({3}, {0, 128, 255}), F32({}, {0.5f}), U8({}, {128})});
   EXPECT_EQ(y.dtype(), DType::kF32);
   EXPECT_EQ(Values<float>(y), (std::vector<float>{-64, 0, 63.5f}));
-  Tensor a = Eval("DequantizeLinear",
-                 {I8({2, 2}, {-128, 1, 2, 3}), F32({2}, {2, 0.25f}), I8({2}, {0, 2})},
-                 {{"axis", int64_t{0}}});
+  Tensor a =
+      Eval("DequantizeLinear", {I8({2, 2}, {-128, 1, 2, 3}), F32({2}, {2, 0.25f}), I8({2}, {0, 2})},
+           {{"axis", int64_t{0}}});
   EXPECT_EQ(Values<float>(a), (std::vector<float>{-256, 2, 0, 0.25f}));
   Tensor i = Eval("DequantizeLinear", {I32({2}, {1000000, -3}), F32({}, {0.5f})});
   EXPECT_EQ(Values<float>(i), (std::vector<float>{500000, -1.5f}));
@@ -111,8 +117,13 @@ TEST(DynamicQuantizeLinearTest, SpecExampleZerosAndInf) {
   ASSERT_TRUE(z.ok()) << z.status();
   EXPECT_EQ(Values<uint8_t>((*z)[0]), (std::vector<uint8_t>{0, 0}));
   EXPECT_EQ(Values<float>((*z)[1]), (std::vector<float>{1}));
-  auto inf = RunOp("DynamicQuantizeLinear",
-                   {F32({2}, {0, std::numeric_limits<float>::infinity()})}, {}, 3);
+  // A range so small that (max - min) / 255 underflows: as all zeros.
+  auto tiny = RunOp("DynamicQuantizeLinear", {F32({2}, {1e-44f, 0})}, {}, 3);
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_EQ(Values<uint8_t>((*tiny)[0]), (std::vector<uint8_t>{0, 0}));
+  EXPECT_EQ(Values<float>((*tiny)[1]), (std::vector<float>{1}));
+  auto inf = RunOp("DynamicQuantizeLinear", {F32({2}, {0, std::numeric_limits<float>::infinity()})},
+                   {}, 3);
   EXPECT_EQ(inf.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -126,7 +137,7 @@ TEST(MatMulIntegerTest, ZeroPointsPerTensorRowAndColumn) {
   EXPECT_EQ(Values<int32_t>(y), (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
   // A's zero point per row [1, -1], B's per column [1, 2]: [[0, 1], [4, 5]] · [[0, 0], [2, 2]].
   Tensor p = Eval("MatMulInteger", {I8({2, 2}, {1, 2, 3, 4}), I8({2, 2}, {1, 2, 3, 4}),
-                                   I8({2}, {1, -1}), I8({2}, {1, 2})});
+                                    I8({2}, {1, -1}), I8({2}, {1, 2})});
   EXPECT_EQ(Values<int32_t>(p), (std::vector<int32_t>{2, 2, 10, 10}));
   // Batched A, no zero points, mixed signedness.
   Tensor q = Eval("MatMulInteger", {U8({2, 1, 2}, {255, 1, 2, 3}), I8({2, 1}, {-128, 1})});
