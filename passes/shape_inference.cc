@@ -12,9 +12,11 @@
 //    types from its inputs' types and from the tracked integer contents of small shape
 //    tensors (shape_rules_values.cc: Constant, Shape, Gather, Concat, ... so that
 //    Shape->Gather->Unsqueeze->Concat->Reshape chains resolve).
-// 3. Merge with the declared (stored) type: a different dtype or rank, or two known dims
-//    that differ, is an InvalidArgument naming the node; otherwise the more precise dim
-//    wins (known over symbol over unknown; an inferred symbol over a declared one, since
+// 3. Merge with the declared (stored) type: a different dtype is an InvalidArgument naming
+//    the node (onnxruntime refuses it too); a different rank, or two known dims that differ,
+//    gives the inferred shape and a warning in PassContext::warnings (onnxruntime warns and
+//    uses the inferred shape: exporters write stale value_info); otherwise the more precise
+//    dim wins (known over symbol over unknown; an inferred symbol over a declared one, since
 //    the inferred one is tied to the graph inputs).
 //
 // Limits: ops without a rule (unknown ops, domains other than ONNX's and "kiln") keep
@@ -184,16 +186,20 @@ absl::StatusOr<std::map<std::string, int64_t>> BindSymbols(const Graph& g, const
   return values;
 }
 
-absl::StatusOr<Type> Merge(const Node& n, int i, const Type& declared, const Type& inferred) {
-  auto mismatch = [&]() {
+// The declared type `declared` of output i of `n` merged with the `inferred` one. A shape
+// the inputs contradict gives way to the inferred one, with a `warning`.
+absl::StatusOr<Type> Merge(const Node& n, int i, const Type& declared, const Type& inferred,
+                           std::string* warning) {
+  auto what = [&]() {
     const std::string& name = n.output_info(i).name;
-    return absl::InvalidArgumentError(absl::StrCat(
-        n.Describe(), ": output ", i, name.empty() ? "" : absl::StrCat(" '", name, "'"),
-        " is declared ", declared.ToString(), " but its inputs give ", inferred.ToString()));
+    return absl::StrCat(n.Describe(), ": output ", i,
+                        name.empty() ? "" : absl::StrCat(" '", name, "'"), " is declared ",
+                        declared.ToString(), " but its inputs give ", inferred.ToString());
   };
   Type out = declared;
   if (inferred.dtype != DType::kUndefined) {
-    if (declared.dtype != DType::kUndefined && declared.dtype != inferred.dtype) return mismatch();
+    if (declared.dtype != DType::kUndefined && declared.dtype != inferred.dtype)
+      return absl::InvalidArgumentError(what());
     out.dtype = inferred.dtype;
   }
   if (!inferred.shape) return out;
@@ -201,17 +207,22 @@ absl::StatusOr<Type> Merge(const Node& n, int i, const Type& declared, const Typ
     out.shape = inferred.shape;
     return out;
   }
-  if (declared.rank() != inferred.rank()) return mismatch();
+  auto contradicted = [&]() {
+    *warning = absl::StrCat(what(), "; using the inferred shape (as onnxruntime does)");
+    out.shape = inferred.shape;
+    return out;
+  };
+  if (declared.rank() != inferred.rank()) return contradicted();
   for (size_t j = 0; j < declared.shape->size(); ++j) {
     const Dim& d = (*declared.shape)[j];
     const Dim& f = (*inferred.shape)[j];
-    Dim& o = (*out.shape)[j];
-    if (f.is_unknown()) continue;
-    if (d.is_known()) {
-      if (f.is_known() && f.value() != d.value()) return mismatch();
-      continue;
-    }
-    o = f;  // declared symbol or unknown: the inferred dim is at least as precise
+    if (d.is_known() && f.is_known() && f.value() != d.value()) return contradicted();
+  }
+  for (size_t j = 0; j < declared.shape->size(); ++j) {
+    const Dim& d = (*declared.shape)[j];
+    const Dim& f = (*inferred.shape)[j];
+    // A declared symbol or unknown dim: the inferred dim is at least as precise.
+    if (!f.is_unknown() && !d.is_known()) (*out.shape)[j] = f;
   }
   return out;
 }
@@ -277,7 +288,13 @@ class ShapeInferencePass final : public Pass {
                                inferred.size(), n->num_outputs());
       }
       for (int i = 0; i < n->num_outputs(); ++i) {
-        KILN_ASSIGN_OR_RETURN(Type merged, Merge(*n, i, n->output_info(i).type, inferred[i]));
+        std::string warning;
+        KILN_ASSIGN_OR_RETURN(Type merged,
+                              Merge(*n, i, n->output_info(i).type, inferred[i], &warning));
+        if (!warning.empty()) {
+          Count("declared shapes replaced by inferred ones");
+          if (ctx.warnings) ctx.warnings->push_back(std::move(warning));
+        }
         if (merged == n->output_info(i).type) continue;
         n->set_output_type(i, std::move(merged));
         changed = true;

@@ -229,8 +229,11 @@ int RunOpt(int argc, char** argv) {
   const int nodes_before = CountComputeNodes(g);
   FusionReport report;
   ctx.fusion_report = &report;
+  std::vector<std::string> warnings;
+  ctx.warnings = &warnings;
   PassManager pm(pmo);
   if (absl::Status s = pm.Run(*pipeline, g, ctx); !s.ok()) return Fail(s);
+  for (const std::string& w : warnings) std::fprintf(stderr, "kiln: warning: %s\n", w.c_str());
   if (absl::Status s = VerifyGraph(g); !s.ok())
     return Fail(
         absl::InternalError(absl::StrCat("optimized graph fails verification: ", s.message())));

@@ -2,6 +2,7 @@
 // data) and runs an ONNX model on the reference executor, or a compiled plan on the plan
 // executor (kiln::Executor, optionally writing a Chrome trace); prints a summary of every
 // output and the wall time, and optionally writes each output as OUTDIR/<output name>.npy.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -78,6 +79,12 @@ int RunOnnx(Options& o) {
   if (!imported.ok()) return Fail(imported.status());
   Graph& g = **imported;
   const auto t1 = Clock::now();
+  // A feed for an initializer the model also declares as a graph input overrides it (the
+  // ONNX IR's rule): it becomes an input of this run.
+  const std::vector<std::string>& overridable = g.overridable_initializers();
+  for (const auto& [name, file] : o.in.input_files)
+    if (std::find(overridable.begin(), overridable.end(), name) != overridable.end())
+      if (absl::Status s = g.PromoteToInput(name); !s.ok()) return Fail(s);
   std::vector<InputDecl> decls;
   for (const Node* in : g.inputs())
     decls.push_back({in->output_info(0).name, in->output_info(0).type});
@@ -94,8 +101,11 @@ int RunOnnx(Options& o) {
     auto pipeline = StandardPipeline(o.opt_level);
     if (!pipeline.ok()) return Fail(pipeline.status());
     const int before = CountComputeNodes(g);
+    std::vector<std::string> warnings;
+    ctx.warnings = &warnings;
     PassManager pm;
     if (absl::Status s = pm.Run(*pipeline, g, ctx); !s.ok()) return Fail(s);
+    for (const std::string& w : warnings) std::fprintf(stderr, "kiln: warning: %s\n", w.c_str());
     opt_line = absl::StrFormat(", optimize -O%d %.1f ms (%d -> %d nodes)", o.opt_level,
                                std::chrono::duration<double, std::milli>(Clock::now() - o0).count(),
                                before, CountComputeNodes(g));

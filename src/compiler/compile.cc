@@ -386,11 +386,14 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   ctx.symbol_values = options.symbols;
   ctx.input_shapes = options.input_shapes;
   ctx.fusion_report = &report;
+  std::vector<std::string> warnings;
+  ctx.warnings = &warnings;
   {
     PassManager pm(pmo);
     KILN_RETURN_IF_ERROR(pm.Run(pipeline, *graph, ctx));
     KILN_RETURN_IF_ERROR(InferShapes(*graph, ctx));
   }
+  for (const std::string& w : warnings) say(absl::StrCat("warning: ", w));
   if (absl::Status s = VerifyGraph(*graph); !s.ok())
     return absl::InternalError(
         absl::StrCat("optimized graph fails verification: ", std::string(s.message())));

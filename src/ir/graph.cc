@@ -296,7 +296,21 @@ std::unique_ptr<Graph> Graph::Clone() const {
   for (const auto& o : outputs_)
     g->outputs_.push_back({o.name, Value{map.at(o.value.node), o.value.index}});
   g->next_id_ = next_id_;
+  g->overridable_ = overridable_;
   return g;
+}
+
+absl::Status Graph::PromoteToInput(const std::string& name) {
+  Node* constant = nullptr;
+  for (const auto& p : nodes_)
+    if (p->is_constant() && p->outputs_[0].name == name) constant = p.get();
+  if (constant == nullptr)
+    return absl::NotFoundError(absl::StrCat("no initializer named '", name, "'"));
+  Node* in = AddInput(name, constant->outputs_[0].type);
+  in->provenance_ = constant->provenance_;
+  ReplaceAllUsesWith(constant->output(0), in->output(0));
+  KILN_RETURN_IF_ERROR(RemoveNode(constant));
+  return TopoSort();
 }
 
 }  // namespace kiln

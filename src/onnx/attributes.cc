@@ -73,7 +73,7 @@ absl::StatusOr<Type> TypeFromProto(const onnx::TypeProto& tp, std::string_view w
 namespace {
 
 // The type an attribute without `type` most plausibly has: the one field it sets.
-AttributeProto::AttributeType InferType(const AttributeProto& ap) {
+AttributeProto::AttributeType InferValueType(const AttributeProto& ap) {
   if (ap.has_f()) return AttributeProto::FLOAT;
   if (ap.has_i()) return AttributeProto::INT;
   if (ap.has_s()) return AttributeProto::STRING;
@@ -90,6 +90,10 @@ AttributeProto::AttributeType InferType(const AttributeProto& ap) {
 
 }  // namespace
 
+AttributeProto::AttributeType AttributeTypeOf(const AttributeProto& ap) {
+  return ap.has_type() ? ap.type() : InferValueType(ap);
+}
+
 absl::StatusOr<Attribute> AttributeFromProto(const AttributeProto& ap, std::string_view where,
                                              TensorContext& ctx) {
   const std::string w = absl::StrCat(std::string(where), " attribute '", ap.name(), "'");
@@ -97,7 +101,7 @@ absl::StatusOr<Attribute> AttributeFromProto(const AttributeProto& ap, std::stri
     return absl::UnimplementedError(absl::StrCat(w,
                                                  ": function attribute references are not "
                                                  "supported"));
-  AttributeProto::AttributeType type = ap.has_type() ? ap.type() : InferType(ap);
+  AttributeProto::AttributeType type = AttributeTypeOf(ap);
   switch (type) {
     case AttributeProto::FLOAT:
       return Attribute(ap.f());

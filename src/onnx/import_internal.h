@@ -55,6 +55,8 @@ absl::StatusOr<Type> TypeFromProto(const onnx::TypeProto& tp, std::string_view w
 
 // AttributeProto -> Attribute. GRAPH(S), SPARSE_TENSOR(S), TENSORS, TYPE_PROTO(S) ->
 // Unimplemented. `where` is the node's description.
+// The attribute's type: its `type` field, or (very old exporters) the one value field set.
+onnx::AttributeProto::AttributeType AttributeTypeOf(const onnx::AttributeProto& ap);
 absl::StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& ap, std::string_view where,
                                              TensorContext& ctx);
 

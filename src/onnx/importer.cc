@@ -1,7 +1,8 @@
 // ONNX ModelProto -> kiln IR: the public entry points and the graph builder. Steps, in
 // the order their errors are reported: parse; default-domain opset (13..21); model limits;
 // one Unimplemented error listing every unsupported op; initializers (Constant nodes);
-// graph inputs (Input nodes; inputs that are also initializers stay constants); nodes in
+// graph inputs (Input nodes; inputs that are also initializers stay constants, recorded as
+// overridable: Graph::PromoteToInput); nodes in
 // two passes (create and define outputs, then resolve input names, so ONNX's
 // topological-order rule is not relied on); opset canonicalization; value_info and output
 // types; graph outputs; TopoSort (a cycle is InvalidArgument naming a node on it).
@@ -26,6 +27,7 @@
 #include "kiln/ir/ops.h"
 #include "kiln/onnx/importer.h"
 #include "kiln/support/status.h"
+#include "onnx/defs/schema.h"
 #include "src/onnx/import_internal.h"
 
 namespace kiln {
@@ -221,7 +223,9 @@ class Importer {
         return absl::InvalidArgumentError(absl::StrCat(what, " is declared twice"));
       auto it = names_.find(vi.name());
       if (it != names_.end()) {
-        // Also an initializer: kiln treats it as a constant (docs/importer.md).
+        // Also an initializer: kiln treats it as a constant, which a run may override
+        // (Graph::PromoteToInput, docs/importer.md).
+        graph_->add_overridable_initializer(vi.name());
         const DType have = it->second.type().dtype;
         if (vi.has_type() && vi.type().has_tensor_type() &&
             vi.type().tensor_type().elem_type() != 0 &&
@@ -264,11 +268,32 @@ class Importer {
     return absl::OkStatus();
   }
 
+  // A default-domain attribute whose type is not the one the ONNX schema gives it (a `perm`
+  // of floats) is refused: every kernel reads attributes by type, and would take a
+  // mistyped one for an absent one and use its default. The schemas are the onnx library's
+  // (Debian 12: onnx 1.12, opsets to 17; a later opset gets the latest schema it has, and
+  // an attribute that schema does not know is kept unchecked).
+  absl::Status CheckAttributeType(const PendingNode& p, const onnx::AttributeProto& ap) {
+    if (!p.domain.empty() && p.domain != "ai.onnx") return absl::OkStatus();
+    const onnx::OpSchema* schema =
+        onnx::OpSchemaRegistry::Schema(p.proto->op_type(), static_cast<int>(opset_), "");
+    if (schema == nullptr) return absl::OkStatus();
+    const auto it = schema->attributes().find(ap.name());
+    if (it == schema->attributes().end()) return absl::OkStatus();
+    const onnx::AttributeProto::AttributeType type = AttributeTypeOf(ap);
+    if (type == it->second.type || type == onnx::AttributeProto::UNDEFINED) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(p.where, " attribute '", ap.name(), "' is ",
+                     onnx::AttributeProto_AttributeType_Name(type), "; ", p.proto->op_type(),
+                     " takes ", onnx::AttributeProto_AttributeType_Name(it->second.type)));
+  }
+
   absl::StatusOr<std::map<std::string, Attribute>> ReadAttributes(const PendingNode& p) {
     std::map<std::string, Attribute> attrs;
     for (const onnx::AttributeProto& ap : p.proto->attribute()) {
       if (ap.name().empty())
         return absl::InvalidArgumentError(absl::StrCat(p.where, " has an attribute without name"));
+      KILN_RETURN_IF_ERROR(CheckAttributeType(p, ap));
       KILN_ASSIGN_OR_RETURN(Attribute a, AttributeFromProto(ap, p.where, ctx_));
       if (!attrs.emplace(ap.name(), std::move(a)).second)
         return absl::InvalidArgumentError(

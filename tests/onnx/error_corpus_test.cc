@@ -561,7 +561,18 @@ std::vector<Case> Corpus() {
                  });
                },
                StatusCode::kInvalidArgument,
-               "node 'kt' (Constant, opset 17) attribute 'value_float' has the wrong type"});
+               "node 'kt' (Constant, opset 17) attribute 'value_float' is INT; Constant takes "
+               "FLOAT"});
+  // Any default-domain attribute of another type than its ONNX schema's (kernels would
+  // take it for absent and use the default: Transpose's reversal for a `perm` of floats).
+  c.push_back({"transpose_perm_of_floats",
+               [] {
+                 return WithNode([](auto& m) {
+                   AttrFloats(AddNode(m, "Transpose", {"x"}, {"t"}, "tr"), "perm", {1, 0});
+                 });
+               },
+               StatusCode::kInvalidArgument,
+               "node 'tr' (Transpose, opset 17) attribute 'perm' is FLOATS; Transpose takes INTS"});
   c.push_back(
       {"constant_with_input",
        [] { return WithNode([](auto& m) { AddNode(m, "Constant", {"x"}, {"k"}, "kin"); }); },
@@ -594,7 +605,7 @@ std::vector<Case> Corpus() {
              [](auto& m) { AttrInt(AddNode(m, "ReduceMean", {"x"}, {"r"}, "rm"), "axes", 1); }, 13);
        },
        StatusCode::kInvalidArgument,
-       "node 'rm' (ReduceMean, opset 13): attribute 'axes' must be of type INTS"});
+       "node 'rm' (ReduceMean, opset 13) attribute 'axes' is INT; ReduceMean takes INTS"});
   c.push_back({"squeeze_axes_attribute",
                [] {
                  return WithNode([](auto& m) {

@@ -91,6 +91,14 @@ inline onnx::AttributeProto* AttrInts(onnx::NodeProto* n, const std::string& nam
   for (int64_t x : v) a->add_ints(x);
   return a;
 }
+inline onnx::AttributeProto* AttrFloats(onnx::NodeProto* n, const std::string& name,
+                                        const std::vector<float>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOATS);
+  for (float x : v) a->add_floats(x);
+  return a;
+}
 
 inline void FillF32(onnx::TensorProto* t, const std::string& name, const std::vector<int64_t>& dims,
                     const std::vector<float>& vals, bool raw = true) {

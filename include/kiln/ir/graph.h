@@ -214,6 +214,14 @@ class Graph {
   // The node with `id`, or null when it was removed (constant time).
   Node* FindNodeById(int id) const;
 
+  // Graph inputs that are also initializers. By the ONNX IR a feed overrides such an
+  // initializer; kiln imports them as constants (an ahead-of-time compile folds them), and
+  // PromoteToInput(name) turns one into a graph input of the initializer's type when a run
+  // feeds it (`kiln run MODEL.onnx --input`). NotFound when no constant has that name.
+  const std::vector<std::string>& overridable_initializers() const { return overridable_; }
+  void add_overridable_initializer(std::string name) { overridable_.push_back(std::move(name)); }
+  absl::Status PromoteToInput(const std::string& name);
+
  private:
   using NodeList = std::list<std::unique_ptr<Node>>;
   Node* NewNode(std::string op, std::vector<Value> inputs, int num_outputs, std::string domain);
@@ -227,6 +235,7 @@ class Graph {
   int next_id_ = 0;
   int64_t opset_ = 0;
   std::string name_;
+  std::vector<std::string> overridable_;
 };
 
 }  // namespace kiln

@@ -44,6 +44,10 @@ struct PassContext {
   // higher (gemm-precision, lower-precision), and where numeric-safety leaves the ops
   // that must stay fp32; may be null. Owned by the caller.
   PrecisionReport* precision_report = nullptr;
+  // Where passes leave what the user should hear though nothing failed (a declared output
+  // shape the graph contradicts, replaced by the inferred one); may be null. Owned by the
+  // caller, who prints them ("warning: ...").
+  std::vector<std::string>* warnings = nullptr;
   // Valid input sets for passes that run the graph (numeric-safety's range calibration),
   // graph input name -> tensor; may be null (those passes then do nothing).
   const std::vector<absl::flat_hash_map<std::string, Tensor>>* calibration_inputs = nullptr;
