@@ -14,8 +14,9 @@
 //    Shape->Gather->Unsqueeze->Concat->Reshape chains resolve).
 // 3. Merge with the declared (stored) type: a different dtype is an InvalidArgument naming
 //    the node (onnxruntime refuses it too); a different rank, or two known dims that differ,
-//    gives the inferred shape and a warning in PassContext::warnings (onnxruntime warns and
-//    uses the inferred shape: exporters write stale value_info); otherwise the more precise
+//    gives the inferred shape and a warning in PassContext::warnings when the caller collects
+//    them (onnxruntime warns and runs such files: exporters write stale value_info), else
+//    the same InvalidArgument (shape buckets' re-runs are strict); otherwise the more precise
 //    dim wins (known over symbol over unknown; an inferred symbol over a declared one, since
 //    the inferred one is tied to the graph inputs).
 //
@@ -187,7 +188,9 @@ absl::StatusOr<std::map<std::string, int64_t>> BindSymbols(const Graph& g, const
 }
 
 // The declared type `declared` of output i of `n` merged with the `inferred` one. A shape
-// the inputs contradict gives way to the inferred one, with a `warning`.
+// the inputs contradict gives way to the inferred one with a `warning`, or is an error when
+// `warning` is null (no caller collects warnings: a shape bucket's re-run, where such a
+// contradiction means the symbolic graph baked in a wrong declared dim).
 absl::StatusOr<Type> Merge(const Node& n, int i, const Type& declared, const Type& inferred,
                            std::string* warning) {
   auto what = [&]() {
@@ -207,8 +210,10 @@ absl::StatusOr<Type> Merge(const Node& n, int i, const Type& declared, const Typ
     out.shape = inferred.shape;
     return out;
   }
-  auto contradicted = [&]() {
-    *warning = absl::StrCat(what(), "; using the inferred shape (as onnxruntime does)");
+  auto contradicted = [&]() -> absl::StatusOr<Type> {
+    if (warning == nullptr) return absl::InvalidArgumentError(what());
+    *warning =
+        absl::StrCat(what(), "; using the inferred shape (onnxruntime also runs such files)");
     out.shape = inferred.shape;
     return out;
   };
@@ -289,8 +294,8 @@ class ShapeInferencePass final : public Pass {
       }
       for (int i = 0; i < n->num_outputs(); ++i) {
         std::string warning;
-        KILN_ASSIGN_OR_RETURN(Type merged,
-                              Merge(*n, i, n->output_info(i).type, inferred[i], &warning));
+        KILN_ASSIGN_OR_RETURN(Type merged, Merge(*n, i, n->output_info(i).type, inferred[i],
+                                                 ctx.warnings ? &warning : nullptr));
         if (!warning.empty()) {
           Count("declared shapes replaced by inferred ones");
           if (ctx.warnings) ctx.warnings->push_back(std::move(warning));

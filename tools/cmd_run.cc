@@ -81,9 +81,8 @@ int RunOnnx(Options& o) {
   const auto t1 = Clock::now();
   // A feed for an initializer the model also declares as a graph input overrides it (the
   // ONNX IR's rule): it becomes an input of this run.
-  const std::vector<std::string>& overridable = g.overridable_initializers();
   for (const auto& [name, file] : o.in.input_files)
-    if (std::find(overridable.begin(), overridable.end(), name) != overridable.end())
+    if (g.overridable_initializers().count(name))
       if (absl::Status s = g.PromoteToInput(name); !s.ok()) return Fail(s);
   std::vector<InputDecl> decls;
   for (const Node* in : g.inputs())

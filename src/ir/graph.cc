@@ -306,7 +306,12 @@ absl::Status Graph::PromoteToInput(const std::string& name) {
     if (p->is_constant() && p->outputs_[0].name == name) constant = p.get();
   if (constant == nullptr)
     return absl::NotFoundError(absl::StrCat("no initializer named '", name, "'"));
-  Node* in = AddInput(name, constant->outputs_[0].type);
+  auto declared = overridable_.find(name);
+  Type type = constant->outputs_[0].type;
+  if (declared != overridable_.end() && declared->second.has_rank()) type = declared->second;
+  if (type.dtype == DType::kUndefined) type.dtype = constant->outputs_[0].type.dtype;
+  if (declared != overridable_.end()) overridable_.erase(declared);
+  Node* in = AddInput(name, std::move(type));
   in->provenance_ = constant->provenance_;
   ReplaceAllUsesWith(constant->output(0), in->output(0));
   KILN_RETURN_IF_ERROR(RemoveNode(constant));

@@ -225,7 +225,11 @@ class Importer {
       if (it != names_.end()) {
         // Also an initializer: kiln treats it as a constant, which a run may override
         // (Graph::PromoteToInput, docs/importer.md).
-        graph_->add_overridable_initializer(vi.name());
+        Type declared;
+        if (vi.has_type()) {
+          KILN_ASSIGN_OR_RETURN(declared, TypeFromProto(vi.type(), what, false, ctx_.options));
+        }
+        graph_->add_overridable_initializer(vi.name(), std::move(declared));
         const DType have = it->second.type().dtype;
         if (vi.has_type() && vi.type().has_tensor_type() &&
             vi.type().tensor_type().elem_type() != 0 &&
@@ -282,10 +286,10 @@ class Importer {
     if (it == schema->attributes().end()) return absl::OkStatus();
     const onnx::AttributeProto::AttributeType type = AttributeTypeOf(ap);
     if (type == it->second.type || type == onnx::AttributeProto::UNDEFINED) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat(p.where, " attribute '", ap.name(), "' is ",
-                     onnx::AttributeProto_AttributeType_Name(type), "; ", p.proto->op_type(),
-                     " takes ", onnx::AttributeProto_AttributeType_Name(it->second.type)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        p.where, " attribute '", ap.name(), "' is ", onnx::AttributeProto_AttributeType_Name(type),
+        "; the ONNX schema ", p.proto->op_type(), "-", schema->since_version(), " has ",
+        onnx::AttributeProto_AttributeType_Name(it->second.type)));
   }
 
   absl::StatusOr<std::map<std::string, Attribute>> ReadAttributes(const PendingNode& p) {

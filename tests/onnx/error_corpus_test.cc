@@ -561,8 +561,8 @@ std::vector<Case> Corpus() {
                  });
                },
                StatusCode::kInvalidArgument,
-               "node 'kt' (Constant, opset 17) attribute 'value_float' is INT; Constant takes "
-               "FLOAT"});
+               "node 'kt' (Constant, opset 17) attribute 'value_float' is INT; the ONNX schema "
+               "Constant-13 has FLOAT"});
   // Any default-domain attribute of another type than its ONNX schema's (kernels would
   // take it for absent and use the default: Transpose's reversal for a `perm` of floats).
   c.push_back({"transpose_perm_of_floats",
@@ -572,7 +572,8 @@ std::vector<Case> Corpus() {
                  });
                },
                StatusCode::kInvalidArgument,
-               "node 'tr' (Transpose, opset 17) attribute 'perm' is FLOATS; Transpose takes INTS"});
+               "node 'tr' (Transpose, opset 17) attribute 'perm' is FLOATS; the ONNX schema "
+               "Transpose-13 has INTS"});
   c.push_back(
       {"constant_with_input",
        [] { return WithNode([](auto& m) { AddNode(m, "Constant", {"x"}, {"k"}, "kin"); }); },
@@ -605,7 +606,8 @@ std::vector<Case> Corpus() {
              [](auto& m) { AttrInt(AddNode(m, "ReduceMean", {"x"}, {"r"}, "rm"), "axes", 1); }, 13);
        },
        StatusCode::kInvalidArgument,
-       "node 'rm' (ReduceMean, opset 13) attribute 'axes' is INT; ReduceMean takes INTS"});
+       "node 'rm' (ReduceMean, opset 13) attribute 'axes' is INT; the ONNX schema "
+       "ReduceMean-13 has INTS"});
   c.push_back({"squeeze_axes_attribute",
                [] {
                  return WithNode([](auto& m) {

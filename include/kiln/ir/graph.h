@@ -214,12 +214,17 @@ class Graph {
   // The node with `id`, or null when it was removed (constant time).
   Node* FindNodeById(int id) const;
 
-  // Graph inputs that are also initializers. By the ONNX IR a feed overrides such an
-  // initializer; kiln imports them as constants (an ahead-of-time compile folds them), and
-  // PromoteToInput(name) turns one into a graph input of the initializer's type when a run
-  // feeds it (`kiln run MODEL.onnx --input`). NotFound when no constant has that name.
-  const std::vector<std::string>& overridable_initializers() const { return overridable_; }
-  void add_overridable_initializer(std::string name) { overridable_.push_back(std::move(name)); }
+  // Graph inputs that are also initializers, with the input's declared type (unknown when
+  // it declared none). By the ONNX IR a feed overrides such an initializer; kiln imports them
+  // as constants (an ahead-of-time compile folds them), and PromoteToInput(name) turns one
+  // into a graph input — of the declared type when it has a rank, else the initializer's —
+  // when a run feeds it (`kiln run MODEL.onnx --input`), and drops it from this list.
+  // NotFound when no constant has that name. Passes may fold such a constant away: promote
+  // before optimizing.
+  const std::map<std::string, Type>& overridable_initializers() const { return overridable_; }
+  void add_overridable_initializer(std::string name, Type declared) {
+    overridable_[std::move(name)] = std::move(declared);
+  }
   absl::Status PromoteToInput(const std::string& name);
 
  private:
@@ -235,7 +240,7 @@ class Graph {
   int next_id_ = 0;
   int64_t opset_ = 0;
   std::string name_;
-  std::vector<std::string> overridable_;
+  std::map<std::string, Type> overridable_;
 };
 
 }  // namespace kiln
