@@ -89,7 +89,8 @@ bool MatchArgument(Node* act, GeluMatch* m) {
     Node* mul = rewrite::ProducerIs(in, "Mul");
     if (mul == nullptr) return false;
     auto xs = rewrite::MatchCommuted(
-        mul, [](Value) { return true; }, [](Value c) { return ScalarNear(c, 1 / kSqrt2); });
+        mul, [](Value) { return true; },
+        [](Value c) { return rewrite::ReciprocalNear(c, kSqrt2); });
     if (!xs) return false;
     m->x = xs->first;
     m->nodes.push_back(mul);

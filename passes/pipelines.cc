@@ -2,7 +2,8 @@
 // after. -O2 adds canonicalization and the fusions; -O3 is -O2 for now. A precision below
 // fp32 appends its pass and clean-up at any level above -O0: lower-precision (cuda: the
 // compute path in 16 bits) or gemm-precision (cpu: the GEMM weights in bf16 or s8); the
-// target changes nothing else (fusions are target-neutral; kernel choice happens in lowering).
+// target changes nothing else but one stage (cpu: widen-fp16, since the cpu kernels are f32;
+// fusions are target-neutral; kernel choice happens in lowering).
 #include "absl/strings/str_cat.h"
 #include "kiln/passes/pass_manager.h"
 
@@ -57,6 +58,13 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
     add_precision();
     return p;
   }
+  if (target == PlanTarget::kCpu)
+    p.stages.push_back({{"widen-fp16", "shape-inference", "constant-folding",
+                         "reshape-simplification", "cse", "dce"},
+                        8,
+                        "cpu: an fp16 export computes in f32 (the cpu kernels are f32), its "
+                        "fp16 inputs and outputs kept behind Casts",
+                        "after the -O1 group, before the fusions (which then see f32 ops)"});
   p.stages.push_back({{"dequantize", "dce"},
                       1,
                       "quantized ONNX (QDQ, quantize_dynamic) back to float MatMuls on the "

@@ -154,11 +154,24 @@ inline std::optional<bool> BoolConstant(Value v) {
 // (one f32 ulp, two at the bottom of a binade): what the exporters write — 0.5,
 // 1.4142135 / 0.70710677, 0.044715, 0.7978846 as f32, or the exact double in an f64
 // model. Says nothing about the constant's rank: see ScalarRankFits.
+// Also true when the constant is exactly `want` rounded to f16 or bf16: an fp16 export
+// (widened to f32 for a cpu plan by widen-fp16) holds GELU's √2 as 1.4140625, and means √2.
 inline bool ScalarNear(Value v, double want) {
   const Tensor* t = ConstantOf(v);
   if (t == nullptr || !IsFloat(t->dtype()) || t->NumElements() != 1) return false;
   const double f = static_cast<float>(want);
-  return std::abs(t->GetAsDouble(0) - f) <= std::ldexp(std::abs(f), -23);
+  const double got = t->GetAsDouble(0);
+  if (std::abs(got - f) <= std::ldexp(std::abs(f), -23)) return true;
+  const float wf = static_cast<float>(want);
+  return got == HalfToFloat(FloatToHalf(wf)) || got == BF16ToFloat(FloatToBF16(wf));
+}
+
+// A constant that is 1 / `want`, `want` as the model wrote it (f32, or rounded to f16 or
+// bf16 by a 16-bit export): canonicalize turns Div(x, c) into Mul(x, 1 / c).
+inline bool ReciprocalNear(Value v, double want) {
+  const float wf = static_cast<float>(want);
+  return ScalarNear(v, 1 / want) || ScalarNear(v, 1.0 / HalfToFloat(FloatToHalf(wf))) ||
+         ScalarNear(v, 1.0 / BF16ToFloat(FloatToBF16(wf)));
 }
 
 // "" when one-element constant `c`, combined elementwise with a value of `other`'s
