@@ -81,7 +81,8 @@ absl::StatusOr<bool> WidenFp16Pass::RunImpl(Graph& g, const PassContext& ctx) {
   if (!any) return false;
 
   std::vector<bool> output_f16;
-  for (const GraphOutput& o : g.outputs()) output_f16.push_back(o.value.type().dtype == DType::kF16);
+  for (const GraphOutput& o : g.outputs())
+    output_f16.push_back(o.value.type().dtype == DType::kF16);
   std::vector<Node*> order;
   for (const auto& p : g.nodes()) order.push_back(p.get());
   for (Node* n : order) {
