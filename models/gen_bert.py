@@ -16,6 +16,10 @@ What is reproduced (per style):
     nodes with a ratio input, Identity nodes sharing constants, and embeddings with position
     ids sliced from a constant arange initializer by the Shape of input_ids.
   * opset17: the same graph with LayerNormalization ops.
+  * opset11: the opset14 graph in the spellings of opsets before 13, as older model zoos
+    ship it: Unsqueeze `axes` and Dropout `ratio` as attributes, Softmax with the positive
+    axis 3 (before opset 13 Softmax flattens its input at `axis`; the last axis gives the
+    same result).
 Heads: none (last_hidden_state), pooler (+ pooler_output: CLS Gather, Gemm, Tanh),
 classifier (logits of a one-label cross-encoder: pooler, Dropout, Gemm).
 
@@ -60,7 +64,7 @@ SIZES = {
     "minilm": BertConfig(layers=6, hidden=384, heads=12, ffn=1536, vocab=30522, max_pos=512),
     "base": BertConfig(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522, max_pos=512),
 }
-STYLES = {"opset14": 14, "opset17": 17}
+STYLES = {"opset11": 11, "opset14": 14, "opset17": 17}
 HEADS = ("none", "pooler", "classifier")
 # Additive-mask fill values used by transformers over the years: -10000.0 (older releases)
 # and torch.finfo(float32).min (current releases).
@@ -84,8 +88,10 @@ class GraphBuilder:
     repeats) and outputs are "<node name>_output_<i>".
     """
 
-    def __init__(self, rng, weights=None):
+    def __init__(self, rng, weights=None, opset=14):
         self.rng = rng
+        # The default-domain opset the nodes are spelled for (see dropout, unsqueeze).
+        self.opset = opset
         # Optional real checkpoint: {HF parameter name: array}; see param().
         self.weights = weights
         self.nodes = []
@@ -184,10 +190,22 @@ def linear2d(b, x, prefix, scope, in_dim, out_dim, std=0.02):
 
 
 def dropout(b, x, scope, with_mask=False):
-    """Inference Dropout with an explicit ratio input (an identity at run time)."""
-    ratio = b.const(scope, 0.1, np.float32)
-    out = b.node("Dropout", [x, ratio], scope, num_outputs=2 if with_mask else 1)
+    """Inference Dropout with an explicit ratio (an identity at run time): an input from
+    opset 12, an attribute before."""
+    outputs = 2 if with_mask else 1
+    if b.opset < 12:
+        out = b.node("Dropout", [x], scope, num_outputs=outputs, ratio=0.1)
+    else:
+        ratio = b.const(scope, 0.1, np.float32)
+        out = b.node("Dropout", [x, ratio], scope, num_outputs=outputs)
     return out[0] if with_mask else out
+
+
+def unsqueeze(b, x, axes, scope):
+    """Unsqueeze: `axes` a constant input from opset 13, an attribute before."""
+    if b.opset < 13:
+        return b.node("Unsqueeze", [x], scope, axes=axes)
+    return b.node("Unsqueeze", [x, b.const(scope, axes)], scope)
 
 
 def batch_seq_shape(b, x, scope, tail):
@@ -196,7 +214,7 @@ def batch_seq_shape(b, x, scope, tail):
     for axis in (0, 1):
         shape = b.node("Shape", [x], scope)
         dim = b.node("Gather", [shape, b.const(scope, axis)], scope, axis=0)
-        parts.append(b.node("Unsqueeze", [dim, b.const(scope, [0])], scope))
+        parts.append(unsqueeze(b, dim, [0], scope))
     return b.node("Concat", parts + list(tail), scope, axis=0)
 
 
@@ -219,7 +237,8 @@ def self_attention(b, h, mask, layer, cfg, shared):
     scores = b.node("MatMul", [q, k_t], scope)
     scores = b.node("Div", [scores, b.const(scope, math.sqrt(head_dim), np.float32)], scope)
     scores = b.node("Add", [scores, mask], scope)
-    probs = b.node("Softmax", [scores], scope, axis=-1)
+    # The exporter writes the last axis as -1 from opset 13, as 3 before.
+    probs = b.node("Softmax", [scores], scope, axis=-1 if b.opset >= 13 else 3)
     probs = dropout(b, probs, f"{scope}/dropout")
     context = b.node("MatMul", [probs, v], scope)
     context = b.node("Transpose", [context], scope, perm=[0, 2, 1, 3])
@@ -272,7 +291,7 @@ def embeddings(b, cfg, opset):
     # position_ids[:, 0:seq_len], seq_len read from the Shape of input_ids.
     shape = b.node("Shape", ["input_ids"], scope)
     seq = b.node("Gather", [shape, b.const(scope, 1)], scope, axis=0)
-    seq = b.node("Unsqueeze", [seq, b.const(scope, [0])], scope)
+    seq = unsqueeze(b, seq, [0], scope)
     pos_ids = b.node("Slice", [position_ids, b.const(scope, [0]), seq, b.const(scope, [1]),
                                b.const(scope, [1])], scope)
     words = b.node("Gather", [word_table, "input_ids"], f"{scope}/word_embeddings")
@@ -286,8 +305,8 @@ def embeddings(b, cfg, opset):
 
 def additive_mask(b, mask_value):
     """(1 - attention_mask[:, None, None, :].float()) * mask_value."""
-    m = b.node("Unsqueeze", ["attention_mask", b.const("", [1])], "")
-    m = b.node("Unsqueeze", [m, b.const("", [2])], "")
+    m = unsqueeze(b, "attention_mask", [1], "")
+    m = unsqueeze(b, m, [2], "")
     m = b.node("Cast", [m], "", to=TensorProto.FLOAT)
     m = b.node("Sub", [b.const("", 1.0, np.float32), m], "")
     return b.node("Mul", [m, b.const("", mask_value, np.float32)], "")
@@ -302,7 +321,7 @@ def build_model(size="tiny", style="opset14", head="none", seed=0, mask="min", w
     opset = STYLES[style]
     if head not in HEADS:
         raise ValueError(f"unknown head {head!r}")
-    b = GraphBuilder(np.random.default_rng(seed), weights)
+    b = GraphBuilder(np.random.default_rng(seed), weights, opset)
     hidden = embeddings(b, cfg, opset)
     mask_add = additive_mask(b, MASK_VALUES[mask])
     shared = {

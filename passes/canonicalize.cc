@@ -19,6 +19,8 @@
 //     disappears. Exact. Cast(Cast(x, f16), f32) rounds and is left alone.
 //     Integer -> float -> integer is left alone unless T2 holds every T0 value: the
 //     float -> integer Cast saturates where integer -> integer wraps.
+//   - RMSNormalization (opset 23) over the last axis with a [hidden] scale of x's dtype
+//     and f32 statistics -> kiln.RMSNorm (the same formula). Exact.
 // Why: exporters differ in operand order, Div vs Mul, Pow vs Sqrt; normalizing once here
 // keeps every fusion rule to one spelling.
 // Limits: only constant operands are moved (two non-constant operands keep their
@@ -121,7 +123,8 @@ class CanonicalizePass final : public Pass {
   std::string_view name() const override { return "canonicalize"; }
   std::string_view description() const override {
     return "one spelling per pattern before fusion: constants second, Div by constant -> "
-           "Mul, Add(Neg) -> Sub, Pow(.5) -> Sqrt, lossless Cast pairs dropped";
+           "Mul, Add(Neg) -> Sub, Pow(.5) -> Sqrt, lossless Cast pairs dropped, last-axis "
+           "RMSNormalization -> kiln.RMSNorm";
   }
 
  protected:
@@ -155,7 +158,31 @@ class CanonicalizePass final : public Pass {
     if (IsOp(n, "Div") && n->num_inputs() == 2) return DivRules(n);
     if (IsOp(n, "Pow") && n->num_inputs() == 2) return PowRules(n);
     if (IsOp(n, "Cast") && n->num_inputs() == 1) return CastPair(n);
+    if (IsOp(n, "RMSNormalization") && n->num_inputs() == 2) return RmsNormalization(n);
     return false;
+  }
+
+  // RMSNormalization(x, scale) over x's last axis, scale a vector of x's hidden size and
+  // dtype, f32 statistics (stash_type 1): kiln.RMSNorm(x, scale) — the same formula, with
+  // a plan kernel on every target and the fusions' knowledge.
+  bool RmsNormalization(Node* n) {
+    const Value x = n->input(0), scale = n->input(1);
+    if (!x || !scale || !IsFloatValue(x) || !x.type().has_rank()) return false;
+    const int64_t r = x.type().rank();
+    int64_t axis = n->attr_int_or("axis", -1);
+    if (axis < 0) axis += r;
+    const std::optional<int64_t> h = rewrite::StaticLastDim(x);
+    const Type& st = scale.type();
+    if (r < 1 || axis != r - 1 || !h || n->attr_int_or("stash_type", 1) != 1 ||
+        st.dtype != x.type().dtype || !st.is_static() || st.rank() != 1 ||
+        (*st.shape)[0].value() != *h)
+      return false;
+    Node* k = g_->InsertNodeBefore(n, "RMSNorm", {x, scale}, 1, "kiln");
+    k->set_attr("epsilon", n->attr_float_or("epsilon", 1e-5f));
+    k->set_provenance(n->provenance());
+    Replace(n, k->output(0), true);
+    Count("RMSNormalization over the last axis -> kiln.RMSNorm");
+    return true;
   }
 
   // Replaces every use of `old` (one output) by `v`, keeping the tensor name.

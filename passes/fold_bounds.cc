@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
+#include "kiln/ir/window.h"
 #include "kiln/support/status.h"
 #include "passes/rewrite_util.h"
 
@@ -106,6 +107,42 @@ int64_t MatMulBound(const Node& n, In in, int64_t elem) {
   const int64_t m = a.size() >= 2 ? a[a.size() - 2] : 1;
   const int64_t nn = b.size() >= 2 ? b.back() : 1;
   return SatMul(SatMul(Product(BroadcastBound(abatch, bbatch)), SatMul(m, nn)), elem);
+}
+
+// ONNX Attention: every output has at most (Q's rows) x (K's and V's rows, past
+// included) elements, and Q's and K/V's element counts bound those rows.
+int64_t OnnxAttentionBound(const Node&, In in, int64_t elem) {
+  int64_t q = 1, kv = 1;
+  if (in(0)) q = SatAdd(q, in(0)->NumElements());
+  for (size_t i : {1, 2, 4, 5})
+    if (in(i)) kv = SatAdd(kv, in(i)->NumElements());
+  return SatMul(SatMul(SatMul(q, kv), 4), elem);
+}
+
+// Conv, ConvTranspose and the pools: the output's element count from the window geometry
+// the kernels use (0 when the kernel would reject the inputs before allocating).
+int64_t WindowBound(const Node& n, In in, int64_t elem) {
+  const Tensor* x = in(0);
+  const Tensor* w = in(1);
+  const bool conv = n.op() == "Conv" || n.op() == "ConvTranspose";
+  if (x == nullptr || x->rank() < 3 || (conv && (w == nullptr || w->rank() != x->rank()))) return 0;
+  const absl::Span<const int64_t> kernel =
+      conv ? absl::MakeSpan(w->dims()).subspan(2) : absl::Span<const int64_t>();
+  absl::StatusOr<window::Attrs> a = window::Read(n, x->rank() - 2, kernel);
+  if (!a.ok()) return 0;
+  int64_t channels = x->dims()[1];
+  if (n.op() == "Conv") channels = w->dims()[0];
+  if (n.op() == "ConvTranspose") channels = SatMul(w->dims()[1], n.attr_int_or("group", 1));
+  int64_t total = SatMul(x->dims()[0], channels);
+  for (int i = 0; i < a->spatial; ++i) {
+    absl::StatusOr<window::Extent> e = n.op() == "ConvTranspose"
+                                           ? window::Transposed(*a, i, x->dims()[i + 2])
+                                           : window::Forward(*a, i, x->dims()[i + 2]);
+    if (!e.ok()) return 0;
+    total = SatMul(total, e->out);
+  }
+  // MaxPool's Indices: as many i64s again.
+  return SatMul(SatMul(total, n.op() == "MaxPool" ? 2 : 1), std::max<int64_t>(elem, 8));
 }
 
 int64_t GatherBound(const Node& n, In in, int64_t elem) {
@@ -246,6 +283,13 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "ReduceLogSum", &ReduceBound},
         {"", "ReduceLogSumExp", &ReduceBound},
         {"", "ArgMax", &ReduceBound},
+        {"", "ArgMin", &ReduceBound},
+        {"", "Attention", &OnnxAttentionBound},
+        {"", "Conv", &WindowBound},
+        {"", "ConvTranspose", &WindowBound},
+        {"", "MaxPool", &WindowBound},
+        {"", "AveragePool", &WindowBound},
+        {"", "LpPool", &WindowBound},
         {"kiln", "Linear", &LinearBound},
         {"kiln", "Pool", &PoolBound},
         {"kiln", "PackedPool", &PackedPoolBound},

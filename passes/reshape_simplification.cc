@@ -15,6 +15,9 @@
 //     converted alone, only when it merges with a neighbour.
 //   - a node of the family whose output dims equal its input dims (known or the same
 //     symbol) is removed ("removed no-op reshapes").
+//   - Softmax/LogSoftmax(Flatten(x, rank-1)) over the last axis -> Flatten(Softmax(x,
+//     -1), rank-1) (the form the importer gives a pre-opset-13 Softmax), so the Flatten
+//     composes with the Reshape after it ("moved a last-axis softmax above a flatten").
 // Types of new nodes are B's (or the derived dims); provenance is the union of A and B.
 // Limits: a chain through two unresolved dims (e.g. Reshape(x, [0, 0, 384]) of a
 // Reshape whose output dims are unknown) is left alone, and so is an output with a
@@ -235,7 +238,8 @@ class ReshapeSimplificationPass final : public Pass {
  public:
   std::string_view name() const override { return "reshape-simplification"; }
   std::string_view description() const override {
-    return "composes chains of Reshape/Unsqueeze/Squeeze/Flatten and removes no-op ones";
+    return "composes chains of Reshape/Unsqueeze/Squeeze/Flatten and removes no-op ones; "
+           "moves a last-axis Softmax above a Flatten";
   }
 
  protected:
@@ -246,6 +250,10 @@ class ReshapeSimplificationPass final : public Pass {
  private:
   absl::StatusOr<bool> Visit(Graph& g, Node* b) {
     if (b->num_inputs() < 1 || !b->input(0) || b->num_outputs() != 1) return false;
+    if (IsOp(b, "Flatten")) {
+      KILN_ASSIGN_OR_RETURN(bool moved, MoveSoftmaxAbove(g, b));
+      if (moved) return true;
+    }
     const Value in = b->input(0);
     const std::optional<Dims> in_dims = TypeDims(in);
     // No-op: output dims equal input dims.
@@ -316,6 +324,44 @@ class ReshapeSimplificationPass final : public Pass {
     KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, a_id));
     Count("composed reshapes");
     if (converted) Count("converted to Reshape", converted);
+    return true;
+  }
+
+  // Softmax/LogSoftmax(Flatten(x, r-1)) over its last axis, x of rank r, is
+  // Flatten(Softmax(x, -1), r-1): the flatten keeps x's last axis whole, so the rows
+  // normalized are the same. The importer writes the first form for a pre-opset-13
+  // Softmax (src/onnx/canonicalize.cc); moving the Softmax above lets the Flatten merge
+  // into the Reshape back to x's shape, leaving the opset-13 spelling the fusions know.
+  absl::StatusOr<bool> MoveSoftmaxAbove(Graph& g, Node* flat) {
+    const Value x = flat->input(0);
+    if (!x.type().has_rank() || !IsSingleUseNode(g, flat)) return false;
+    const int64_t r = x.type().rank();
+    int64_t axis = flat->attr_int_or("axis", 1);
+    if (axis < 0) axis += r;
+    if (axis != r - 1) return false;
+    const std::vector<Use>& uses = flat->output_info(0).uses;
+    Node* sm = uses.front().user;
+    if (!(IsOp(sm, "Softmax") || IsOp(sm, "LogSoftmax")) || sm->num_outputs() != 1) return false;
+    const int64_t sm_axis = sm->attr_int_or("axis", -1);
+    if (sm_axis != 1 && sm_axis != -1) return false;  // over the rows' elements (rank 2)
+    Node* moved = g.InsertNodeBefore(sm, sm->op(), {x}, 1);
+    moved->set_attr("axis", int64_t{-1});
+    moved->set_provenance(sm->provenance());
+    Type t = x.type();
+    t.dtype = sm->output_info(0).type.dtype == DType::kUndefined ? t.dtype
+                                                                 : sm->output_info(0).type.dtype;
+    moved->set_output_type(0, std::move(t));
+    live_.Add(moved);
+    Node* back = g.InsertNodeBefore(sm, "Flatten", {moved->output()}, 1);
+    back->set_attr("axis", axis);
+    back->set_provenance(flat->provenance());
+    back->set_output_type(0, sm->output_info(0).type);
+    back->set_output_name(0, sm->output_info(0).name);
+    live_.Add(back);
+    const int sm_id = sm->id();
+    g.ReplaceAllUsesWith(sm->output(), back->output());
+    KILN_RETURN_IF_ERROR(live_.RemoveIfDead(g, sm_id));
+    Count("moved a last-axis softmax above a flatten");
     return true;
   }
 

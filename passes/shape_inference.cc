@@ -238,6 +238,7 @@ ShapeRule FindRule(const Node& n) {
   if (ShapeRule r = shape_inference::FindElementwiseRule(n.op())) return r;
   if (ShapeRule r = shape_inference::FindMathRule(n.op())) return r;
   if (ShapeRule r = shape_inference::FindMovementRule(n.op())) return r;
+  if (ShapeRule r = shape_inference::FindVisionRule(n.op())) return r;
   return shape_inference::FindIndexingRule(n.op());
 }
 

@@ -86,6 +86,7 @@ ShapeRule FindElementwiseRule(std::string_view op);  // shape_rules_elementwise.
 ShapeRule FindMathRule(std::string_view op);         // shape_rules_math.cc
 ShapeRule FindMovementRule(std::string_view op);     // shape_rules_movement.cc
 ShapeRule FindIndexingRule(std::string_view op);     // shape_rules_indexing.cc
+ShapeRule FindVisionRule(std::string_view op);       // shape_rules_vision.cc
 ShapeRule FindFusedRule(std::string_view op);        // shape_rules_fused.cc (domain "kiln")
 
 // Contents of output 0 of a node whose output types are already set (shape_rules_values.cc).

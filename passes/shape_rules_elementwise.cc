@@ -31,6 +31,14 @@ absl::StatusOr<std::vector<Type>> SoftmaxRule(const RuleContext& ctx) {
   return Outputs(ctx, x);
 }
 
+// Y has X's shape and scale's dtype.
+absl::StatusOr<std::vector<Type>> RMSNormalizationRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (x.has_rank())
+    KILN_RETURN_IF_ERROR(NormalizeAxis(ctx, ctx.node().attr_int_or("axis", -1), x.rank()).status());
+  return Outputs(ctx, MakeType(ctx.input_type(1).dtype, x.shape));
+}
+
 absl::StatusOr<std::vector<Type>> CastRule(const RuleContext& ctx) {
   std::optional<int64_t> to = ctx.node().attr_int("to");
   DType dt = DType::kUndefined;
@@ -139,18 +147,19 @@ absl::StatusOr<std::vector<Type>> LayerNormRule(const RuleContext& ctx) {
 const absl::flat_hash_map<std::string, ShapeRule>& Table() {
   static const auto* table = [] {
     auto* t = new absl::flat_hash_map<std::string, ShapeRule>();
-    for (const char* op : {"Sqrt",  "Reciprocal", "Exp",         "Log",       "Erf",
-                           "Tanh",  "Sigmoid",    "Relu",        "Neg",       "Abs",
-                           "Not",   "Floor",      "Ceil",        "Round",     "Sin",
-                           "Cos",   "Tan",        "Asin",        "Acos",      "Atan",
-                           "Sinh",  "Cosh",       "Asinh",       "Acosh",     "Atanh",
-                           "Sign",  "Softplus",   "Softsign",    "LeakyRelu", "Elu",
-                           "Celu",  "Selu",       "HardSigmoid", "HardSwish", "ThresholdedRelu",
-                           "Mish",  "Identity",   "Gelu",        "Clip",      "Trilu",
-                           "CumSum"})
+    for (const char* op :
+         {"Sqrt",    "Reciprocal", "Exp",   "Log",         "Erf",       "Tanh",
+          "Sigmoid", "Relu",       "Neg",   "Abs",         "Not",       "BitwiseNot",
+          "Floor",   "Ceil",       "Round", "Sin",         "Cos",       "Tan",
+          "Asin",    "Acos",       "Atan",  "Sinh",        "Cosh",      "Asinh",
+          "Acosh",   "Atanh",      "Sign",  "Softplus",    "Softsign",  "LeakyRelu",
+          "Elu",     "Celu",       "Selu",  "HardSigmoid", "HardSwish", "ThresholdedRelu",
+          "Mish",    "Identity",   "Gelu",  "Clip",        "Trilu",     "CumSum",
+          "CumProd"})
       (*t)[op] = &SameAsInput;
     for (const char* op : {"IsNaN", "IsInf"}) (*t)[op] = &BoolOfInput;
-    for (const char* op : {"Softmax", "LogSoftmax"}) (*t)[op] = &SoftmaxRule;
+    for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) (*t)[op] = &SoftmaxRule;
+    (*t)["RMSNormalization"] = &RMSNormalizationRule;
     (*t)["Cast"] = &CastRule;
     (*t)["CastLike"] = &CastLikeRule;
     (*t)["Dropout"] = &DropoutRule;
@@ -158,7 +167,7 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     (*t)["DequantizeLinear"] = &DequantizeRule;
     (*t)["DynamicQuantizeLinear"] = &DynamicQuantizeRule;
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Mod", "BitShift", "And", "Or", "Xor", "Min",
-                           "Max", "Sum", "Mean"})
+                           "Max", "Sum", "Mean", "BitwiseAnd", "BitwiseOr", "BitwiseXor"})
       (*t)[op] = &BroadcastSameDType;
     for (const char* op : {"Pow", "PRelu"}) (*t)[op] = &BroadcastFirstDType;
     for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})

@@ -127,6 +127,54 @@ absl::StatusOr<std::vector<Type>> ArgMaxRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(DType::kI64, std::move(out)));
 }
 
+// ONNX Attention (opset 23): Y [B, Hq, Sq, Dv] (4-D) or [B, Sq, Hq·Dv] (3-D); present
+// key/value [B, Hkv, P + Skv, D/Dv]; qk_matmul_output [B, Hq, Sq, P + Skv].
+absl::StatusOr<std::vector<Type>> OnnxAttentionRule(const RuleContext& ctx) {
+  const Type& q = ctx.input_type(0);
+  const Type& k = ctx.input_type(1);
+  const Type& v = ctx.input_type(2);
+  const Type& pk = ctx.input_type(4);
+  std::vector<Type> out(ctx.node().num_outputs());
+  out[0] = MakeType(q.dtype, std::nullopt);
+  for (size_t i = 1; i < out.size(); ++i)
+    out[i] = MakeType(i == 2 ? v.dtype : i == 1 ? k.dtype : q.dtype, std::nullopt);
+  if (!q.has_rank() || !k.has_rank() || !v.has_rank()) return out;
+  const int r = q.rank();
+  if ((r != 3 && r != 4) || k.rank() != r || v.rank() != r)
+    return ctx.Error("Q, K and V must all be 3-D or all 4-D");
+  const Shape &sq = *q.shape, &sk = *k.shape, &sv = *v.shape;
+  const int64_t hq_attr = ctx.node().attr_int_or("q_num_heads", 0);
+  const int64_t hkv_attr = ctx.node().attr_int_or("kv_num_heads", 0);
+  auto div = [](const Dim& d, int64_t n) {
+    return d.is_known() && n > 0 && d.value() % n == 0 ? Dim::Known(d.value() / n) : Dim();
+  };
+  const Dim batch = sq[0];
+  const Dim hq = r == 4 ? sq[1] : hq_attr > 0 ? Dim::Known(hq_attr) : Dim();
+  const Dim hkv = r == 4 ? sk[1] : hkv_attr > 0 ? Dim::Known(hkv_attr) : Dim();
+  const Dim seq_q = r == 4 ? sq[2] : sq[1];
+  const Dim seq_kv = r == 4 ? sk[2] : sk[1];
+  const Dim dk = r == 4 ? sk[3] : div(sk[2], hkv_attr);
+  const Dim dv = r == 4 ? sv[3] : div(sv[2], hkv_attr);
+  Dim total = seq_kv;
+  if (ctx.has_input(4)) {
+    const Dim past = pk.has_rank() && pk.rank() == 4 ? (*pk.shape)[2] : Dim();
+    total =
+        past.is_known() && seq_kv.is_known() ? Dim::Known(past.value() + seq_kv.value()) : Dim();
+  }
+  if (r == 4) {
+    out[0] = MakeType(q.dtype, Shape{batch, hq, seq_q, dv});
+  } else {
+    out[0] = MakeType(
+        q.dtype,
+        Shape{batch, seq_q,
+              hq.is_known() && dv.is_known() ? Dim::Known(hq.value() * dv.value()) : Dim()});
+  }
+  if (out.size() > 1) out[1] = MakeType(k.dtype, Shape{batch, hkv, total, dk});
+  if (out.size() > 2) out[2] = MakeType(v.dtype, Shape{batch, hkv, total, dv});
+  if (out.size() > 3) out[3] = MakeType(q.dtype, Shape{batch, hq, seq_q, total});
+  return out;
+}
+
 const absl::flat_hash_map<std::string, ShapeRule>& Table() {
   static const auto* table = [] {
     auto* t = new absl::flat_hash_map<std::string, ShapeRule>();
@@ -138,6 +186,8 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
           "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
       (*t)[op] = &ReduceRule;
     (*t)["ArgMax"] = &ArgMaxRule;
+    (*t)["ArgMin"] = &ArgMaxRule;
+    (*t)["Attention"] = &OnnxAttentionRule;
     return t;
   }();
   return *table;

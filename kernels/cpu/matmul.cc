@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/panel_gemm.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -21,64 +22,6 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
-
-// The engine, created after capping oneDNN's ISA to kiln's (KILN_CPU_ISA=avx2 must make
-// oneDNN pick its AVX2 kernels too). The cap only takes before oneDNN's first primitive;
-// the engine is created before any, so a failure here can only mean oneDNN was built
-// without the cap, and is ignored (the executor reports the ISA it resolved).
-dnnl::engine& Engine() {
-  static dnnl::engine* engine = [] {
-    switch (DetectIsa()) {
-      case Isa::kAvx2:
-        (void)dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2);
-        break;
-      case Isa::kScalar:
-        (void)dnnl_set_max_cpu_isa(dnnl_cpu_isa_sse41);
-        break;
-      default:
-        break;
-    }
-    return new dnnl::engine(dnnl::engine::kind::cpu, 0);
-  }();
-  return *engine;
-}
-
-absl::Status DnnlError(const char* what, const dnnl::error& e) {
-  return absl::InternalError(absl::StrCat("oneDNN ", what, " failed: ", e.what(), " (status ",
-                                          static_cast<int>(e.status), ")"));
-}
-
-// The calling thread's scratchpad for one primitive execution. Every primitive here is
-// created with scratchpad_mode::user: in the default library mode oneDNN shares one
-// scratchpad between primitives (Debian's build lacks ONEDNN_ENABLE_CONCURRENT_EXEC), so
-// concurrent Run calls overwrote each other's partial results
-// (Executor.ConcurrentRunsMatchSingleThreaded failed ~1 run in 15). A caller thread runs
-// one primitive at a time (execute, then wait), so one growing buffer per thread serves.
-memory Scratchpad(const memory::desc& md) {
-  struct Buffer {
-    std::byte* data = nullptr;
-    size_t bytes = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buf;
-  const size_t need = md.get_size();
-  if (need > buf.bytes) {
-    std::free(buf.data);
-    buf.bytes = (need + 4095) / 4096 * 4096;
-    buf.data = static_cast<std::byte*>(std::aligned_alloc(64, buf.bytes));
-    if (buf.data == nullptr) {
-      buf.bytes = 0;
-      throw dnnl::error(dnnl_out_of_memory, "scratchpad allocation");
-    }
-  }
-  return memory(md, Engine(), need > 0 ? buf.data : nullptr);
-}
-
-dnnl::primitive_attr UserScratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
 
 dnnl::post_ops PostOps(Activation act) {
   dnnl::post_ops po;
@@ -170,7 +113,7 @@ absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(const 
     memory::desc src_md({m, d.k}, in_dt, tag::ab);
     memory::desc w_any({d.k, d.n}, in_dt, tag::any);
     memory::desc dst_md({m, d.n}, dt::f32, tag::ab);
-    dnnl::primitive_attr attr = UserScratchpad();
+    dnnl::primitive_attr attr = DnnlUserScratchpad();
     attr.set_post_ops(PostOps(d.activation));
     std::unique_ptr<dnnl::matmul::desc> md;
     if (bias) {
@@ -178,15 +121,15 @@ absl::StatusOr<const PackedLinear::State::Prim*> PackedLinear::State::Get(const 
     } else {
       md = std::make_unique<dnnl::matmul::desc>(src_md, w_any, dst_md);
     }
-    dnnl::matmul::primitive_desc pd(*md, attr, Engine());
+    dnnl::matmul::primitive_desc pd(*md, attr, DnnlEngine());
     const memory::desc want = pd.weights_desc();
     size_t index = packed.size();
     for (size_t i = 0; i < packed.size(); ++i)
       if (packed[i].md == want) index = i;
     if (index == packed.size()) {
-      memory src(plain_w_md, Engine(), const_cast<void*>(plain));
-      memory dst(want, Engine());
-      dnnl::stream s(Engine());
+      memory src(plain_w_md, DnnlEngine(), const_cast<void*>(plain));
+      memory dst(want, DnnlEngine());
+      dnnl::stream s(DnnlEngine());
       dnnl::reorder(src, dst).execute(s, src, dst);
       s.wait();
       packed.push_back({want, dst});
@@ -236,7 +179,7 @@ absl::StatusOr<std::unique_ptr<PackedLinear>> PackedLinear::Create(const LinearD
       st.plain = st.plain_w.data();
     }
     if (bias != nullptr) {
-      st.bias = memory(memory::desc({1, desc.n}, dt::f32, tag::ab), Engine());
+      st.bias = memory(memory::desc({1, desc.n}, dt::f32, tag::ab), DnnlEngine());
       std::copy(bias, bias + desc.n, static_cast<float*>(st.bias.get_data_handle()));
     }
   } catch (const dnnl::error& e) {
@@ -292,8 +235,8 @@ absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
   ScopedOmpThreads omp_threads(ctx.threads());
   try {
     memory src(memory::desc({m, desc_.k}, state_->bf16_native ? dt::bf16 : dt::f32, tag::ab),
-               Engine(), const_cast<void*>(src_data));
-    memory dst(memory::desc({m, desc_.n}, dt::f32, tag::ab), Engine(), y);
+               DnnlEngine(), const_cast<void*>(src_data));
+    memory dst(memory::desc({m, desc_.n}, dt::f32, tag::ab), DnnlEngine(), y);
     memory w;
     {
       std::lock_guard<std::mutex> lock(state_->mu);  // `packed` may grow concurrently
@@ -302,8 +245,8 @@ absl::Status PackedLinear::Run(const CpuContext& ctx, const float* x, int64_t m,
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst}};
     if (state_->bias) args[DNNL_ARG_BIAS] = state_->bias;
-    args[DNNL_ARG_SCRATCHPAD] = Scratchpad(p.scratchpad);
-    dnnl::stream s(Engine());
+    args[DNNL_ARG_SCRATCHPAD] = DnnlScratchpad(p.scratchpad);
+    dnnl::stream s(DnnlEngine());
     p.prim.execute(s, args);
     s.wait();
   } catch (const dnnl::error& e) {
@@ -367,22 +310,22 @@ absl::Status BatchedMatMul(const CpuContext& ctx, const BatchedMatMulDesc& d, co
       std::lock_guard<std::mutex> lock(cache->mu);
       auto it = cache->prims.find(key);
       if (it == cache->prims.end()) {
-        dnnl::primitive_attr attr = UserScratchpad();
+        dnnl::primitive_attr attr = DnnlUserScratchpad();
         if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, Engine());
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, DnnlEngine());
         it =
             cache->prims.emplace(key, BmmCache::Prim{dnnl::matmul(pd), pd.scratchpad_desc()}).first;
       }
       prim = it->second;
     }
-    memory am(a_md, Engine(), const_cast<float*>(a));
-    memory bm(b_md, Engine(), const_cast<float*>(b));
-    memory cm(c_md, Engine(), c);
-    dnnl::stream s(Engine());
+    memory am(a_md, DnnlEngine(), const_cast<float*>(a));
+    memory bm(b_md, DnnlEngine(), const_cast<float*>(b));
+    memory cm(c_md, DnnlEngine(), c);
+    dnnl::stream s(DnnlEngine());
     prim.prim.execute(s, {{DNNL_ARG_SRC, am},
                           {DNNL_ARG_WEIGHTS, bm},
                           {DNNL_ARG_DST, cm},
-                          {DNNL_ARG_SCRATCHPAD, Scratchpad(prim.scratchpad)}});
+                          {DNNL_ARG_SCRATCHPAD, DnnlScratchpad(prim.scratchpad)}});
     s.wait();
   } catch (const dnnl::error& e) {
     return DnnlError("batched matmul", e);

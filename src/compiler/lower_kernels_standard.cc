@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/lower.h"
+#include "kiln/ir/window.h"
 #include "kiln/reference/slice.h"
 #include "plan/eltwise_ops.h"
 #include "plan/kernel_contract.h"
@@ -230,6 +231,51 @@ Choice MatMul(PlanTarget t, const Node& n) {
   return No("batch dims broadcast in a way the matmul kernel does not take");
 }
 
+// A constant, possibly seen through alias ops: it lowers to a weight buffer.
+bool IsConstant(Value v) {
+  while (v && IsAliasOp(*v.node)) v = v.node->input(0);
+  return v && v.node->is_constant();
+}
+
+// Conv over 1 or 2 spatial dims, f32, with constant weights (and bias): oneDNN's
+// convolution, its geometry (window.h, as the reference kernel's) in the params; a 1-D
+// convolution runs as in_h = 1.
+Choice Conv(PlanTarget t, const Node& n) {
+  const Dims x = InDims(n, 0), w = InDims(n, 1), y = OutDims(n, 0);
+  if (x.size() != 3 && x.size() != 4) return No("only 1-D and 2-D convolutions have a kernel");
+  if (n.input(0).type().dtype != DType::kF32 || n.input(1).type().dtype != DType::kF32 ||
+      (Present(n, 2) && n.input(2).type().dtype != DType::kF32))
+    return No("not f32");
+  if (!IsConstant(n.input(1)) || (Present(n, 2) && !IsConstant(n.input(2))))
+    return No("the weights (and bias) must be constants");
+  if (w.size() != x.size() || y.size() != x.size()) return No("W or Y rank differs from X's");
+  const int spatial = static_cast<int>(x.size()) - 2;
+  absl::StatusOr<window::Attrs> a = window::Read(n, spatial, absl::MakeSpan(w).subspan(2));
+  if (!a.ok()) return No(std::string(a.status().message()));
+  std::vector<window::Extent> e;
+  for (int i = 0; i < spatial; ++i) {
+    absl::StatusOr<window::Extent> ei = window::Forward(*a, i, x[2 + i]);
+    if (!ei.ok()) return No(std::string(ei.status().message()));
+    if (ei->out != y[2 + i]) return No("the output type disagrees with the geometry");
+    e.push_back(*ei);
+  }
+  // 1-D: a unit H dim in front.
+  const bool one_d = spatial == 1;
+  const int h = one_d ? -1 : 0, wi = one_d ? 0 : 1;
+  auto at = [&](const Dims& d, int i, int64_t unit) { return i < 0 ? unit : d[i]; };
+  const int64_t group = n.attr_int_or("group", 1);
+  return Emit(
+      t, n, "conv",
+      {Int("batch", x[0]), Int("in_ch", x[1]), Int("in_h", one_d ? 1 : x[2]), Int("in_w", x.back()),
+       Int("out_ch", w[0]), Int("out_h", one_d ? 1 : y[2]), Int("out_w", y.back()),
+       Int("k_h", at(a->kernel, h, 1)), Int("k_w", a->kernel[wi]), Int("group", group),
+       Int("stride_h", at(a->strides, h, 1)), Int("stride_w", a->strides[wi]),
+       Int("dil_h", at(a->dilations, h, 1)), Int("dil_w", a->dilations[wi]),
+       Int("pad_top", one_d ? 0 : e[0].pad_begin), Int("pad_left", e[wi].pad_begin),
+       Int("pad_bottom", one_d ? 0 : e[0].pad_end), Int("pad_right", e[wi].pad_end)},
+      Present(n, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1});
+}
+
 Choice ChooseStandard(PlanTarget t, const Node& n) {
   const std::string& op = n.op();
   if (op == "Cast") return Eltwise(t, n, "Identity");
@@ -251,6 +297,7 @@ Choice ChooseStandard(PlanTarget t, const Node& n) {
   if (op == "GatherND") return Gather(t, n, "gather_nd", "batch_dims");
   if (op == "CumSum") return CumSum(t, n);
   if (op == "MatMul") return MatMul(t, n);
+  if (op == "Conv") return Conv(t, n);
   static const std::pair<const char*, const char*> kReduce[] = {
       {"ReduceSum", "sum"}, {"ReduceMean", "mean"},           {"ReduceMax", "max"},
       {"ReduceMin", "min"}, {"ReduceProd", "prod"},           {"ReduceL1", "l1"},

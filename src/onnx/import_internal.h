@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kiln/ir/graph.h"
+#include "kiln/ir/ops.h"
 #include "kiln/onnx/importer.h"
 #include "onnx/onnx_pb.h"
 
@@ -70,8 +72,24 @@ std::string DescribeOnnxNode(std::string_view name, std::string_view domain, std
                              int64_t opset);
 
 // Rewrites `node` (already built from ONNX, inputs resolved) into its opset-21
-// signature. May add Constant nodes (e.g. Reduce* axes) to `graph`. `names` holds every
-// tensor name already in use; new constants get fresh names and are added to it.
+// signature. May add nodes (Constants for attributes that became inputs, the Flatten/
+// Reshape around a pre-13 Softmax) to `graph`. `names` holds every tensor name already in
+// use; new values get fresh names and are added to it; a value the rewrite replaces keeps
+// its ONNX name (names[name] is the replacement).
+// onnxruntime's com.microsoft ops kiln imports (contrib_ops.cc): their arity, or nullptr.
+// They are not in the op catalogue: ExpandContribOp replaces each such node at import.
+const OpInfo* FindContribOp(std::string_view domain, std::string_view op);
+// Replaces `node` (a FindContribOp op, inputs resolved) by the standard ops it computes;
+// its outputs' users and ONNX names move to the expansion and the node is removed.
+// Unimplemented for the forms kiln does not take (named).
+absl::Status ExpandContribOp(Graph& graph, Node* node,
+                             absl::flat_hash_map<std::string, Value>& names);
+
+// The input count of `op`'s attribute form at `opset` (Slice before 10, Clip before 11,
+// Squeeze before 13, ...: the operands that later became inputs are attributes there), or
+// nullopt when the op at that opset takes the catalogue's inputs.
+std::optional<int> LegacyInputCount(const std::string& op, int64_t opset);
+
 absl::Status CanonicalizeNode(Graph& graph, Node* node, int64_t opset,
                               absl::flat_hash_map<std::string, Value>& names);
 

@@ -1,5 +1,5 @@
 // ONNX ModelProto -> kiln IR: the public entry points and the graph builder. Steps, in
-// the order their errors are reported: parse; default-domain opset (13..21); model limits;
+// the order their errors are reported: parse; default-domain opset (7..27); model limits;
 // one Unimplemented error listing every unsupported op; initializers (Constant nodes);
 // graph inputs (Input nodes; inputs that are also initializers stay constants, recorded as
 // overridable: Graph::PromoteToInput); nodes in
@@ -48,10 +48,13 @@ int TrimmedCount(const Names& names) {
   return n;
 }
 
-// Optional inputs that precede required ones, so they count in min_inputs: only
+// Optional inputs that precede required ones, so they count in min_inputs:
 // kiln.EmbedLayerNorm(input_ids, segment_ids?, position_ids?, word_emb, pos_emb,
-// segment_emb?, gamma, beta) has them (docs/fused-ops.md).
+// segment_emb?, gamma, beta) (docs/fused-ops.md) and onnxruntime's
+// EmbedLayerNormalization(input_ids, segment_ids?, word, pos, segment?, gamma, beta, ...).
 bool OptionalInputSlot(const OpInfo& info, int i) {
+  if (info.domain == "com.microsoft" && info.name == "EmbedLayerNormalization")
+    return i == 1 || i == 4;  // segment_ids, segment_embedding
   return info.domain == "kiln" && info.name == "EmbedLayerNorm" && (i == 1 || i == 2 || i == 5);
 }
 
@@ -161,6 +164,7 @@ class Importer {
     for (const PendingNode& p : pending_) {
       const std::string& op = p.proto->op_type();
       const OpInfo* info = FindOp(p.domain, op);
+      if (info == nullptr) info = FindContribOp(p.domain, op);
       std::string label = op.empty() ? "<empty op_type>" : FullOpName(p.domain, op);
       bool ok = info != nullptr && !(p.domain.empty() && op == "Input");
       if (ok && p.domain.empty() && info->since_opset > opset_) {
@@ -255,13 +259,22 @@ class Importer {
       if (lo == hi) return absl::StrCat(lo);
       return absl::StrCat(lo, " to ", hi);
     };
-    if (n_in < info.min_inputs || (info.max_inputs >= 0 && n_in > info.max_inputs))
-      return absl::InvalidArgumentError(absl::StrCat(p.where, " has ", n_in, " inputs; expected ",
-                                                     range(info.min_inputs, info.max_inputs)));
+    // Before the opset that turned some attributes into inputs, the op takes fewer inputs.
+    const std::optional<int> legacy =
+        p.domain.empty() ? LegacyInputCount(np.op_type(), opset_) : std::nullopt;
+    const int min_in = legacy ? *legacy : info.min_inputs;
+    const int max_in = legacy ? *legacy : info.max_inputs;
+    if (n_in < min_in || (max_in >= 0 && n_in > max_in))
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.where, " has ", n_in, " inputs; expected ", range(min_in, max_in),
+                       legacy ? absl::StrCat(" (at opset ", opset_,
+                                             " its other operands are "
+                                             "attributes)")
+                              : ""));
     if (n_out < info.min_outputs || (info.max_outputs >= 0 && n_out > info.max_outputs))
       return absl::InvalidArgumentError(absl::StrCat(p.where, " has ", n_out, " outputs; expected ",
                                                      range(info.min_outputs, info.max_outputs)));
-    for (int i = 0; i < info.min_inputs; ++i)
+    for (int i = 0; i < min_in; ++i)
       if (np.input(i).empty() && !OptionalInputSlot(info, i))
         return absl::InvalidArgumentError(
             absl::StrCat(p.where, " input ", i, " is required but its name is empty"));
@@ -374,6 +387,7 @@ class Importer {
   absl::Status CreateNode(PendingNode& p) {
     const onnx::NodeProto& np = *p.proto;
     const OpInfo* info = FindOp(p.domain, np.op_type());  // non-null after CheckSupport
+    if (info == nullptr) info = FindContribOp(p.domain, np.op_type());
     if (info == nullptr) return KILN_INTERNAL("%s not in the catalogue", p.where);
     const int n_in = TrimmedCount(np.input());
     const int n_out = TrimmedCount(np.output());

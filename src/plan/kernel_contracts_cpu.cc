@@ -45,6 +45,20 @@ std::vector<KernelContract> CpuContracts() {
                .doc = "int8 plans: `y[m,n] = act(q(x ⊙ x_mul)[m,k] · wᵀ · sx[m] · w_scale[n] + "
                       "bias)`, w s8 [n,k], x (times x_mul [k]) quantized per row (s8, sx = "
                       "max|row| / 127, or the static x_absmax / 127)"});
+  t.push_back(
+      {.name = "conv",
+       .inputs = {Req("x", kF32Only), Weight("w", kF32Only),
+                  Weight("bias", kF32Only, /*optional=*/true)},
+       .outputs = {Req("y", kF32Only)},
+       .params = {PositiveParam("batch"), PositiveParam("in_ch"), PositiveParam("in_h"),
+                  PositiveParam("in_w"), PositiveParam("out_ch"), PositiveParam("out_h"),
+                  PositiveParam("out_w"), PositiveParam("k_h"), PositiveParam("k_w"),
+                  PositiveParam("group"), PositiveParam("stride_h"), PositiveParam("stride_w"),
+                  PositiveParam("dil_h"), PositiveParam("dil_w"), SizeParam("pad_top"),
+                  SizeParam("pad_left"), SizeParam("pad_bottom"), SizeParam("pad_right")},
+       .doc = "oneDNN 2-D convolution, NCHW: x [batch,in_ch,in_h,in_w], w "
+              "[out_ch,in_ch/group,k_h,k_w], bias [out_ch] → y "
+              "[batch,out_ch,out_h,out_w] (1-D convolutions as in_h = 1)"});
   t.push_back({.name = "matmul",
                .inputs = {Req("a", kF32Only), Req("b", kF32Only)},
                .outputs = {Req("y", kF32Only)},

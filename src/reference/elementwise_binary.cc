@@ -229,6 +229,45 @@ Result LogicKernel(const Node& node, Inputs in) {
   }));
 }
 
+// BitwiseAnd / BitwiseOr / BitwiseXor (opset 18): integer dtypes only.
+template <Logic kOp>
+Result BitwiseKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* a, Arg(in, 0, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* b, Arg(in, 1, node.op()));
+  KILN_RETURN_IF_ERROR(SameDType(*a, *b, node.op()));
+  return One(Visit(a->dtype(), node.op(), [&](auto tr) -> absl::StatusOr<Tensor> {
+    using T = decltype(tr);
+    if constexpr (!T::kInt) {
+      return UnsupportedDType(node.op(), a->dtype());
+    } else {
+      return Map2<T, T, T>(*a, *b, [](auto x, auto y) {
+        using C = decltype(x);
+        switch (kOp) {
+          case Logic::kAnd:
+            return static_cast<C>(x & y);
+          case Logic::kOr:
+            return static_cast<C>(x | y);
+          case Logic::kXor:
+            return static_cast<C>(x ^ y);
+        }
+        return C{0};
+      });
+    }
+  }));
+}
+
+Result BitwiseNotKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
+  return One(Visit(x->dtype(), node.op(), [&](auto tr) -> absl::StatusOr<Tensor> {
+    using T = decltype(tr);
+    if constexpr (!T::kInt) {
+      return UnsupportedDType(node.op(), x->dtype());
+    } else {
+      return Map1<T, T>(*x, [](auto v) { return static_cast<decltype(v)>(~v); });
+    }
+  }));
+}
+
 Result NotKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
   if (x->dtype() != DType::kBool) return UnsupportedDType(node.op(), x->dtype());
@@ -260,6 +299,10 @@ void RegisterBinaryKernels(KernelTable& t) {
   add("Or", &LogicKernel<Logic::kOr>);
   add("Xor", &LogicKernel<Logic::kXor>);
   add("Not", &NotKernel);
+  add("BitwiseAnd", &BitwiseKernel<Logic::kAnd>);
+  add("BitwiseOr", &BitwiseKernel<Logic::kOr>);
+  add("BitwiseXor", &BitwiseKernel<Logic::kXor>);
+  add("BitwiseNot", &BitwiseNotKernel);
 }
 
 }  // namespace kiln::reference::elementwise

@@ -32,6 +32,8 @@ const KernelTable& Kernels() {
     reference::RegisterQuantizeKernels(*t);
     reference::RegisterMovementKernels(*t);
     reference::RegisterFusedKernels(*t);
+    reference::RegisterOnnxAttentionKernels(*t);
+    reference::RegisterVisionKernels(*t);
     return t;
   }();
   return *table;

@@ -112,41 +112,6 @@ void LayerNormRow(double* x, int64_t n, double eps, const std::vector<double>& g
   }
 }
 
-// For each element of a tensor of shape `out`, the flat index of the element of `src`
-// broadcast to it (numpy, right-aligned). Callers check that `src` broadcasts to `out`.
-std::vector<int64_t> BroadcastOffsets(absl::Span<const int64_t> src,
-                                      absl::Span<const int64_t> out) {
-  const int r = static_cast<int>(out.size());
-  const int sr = static_cast<int>(src.size());
-  std::vector<int64_t> sstride(r, 0);
-  int64_t s = 1;
-  for (int i = sr - 1; i >= 0; --i) {
-    const int oi = i + (r - sr);
-    sstride[oi] = src[i] == 1 ? 0 : s;
-    s *= src[i];
-  }
-  int64_t total = 1;
-  for (int64_t d : out) total *= d;
-  std::vector<int64_t> offs(static_cast<size_t>(total));
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t k = 0; k < total; ++k) {
-    int64_t o = 0;
-    for (int i = 0; i < r; ++i) o += idx[i] * sstride[i];
-    offs[k] = o;
-    for (int i = r - 1; i >= 0; --i) {
-      if (++idx[i] < out[i]) break;
-      idx[i] = 0;
-    }
-  }
-  return offs;
-}
-
-// True when `src` broadcasts (unidirectionally) to exactly `target`.
-bool BroadcastsTo(absl::Span<const int64_t> src, absl::Span<const int64_t> target) {
-  auto b = BroadcastShapes(src, target);
-  return b.ok() && *b == std::vector<int64_t>(target.begin(), target.end());
-}
-
 // ---------------------------------------------------------------------------------------
 // kiln.Linear(X, W, B?): Y = act(X · W' + B), W' = W [K,M] or Wᵀ (W [M,K]) with trans_w=1.
 

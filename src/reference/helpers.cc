@@ -43,4 +43,37 @@ std::vector<int64_t> ToInt64Vector(const Tensor& t) {
   return v;
 }
 
+std::vector<int64_t> BroadcastOffsets(absl::Span<const int64_t> src,
+                                      absl::Span<const int64_t> out) {
+  const int r = static_cast<int>(out.size());
+  const int sr = static_cast<int>(src.size());
+  std::vector<int64_t> sstride(r, 0);
+  int64_t s = 1;
+  for (int i = sr - 1; i >= 0; --i) {
+    sstride[i + (r - sr)] = src[i] == 1 ? 0 : s;
+    s *= src[i];
+  }
+  int64_t total = 1;
+  for (int64_t d : out) total *= d;
+  std::vector<int64_t> offs(static_cast<size_t>(total));
+  std::vector<int64_t> idx(r, 0);
+  int64_t off = 0;
+  for (int64_t k = 0; k < total; ++k) {
+    offs[k] = off;
+    for (int i = r - 1; i >= 0; --i) {
+      ++idx[i];
+      off += sstride[i];
+      if (idx[i] < out[i]) break;
+      off -= sstride[i] * out[i];
+      idx[i] = 0;
+    }
+  }
+  return offs;
+}
+
+bool BroadcastsTo(absl::Span<const int64_t> src, absl::Span<const int64_t> target) {
+  auto b = BroadcastShapes(src, target);
+  return b.ok() && *b == std::vector<int64_t>(target.begin(), target.end());
+}
+
 }  // namespace kiln::reference

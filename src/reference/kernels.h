@@ -33,11 +33,18 @@ void RegisterMathKernels(KernelTable& table);      // MatMul Gemm Softmax LayerN
 void RegisterMovementKernels(KernelTable& table);  // Gather(ND) Slice Concat Reshape Transpose ...
 void RegisterQuantizeKernels(KernelTable& table);  // Quantize/DequantizeLinear ... (quantize.cc)
 void RegisterFusedKernels(KernelTable& table);  // kiln domain: Linear SkipLayerNorm ... (fused.cc)
+void RegisterOnnxAttentionKernels(KernelTable& table);  // Attention (onnx_attention.cc)
+void RegisterVisionKernels(KernelTable& table);         // Conv, pools, BatchNorm ... (vision.cc)
 
 // --- Shared helpers (helpers.cc) ---
 // Numpy-style broadcast of two shapes; error when incompatible.
 absl::StatusOr<std::vector<int64_t>> BroadcastShapes(absl::Span<const int64_t> a,
                                                      absl::Span<const int64_t> b);
+// True when `src` broadcasts (unidirectionally) to exactly `target`.
+bool BroadcastsTo(absl::Span<const int64_t> src, absl::Span<const int64_t> target);
+// For each element of a tensor of shape `out`, the flat index of the element of `src`
+// broadcast to it (numpy, right-aligned). Callers check BroadcastsTo(src, out) first.
+std::vector<int64_t> BroadcastOffsets(absl::Span<const int64_t> src, absl::Span<const int64_t> out);
 // Normalizes a possibly negative axis against `rank`; error when out of range.
 absl::StatusOr<int> NormalizeAxis(int64_t axis, int rank);
 // Row-major strides of `dims`.

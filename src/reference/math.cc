@@ -1,4 +1,5 @@
-// Math reference kernels: MatMul, MatMulInteger, Gemm, Softmax, LogSoftmax, LayerNormalization and
+// Math reference kernels: MatMul, MatMulInteger, Gemm, Softmax, LogSoftmax, Hardmax,
+// LayerNormalization, RMSNormalization and
 // the Reduce* family (opset-21 forms: reduction axes come as an optional i64 input). Accuracy
 // policy: floating-point data (f16, bf16, f32, f64) is accumulated in double and rounded once to
 // the output type, so this oracle is at least as accurate as any implementation under test; integer
@@ -28,41 +29,6 @@ int64_t Product(absl::Span<const int64_t> d, size_t begin = 0, size_t end = SIZE
   int64_t p = 1;
   for (size_t i = begin; i < std::min(end, d.size()); ++i) p *= d[i];
   return p;
-}
-
-// For each element of a tensor of shape `out`, the flat index of the element of a tensor
-// of shape `src` broadcast (numpy, right-aligned) to `out`.
-std::vector<int64_t> BroadcastOffsets(absl::Span<const int64_t> src,
-                                      absl::Span<const int64_t> out) {
-  const int r = static_cast<int>(out.size());
-  const int shift = r - static_cast<int>(src.size());
-  std::vector<int64_t> st(r, 0);
-  int64_t stride = 1;
-  for (int i = static_cast<int>(src.size()) - 1; i >= 0; --i) {
-    if (src[i] != 1) st[i + shift] = stride;
-    stride *= src[i];
-  }
-  const int64_t n = Product(out);
-  std::vector<int64_t> offs(static_cast<size_t>(n));
-  std::vector<int64_t> idx(r, 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    offs[i] = off;
-    for (int d = r - 1; d >= 0; --d) {
-      ++idx[d];
-      off += st[d];
-      if (idx[d] < out[d]) break;
-      off -= st[d] * out[d];
-      idx[d] = 0;
-    }
-  }
-  return offs;
-}
-
-// True when `src` broadcasts to exactly `target` (unidirectional broadcasting).
-bool BroadcastsTo(absl::Span<const int64_t> src, absl::Span<const int64_t> target) {
-  auto b = BroadcastShapes(src, target);
-  return b.ok() && *b == std::vector<int64_t>(target.begin(), target.end());
 }
 
 // Wrap-around integer store of an int64 into any integer dtype.
@@ -257,9 +223,12 @@ Result GemmKernel(const Node& node, Inputs in) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Softmax / LogSoftmax (opset 13+): along one axis, default -1.
+// Softmax / LogSoftmax / Hardmax (opset 13+): along one axis, default -1. Hardmax puts 1
+// at the first maximum of each row, 0 elsewhere.
 
-template <bool kLog>
+enum class RowOp { kSoftmax, kLogSoftmax, kHardmax };
+
+template <RowOp kOp>
 Result SoftmaxKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
   KILN_RETURN_IF_ERROR(RequireFloat(node.op(), *x));
@@ -271,6 +240,13 @@ Result SoftmaxKernel(const Node& node, Inputs in) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t q = 0; q < inner; ++q) {
       double* base = v.data() + o * len * inner + q;
+      if constexpr (kOp == RowOp::kHardmax) {
+        int64_t best = 0;
+        for (int64_t j = 1; j < len; ++j)
+          if (base[j * inner] > base[best * inner]) best = j;
+        for (int64_t j = 0; j < len; ++j) base[j * inner] = j == best ? 1.0 : 0.0;
+        continue;
+      }
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t j = 0; j < len; ++j) mx = std::max(mx, base[j * inner]);
       if (std::isinf(mx)) mx = 0;  // all -inf row or an inf: avoid inf - inf
@@ -279,10 +255,21 @@ Result SoftmaxKernel(const Node& node, Inputs in) {
       const double log_sum = std::log(sum);
       for (int64_t j = 0; j < len; ++j) {
         const double s = base[j * inner] - mx;
-        base[j * inner] = kLog ? s - log_sum : std::exp(s) / sum;
+        base[j * inner] = kOp == RowOp::kLogSoftmax ? s - log_sum : std::exp(s) / sum;
       }
     }
   return std::vector<Tensor>{FromDoubles(x->dtype(), d, v)};
+}
+
+// The normalizations' stash_type (default 1, f32): the precision ONNX asks the statistics
+// in at least; these kernels compute in double, so only its validity matters.
+absl::StatusOr<DType> StashType(const Node& node) {
+  const int64_t stash = node.attr_int_or("stash_type", 1);
+  const std::optional<DType> dt = DTypeFromOnnx(static_cast<int32_t>(stash));
+  if (!dt || !IsFloat(*dt))
+    return absl::InvalidArgumentError(
+        absl::StrCat("stash_type ", stash, " is not a floating-point type"));
+  return *dt;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -300,11 +287,7 @@ Result LayerNormKernel(const Node& node, Inputs in) {
   if (x->rank() == 0) return absl::InvalidArgumentError("X must have rank >= 1");
   KILN_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attr_int_or("axis", -1), x->rank()));
   const double eps = node.attr_float_or("epsilon", 1e-5f);
-  const int64_t stash = node.attr_int_or("stash_type", 1);
-  const std::optional<DType> stash_dt = DTypeFromOnnx(static_cast<int32_t>(stash));
-  if (!stash_dt || !IsFloat(*stash_dt))
-    return absl::InvalidArgumentError(
-        absl::StrCat("stash_type ", stash, " is not a floating-point type"));
+  KILN_ASSIGN_OR_RETURN(const DType stash_dt, StashType(node));
   const auto& d = x->dims();
   for (const Tensor* t : {scale, bias}) {
     if (t && !BroadcastsTo(t->dims(), d))
@@ -339,9 +322,41 @@ Result LayerNormKernel(const Node& node, Inputs in) {
   stat_dims.resize(d.size(), 1);
   std::vector<Tensor> outs;
   outs.push_back(FromDoubles(x->dtype(), d, y));
-  if (node.num_outputs() > 1) outs.push_back(FromDoubles(*stash_dt, stat_dims, mean_v));
-  if (node.num_outputs() > 2) outs.push_back(FromDoubles(*stash_dt, stat_dims, inv_v));
+  if (node.num_outputs() > 1) outs.push_back(FromDoubles(stash_dt, stat_dims, mean_v));
+  if (node.num_outputs() > 2) outs.push_back(FromDoubles(stash_dt, stat_dims, inv_v));
   return outs;
+}
+
+// ---------------------------------------------------------------------------------------
+// RMSNormalization (opset 23): Y = X / sqrt(mean(X² over dims [axis, rank)) + epsilon) ·
+// scale, scale broadcast to X; Y has scale's dtype. Computed in double (stash_type, the
+// precision ONNX asks for at least, must name a float type).
+
+Result RMSNormKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* scale, Arg(in, 1, node.op()));
+  KILN_RETURN_IF_ERROR(RequireFloat(node.op(), *x));
+  KILN_RETURN_IF_ERROR(RequireFloat(node.op(), *scale));
+  if (x->rank() == 0) return absl::InvalidArgumentError("X must have rank >= 1");
+  KILN_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attr_int_or("axis", -1), x->rank()));
+  const double eps = node.attr_float_or("epsilon", 1e-5f);
+  KILN_RETURN_IF_ERROR(StashType(node).status());
+  const auto& d = x->dims();
+  if (!BroadcastsTo(scale->dims(), d))
+    return absl::InvalidArgumentError(absl::StrCat("scale shape ", DimsStr(scale->dims()),
+                                                   " does not broadcast to X ", DimsStr(d)));
+  const int64_t outer = Product(d, 0, axis), len = Product(d, axis);
+  const std::vector<double> xv = ToDoubles(*x), sv = ToDoubles(*scale);
+  const std::vector<int64_t> soff = BroadcastOffsets(scale->dims(), d);
+  std::vector<double> y(xv.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t base = o * len;
+    double ms = 0;
+    for (int64_t j = 0; j < len; ++j) ms += xv[base + j] * xv[base + j];
+    const double inv = 1.0 / std::sqrt(ms / static_cast<double>(len) + eps);
+    for (int64_t j = 0; j < len; ++j) y[base + j] = xv[base + j] * inv * sv[soff[base + j]];
+  }
+  return std::vector<Tensor>{FromDoubles(scale->dtype(), d, y)};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -580,8 +595,10 @@ void RegisterMathKernels(KernelTable& t) {
   add("MatMul", &MatMulKernel);
   add("MatMulInteger", &MatMulIntegerKernel);
   add("Gemm", &GemmKernel);
-  add("Softmax", &SoftmaxKernel<false>);
-  add("LogSoftmax", &SoftmaxKernel<true>);
+  add("Softmax", &SoftmaxKernel<RowOp::kSoftmax>);
+  add("LogSoftmax", &SoftmaxKernel<RowOp::kLogSoftmax>);
+  add("Hardmax", &SoftmaxKernel<RowOp::kHardmax>);
+  add("RMSNormalization", &RMSNormKernel);
   add("LayerNormalization", &LayerNormKernel);
   add("ReduceSum", &ReduceKernel<Red::kSum>);
   add("ReduceMean", &ReduceKernel<Red::kMean>);

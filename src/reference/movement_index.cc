@@ -1,6 +1,6 @@
 // Reference kernels that compute indices or sequences: Range (exact integer and numpy-
-// style float), CumSum, ArgMax (NaN as the maximum, as numpy), NonZero and TopK. These
-// dispatch on the element type (VisitNumeric). See movement.cc for the safety rules.
+// style float), CumSum/CumProd, ArgMax/ArgMin (NaN as the extreme, as numpy), NonZero and TopK.
+// These dispatch on the element type (VisitNumeric). See movement.cc for the safety rules.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -81,7 +81,10 @@ Outputs Range(const Node& node, Inputs in) {
   return One(std::move(*result));
 }
 
-Outputs CumSum(const Node& node, Inputs in) {
+// CumSum / CumProd: the running sum or product along `axis` (an input), exclusive (the
+// identity first) and/or reverse; integers wrap.
+template <bool kProd>
+Outputs Cumulative(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Required(in, 0, "x"));
   KILN_ASSIGN_OR_RETURN(const Tensor* at, Required(in, 1, "axis"));
   KILN_ASSIGN_OR_RETURN(int64_t axis_v, ReadScalarInt(*at, "axis"));
@@ -96,18 +99,14 @@ Outputs CumSum(const Node& node, Inputs in) {
     using T = typename A::Acc;
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {
-        T acc = T(0);
+        T acc = kProd ? T(1) : T(0);
         for (int64_t step = 0; step < len; ++step) {
           const int64_t j = reverse ? len - 1 - step : step;
           const int64_t off = (o * len + j) * inner + i;
           const T v = A::Load(x->raw(), off);
-          if (exclusive) {
-            A::Store(out.raw(), off, acc);
-            acc = WrapAdd(acc, v);
-          } else {
-            acc = WrapAdd(acc, v);
-            A::Store(out.raw(), off, acc);
-          }
+          if (exclusive) A::Store(out.raw(), off, acc);
+          acc = kProd ? WrapMul(acc, v) : WrapAdd(acc, v);
+          if (!exclusive) A::Store(out.raw(), off, acc);
         }
       }
     return absl::OkStatus();
@@ -115,14 +114,18 @@ Outputs CumSum(const Node& node, Inputs in) {
   return One(std::move(out));
 }
 
-Outputs ArgMax(const Node& node, Inputs in) {
+// ArgMax / ArgMin: the first (or with select_last_index the last) position of the
+// extreme value along `axis`; NaN counts as the extreme, as in numpy.
+template <bool kMax>
+Outputs ArgExtreme(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Required(in, 0, "data"));
   KILN_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attr_int_or("axis", 0), x->rank()));
   const bool keepdims = node.attr_int_or("keepdims", 1) != 0;
   const bool last = node.attr_int_or("select_last_index", 0) != 0;
   const int64_t outer = Product(x->dims(), 0, axis), len = x->dims()[axis],
                 inner = Product(x->dims(), axis + 1, x->rank());
-  if (len == 0) return Invalid(absl::StrCat("ArgMax over axis ", axis, " of size 0"));
+  if (len == 0)
+    return Invalid(absl::StrCat(kMax ? "ArgMax" : "ArgMin", " over axis ", axis, " of size 0"));
   std::vector<int64_t> od = x->dims();
   if (keepdims) {
     od[axis] = 1;
@@ -139,7 +142,9 @@ Outputs ArgMax(const Node& node, Inputs in) {
         T best = A::Load(x->raw(), o * len * inner + i);
         for (int64_t j = 1; j < len; ++j) {
           const T v = A::Load(x->raw(), (o * len + j) * inner + i);
-          if (last ? !Greater(best, v) : Greater(v, best)) {
+          const bool better = kMax ? Greater(v, best) : Less(v, best);
+          const bool worse = kMax ? Greater(best, v) : Less(best, v);
+          if (last ? !worse : better) {
             best = v;
             best_j = j;
           }
@@ -225,8 +230,10 @@ Outputs TopK(const Node& node, Inputs in) {
 void RegisterIndexKernels(KernelTable& table) {
   auto add = [&](std::string_view op, KernelFn fn) { table[KernelKey("", op)] = fn; };
   add("Range", &CheckedKernel<Range>);
-  add("CumSum", &CheckedKernel<CumSum>);
-  add("ArgMax", &CheckedKernel<ArgMax>);
+  add("CumSum", &CheckedKernel<Cumulative<false>>);
+  add("CumProd", &CheckedKernel<Cumulative<true>>);
+  add("ArgMax", &CheckedKernel<ArgExtreme<true>>);
+  add("ArgMin", &CheckedKernel<ArgExtreme<false>>);
   add("NonZero", &CheckedKernel<NonZero>);
   add("TopK", &CheckedKernel<TopK>);
 }

@@ -251,4 +251,12 @@ bool Greater(T a, T b) {
   return a > b;
 }
 
+// Total order for min-selection that puts NaN below every number (numpy argmin).
+template <typename T>
+bool Less(T a, T b) {
+  if (IsNan(a)) return !IsNan(b);
+  if (IsNan(b)) return false;
+  return a < b;
+}
+
 }  // namespace kiln::reference::movement

@@ -3,6 +3,8 @@
 
 #include <array>
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -52,6 +54,52 @@ absl::StatusOr<LinearRule> CheckLinear(const StepChecker& c) {
   }
   r.has_bias = bias != nullptr;
   r.has_residual = res != nullptr;
+  return r;
+}
+
+absl::StatusOr<ConvRule> CheckConv(const StepChecker& c) {
+  ConvRule r;
+  for (auto [field, name] :
+       std::initializer_list<std::pair<int64_t*, const char*>>{{&r.batch, "batch"},
+                                                               {&r.in_ch, "in_ch"},
+                                                               {&r.in_h, "in_h"},
+                                                               {&r.in_w, "in_w"},
+                                                               {&r.out_ch, "out_ch"},
+                                                               {&r.out_h, "out_h"},
+                                                               {&r.out_w, "out_w"},
+                                                               {&r.k_h, "k_h"},
+                                                               {&r.k_w, "k_w"},
+                                                               {&r.group, "group"},
+                                                               {&r.stride_h, "stride_h"},
+                                                               {&r.stride_w, "stride_w"},
+                                                               {&r.dil_h, "dil_h"},
+                                                               {&r.dil_w, "dil_w"},
+                                                               {&r.pad_top, "pad_top"},
+                                                               {&r.pad_left, "pad_left"},
+                                                               {&r.pad_bottom, "pad_bottom"},
+                                                               {&r.pad_right, "pad_right"}})
+    *field = c.Int(name);
+  if (r.in_ch % r.group != 0 || r.out_ch % r.group != 0)
+    return c.Err("group %d does not divide in_ch %d and out_ch %d", r.group, r.in_ch, r.out_ch);
+  const int64_t span_h = (r.k_h - 1) * r.dil_h + 1, span_w = (r.k_w - 1) * r.dil_w + 1;
+  const int64_t room_h = r.in_h + r.pad_top + r.pad_bottom - span_h;
+  const int64_t room_w = r.in_w + r.pad_left + r.pad_right - span_w;
+  if (room_h < 0 || room_w < 0 || room_h / r.stride_h + 1 != r.out_h ||
+      room_w / r.stride_w + 1 != r.out_w)
+    return c.Err(
+        "out_h x out_w %d x %d is not what the input, kernel, strides, dilations and "
+        "padding give",
+        r.out_h, r.out_w);
+  const PlanBuffer *x = c.In(0), *w = c.In(1), *bias = c.In(2), *y = c.Out(0);
+  KILN_ASSIGN_OR_RETURN(const int64_t nx, c.Product({r.batch, r.in_ch, r.in_h, r.in_w}, "x"));
+  KILN_ASSIGN_OR_RETURN(const int64_t nw,
+                        c.Product({r.out_ch, r.in_ch / r.group, r.k_h, r.k_w}, "w"));
+  KILN_ASSIGN_OR_RETURN(const int64_t ny, c.Product({r.batch, r.out_ch, r.out_h, r.out_w}, "y"));
+  KILN_RETURN_IF_ERROR(c.N(x, nx, "x"));
+  KILN_RETURN_IF_ERROR(c.N(w, nw, "w"));
+  KILN_RETURN_IF_ERROR(c.N(bias, r.out_ch, "bias"));
+  KILN_RETURN_IF_ERROR(c.N(y, ny, "y"));
+  r.has_bias = bias != nullptr;
   return r;
 }
 

@@ -46,6 +46,15 @@ struct QuantLinearRule {
 };
 absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c);
 
+// conv: 2-D NCHW convolution (cpu), its geometry as params.
+struct ConvRule {
+  int64_t batch = 0, in_ch = 0, in_h = 0, in_w = 0, out_ch = 0, out_h = 0, out_w = 0;
+  int64_t k_h = 0, k_w = 0, group = 1, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  bool has_bias = false;
+};
+absl::StatusOr<ConvRule> CheckConv(const StepChecker& c);
+
 // matmul: y[i] = a[i] · b[i] for i < batch, a [m,k], b [k,n], y [m,n] dense; a broadcast
 // operand is one matrix read by every item.
 struct MatMulRule {

@@ -48,10 +48,34 @@ CompileOptions Cuda(const std::string& precision) {
   return o;
 }
 
+// The image towers (models/fixtures/vision/) start with a Conv, for which the cuda target
+// has no kernel yet: their cuda compile is refused naming the node, at every precision.
+bool IsVision(const std::string& model) {
+  return std::filesystem::path(model).parent_path().filename() == "vision";
+}
+
+TEST(CompileCuda, ImageTowersAreRefusedNamingTheConv) {
+  int n = 0;
+  for (const std::string& model : AllFixtures()) {
+    if (!IsVision(model)) continue;
+    ++n;
+    CompileOptions o = Cuda("fp16");
+    o.symbols = {{"batch", 2}};
+    absl::StatusOr<Plan> plan = Compile(model, o);
+    ASSERT_FALSE(plan.ok()) << model;
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented) << plan.status();
+    EXPECT_NE(plan.status().message().find("(Conv, opset "), std::string::npos) << plan.status();
+    EXPECT_NE(plan.status().message().find("no cuda kernel 'conv'"), std::string::npos)
+        << plan.status();
+  }
+  EXPECT_EQ(n, 4);
+}
+
 TEST(CompileCuda, EveryFixtureAtEveryPrecisionHasNoHostStep) {
   const std::vector<std::string> fixtures = AllFixtures();
   ASSERT_GE(fixtures.size(), 31u);
   for (const std::string& model : fixtures) {
+    if (IsVision(model)) continue;  // ImageTowersAreRefusedNamingTheConv
     absl::StatusOr<Plan> ref = Compile(model, [&] {
       CompileOptions o;
       o.symbols = SweepSymbols(model);

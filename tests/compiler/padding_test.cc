@@ -131,7 +131,13 @@ TEST(PaddingTest, CatalogueMixingKinds) {
     EXPECT_EQ(FindOp("kiln", op)->mixing, PositionMixing::kSegments) << op;
   // DynamicQuantizeLinear's scale is the whole tensor's range, padding included.
   EXPECT_EQ(FindOp("", "DynamicQuantizeLinear")->mixing, PositionMixing::kReducesAxes);
-  EXPECT_EQ(mixing, 20);
+  // Hardmax normalizes like Softmax; ONNX's Attention takes its mask at input 3 (as
+  // kiln.Attention); the vision ops window over the spatial dims.
+  for (const char* op : {"Hardmax", "Attention", "Conv", "ConvTranspose", "MaxPool", "AveragePool",
+                         "LpPool", "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization",
+                         "GroupNormalization", "LpNormalization", "DepthToSpace", "SpaceToDepth"})
+    EXPECT_EQ(FindOp("", op)->mixing, PositionMixing::kNormalizesAxis) << op;
+  EXPECT_EQ(mixing, 34);
 }
 
 }  // namespace

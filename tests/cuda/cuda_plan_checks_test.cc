@@ -38,6 +38,9 @@ TEST(CudaPlanChecks, FixturesAreRefusedCleanlyWithoutAGpu) {
     if (e.path().parent_path().filename() == "kv")
       o.profile = {
           {"batch", {2}}, {"sequence", {3}}, {"past_sequence", {5}}, {"total_sequence", {8}}};
+    // The image towers (models/fixtures/vision/): the cuda target has no conv kernel yet,
+    // so their compile is refused naming the Conv (CompileCuda checks the message).
+    if (e.path().parent_path().filename() == "vision") continue;
     absl::StatusOr<Plan> plan = Compile(e.path().string(), o);
     ASSERT_TRUE(plan.ok()) << e.path() << ": " << plan.status();
     auto exec = Executor::Create(std::make_shared<const Plan>(*std::move(plan)));

@@ -14,11 +14,6 @@ namespace {
 
 using namespace kiln::testing;  // NOLINT
 
-std::vector<float> F32s(const Tensor& t) {
-  std::vector<float> v(t.NumElements());
-  std::memcpy(v.data(), t.raw(), t.NumBytes());
-  return v;
-}
 std::vector<int64_t> I64s(const Tensor& t) {
   std::vector<int64_t> v(t.NumElements());
   std::memcpy(v.data(), t.raw(), t.NumBytes());

@@ -133,6 +133,13 @@ inline onnx::TensorProto* AddInitI64(onnx::ModelProto& m, const std::string& nam
   return t;
 }
 
+// The values of an f32 tensor.
+inline std::vector<float> F32s(const Tensor& t) {
+  std::vector<float> v(t.NumElements());
+  std::memcpy(v.data(), t.raw(), t.NumBytes());
+  return v;
+}
+
 inline std::string Serialize(const onnx::ModelProto& m) {
   std::string s;
   m.SerializeToString(&s);

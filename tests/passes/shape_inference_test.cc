@@ -150,6 +150,44 @@ TEST(ShapeInferenceTest, DropoutLayerNormSoftmaxAndFriends) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Vision family: sizes from the window geometry (include/kiln/ir/window.h), symbolic batch
+// kept, an unknown spatial dim unknown.
+
+TEST(ShapeInferenceTest, ConvPoolsAndBlockMoves) {
+  ExpectRewrite(kPass, R"(graph g opset=21 {
+  %0 = Input() : f32[batch,3,32,h] "x"
+  %1 = Input() : f32[8,3,4,4] "w"
+  %2 = Conv(%0, %1) {strides=[4, 4]}
+  %3 = MaxPool(%2) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]}
+  %4 = AveragePool(%2) {kernel_shape=[2, 2], auto_pad="SAME_UPPER", strides=[3, 3]}
+  %5 = Input() : f32[8,2,3,3] "wt"
+  %6 = ConvTranspose(%2, %5) {strides=[2, 2], group=2}
+  %7 = GlobalAveragePool(%2)
+  %8 = DepthToSpace(%2) {blocksize=2}
+  %9 = SpaceToDepth(%2) {blocksize=2}
+  return "y": %3, "a": %4, "t": %6, "gp": %7, "d2s": %8, "s2d": %9
+})",
+                R"(graph g opset=21 {
+  %0 = Input() : f32[batch,3,32,h] "x"
+  %1 = Input() : f32[8,3,4,4] "w"
+  %2 = Conv(%0, %1) {strides=[4, 4]} : f32[batch,8,8,?]
+  %3 = MaxPool(%2) {kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]} : f32[batch,8,4,?]
+  %4 = AveragePool(%2) {auto_pad="SAME_UPPER", kernel_shape=[2, 2], strides=[3, 3]} : f32[batch,8,3,?]
+  %5 = Input() : f32[8,2,3,3] "wt"
+  %6 = ConvTranspose(%2, %5) {group=2, strides=[2, 2]} : f32[batch,4,17,?]
+  %7 = GlobalAveragePool(%2) : f32[batch,8,1,1]
+  %8 = DepthToSpace(%2) {blocksize=2} : f32[batch,2,16,?]
+  %9 = SpaceToDepth(%2) {blocksize=2} : f32[batch,32,4,?]
+  return "y": %3, "a": %4, "t": %6, "gp": %7, "d2s": %8, "s2d": %9
+})");
+  EXPECT_EQ(RunStatus("graph g opset=21 {\n  %0 = Input() : f32[1,1,2,2] \"x\"\n"
+                      "  %1 = MaxPool(%0) {kernel_shape=[3, 3]}\n  return \"y\": %1\n}")
+                .message(),
+            "node '#1' (MaxPool, opset 21): the window of spatial dim 0 (3 with dilation) is "
+            "larger than the padded input (2)");
+}
+
+// ---------------------------------------------------------------------------------------
 // Math family.
 
 TEST(ShapeInferenceTest, MatMulAndGemm) {
@@ -668,7 +706,8 @@ TEST(ShapeInferenceTest, EveryCatalogueOpHasARule) {
     if (!op.domain.empty() || op.name == "Input" || op.name == "Constant") continue;
     const bool has_rule =
         shape_inference::FindElementwiseRule(op.name) || shape_inference::FindMathRule(op.name) ||
-        shape_inference::FindMovementRule(op.name) || shape_inference::FindIndexingRule(op.name);
+        shape_inference::FindMovementRule(op.name) || shape_inference::FindIndexingRule(op.name) ||
+        shape_inference::FindVisionRule(op.name);
     EXPECT_TRUE(has_rule) << "no shape rule for " << op.name;
   }
 }

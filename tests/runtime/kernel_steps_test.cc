@@ -8,6 +8,7 @@
 // is tested is the wiring — a wrong offset, operand order or parameter gives O(0.1) errors.
 #include <cstring>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "runtime_test_util.h"
 
@@ -15,6 +16,13 @@ namespace kiln::runtime_test {
 namespace {
 
 constexpr double kAtol = 2e-5, kRtol = 1e-5;
+
+// Static dims as the IR's Dims.
+std::vector<Dim> KnownDims(const std::vector<int64_t>& d) {
+  std::vector<Dim> r;
+  for (int64_t v : d) r.push_back(Dim::Known(v));
+  return r;
+}
 
 std::vector<Tensor> RunPlan(std::shared_ptr<const Plan> plan, const std::vector<Tensor>& inputs,
                             RunStats* stats = nullptr) {
@@ -145,15 +153,10 @@ TEST(KernelSteps, MatMulBatchForms) {
     Tensor a = RandomF32(f.a, 14), b = RandomF32(f.b, 15);
     auto want = RunRefOp("", "MatMul", {}, {&a, &b});
     const V y = want.outputs[0].dims();
-    auto known = [](const V& d) {
-      std::vector<Dim> r;
-      for (int64_t v : d) r.push_back(Dim::Known(v));
-      return r;
-    };
     PlanBuilder pb;
-    pb.Input("a", DType::kF32, known(f.a));
-    pb.Input("b", DType::kF32, known(f.b));
-    pb.Output("y", DType::kF32, known(y));
+    pb.Input("a", DType::kF32, KnownDims(f.a));
+    pb.Input("b", DType::kF32, KnownDims(f.b));
+    pb.Output("y", DType::kF32, KnownDims(y));
     pb.Bucket({});
     pb.Step("matmul", {pb.In(0, f.a), pb.In(1, f.b)}, {pb.Out(0, y)},
             {P("batch", f.batch), P("m", f.mm), P("k", k), P("n", n),
@@ -173,6 +176,56 @@ TEST(KernelSteps, MatMulBatchForms) {
     EXPECT_THAT(std::string(st.message()),
                 ::testing::HasSubstr("step 0 (matmul, /matmul): a [5,7] has 35 elements; the "
                                      "parameters need 105"));
+  }
+}
+
+// conv: 2-D with padding, strides, dilations and groups, and 1-D (run as in_h = 1),
+// against the reference Conv with the same attributes.
+TEST(KernelSteps, Conv) {
+  using V = std::vector<int64_t>;
+  struct Case {
+    V x, w;
+    int64_t group;
+    V strides, dilations, pads;  // ONNX attributes (pads begin..., end...)
+    V y;
+    bool bias;
+  };
+  const Case cases[] = {
+      {{2, 4, 7, 6}, {6, 2, 3, 2}, 2, {2, 1}, {1, 2}, {1, 0, 2, 1}, {2, 6, 4, 5}, true},
+      {{1, 3, 8, 8}, {5, 3, 4, 4}, 1, {4, 4}, {1, 1}, {0, 0, 0, 0}, {1, 5, 2, 2}, false},
+      {{2, 3, 9}, {4, 3, 3}, 1, {2}, {1}, {1, 1}, {2, 4, 5}, true}};
+  for (const Case& c : cases) {
+    const bool one_d = c.x.size() == 3;
+    const std::string label = absl::StrCat("x=", absl::StrJoin(c.x, ","), " group=", c.group);
+    Tensor x = RandomF32(c.x, 21), w = RandomF32(c.w, 22), b = RandomF32({c.w[0]}, 23);
+    auto want = RunRefOp(
+        "", "Conv",
+        {{"group", c.group}, {"strides", c.strides}, {"dilations", c.dilations}, {"pads", c.pads}},
+        {&x, &w, c.bias ? &b : nullptr});
+    ASSERT_EQ(want.outputs[0].dims(), c.y) << label;
+    PlanBuilder pb;
+    pb.Input("x", DType::kF32, KnownDims(c.x));
+    pb.Output("y", DType::kF32, KnownDims(c.y));
+    const int64_t woff = pb.AddWeight(w), boff = pb.AddWeight(b);
+    pb.Bucket({});
+    const int xi = pb.In(0, c.x), wi = pb.Weight(woff, c.w);
+    const int bi = c.bias ? pb.Weight(boff, {c.w[0]}) : -1;
+    const int n = static_cast<int>(c.strides.size());
+    auto hw = [&](const V& v, int64_t unit, int i) {
+      return one_d ? (i == 0 ? unit : v[0]) : v[i];
+    };
+    pb.Step("conv", {xi, wi, bi}, {pb.Out(0, c.y)},
+            {P("batch", c.x[0]), P("in_ch", c.x[1]), P("in_h", one_d ? 1 : c.x[2]),
+             P("in_w", c.x.back()), P("out_ch", c.w[0]), P("out_h", one_d ? 1 : c.y[2]),
+             P("out_w", c.y.back()), P("k_h", one_d ? 1 : c.w[2]), P("k_w", c.w.back()),
+             P("group", c.group), P("stride_h", hw(c.strides, 1, 0)),
+             P("stride_w", hw(c.strides, 1, 1)), P("dil_h", hw(c.dilations, 1, 0)),
+             P("dil_w", hw(c.dilations, 1, 1)), P("pad_top", one_d ? 0 : c.pads[0]),
+             P("pad_left", c.pads[n - 1]), P("pad_bottom", one_d ? 0 : c.pads[n]),
+             P("pad_right", c.pads[2 * n - 1])});
+    auto got = RunPlan(pb.Finish(), {x});
+    ASSERT_EQ(got.size(), 1u) << label;
+    ExpectClose(got[0], want.outputs[0], kAtol, kRtol, label);
   }
 }
 
@@ -411,20 +464,15 @@ TEST(KernelSteps, TransposeSliceExpandConcat) {
   ASSERT_EQ(want_s.outputs[0].dims(), (V{3, 3}));
 
   PlanBuilder pb;
-  auto known = [](const V& d) {
-    std::vector<Dim> r;
-    for (int64_t v : d) r.push_back(Dim::Known(v));
-    return r;
-  };
-  pb.Input("x", DType::kF32, known(x.dims()));
-  pb.Input("ints", DType::kI64, known(ints.dims()));
-  pb.Input("e", DType::kF32, known(e.dims()));
+  pb.Input("x", DType::kF32, KnownDims(x.dims()));
+  pb.Input("ints", DType::kI64, KnownDims(ints.dims()));
+  pb.Input("e", DType::kF32, KnownDims(e.dims()));
   for (int i = 0; i < 3; ++i)
-    pb.Input("c" + std::to_string(i), DType::kI32, known(parts[i].dims()));
-  pb.Output("t", DType::kF32, known({2, 5, 3, 7}));
-  pb.Output("s", DType::kI64, known({3, 3}));
-  pb.Output("e", DType::kF32, known({2, 3, 4}));
-  pb.Output("c", DType::kI32, known({2, 6, 4}));
+    pb.Input("c" + std::to_string(i), DType::kI32, KnownDims(parts[i].dims()));
+  pb.Output("t", DType::kF32, KnownDims({2, 5, 3, 7}));
+  pb.Output("s", DType::kI64, KnownDims({3, 3}));
+  pb.Output("e", DType::kF32, KnownDims({2, 3, 4}));
+  pb.Output("c", DType::kI32, KnownDims({2, 6, 4}));
   pb.Bucket({});
   pb.Step("transpose", {pb.In(0, x.dims())}, {pb.Out(0, {2, 5, 3, 7})}, {P("perm", V{0, 2, 1, 3})});
   pb.Step("slice", {pb.In(1, ints.dims(), DType::kI64)}, {pb.Out(1, {3, 3}, DType::kI64)},
@@ -454,19 +502,14 @@ TEST(KernelSteps, GatherNDGatherElementsCumSum) {
   auto want_nd = RunRefOp("", "GatherND", {{"batch_dims", int64_t{1}}}, {&data, &nd_idx});
   auto want_ge = RunRefOp("", "GatherElements", {{"axis", int64_t{1}}}, {&data, &ge_idx});
   auto want_cs = RunRefOp("", "CumSum", {}, {&ids, &axis1});
-  auto known = [](const V& d) {
-    std::vector<Dim> r;
-    for (int64_t v : d) r.push_back(Dim::Known(v));
-    return r;
-  };
   PlanBuilder pb;
-  pb.Input("data", DType::kF32, known({2, 5, 3}));
-  pb.Input("nd_idx", DType::kI64, known({2, 1}));
-  pb.Input("ge_idx", DType::kI64, known({2, 2, 3}));
-  pb.Input("ids", DType::kI64, known({2, 6}));
-  pb.Output("nd", DType::kF32, known({2, 3}));
-  pb.Output("ge", DType::kF32, known({2, 2, 3}));
-  pb.Output("cs", DType::kI64, known({2, 6}));
+  pb.Input("data", DType::kF32, KnownDims({2, 5, 3}));
+  pb.Input("nd_idx", DType::kI64, KnownDims({2, 1}));
+  pb.Input("ge_idx", DType::kI64, KnownDims({2, 2, 3}));
+  pb.Input("ids", DType::kI64, KnownDims({2, 6}));
+  pb.Output("nd", DType::kF32, KnownDims({2, 3}));
+  pb.Output("ge", DType::kF32, KnownDims({2, 2, 3}));
+  pb.Output("cs", DType::kI64, KnownDims({2, 6}));
   pb.Bucket({});
   pb.Step("gather_nd", {pb.In(0, {2, 5, 3}), pb.In(1, {2, 1}, DType::kI64)}, {pb.Out(0, {2, 3})},
           {P("batch_dims", int64_t{1})});
@@ -483,9 +526,9 @@ TEST(KernelSteps, GatherNDGatherElementsCumSum) {
   // An index out of range fails the run naming the step.
   Tensor bad = Tensor::FromI64({2, 1}, {5, 0});
   PlanBuilder pb2;
-  pb2.Input("data", DType::kF32, known({2, 5, 3}));
-  pb2.Input("nd_idx", DType::kI64, known({2, 1}));
-  pb2.Output("nd", DType::kF32, known({2, 3}));
+  pb2.Input("data", DType::kF32, KnownDims({2, 5, 3}));
+  pb2.Input("nd_idx", DType::kI64, KnownDims({2, 1}));
+  pb2.Output("nd", DType::kF32, KnownDims({2, 3}));
   pb2.Bucket({});
   pb2.Step("gather_nd", {pb2.In(0, {2, 5, 3}), pb2.In(1, {2, 1}, DType::kI64)},
            {pb2.Out(0, {2, 3})}, {P("batch_dims", int64_t{1})});
@@ -507,16 +550,11 @@ TEST(KernelSteps, RotaryAndItsRule) {
   Tensor x = RandomF32(xd, 34), cs = RandomF32(td, 35), sn = RandomF32(td, 36);
   auto want = RunRefOp("kiln", "Rotary", {}, {&x, &cs, &sn});
   auto build = [&](const V& table) {
-    auto known = [](const V& d) {
-      std::vector<Dim> r;
-      for (int64_t v : d) r.push_back(Dim::Known(v));
-      return r;
-    };
     PlanBuilder pb;
-    pb.Input("x", DType::kF32, known(xd));
-    pb.Input("cos", DType::kF32, known(table));
-    pb.Input("sin", DType::kF32, known(table));
-    pb.Output("y", DType::kF32, known(xd));
+    pb.Input("x", DType::kF32, KnownDims(xd));
+    pb.Input("cos", DType::kF32, KnownDims(table));
+    pb.Input("sin", DType::kF32, KnownDims(table));
+    pb.Output("y", DType::kF32, KnownDims(xd));
     pb.Bucket({});
     pb.Step("rotary", {pb.In(0, xd), pb.In(1, table), pb.In(2, table)}, {pb.Out(0, xd)}, {});
     return pb.Finish();

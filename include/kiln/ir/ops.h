@@ -72,7 +72,8 @@ struct OpInfo {
   int min_outputs;
   int max_outputs;
   unsigned traits;
-  // Earliest default-domain opset for which kiln accepts the op (0 = any in 13..21).
+  // Earliest default-domain opset for which kiln accepts the op: the opset that introduced
+  // it, or later where kiln needs a later version (0 = any from kMinOpset).
   int since_opset = 0;
   PrecisionPolicy precision = PrecisionPolicy::kFollow;
   // kLower ops: inputs (bit i = input i) that stay f32 (attention's additive mask: its
@@ -101,7 +102,7 @@ const std::vector<OpInfo>& AllOps();
 inline constexpr int64_t kQuantLinearMaxK = 65536;
 
 // Default-domain opsets the importer accepts.
-inline constexpr int kMinOpset = 13;
-inline constexpr int kMaxOpset = 21;
+inline constexpr int kMinOpset = 7;
+inline constexpr int kMaxOpset = 27;
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cache_write.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/cumsum.h"
 #include "kernels/cpu/eltwise.h"
 #include "kernels/cpu/embed_layer_norm.h"
@@ -106,6 +107,51 @@ absl::StatusOr<StepPtr> PrepareLinear(const StepChecker& c, CpuPrepareEnv& env) 
     impl = *std::move(name);
   }
   return StepPtr(new LinearStep(it->second.get(), m, std::move(impl)));
+}
+
+// conv: oneDNN's convolution (kernels/cpu/conv.h), one primitive per step (its shapes are
+// the bucket's), the weights reordered at prepare.
+class ConvStep final : public CpuStep {
+ public:
+  explicit ConvStep(std::unique_ptr<cpu::PackedConv> conv)
+      : conv_(std::move(conv)), impl_(conv_->ImplName()) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    return conv_->Run(ctx, io.In<float>(0), io.Out<float>(0));
+  }
+  std::string_view Impl() const override { return impl_; }
+
+ private:
+  std::unique_ptr<cpu::PackedConv> conv_;
+  std::string impl_;
+};
+
+absl::StatusOr<StepPtr> PrepareConv(const StepChecker& c, CpuPrepareEnv& env) {
+  KILN_ASSIGN_OR_RETURN(const ConvRule r, CheckConv(c));
+  const uint8_t* blob = c.plan().weights.data();
+  const PlanBuffer *w = c.In(1), *bias = c.In(2);
+  const cpu::ConvDesc d{.batch = r.batch,
+                        .in_ch = r.in_ch,
+                        .in_h = r.in_h,
+                        .in_w = r.in_w,
+                        .out_ch = r.out_ch,
+                        .out_h = r.out_h,
+                        .out_w = r.out_w,
+                        .k_h = r.k_h,
+                        .k_w = r.k_w,
+                        .group = r.group,
+                        .stride_h = r.stride_h,
+                        .stride_w = r.stride_w,
+                        .dil_h = r.dil_h,
+                        .dil_w = r.dil_w,
+                        .pad_top = r.pad_top,
+                        .pad_left = r.pad_left,
+                        .pad_bottom = r.pad_bottom,
+                        .pad_right = r.pad_right};
+  auto conv = cpu::PackedConv::Create(
+      d, reinterpret_cast<const float*>(blob + w->offset),
+      bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr, env.ctx);
+  if (!conv.ok()) return c.Err("preparing the convolution: %s", conv.status().message());
+  return StepPtr(new ConvStep(*std::move(conv)));
 }
 
 // quant_linear: kiln's int8 GEMM (kernels/cpu/qgemm.h), weights packed once per plan.
@@ -766,6 +812,7 @@ constexpr Entry kTable[] = {
     {"copy", PrepareCopy},
     {"ref", PrepareRef},
     {"linear", PrepareLinear},
+    {"conv", PrepareConv},
     {"quant_linear", PrepareQuantLinear},
     {"matmul", PrepareMatMul},
     {"layer_norm", PrepareLayerNorm},

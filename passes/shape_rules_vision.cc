@@ -1,0 +1,144 @@
+// Shape rules of the vision ops (src/reference/vision.cc): Conv, ConvTranspose and the
+// pools through the window geometry the kernels use (include/kiln/ir/window.h); a spatial
+// dim that is not a known number gives an unknown output dim. The normalizations keep
+// their input's type; DepthToSpace/SpaceToDepth move a blocksize² factor between the
+// channels and the spatial dims.
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "kiln/ir/window.h"
+#include "kiln/support/status.h"
+#include "passes/shape_inference_internal.h"
+
+namespace kiln::shape_inference {
+namespace {
+
+// Known spatial dims of a (W) type, or empty when any is not a known number.
+std::vector<int64_t> KnownSpatial(const Type& t) {
+  std::vector<int64_t> k;
+  if (!t.has_rank() || t.rank() < 3) return {};
+  for (int i = 2; i < t.rank(); ++i) {
+    if (!(*t.shape)[i].is_known()) return {};
+    k.push_back((*t.shape)[i].value());
+  }
+  return k;
+}
+
+// [N, channels, out...] for a windowed op over X.
+absl::StatusOr<std::vector<Type>> Windowed(const RuleContext& ctx, const Dim& channels,
+                                           bool transposed, std::vector<int64_t> kernel) {
+  const Type& x = ctx.input_type(0);
+  const DType dt = x.dtype;
+  if (!x.has_rank()) {
+    std::vector<Type> out = Outputs(ctx, MakeType(dt, std::nullopt));
+    if (out.size() > 1) out[1].dtype = DType::kI64;
+    return out;
+  }
+  if (x.rank() < 3) return ctx.Error("X must be [N, C, spatial...] (rank >= 3)");
+  const bool has_kernel = ctx.node().has_attr("kernel_shape") || !kernel.empty();
+  Shape out = {(*x.shape)[0], channels};
+  if (!has_kernel) {  // W's spatial dims not known yet
+    for (int i = 2; i < x.rank(); ++i) out.push_back(Dim());
+  } else {
+    auto a = window::Read(ctx.node(), x.rank() - 2, kernel);
+    if (!a.ok()) return ctx.Error(std::string(a.status().message()));
+    for (int i = 0; i < a->spatial; ++i) {
+      const Dim& d = (*x.shape)[i + 2];
+      if (!d.is_known()) {
+        out.push_back(Dim());
+        continue;
+      }
+      auto e =
+          transposed ? window::Transposed(*a, i, d.value()) : window::Forward(*a, i, d.value());
+      if (!e.ok()) return ctx.Error(std::string(e.status().message()));
+      out.push_back(Dim::Known(e->out));
+    }
+  }
+  std::vector<Type> types = Outputs(ctx, MakeType(dt, out));
+  if (types.size() > 1) types[1].dtype = DType::kI64;  // MaxPool's Indices
+  return types;
+}
+
+absl::StatusOr<std::vector<Type>> ConvRule(const RuleContext& ctx) {
+  const Type& w = ctx.input_type(1);
+  const Dim m = w.has_rank() && w.rank() >= 1 ? (*w.shape)[0] : Dim();
+  return Windowed(ctx, m, false, KnownSpatial(w));
+}
+
+absl::StatusOr<std::vector<Type>> ConvTransposeRule(const RuleContext& ctx) {
+  const Type& w = ctx.input_type(1);
+  const int64_t group = ctx.node().attr_int_or("group", 1);
+  Dim m;
+  if (w.has_rank() && w.rank() >= 2 && (*w.shape)[1].is_known())
+    m = Dim::Known((*w.shape)[1].value() * group);
+  return Windowed(ctx, m, true, KnownSpatial(w));
+}
+
+absl::StatusOr<std::vector<Type>> PoolRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const Dim c = x.has_rank() && x.rank() >= 2 ? (*x.shape)[1] : Dim();
+  return Windowed(ctx, c, false, {});
+}
+
+absl::StatusOr<std::vector<Type>> GlobalPoolRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (!x.has_rank()) return Outputs(ctx, x);
+  if (x.rank() < 3) return ctx.Error("X must be [N, C, spatial...] (rank >= 3)");
+  Shape out(x.rank(), Dim::Known(1));
+  out[0] = (*x.shape)[0];
+  out[1] = (*x.shape)[1];
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+absl::StatusOr<std::vector<Type>> SameAsX(const RuleContext& ctx) {
+  return Outputs(ctx, ctx.input_type(0));
+}
+
+template <bool kToSpace>
+absl::StatusOr<std::vector<Type>> BlockMoveRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (!x.has_rank()) return Outputs(ctx, x);
+  if (x.rank() != 4) return ctx.Error("input must be 4-D");
+  const int64_t b = ctx.node().attr_int_or("blocksize", 0);
+  if (b < 1) return ctx.Error("attribute 'blocksize' must be at least 1");
+  const Shape& s = *x.shape;
+  auto scale = [&](const Dim& d, bool up) {
+    if (!d.is_known()) return Dim();
+    return up ? Dim::Known(d.value() * b) : d.value() % b == 0 ? Dim::Known(d.value() / b) : Dim();
+  };
+  Shape out = {s[0], Dim(), Dim(), Dim()};
+  if (kToSpace) {
+    out[1] =
+        s[1].is_known() && s[1].value() % (b * b) == 0 ? Dim::Known(s[1].value() / (b * b)) : Dim();
+    out[2] = scale(s[2], true);
+    out[3] = scale(s[3], true);
+  } else {
+    out[1] = s[1].is_known() ? Dim::Known(s[1].value() * b * b) : Dim();
+    out[2] = scale(s[2], false);
+    out[3] = scale(s[3], false);
+  }
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+}  // namespace
+
+ShapeRule FindVisionRule(std::string_view op) {
+  static const auto* rules = new absl::flat_hash_map<std::string, ShapeRule>{
+      {"Conv", &ConvRule},
+      {"ConvTranspose", &ConvTransposeRule},
+      {"MaxPool", &PoolRule},
+      {"AveragePool", &PoolRule},
+      {"LpPool", &PoolRule},
+      {"GlobalAveragePool", &GlobalPoolRule},
+      {"GlobalMaxPool", &GlobalPoolRule},
+      {"BatchNormalization", &SameAsX},
+      {"InstanceNormalization", &SameAsX},
+      {"GroupNormalization", &SameAsX},
+      {"LpNormalization", &SameAsX},
+      {"DepthToSpace", &BlockMoveRule<true>},
+      {"SpaceToDepth", &BlockMoveRule<false>},
+  };
+  auto it = rules->find(std::string(op));
+  return it == rules->end() ? nullptr : it->second;
+}
+
+}  // namespace kiln::shape_inference

@@ -1,0 +1,352 @@
+// onnxruntime's `com.microsoft` ops, as its transformer optimizer writes them into
+// `model_O1.onnx` / `model_O2.onnx` files, expanded at import into the standard ops they
+// compute (docs/importer.md "onnxruntime-optimized graphs"). kiln's fusions then find in
+// the expansion the patterns they already know and fuse them back into kiln's own ops, so
+// there is one implementation of each computation and one path to the plans.
+// Expansions (each keeps the node's provenance; names "<node>/<op>_<k>"):
+//   Gelu(X)                       Gelu (erf)
+//   FastGelu(X, bias?)            Gelu(X + bias, approximate="tanh")
+//   BiasGelu(A, B)                Gelu(A + B)
+//   QuickGelu(X){alpha=1.702}     X · Sigmoid(alpha · X)
+//   BiasAdd(X, bias, skip)        (X + bias) + skip
+//   SkipLayerNormalization(input, skip, gamma, beta?, bias?){epsilon}
+//                                 s = (input + bias) + skip; LayerNormalization(s, gamma,
+//                                 beta){axis=-1} → output, mean, inv_std_var; s → output 3
+//   SkipSimplifiedLayerNormalization(input, skip, gamma, bias?){epsilon}
+//                                 s as above; RMSNormalization(s, gamma) → output; s → 3
+//   SimplifiedLayerNormalization(X, scale){axis, epsilon} (in the default domain, where
+//   onnxruntime registers it)
+//                                 RMSNormalization(X, scale)
+//   EmbedLayerNormalization(ids, segment_ids?, word, pos, segment?, gamma, beta, mask?,
+//                           position_ids?){epsilon, mask_index_type}
+//                                 s = word[ids] + pos[position_ids or [0..S)] (+
+//                                 segment[segment_ids]); LayerNormalization(s) → output;
+//                                 mask_index = Σ mask per row (i32); s → embedding_sum
+//   Attention(input, weights, bias?, mask_index?, past?, attention_bias?){num_heads,
+//             qkv_hidden_sizes?, scale?, mask_filter_value=-10000, unidirectional}
+//                                 Q/K/V = input · W[:, part] + bias[part] (constant W),
+//                                 heads split, Q·Kᵀ · scale + mask + attention_bias,
+//                                 Softmax, · V, heads merged. The mask as onnxruntime reads
+//                                 it: [B, T] 0/1 (0 masked), or [B] valid key counts
+//                                 (keys at or past the count masked); masked scores get
+//                                 mask_filter_value added. unidirectional: keys after the
+//                                 query masked the same way.
+// Unimplemented (named in the error): any other com.microsoft op; past/present state,
+// rotary or the 3-D/4-D/start-end mask formats of Attention; the statistics outputs of
+// the simplified norms; mask_index without a mask.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kiln/support/status.h"
+#include "src/onnx/import_internal.h"
+
+namespace kiln::onnx_import {
+namespace {
+
+// Adds the nodes of one expansion, named and attributed to the node they replace.
+class Expansion {
+ public:
+  Expansion(Graph& g, Node* origin, absl::flat_hash_map<std::string, Value>& names)
+      : g_(g), origin_(origin), names_(names) {}
+
+  Value Op(const std::string& op, std::vector<Value> in,
+           std::vector<std::pair<std::string, Attribute>> attrs = {}, int outputs = 1,
+           std::vector<Value>* more = nullptr) {
+    Node* n = g_.AddNode(op, std::move(in), outputs);
+    n->set_provenance(origin_->provenance());
+    for (auto& [k, v] : attrs) n->set_attr(k, std::move(v));
+    for (int i = 0; i < outputs; ++i) {
+      const std::string name = Fresh(op);
+      n->set_output_name(i, name);
+      names_[name] = n->output(i);
+      if (i > 0 && more) more->push_back(n->output(i));
+    }
+    return n->output(0);
+  }
+
+  Value Const(Tensor t) {
+    const std::string name = Fresh("const");
+    Node* c = g_.AddConstant(name, std::move(t));
+    c->add_provenance(origin_->provenance().front());
+    names_[name] = c->output(0);
+    return c->output(0);
+  }
+  Value I64(std::vector<int64_t> v) { return Const(VectorI64(v)); }
+  Value F32(float v) { return Const(Tensor::ScalarF32(v)); }
+
+  // Output i of the origin becomes `v` (its users and its ONNX name move over).
+  void Bind(int i, Value v) {
+    if (i >= origin_->num_outputs()) return;
+    const Value old = origin_->output(i);
+    const std::string name = origin_->output_info(i).name;
+    g_.ReplaceAllUsesWith(old, v);
+    if (name.empty()) return;
+    origin_->set_output_name(i, Fresh("replaced"));
+    v.node->set_output_name(v.index, name);
+    names_[name] = v;
+  }
+
+  // True when output i exists and is named (a graph output or read by a node).
+  bool Wanted(int i) const {
+    return i < origin_->num_outputs() && !origin_->output_info(i).name.empty();
+  }
+
+ private:
+  std::string Fresh(const std::string& what) {
+    const std::string base = absl::StrCat(origin_->provenance().front(), "/", what);
+    std::string name = absl::StrCat(base, "_", counter_++);
+    while (names_.contains(name)) name = absl::StrCat(base, "_", counter_++);
+    return name;
+  }
+
+  Graph& g_;
+  Node* origin_;
+  absl::flat_hash_map<std::string, Value>& names_;
+  int counter_ = 0;
+};
+
+absl::Status Unsupported(const Node* n, std::string_view what) {
+  return absl::UnimplementedError(absl::StrCat(n->Describe(), ": ", std::string(what)));
+}
+
+bool Has(const Node* n, int i) { return i < n->num_inputs() && n->input(i); }
+
+// The dims of a constant input (through nothing: initializers import as Constants).
+std::optional<std::vector<int64_t>> ConstDims(const Node* n, int i) {
+  if (!Has(n, i)) return std::nullopt;
+  const Tensor* t = n->input(i).node->constant_value();
+  if (t == nullptr) return std::nullopt;
+  return t->dims();
+}
+
+Value GeluOf(Expansion& e, Value x, bool tanh) {
+  if (tanh) return e.Op("Gelu", {x}, {{"approximate", std::string("tanh")}});
+  return e.Op("Gelu", {x});
+}
+
+// (input + bias) + skip, bias optional: the bias first, so a MatMul in front fuses into a
+// Linear with it (onnxruntime adds input + skip first: the sums differ by rounding only).
+Value SkipSum(Expansion& e, Node* n, int bias_index) {
+  Value s = n->input(0);
+  if (Has(n, bias_index)) s = e.Op("Add", {s, n->input(bias_index)});
+  return e.Op("Add", {s, n->input(1)});
+}
+
+absl::Status NoStats(const Node* n, Expansion& e, std::initializer_list<int> outputs) {
+  for (int i : outputs)
+    if (e.Wanted(i))
+      return Unsupported(n, absl::StrCat("output ", i,
+                                         " (a normalization statistic) is not "
+                                         "supported"));
+  return absl::OkStatus();
+}
+
+absl::Status ExpandEmbedLayerNorm(Node* n, Expansion& e) {
+  // ids, segment_ids?, word, pos, segment?, gamma, beta, mask?, position_ids?
+  if (!Has(n, 0) || !Has(n, 2) || !Has(n, 3) || !Has(n, 5) || !Has(n, 6))
+    return absl::InvalidArgumentError(absl::StrCat(
+        n->Describe(), ": input_ids, word, position embeddings, gamma and beta are required"));
+  const Value ids = n->input(0);
+  Value sum = e.Op("Gather", {n->input(2), ids});
+  Value positions;
+  if (Has(n, 8)) {
+    positions = n->input(8);
+  } else {  // [0 .. S) as [1, S], S = ids' dim 1
+    Value shape = e.Op("Shape", {ids});
+    Value seq = e.Op("Gather", {shape, e.Const(Tensor::ScalarI64(1))}, {{"axis", int64_t{0}}});
+    Value range =
+        e.Op("Range", {e.Const(Tensor::ScalarI64(0)), seq, e.Const(Tensor::ScalarI64(1))});
+    positions = e.Op("Unsqueeze", {range, e.I64({0})});
+  }
+  sum = e.Op("Add", {sum, e.Op("Gather", {n->input(3), positions})});
+  if (Has(n, 1) && Has(n, 4)) sum = e.Op("Add", {sum, e.Op("Gather", {n->input(4), n->input(1)})});
+  const float eps = n->attr_float_or("epsilon", 1e-12f);
+  e.Bind(0, e.Op("LayerNormalization", {sum, n->input(5), n->input(6)},
+                 {{"axis", int64_t{-1}}, {"epsilon", eps}}));
+  if (e.Wanted(1) && n->attr_int_or("mask_index_type", 1) != 0) {
+    if (!Has(n, 7)) return Unsupported(n, "mask_index without a mask input is not supported");
+    Value m = e.Op("Cast", {n->input(7)}, {{"to", int64_t{6}}});  // INT32
+    Value counts = e.Op("ReduceSum", {m, e.I64({1})}, {{"keepdims", int64_t{0}}});
+    // i32 [batch] by the op's definition: the Attention that reads it picks its mask
+    // format by rank before shape inference has run.
+    Type t;
+    t.dtype = DType::kI32;
+    t.shape = std::vector<Dim>{Dim()};
+    counts.node->set_output_type(0, t);
+    e.Bind(1, counts);
+  }
+  e.Bind(2, sum);
+  return absl::OkStatus();
+}
+
+absl::Status ExpandAttention(Node* n, Expansion& e) {
+  if (Has(n, 4)) return Unsupported(n, "the past state input is not supported");
+  if (Has(n, 6) || Has(n, 7))
+    return Unsupported(n, "past_sequence_length/cache inputs are not supported");
+  if (n->num_outputs() > 1 && e.Wanted(1))
+    return Unsupported(n, "the present output is not supported");
+  if (n->attr_int_or("do_rotary", 0) != 0) return Unsupported(n, "do_rotary is not supported");
+  const int64_t heads = n->attr_int_or("num_heads", 0);
+  if (heads < 1)
+    return absl::InvalidArgumentError(absl::StrCat(n->Describe(), ": num_heads must be >= 1"));
+  const std::optional<std::vector<int64_t>> w = ConstDims(n, 1);
+  if (!w || w->size() != 2)
+    return Unsupported(n, "the weights must be a constant [input_hidden, q + k + v hidden]");
+  std::vector<int64_t> sizes;
+  if (const std::vector<int64_t>* s = n->attr_ints("qkv_hidden_sizes")) {
+    sizes = *s;
+  } else {
+    sizes = {(*w)[1] / 3, (*w)[1] / 3, (*w)[1] / 3};
+  }
+  if (sizes.size() != 3 || sizes[0] + sizes[1] + sizes[2] != (*w)[1] || sizes[0] != sizes[1] ||
+      sizes[0] % heads != 0 || sizes[2] % heads != 0)
+    return absl::InvalidArgumentError(absl::StrCat(n->Describe(), ": the weights' ", (*w)[1],
+                                                   " columns do not split into Q, K, V of ", heads,
+                                                   " heads"));
+  const int64_t dh = sizes[0] / heads, dv = sizes[2] / heads;
+  const Value x = n->input(0);
+  std::vector<Value> qkv;
+  int64_t start = 0;
+  for (int part = 0; part < 3; ++part) {
+    const int64_t end = start + sizes[part];
+    Value wp = e.Op("Slice", {n->input(1), e.I64({start}), e.I64({end}), e.I64({1})});
+    Value y = e.Op("MatMul", {x, wp});
+    if (Has(n, 2)) {
+      Value bp = e.Op("Slice", {n->input(2), e.I64({start}), e.I64({end}), e.I64({0})});
+      y = e.Op("Add", {bp, y});
+    }
+    const int64_t d = part == 2 ? dv : dh;
+    y = e.Op("Reshape", {y, e.I64({0, 0, heads, d})});
+    const std::vector<int64_t> perm =
+        part == 1 ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3};
+    qkv.push_back(e.Op("Transpose", {y}, {{"perm", perm}}));
+    start = end;
+  }
+  // 0 (the default) means 1/sqrt(head size).
+  float scale = n->attr_float_or("scale", 0.f);
+  if (scale == 0.f) scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  Value scores = e.Op("Mul", {e.Op("MatMul", {qkv[0], qkv[1]}), e.F32(scale)});
+  const float filter = n->attr_float_or("mask_filter_value", -10000.0f);
+  if (Has(n, 3)) {
+    const Type& mt = n->input(3).type();
+    Value keep;  // [B, T] of 0/1, as f32
+    if (mt.has_rank() && mt.rank() == 2) {
+      keep = e.Op("Cast", {n->input(3)}, {{"to", int64_t{1}}});
+    } else if (mt.has_rank() && mt.rank() == 1) {
+      // Valid key counts: key j is kept while j < count[b]. The keys are the input's
+      // positions (no past): T = dim 1 of the input, read there and not from the heads
+      // (a value read outside the attention block would keep it from fusing).
+      Value shape = e.Op("Shape", {x});
+      Value t = e.Op("Gather", {shape, e.Const(Tensor::ScalarI64(1))}, {{"axis", int64_t{0}}});
+      Value range =
+          e.Op("Range", {e.Const(Tensor::ScalarI64(0)), t, e.Const(Tensor::ScalarI64(1))});
+      Value counts = e.Op("Cast", {n->input(3)}, {{"to", int64_t{7}}});
+      Value less = e.Op("Less", {range, e.Op("Unsqueeze", {counts, e.I64({1})})});
+      keep = e.Op("Cast", {less}, {{"to", int64_t{1}}});
+    } else {
+      return Unsupported(n,
+                         "only the [batch, total_sequence] and [batch] mask_index formats "
+                         "are supported (its rank must be known at import)");
+    }
+    Value masked = e.Op("Sub", {e.F32(1.0f), keep});
+    Value bias = e.Op("Mul", {masked, e.F32(filter)});
+    bias = e.Op("Unsqueeze", {bias, e.I64({1, 2})});
+    scores = e.Op("Add", {scores, bias});
+  }
+  if (n->attr_int_or("unidirectional", 0) != 0) {
+    // 1 where the key comes after the query: (1 - tril(ones [S, S])) · filter.
+    Value seq = e.Op("Slice", {e.Op("Shape", {x}), e.I64({1}), e.I64({2}), e.I64({0})});
+    Value st = e.Op("Concat", {seq, seq}, {{"axis", int64_t{0}}});
+    Value ones = e.Op("ConstantOfShape", {st}, {{"value", Tensor::FromF32({1}, {1.0f})}});
+    Value tril = e.Op("Trilu", {ones}, {{"upper", int64_t{0}}});
+    scores = e.Op("Add", {scores, e.Op("Mul", {e.Op("Sub", {e.F32(1.0f), tril}), e.F32(filter)})});
+  }
+  if (Has(n, 5)) scores = e.Op("Add", {scores, n->input(5)});
+  Value probs = e.Op("Softmax", {scores}, {{"axis", int64_t{-1}}});
+  Value ctx = e.Op("Transpose", {e.Op("MatMul", {probs, qkv[2]})},
+                   {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  e.Bind(0, e.Op("Reshape", {ctx, e.I64({0, 0, sizes[2]})}));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
+  // Arity as onnxruntime's schemas give it; not in the op catalogue, since no node of
+  // these ops outlives the import (the catalogue's ops all run).
+  static const auto* table = new std::vector<OpInfo>{
+      {"com.microsoft", "Gelu", 1, 1, 1, 1, kPure},
+      {"com.microsoft", "FastGelu", 1, 2, 1, 1, kPure},
+      {"com.microsoft", "BiasGelu", 2, 2, 1, 1, kPure},
+      {"com.microsoft", "QuickGelu", 1, 1, 1, 1, kPure},
+      {"com.microsoft", "BiasAdd", 3, 3, 1, 1, kPure},
+      {"com.microsoft", "SkipLayerNormalization", 3, 5, 1, 4, kPure},
+      {"com.microsoft", "SkipSimplifiedLayerNormalization", 3, 4, 1, 4, kPure},
+      // onnxruntime registers this one in the default domain (only).
+      {"", "SimplifiedLayerNormalization", 2, 2, 1, 2, kPure},
+      {"com.microsoft", "EmbedLayerNormalization", 7, 9, 1, 3, kPure},
+      {"com.microsoft", "Attention", 2, 8, 1, 2, kPure},
+  };
+  for (const OpInfo& info : *table)
+    if (info.domain == domain && info.name == op) return &info;
+  return nullptr;
+}
+
+absl::Status ExpandContribOp(Graph& graph, Node* n,
+                             absl::flat_hash_map<std::string, Value>& names) {
+  if (FindContribOp(n->domain(), n->op()) == nullptr)
+    return Unsupported(n, "this com.microsoft op is not supported");
+  Expansion e(graph, n, names);
+  const std::string& op = n->op();
+  const float eps = n->attr_float_or("epsilon", 1e-12f);
+  if (op == "Gelu") {
+    e.Bind(0, GeluOf(e, n->input(0), false));
+  } else if (op == "FastGelu") {
+    Value x = Has(n, 1) ? e.Op("Add", {n->input(0), n->input(1)}) : n->input(0);
+    e.Bind(0, GeluOf(e, x, true));
+  } else if (op == "BiasGelu") {
+    e.Bind(0, GeluOf(e, e.Op("Add", {n->input(0), n->input(1)}), false));
+  } else if (op == "QuickGelu") {
+    const float alpha = n->attr_float_or("alpha", 1.702f);
+    Value s = e.Op("Sigmoid", {e.Op("Mul", {n->input(0), e.F32(alpha)})});
+    e.Bind(0, e.Op("Mul", {n->input(0), s}));
+  } else if (op == "BiasAdd") {
+    e.Bind(0, e.Op("Add", {e.Op("Add", {n->input(0), n->input(1)}), n->input(2)}));
+  } else if (op == "SkipLayerNormalization") {
+    Value s = SkipSum(e, n, 4);
+    std::vector<Value> stats;
+    std::vector<Value> in = {s, n->input(2)};
+    if (Has(n, 3)) in.push_back(n->input(3));
+    Value y = e.Op("LayerNormalization", std::move(in), {{"axis", int64_t{-1}}, {"epsilon", eps}},
+                   e.Wanted(1) || e.Wanted(2) ? 3 : 1, &stats);
+    e.Bind(0, y);
+    if (!stats.empty()) {
+      e.Bind(1, stats[0]);
+      e.Bind(2, stats[1]);
+    }
+    e.Bind(3, s);
+  } else if (op == "SkipSimplifiedLayerNormalization") {
+    KILN_RETURN_IF_ERROR(NoStats(n, e, {1, 2}));
+    Value s = SkipSum(e, n, 3);
+    e.Bind(0,
+           e.Op("RMSNormalization", {s, n->input(2)}, {{"axis", int64_t{-1}}, {"epsilon", eps}}));
+    e.Bind(3, s);
+  } else if (op == "SimplifiedLayerNormalization") {
+    KILN_RETURN_IF_ERROR(NoStats(n, e, {1}));
+    e.Bind(0, e.Op("RMSNormalization", {n->input(0), n->input(1)},
+                   {{"axis", n->attr_int_or("axis", -1)},
+                    {"epsilon", n->attr_float_or("epsilon", 1e-5f)}}));
+  } else if (op == "EmbedLayerNormalization") {
+    KILN_RETURN_IF_ERROR(ExpandEmbedLayerNorm(n, e));
+  } else if (op == "Attention") {
+    KILN_RETURN_IF_ERROR(ExpandAttention(n, e));
+  } else {
+    return Unsupported(n, "this com.microsoft op is not supported");
+  }
+  return graph.RemoveNode(n);
+}
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,140 @@
+"""Each com.microsoft op kiln imports (docs/importer.md "onnxruntime-optimized graphs"),
+alone in a model built here, against onnxruntime running the same file: the forms the
+transformer optimizer writes (tests/e2e/test_ort_optimized.py) and the ones it did not
+write for the fixtures — Attention with a 0/1 mask, unidirectional, an attention bias and
+uneven qkv_hidden_sizes, the simplified norms, QuickGelu, FastGelu without bias (and
+BiasAdd, which onnxruntime runs on CUDA only, against numpy) — and the forms kiln refuses,
+each with its message.
+
+Bound: 2e-5 absolute on O(1) values (fp32 on both sides; onnxruntime's contrib kernels
+use tanh/erf approximations and fused sums: measured <= 4e-6)."""
+
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import KILN_TIMEOUT_S, run_kiln, run_onnxruntime
+
+TOLERANCE = 2e-5
+MS = "com.microsoft"
+
+
+def model(nodes, inputs, outputs, inits=(), opset=14):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                helper.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    return m
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def check(kiln_bin, tmp_path, m, feeds):
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    want = run_onnxruntime(path, feeds)
+    proc, out = run_kiln(kiln_bin, path, feeds, tmp_path / "run")
+    assert proc.returncode == 0, proc.stderr
+    for name, expected in want.items():
+        got = np.load(out / f"{name}.npy")
+        assert got.shape == expected.shape, name
+        assert float(np.abs(got - expected).max()) <= TOLERANCE, name
+
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+@pytest.mark.parametrize("mask", ["none", "2d", "1d"])
+@pytest.mark.parametrize("unidirectional", [0, 1])
+def test_attention(kiln_bin, tmp_path, mask, unidirectional):
+    b, s, h, heads, v_hidden = 2, 5, 8, 2, 12  # V wider than Q/K: uneven qkv_hidden_sizes
+    inits = [numpy_helper.from_array(rand(h, 2 * h + v_hidden, scale=0.5), "w"),
+             numpy_helper.from_array(rand(2 * h + v_hidden, scale=0.5), "bias"),
+             numpy_helper.from_array(rand(1, heads, s, s, scale=0.5), "attn_bias")]
+    inputs = [f32("x", [b, s, h])]
+    ins = ["x", "w", "bias", "", "", "attn_bias"]
+    feeds = {"x": rand(b, s, h)}
+    if mask == "2d":
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [b, s]))
+        feeds["mask"] = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], np.int32)
+        ins[3] = "mask"
+    elif mask == "1d":
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [b]))
+        feeds["mask"] = np.array([5, 3], np.int32)
+        ins[3] = "mask"
+    node = helper.make_node("Attention", ins, ["y"], domain=MS, num_heads=heads,
+                            qkv_hidden_sizes=[h, h, v_hidden], unidirectional=unidirectional,
+                            scale=0.3)
+    check(kiln_bin, tmp_path, model([node], inputs, [f32("y", [b, s, v_hidden])], inits), feeds)
+
+
+def test_norms_and_activations(kiln_bin, tmp_path):
+    h = 8
+    inits = [numpy_helper.from_array(rand(h), name) for name in ("gamma", "bias")]
+    nodes = [
+        helper.make_node("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma", "bias"],
+                         ["ssln", "", "", "sum"], domain=MS, epsilon=1e-5),
+        helper.make_node("SimplifiedLayerNormalization", ["x", "gamma"], ["sln"],
+                         epsilon=1e-6),
+        helper.make_node("QuickGelu", ["x"], ["qg"], domain=MS, alpha=1.5),
+        helper.make_node("FastGelu", ["x"], ["fg"], domain=MS),
+        helper.make_node("FastGelu", ["x", "bias"], ["fgb"], domain=MS),
+        helper.make_node("Gelu", ["skip"], ["g"], domain=MS),
+        helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma"], ["sln_plain"],
+                         domain=MS, epsilon=1e-5),
+    ]
+    outs = ["ssln", "sum", "sln", "qg", "fg", "fgb", "g", "sln_plain"]
+    m = model(nodes, [f32("x", [2, 3, h]), f32("skip", [2, 3, h])],
+              [f32(o, [2, 3, h]) for o in outs], inits)
+    check(kiln_bin, tmp_path, m, {"x": rand(2, 3, h), "skip": rand(2, 3, h)})
+
+
+def test_bias_add(kiln_bin, tmp_path):
+    """onnxruntime has BiasAdd on CUDA only: checked against numpy, (x + bias) + skip."""
+    bias = rand(8)
+    node = helper.make_node("BiasAdd", ["x", "bias", "skip"], ["y"], domain=MS)
+    m = model([node], [f32("x", [2, 3, 8]), f32("skip", [2, 3, 8])], [f32("y", [2, 3, 8])],
+              [numpy_helper.from_array(bias, "bias")])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    feeds = {"x": rand(2, 3, 8), "skip": rand(2, 3, 8)}
+    proc, out = run_kiln(kiln_bin, path, feeds, tmp_path / "run")
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(np.load(out / "y.npy"), (feeds["x"] + bias) + feeds["skip"])
+
+
+@pytest.mark.parametrize("case,message", [
+    ("past", "the past state input is not supported"),
+    ("rotary", "do_rotary is not supported"),
+    ("stats", "output 1 (a normalization statistic) is not supported"),
+    ("other", "unsupported ops: com.microsoft.GroupQueryAttention"),
+])
+def test_refused_forms(kiln_bin, tmp_path, case, message):
+    h = 8
+    inits = [numpy_helper.from_array(rand(h, 3 * h), "w"), numpy_helper.from_array(rand(h), "g"),
+             numpy_helper.from_array(rand(2, 2, 2, 0, 4), "past")]
+    if case in ("past", "rotary"):
+        ins = ["x", "w", "", "", "past"] if case == "past" else ["x", "w"]
+        node = helper.make_node("Attention", ins, ["y"], domain=MS, num_heads=2,
+                                do_rotary=int(case == "rotary"))
+    elif case == "stats":
+        node = helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y", "inv"])
+    else:
+        node = helper.make_node("GroupQueryAttention", ["x", "x", "x"], ["y"], domain=MS,
+                                num_heads=2, kv_num_heads=2)
+    outputs = [f32("y", None)] + ([f32("inv", None)] if case == "stats" else [])
+    path = tmp_path / "m.onnx"
+    onnx.save(model([node], [f32("x", [1, 3, h])], outputs, inits), str(path))
+    p = subprocess.run([kiln_bin, "compile", str(path), "-o", str(tmp_path / "m.kiln")],
+                       capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert p.returncode != 0
+    assert message in p.stderr, p.stderr
