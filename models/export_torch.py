@@ -74,13 +74,15 @@ CHECK_SHAPES = ((2, 16), (1, 7))
 @dataclasses.dataclass(frozen=True)
 class Family:
     """One exported model kind: its inputs, outputs and the token id used for padding;
-    max_pad caps the padding random_inputs draws (None: seq/2)."""
+    max_pad caps the padding random_inputs draws (None: seq/2); attentions are the
+    attention implementations transformers has for it (MPNet and DeBERTa: eager only)."""
 
     inputs: tuple
     outputs: tuple
     vocab: int
     pad_id: int
     max_pad: int = None
+    attentions: tuple = ATTENTIONS
 
 
 # Tiny sizes of the encoders and GPT-2 (the decoders' are below): 2 layers, hidden 32,
@@ -93,6 +95,19 @@ LAYERS, HIDDEN, HEADS, FFN, VOCAB, MAX_POS = 2, 32, 4, 128, 512, 64
 INIT_STD = 0.1
 
 FAMILIES = {
+    # The encoder families beyond BERT (same tiny sizes): XLMRobertaModel (RoBERTa's
+    # CumSum position ids, pad id 1), ElectraModel (embedding size 16 projected to the
+    # hidden 32, no pooler), MPNetModel (relative position bias added to every layer's
+    # scores, pad id 1) and DebertaV2Model (disentangled attention: content-to-position and
+    # position-to-content terms from relative position embeddings).
+    "xlmr": Family(("input_ids", "attention_mask"), ("last_hidden_state", "pooler_output"),
+                   VOCAB, 1),
+    "electra": Family(("input_ids", "attention_mask", "token_type_ids"),
+                      ("last_hidden_state",), VOCAB, 0),
+    "mpnet": Family(("input_ids", "attention_mask"), ("last_hidden_state", "pooler_output"),
+                    VOCAB, 1, attentions=("eager",)),
+    "deberta": Family(("input_ids", "attention_mask", "token_type_ids"),
+                      ("last_hidden_state",), VOCAB, 0, attentions=("eager",)),
     # BertModel: a bi-encoder body with pooler.
     "bert": Family(("input_ids", "attention_mask", "token_type_ids"),
                    ("last_hidden_state", "pooler_output"), VOCAB, 0),
@@ -180,7 +195,7 @@ def parse_fixture_name(name):
     stem = name[:-len(".onnx")] if name.endswith(".onnx") else name
     parts = stem.rsplit("_", 2)
     if (len(parts) != 3 or parts[0] not in FAMILIES or parts[1] not in EXPORTERS
-            or parts[2] not in ATTENTIONS):
+            or parts[2] not in FAMILIES[parts[0]].attentions):
         raise ValueError(f"not a torch fixture name: {name}")
     return tuple(parts)
 
@@ -290,6 +305,35 @@ def build_model(family, attention):
                                      max_position_embeddings=MAX_POS, pad_token_id=0,
                                      initializer_range=INIT_STD)
         cls = tf.DistilBertModel
+    elif family == "xlmr":
+        config = tf.XLMRobertaConfig(vocab_size=VOCAB, hidden_size=HIDDEN,
+                                     num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                     intermediate_size=FFN, max_position_embeddings=MAX_POS,
+                                     type_vocab_size=1, pad_token_id=1, bos_token_id=0,
+                                     eos_token_id=2, initializer_range=INIT_STD)
+        cls = tf.XLMRobertaModel
+    elif family == "electra":
+        config = tf.ElectraConfig(vocab_size=VOCAB, embedding_size=HIDDEN // 2,
+                                  hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                  num_attention_heads=HEADS, intermediate_size=FFN,
+                                  max_position_embeddings=MAX_POS, type_vocab_size=2,
+                                  pad_token_id=0, initializer_range=INIT_STD)
+        cls = tf.ElectraModel
+    elif family == "mpnet":
+        config = tf.MPNetConfig(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                num_attention_heads=HEADS, intermediate_size=FFN,
+                                max_position_embeddings=MAX_POS, pad_token_id=1,
+                                bos_token_id=0, eos_token_id=2, initializer_range=INIT_STD)
+        cls = tf.MPNetModel
+    elif family == "deberta":
+        config = tf.DebertaV2Config(vocab_size=VOCAB, hidden_size=HIDDEN,
+                                    num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                    intermediate_size=FFN, max_position_embeddings=MAX_POS,
+                                    type_vocab_size=2, pad_token_id=0, relative_attention=True,
+                                    position_buckets=16, max_relative_positions=MAX_POS,
+                                    pos_att_type=["p2c", "c2p"], position_biased_input=False,
+                                    initializer_range=INIT_STD)
+        cls = tf.DebertaV2Model
     elif family == "roberta":
         config = tf.RobertaConfig(vocab_size=VOCAB, hidden_size=HIDDEN,
                                   num_hidden_layers=LAYERS, num_attention_heads=HEADS,
@@ -585,7 +629,7 @@ def main(argv):
         out = args.out or fixture_dir(family)
         os.makedirs(out, exist_ok=True)
         for exporter in args.exporters:
-            for attention in ATTENTIONS:
+            for attention in FAMILIES[family].attentions:
                 path = os.path.join(out, fixture_name(family, exporter, attention))
                 try:
                     note = export_one(family, exporter, attention, path)

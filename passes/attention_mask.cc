@@ -1,6 +1,7 @@
 // Attention matcher, masks: classifies the Add / Where layers between Q·Kᵀ and the
-// Softmax as a causal pattern (a constant upper triangle), an additive float mask, a bool
-// -inf mask or a Where with a finite fill, and checks the mask broadcasts to the scores
+// Softmax as a causal pattern (a constant upper triangle), an additive float mask (several
+// are summed into one: a relative position bias beside the padding mask), a bool -inf
+// mask or a Where with a finite fill, and checks the mask broadcasts to the scores
 // (attention_match.h).
 #include <cmath>
 #include <optional>
@@ -84,11 +85,18 @@ std::string AnalyzeMasks(const std::vector<MaskLayer>& layers, const std::vector
         b.causal = true;
         continue;
       }
-      if (b.mask.kind != MaskKind::kNone)
-        return "the scores are masked twice (only one mask plus a causal pattern is fused)";
       if (!IsFloat(m.type().dtype))
         return absl::StrFormat("the additive mask has dtype %s; a float mask is expected",
                                std::string(DTypeName(m.type().dtype)));
+      if (b.mask.kind == MaskKind::kAdditive) {
+        // A second additive term (a relative position bias): summed into the mask.
+        const std::string why = CheckMaskShape(m, scores);
+        if (!why.empty()) return why;
+        b.more_additive.push_back(m);
+        continue;
+      }
+      if (b.mask.kind != MaskKind::kNone)
+        return "the scores are masked twice (only one mask plus a causal pattern is fused)";
       b.mask = {MaskKind::kAdditive, m, true, 0};
       continue;
     }

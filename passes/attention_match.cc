@@ -8,6 +8,8 @@
 // Shape->Gather->Unsqueeze->Concat chains that build Reshape targets.
 #include "passes/attention_match.h"
 
+#include "kiln/ir/ops.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -51,6 +53,23 @@ bool LeadsToMatMul(Value v, int depth = 6) {
   if (IsOp(n, "Where") && n->num_inputs() == 3)
     return LeadsToMatMul(n->input(1), depth - 1) || LeadsToMatMul(n->input(2), depth - 1);
   return false;
+}
+
+// LeadsToMatMul, also through data movement (views, Transpose, the gathers and slices
+// that pick DeBERTa's relative-position terms out of their MatMul).
+bool LeadsToMatMulThroughViews(Value v, int depth = 8) {
+  if (!v || depth < 0) return false;
+  const Node* n = v.node;
+  if (n->num_inputs() >= 1 &&
+      (IsView(FindOp(n->domain(), n->op())) || IsOp(n, "Transpose") || IsOp(n, "Gather") ||
+       IsOp(n, "GatherElements") || IsOp(n, "Slice") || IsOp(n, "Expand")))
+    return LeadsToMatMulThroughViews(n->input(0), depth - 1);
+  if (IsOp(n, "Add") || IsOp(n, "Mul") || IsOp(n, "Div")) {
+    for (const Value& in : n->inputs())
+      if (LeadsToMatMulThroughViews(in, depth - 1)) return true;
+    return false;
+  }
+  return LeadsToMatMul(v, 0);
 }
 
 // The [B, N, S, D] values on Q's path between its head Transpose and Q·Kᵀ.
@@ -174,6 +193,48 @@ std::string AnalyzeRotary(AttentionBlock& b) {
   return "";
 }
 
+// An Add among the score's producers (through views, Where's data operand, Mul/Div by
+// scales) whose two operands both come from MatMuls: a score with terms beyond Q·Kᵀ.
+Node* SumOfMatMuls(Value v, int depth = 6) {
+  if (!v || depth < 0) return nullptr;
+  Node* n = v.node;
+  if (IsOp(n, "Add") && n->num_inputs() == 2) {
+    if (LeadsToMatMulThroughViews(n->input(0)) && LeadsToMatMulThroughViews(n->input(1))) return n;
+    for (const Value& in : n->inputs())
+      if (Node* hit = SumOfMatMuls(in, depth - 1)) return hit;
+    return nullptr;
+  }
+  if (IsOp(n, "Where") && n->num_inputs() == 3)
+    return SumOfMatMuls(n->input(1), depth - 1) ? SumOfMatMuls(n->input(1), depth - 1)
+                                                : SumOfMatMuls(n->input(2), depth - 1);
+  if ((IsOp(n, "Mul") || IsOp(n, "Div")) && n->num_inputs() == 2)
+    return SumOfMatMuls(n->input(0), depth - 1);
+  if (n->num_inputs() >= 1 && IsView(FindOp(n->domain(), n->op())))
+    return SumOfMatMuls(n->input(0), depth - 1);
+  return nullptr;
+}
+
+// The MatMul(P, V) the Softmax's probabilities feed as operand 0, directly or through up
+// to three views or elementwise ops (a Reshape back to [B·N, S, S], a Where that zeroes
+// masked rows, a Cast, a Dropout); null if none.
+Node* ProbabilitiesMatMul(Node* softmax) {
+  std::vector<Value> frontier = {softmax->output(0)};
+  for (int depth = 0; depth < 4 && !frontier.empty(); ++depth) {
+    std::vector<Value> next;
+    for (Value v : frontier)
+      for (const Use& u : v.node->output_info(v.index).uses) {
+        Node* n = u.user;
+        if (IsOp(n, "MatMul") && u.operand == 0) return n;
+        if (u.operand == 0 && n->num_outputs() >= 1 &&
+            (IsView(FindOp(n->domain(), n->op())) || IsOp(n, "Cast") || IsOp(n, "Dropout")))
+          next.push_back(n->output(0));
+        if (IsOp(n, "Where") || IsOp(n, "Mul")) next.push_back(n->output(0));
+      }
+    frontier = std::move(next);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string DimsString(const std::vector<Dim>& dims) {
@@ -238,7 +299,32 @@ MatchResult MatchAttention(const Graph& g, Node* softmax, const rewrite::NodeOrd
       break;
     }
   }
-  if (!cur || !IsOp(cur.node, "MatMul") || cur.node->num_inputs() != 2) return r;
+  if (!cur || !IsOp(cur.node, "MatMul") || cur.node->num_inputs() != 2) {
+    // Not Q·Kᵀ under scales and masks. When the probabilities still feed a MatMul the
+    // block is attention-shaped, and the report says why it was not fused rather than
+    // nothing (DeBERTa's disentangled attention adds score terms of its own).
+    if (Node* ctx = ProbabilitiesMatMul(softmax)) {
+      r.stage = Stage::kAttention;
+      r.nodes = {softmax, ctx};
+      if (!cur) {
+        r.reason = "the Softmax's scores do not come from a MatMul";
+      } else if (Node* sum = SumOfMatMuls(cur)) {
+        r.nodes.insert(r.nodes.begin(), sum);
+        r.reason = absl::StrFormat(
+            "the scores add terms of other MatMuls (%s sums two MatMul results): attention "
+            "with score terms beyond Q·Kᵀ, scales and masks (DeBERTa's disentangled "
+            "content-to-position and position-to-content terms) has no fused kernel",
+            Name(sum));
+      } else {
+        r.nodes.insert(r.nodes.begin(), cur.node);
+        r.reason = absl::StrFormat(
+            "the scores do not come from MatMul(Q, Kᵀ) through scales and masks: the walk "
+            "back from the Softmax stops at %s",
+            Name(cur.node));
+      }
+    }
+    return r;
+  }
   b.scores = cur.node;
 
   // Forwards: optional Where(IsNaN(P), 0, P) guard, then MatMul(P, V).

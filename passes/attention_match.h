@@ -100,6 +100,9 @@ struct AttentionBlock {
   double scale = 1.0;
   bool causal = false;
   Mask mask;
+  // Further additive terms when `mask` is additive too (MPNet's relative position bias
+  // beside the padding mask): the fused op takes their sum as its mask.
+  std::vector<Value> more_additive;
   // When Q, K, V are outputs 0, 1, 2 of one Split of a [B, S, 3H] tensor (the fuse-qkv
   // result, GPT-2's c_attn): that Split; qkv is then its input. Else qkv is a Concat.
   Node* qkv_split = nullptr;

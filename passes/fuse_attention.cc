@@ -11,7 +11,11 @@
 // The fused op replaces the head-merge Reshape when that produces [B, S, H]; a merge
 // straight to another shape (GPT-2's [B·S, H]) is kept and reads the fused op's output.
 // A Softmax between MatMul(Q, Kᵀ) and MatMul(P, V) that does not fuse is reported as a
-// near-miss with its reason (fusion report kind "attention").
+// near-miss with its reason (fusion report kind "attention"), and so is any Softmax whose
+// probabilities feed a MatMul but whose scores are not Q·Kᵀ under scales and masks
+// (DeBERTa's disentangled terms): no attention-shaped block goes unreported. Several
+// additive masks (MPNet's relative position bias beside the padding mask) become one,
+// their sum (a rounding-level difference: the terms are added in another order).
 // Limits: self-attention only (cross-attention is a reported miss); the scale must be a
 // constant (symbolic Shape-derived scales that did not fold are a reported miss); a Where
 // mask with a finite fill becomes an additive Where(cond, 0, fill) mask, which differs
@@ -46,7 +50,19 @@ Value FusedMask(Graph& g, const AttentionBlock& b, Node* before, DType dtype) {
   switch (b.mask.kind) {
     case MaskKind::kNone:
       return {};
-    case MaskKind::kAdditive:
+    case MaskKind::kAdditive: {
+      // Further additive terms summed in (each broadcasts to the scores, so the sum does).
+      Value sum = m;
+      for (const Value& more : b.more_additive) {
+        Node* add = g.InsertNodeBefore(before, "Add", {sum, more}, 1);
+        Type t;
+        t.dtype = m.type().dtype;
+        add->set_output_type(0, t);  // shape inference types it after the fusions
+        add->set_provenance(more.node->provenance());
+        sum = add->output(0);
+      }
+      return sum;
+    }
     case MaskKind::kBoolKeep:
       return m;
     case MaskKind::kBoolDrop: {

@@ -87,6 +87,12 @@ void CheckAgainstReference(const Executor& exec, const Graph& reference, int64_t
 
 // all_buckets: profile batch 1,2 x sequence 8,16, each bucket run at its exact shape;
 // otherwise batch 2 only, run at 2x8. Both also run 2x11 (sequence padded to 16).
+// DeBERTa's disentangled attention stays unfused (the fusion report says why): its
+// Softmax sees no mask the padding analysis can check, so its plans never pad.
+bool AttentionUnfused(const std::string& model) {
+  return std::filesystem::path(model).filename().string().rfind("deberta_", 0) == 0;
+}
+
 void CompileAndRun(const std::string& model, int opt_level, bool all_buckets = true) {
   SCOPED_TRACE(::testing::Message() << model << " -O" << opt_level);
   CompileOptions o;
@@ -112,7 +118,7 @@ void CompileAndRun(const std::string& model, int opt_level, bool all_buckets = t
   // Sequence padding is allowed only where Compile can see that every position-mixing op
   // honours the mask (plan-kernels.md): fused attention everywhere (the LLaMA-style
   // decoder's included, rotary and causal mask inside it), so not at -O0.
-  const bool seq_paddable = opt_level >= 2;
+  const bool seq_paddable = opt_level >= 2 && !AttentionUnfused(model);
   const auto& paddable = (*exec)->plan().paddable_symbols;
   EXPECT_EQ(std::count(paddable.begin(), paddable.end(), "sequence") == 1, seq_paddable);
   if (seq_paddable) {
@@ -130,7 +136,8 @@ void CompileAndRun(const std::string& model, int opt_level, bool all_buckets = t
   }
 }
 
-// Every fixture (BERT family, variants, torch exports, the LLaMA-style decoder) at -O2.
+// Every fixture (BERT family, variants, torch exports — XLM-R, ELECTRA, MPNet, DeBERTa
+// among them — the LLaMA-style decoder) at -O2.
 TEST(CompileRun, EveryFixtureMatchesReference) {
   std::vector<std::string> models;
   for (const char* dir : {"", "variants/", "decoder/", "torch/"})

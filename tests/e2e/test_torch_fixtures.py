@@ -1,9 +1,9 @@
 """`kiln run` vs onnxruntime on the real torch.onnx exports in models/fixtures/torch/.
 
 The fixtures are tiny transformers models (BERT, a BERT cross-encoder, DistilBERT,
-RoBERTa, ModernBERT, GPT-2, and the decoders Llama, Qwen2 with grouped-query attention
-and Mistral with a sliding window; and in models/fixtures/kv/ Llama and Qwen2 in the
-KV-cache form) exported by torch.onnx's TorchScript and dynamo exporters with eager and
+RoBERTa, XLM-RoBERTa, ELECTRA, MPNet, DeBERTa-v2, ModernBERT, GPT-2, and the decoders
+Llama, Qwen2 with grouped-query attention and Mistral with a sliding window; and in
+models/fixtures/kv/ Llama and Qwen2 in the KV-cache form) exported by torch.onnx's TorchScript and dynamo exporters with eager and
 sdpa attention (models/export_torch.py; the versions used are in the folder's README).
 Each runs at batch 2 x sequence 16 and batch 1 x sequence 7 on seeded inputs whose
 attention mask has trailing padding. torch is not needed: only the committed files and
@@ -63,7 +63,7 @@ def test_fixtures_present():
     folder, and each file is within the size budget (a missing glob would test nothing)."""
     wanted = {export_torch.fixture_name(f, e, a) for f in export_torch.FAMILIES
               if export_torch.fixture_dir(f) == export_torch.FIXTURE_DIR
-              for e in export_torch.EXPORTERS for a in export_torch.ATTENTIONS}
+              for e in export_torch.EXPORTERS for a in export_torch.FAMILIES[f].attentions}
     names = {p.name for p in FIXTURES}
     assert names == wanted, f"missing {sorted(wanted - names)}, extra {sorted(names - wanted)}"
     for path in FIXTURES:
@@ -310,7 +310,7 @@ KV_SHAPES = [(2, 3, 0), (2, 3, 5), (2, 1, 5), (2, 16, 5)]  # batch, sequence, pa
 
 def test_kv_fixtures_present():
     wanted = {export_torch.fixture_name(f, e, a) for f in export_torch.KV_DECODERS
-              for e in export_torch.EXPORTERS for a in export_torch.ATTENTIONS}
+              for e in export_torch.EXPORTERS for a in export_torch.FAMILIES[f].attentions}
     names = {p.name for p in KV_FIXTURES}
     assert names == wanted, f"missing {sorted(wanted - names)}, extra {sorted(names - wanted)}"
     for path in KV_FIXTURES:
@@ -407,3 +407,29 @@ def test_modernbert_o2_fuses(kiln_bin, model, static, tmp_path):
         proc, outdir = run_kiln(kiln_bin, plan, feeds, tmp_path / "plan_run")
         assert proc.returncode == 0, f"kiln run on the plan failed:\n{proc.stderr}"
         assert_outputs_match(outdir, model, feeds)
+
+
+# ---------------------------------------------------------------------------------------
+# The fusion report is never silent about attention: in every fixture (2 layers each) each
+# attention block either fuses or is listed as a miss with its reason. All fuse (MPNet's
+# relative position bias is summed into the fused op's mask) but DeBERTa's, whose
+# disentangled content-to-position and position-to-content score terms have no fused
+# kernel: both its blocks are misses that say so.
+@pytest.mark.parametrize("model", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_every_attention_block_fuses_or_is_reported(kiln_bin, model, tmp_path):
+    import json
+    import subprocess
+    from conftest import KILN_TIMEOUT_S
+
+    report = tmp_path / "report.json"
+    proc = subprocess.run([kiln_bin, "opt", str(model), "-O2", "--shape", "batch=2,sequence=16",
+                           "--fusion-report", str(report), "--quiet"], capture_output=True,
+                          text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr
+    attention = json.loads(report.read_text())["fusions"]["attention"]
+    fused, missed = attention["fused"], attention["missed"]
+    assert fused + len(missed) == 2, attention
+    if family_of(model) == "deberta":
+        assert fused == 0 and all("disentangled" in m["reason"] for m in missed), missed
+    else:
+        assert fused == 2, missed
