@@ -166,6 +166,8 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     (*t)["GatherElements"] = &GatherElementsRule;
     (*t)["GatherND"] = &GatherNDRule;
     (*t)["ScatterND"] = &ScatterNDRule;
+    (*t)["ScatterElements"] = &ScatterNDRule;  // the data's type, as ScatterND
+    (*t)["Scatter"] = &ScatterNDRule;
     (*t)["OneHot"] = &OneHotRule;
     (*t)["NonZero"] = &NonZeroRule;
     (*t)["Size"] = &SizeRule;

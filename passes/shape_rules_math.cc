@@ -175,6 +175,34 @@ absl::StatusOr<std::vector<Type>> OnnxAttentionRule(const RuleContext& ctx) {
   return out;
 }
 
+// NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss: the loss is the target's shape
+// (reduction "none") or a scalar; SoftmaxCrossEntropyLoss's log_prob is the scores' type.
+absl::StatusOr<std::vector<Type>> LossRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const std::string* red = ctx.node().attr_string("reduction");
+  std::vector<Type> out(ctx.node().num_outputs(), x);
+  if (red != nullptr && *red == "none") {
+    out[0] = MakeType(x.dtype, ctx.input_type(1).shape);
+  } else {
+    out[0] = MakeType(x.dtype, Shape{});
+  }
+  return out;
+}
+
+// EyeLike: the input's shape, of `dtype` (the input's when absent).
+absl::StatusOr<std::vector<Type>> EyeLikeRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  DType dt = x.dtype;
+  if (ctx.node().has_attr("dtype")) {
+    const std::optional<DType> d =
+        DTypeFromOnnx(static_cast<int32_t>(ctx.node().attr_int_or("dtype", 0)));
+    if (!d) return ctx.Error("attribute 'dtype' is not a known ONNX dtype");
+    dt = *d;
+  }
+  if (x.has_rank() && x.rank() != 2) return ctx.Error("EyeLike's input must be 2-D");
+  return Outputs(ctx, MakeType(dt, x.shape));
+}
+
 const absl::flat_hash_map<std::string, ShapeRule>& Table() {
   static const auto* table = [] {
     auto* t = new absl::flat_hash_map<std::string, ShapeRule>();
@@ -188,6 +216,9 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     (*t)["ArgMax"] = &ArgMaxRule;
     (*t)["ArgMin"] = &ArgMaxRule;
     (*t)["Attention"] = &OnnxAttentionRule;
+    (*t)["NegativeLogLikelihoodLoss"] = &LossRule;
+    (*t)["SoftmaxCrossEntropyLoss"] = &LossRule;
+    (*t)["EyeLike"] = &EyeLikeRule;
     return t;
   }();
   return *table;

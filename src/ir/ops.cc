@@ -208,6 +208,14 @@ const std::vector<OpInfo>& Table() {
       {"", "GatherElements", 2, 2, 1, 1, kPure, 11},
       Grows({"", "GatherND", 2, 2, 1, 1, kPure, 11}),
       {"", "ScatterND", 3, 3, 1, 1, kPure, 11},
+      {"", "ScatterElements", 3, 3, 1, 1, kPure, 11},
+      {"", "Scatter", 3, 3, 1, 1, kPure, 9},  // deprecated in 11: ScatterElements
+      {"", "EyeLike", 1, 1, 1, 1, kPure, 9},
+      // Losses (inference-usable; reduce over every position): loss.cc.
+      Mixes(PositionMixing::kNormalizesAxis,
+            {"", "NegativeLogLikelihoodLoss", 2, 3, 1, 1, kPure, 12}),
+      Mixes(PositionMixing::kNormalizesAxis,
+            {"", "SoftmaxCrossEntropyLoss", 2, 3, 1, 2, kPure, 12}),
       Grows({"", "OneHot", 3, 3, 1, 1, kPure, 9}),
       Grows({"", "NonZero", 1, 1, 1, 1, kPure, 9}),
       {"", "Size", 1, 1, 1, 1, kPure},

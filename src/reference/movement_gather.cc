@@ -1,9 +1,11 @@
 // Gather/scatter reference kernels: Gather, GatherElements, GatherND (with batch_dims),
-// ScatterND (every reduction) and OneHot. Every index is range-checked (negative indices
+// ScatterND and ScatterElements (every reduction; Scatter, deprecated, is ScatterElements)
+// and OneHot. Every index is range-checked (negative indices
 // count from the end) before any element moves. See movement.cc for the safety rules.
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -131,6 +133,38 @@ Outputs GatherND(const Node& node, Inputs in) {
   return One(std::move(out));
 }
 
+// Writes update element u into out element o for every (o, u) of `moves`, in order:
+// replacing it (reduction "none") or combining with it ("add", "mul", "max", "min";
+// integers wrap, NaN wins max/min as in numpy).
+absl::Status ScatterInto(Tensor& out, const Tensor& up,
+                         const std::vector<std::pair<int64_t, int64_t>>& moves,
+                         const std::string& red) {
+  if (red == "none") {
+    const size_t es = DTypeSize(out.dtype());
+    for (const auto& [o, u] : moves) std::memcpy(out.raw() + o * es, up.raw() + u * es, es);
+    return absl::OkStatus();
+  }
+  return VisitNumeric(out.dtype(), [&](auto a) -> absl::Status {
+    using A = decltype(a);
+    using T = typename A::Acc;
+    for (const auto& [o, ui] : moves) {
+      const T cur = A::Load(out.raw(), o), u = A::Load(up.raw(), ui);
+      T v;
+      if (red == "add") {
+        v = WrapAdd(cur, u);
+      } else if (red == "mul") {
+        v = WrapMul(cur, u);
+      } else if (red == "max") {
+        v = Greater(u, cur) ? u : cur;
+      } else {
+        v = Greater(cur, u) ? u : cur;
+      }
+      A::Store(out.raw(), o, v);
+    }
+    return absl::OkStatus();
+  });
+}
+
 Outputs ScatterND(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* data, Required(in, 0, "data"));
   KILN_ASSIGN_OR_RETURN(const Tensor* it, Required(in, 1, "indices"));
@@ -169,7 +203,7 @@ Outputs ScatterND(const Node& node, Inputs in) {
     }
     offsets[g] = off;
   }
-  if (red == "none") {
+  if (red == "none") {  // whole slices
     for (int64_t g = 0; g < groups; ++g)
       if (slice > 0)
         std::memcpy(out.raw() + offsets[g] * DTypeSize(data->dtype()), up->raw() + g * slice,
@@ -177,26 +211,57 @@ Outputs ScatterND(const Node& node, Inputs in) {
     return One(std::move(out));
   }
   const int64_t per = Product(data->dims(), k, r);  // elements per update slice
-  KILN_RETURN_IF_ERROR(VisitNumeric(data->dtype(), [&](auto a) -> absl::Status {
-    using A = decltype(a);
-    using T = typename A::Acc;
-    for (int64_t g = 0; g < groups; ++g)
-      for (int64_t e = 0; e < per; ++e) {
-        const T cur = A::Load(out.raw(), offsets[g] + e), u = A::Load(up->raw(), g * per + e);
-        T v;
-        if (red == "add") {
-          v = WrapAdd(cur, u);
-        } else if (red == "mul") {
-          v = WrapMul(cur, u);
-        } else if (red == "max") {
-          v = Greater(u, cur) ? u : cur;
-        } else {
-          v = Greater(cur, u) ? u : cur;
-        }
-        A::Store(out.raw(), offsets[g] + e, v);
-      }
-    return absl::OkStatus();
-  }));
+  std::vector<std::pair<int64_t, int64_t>> moves;   // (element in out, element in updates)
+  moves.reserve(static_cast<size_t>(groups * per));
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t e = 0; e < per; ++e) moves.push_back({offsets[g] + e, g * per + e});
+  KILN_RETURN_IF_ERROR(ScatterInto(out, *up, moves, red));
+  return One(std::move(out));
+}
+
+// ScatterElements (and the deprecated Scatter): out = data, then for every element i of
+// indices, out at i's position with the axis coordinate replaced by indices[i] takes
+// updates[i] (or combines with it by `reduction`).
+Outputs ScatterElements(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* data, Required(in, 0, "data"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* it, Required(in, 1, "indices"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* up, Required(in, 2, "updates"));
+  const std::string* red_attr = node.attr_string("reduction");
+  const std::string red = red_attr ? *red_attr : "none";
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    return Invalid(absl::StrCat("unknown ScatterElements reduction '", red, "'"));
+  if (!IsIndexType(it->dtype())) return Invalid("indices must be int32 or int64");
+  if (up->dtype() != data->dtype()) return Invalid("updates must have the dtype of data");
+  const int r = data->rank();
+  KILN_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attr_int_or("axis", 0), r));
+  if (it->rank() != r || up->dims() != it->dims())
+    return Invalid(absl::StrCat("indices ", DimsString(it->dims()), " and updates ",
+                                DimsString(up->dims()), " must share data's rank and one shape"));
+  for (int a = 0; a < r; ++a)
+    if (a != axis && it->dims()[a] > data->dims()[a])
+      return Invalid(absl::StrCat("indices shape ", DimsString(it->dims()), " exceeds data shape ",
+                                  DimsString(data->dims())));
+  Tensor out = data->Clone();
+  const int64_t n = it->NumElements(), ad = data->dims()[axis];
+  const std::vector<int64_t> strides = Strides(data->dims());
+  std::vector<std::pair<int64_t, int64_t>> moves;
+  moves.reserve(static_cast<size_t>(n));
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = it->GetAsInt64(i);
+    if (v < -ad || v >= ad)
+      return Invalid(
+          absl::StrCat("index ", v, " is out of range for axis ", axis, " of size ", ad));
+    if (v < 0) v += ad;
+    int64_t dst = 0;
+    for (int a = 0; a < r; ++a) dst += (a == axis ? v : idx[a]) * strides[a];
+    moves.push_back({dst, i});
+    for (int a = r - 1; a >= 0; --a) {
+      if (++idx[a] < it->dims()[a]) break;
+      idx[a] = 0;
+    }
+  }
+  KILN_RETURN_IF_ERROR(ScatterInto(out, *up, moves, red));
   return One(std::move(out));
 }
 
@@ -241,6 +306,8 @@ void RegisterGatherKernels(KernelTable& table) {
   add("GatherElements", &CheckedKernel<GatherElements>);
   add("GatherND", &CheckedKernel<GatherND>);
   add("ScatterND", &CheckedKernel<ScatterND>);
+  add("ScatterElements", &CheckedKernel<ScatterElements>);
+  add("Scatter", &CheckedKernel<ScatterElements>);
   add("OneHot", &CheckedKernel<OneHot>);
 }
 

@@ -132,12 +132,14 @@ TEST(PaddingTest, CatalogueMixingKinds) {
   // DynamicQuantizeLinear's scale is the whole tensor's range, padding included.
   EXPECT_EQ(FindOp("", "DynamicQuantizeLinear")->mixing, PositionMixing::kReducesAxes);
   // Hardmax normalizes like Softmax; ONNX's Attention takes its mask at input 3 (as
-  // kiln.Attention); the vision ops window over the spatial dims.
+  // kiln.Attention); the vision ops window over the spatial dims; the losses reduce over
+  // every position.
   for (const char* op : {"Hardmax", "Attention", "Conv", "ConvTranspose", "MaxPool", "AveragePool",
                          "LpPool", "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization",
-                         "GroupNormalization", "LpNormalization", "DepthToSpace", "SpaceToDepth"})
+                         "GroupNormalization", "LpNormalization", "DepthToSpace", "SpaceToDepth",
+                         "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"})
     EXPECT_EQ(FindOp("", op)->mixing, PositionMixing::kNormalizesAxis) << op;
-  EXPECT_EQ(mixing, 34);
+  EXPECT_EQ(mixing, 36);
 }
 
 }  // namespace
