@@ -46,38 +46,49 @@ Outputs Gather(const Node& node, Inputs in) {
   return One(std::move(out));
 }
 
-Outputs GatherElements(const Node& node, Inputs in) {
-  KILN_ASSIGN_OR_RETURN(const Tensor* data, Required(in, 0, "data"));
-  KILN_ASSIGN_OR_RETURN(const Tensor* it, Required(in, 1, "indices"));
-  if (!IsIndexType(it->dtype())) return Invalid("indices must be int32 or int64");
-  const int r = data->rank();
-  KILN_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attr_int_or("axis", 0), r));
-  if (it->rank() != r)
-    return Invalid(absl::StrCat("indices rank ", it->rank(), " differs from data rank ", r));
+// GatherElements / ScatterElements: for each element of `it` (data's rank, each dim at
+// most data's but on `axis`), the flat offset in data of that element's position with
+// the axis coordinate replaced by its (range-checked) index.
+absl::StatusOr<std::vector<int64_t>> ElementTargets(const Tensor& data, const Tensor& it,
+                                                    int axis) {
+  if (!IsIndexType(it.dtype())) return Invalid("indices must be int32 or int64");
+  const int r = data.rank();
+  if (it.rank() != r)
+    return Invalid(absl::StrCat("indices rank ", it.rank(), " differs from data rank ", r));
   for (int a = 0; a < r; ++a)
-    if (a != axis && it->dims()[a] > data->dims()[a])
-      return Invalid(absl::StrCat("indices shape ", DimsString(it->dims()), " exceeds data shape ",
-                                  DimsString(data->dims())));
-  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(data->dtype(), it->dims()));
-  const int64_t n = out.NumElements();
-  const int64_t ad = data->dims()[axis];
-  const size_t es = DTypeSize(data->dtype());
-  const std::vector<int64_t> strides = Strides(data->dims());
+    if (a != axis && it.dims()[a] > data.dims()[a])
+      return Invalid(absl::StrCat("indices shape ", DimsString(it.dims()), " exceeds data shape ",
+                                  DimsString(data.dims())));
+  const int64_t n = it.NumElements(), ad = data.dims()[axis];
+  const std::vector<int64_t> strides = Strides(data.dims());
+  std::vector<int64_t> targets(static_cast<size_t>(n));
   std::vector<int64_t> idx(r, 0);
   for (int64_t i = 0; i < n; ++i) {
-    int64_t v = it->GetAsInt64(i);
+    int64_t v = it.GetAsInt64(i);
     if (v < -ad || v >= ad)
       return Invalid(
           absl::StrCat("index ", v, " is out of range for axis ", axis, " of size ", ad));
     if (v < 0) v += ad;
-    int64_t src = 0;
-    for (int a = 0; a < r; ++a) src += (a == axis ? v : idx[a]) * strides[a];
-    std::memcpy(out.raw() + i * es, data->raw() + src * es, es);
+    int64_t off = 0;
+    for (int a = 0; a < r; ++a) off += (a == axis ? v : idx[a]) * strides[a];
+    targets[i] = off;
     for (int a = r - 1; a >= 0; --a) {
-      if (++idx[a] < it->dims()[a]) break;
+      if (++idx[a] < it.dims()[a]) break;
       idx[a] = 0;
     }
   }
+  return targets;
+}
+
+Outputs GatherElements(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* data, Required(in, 0, "data"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* it, Required(in, 1, "indices"));
+  KILN_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attr_int_or("axis", 0), data->rank()));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> src, ElementTargets(*data, *it, axis));
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(data->dtype(), it->dims()));
+  const size_t es = DTypeSize(data->dtype());
+  for (size_t i = 0; i < src.size(); ++i)
+    std::memcpy(out.raw() + i * es, data->raw() + src[i] * es, es);
   return One(std::move(out));
 }
 
@@ -133,6 +144,15 @@ Outputs GatherND(const Node& node, Inputs in) {
   return One(std::move(out));
 }
 
+// The scatter ops' `reduction` attribute: none (the default), add, mul, max or min.
+absl::StatusOr<std::string> Reduction(const Node& node) {
+  const std::string* attr = node.attr_string("reduction");
+  const std::string red = attr ? *attr : "none";
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    return Invalid(absl::StrCat("unknown ", node.op(), " reduction '", red, "'"));
+  return red;
+}
+
 // Writes update element u into out element o for every (o, u) of `moves`, in order:
 // replacing it (reduction "none") or combining with it ("add", "mul", "max", "min";
 // integers wrap, NaN wins max/min as in numpy).
@@ -169,10 +189,7 @@ Outputs ScatterND(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* data, Required(in, 0, "data"));
   KILN_ASSIGN_OR_RETURN(const Tensor* it, Required(in, 1, "indices"));
   KILN_ASSIGN_OR_RETURN(const Tensor* up, Required(in, 2, "updates"));
-  const std::string* red_attr = node.attr_string("reduction");
-  const std::string red = red_attr ? *red_attr : "none";
-  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
-    return Invalid(absl::StrCat("unknown ScatterND reduction '", red, "'"));
+  KILN_ASSIGN_OR_RETURN(const std::string red, Reduction(node));
   if (it->dtype() != DType::kI64) return Invalid("indices must be int64");
   if (up->dtype() != data->dtype()) return Invalid("updates must have the dtype of data");
   if (it->rank() < 1) return Invalid("indices must have rank >= 1");
@@ -226,41 +243,17 @@ Outputs ScatterElements(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* data, Required(in, 0, "data"));
   KILN_ASSIGN_OR_RETURN(const Tensor* it, Required(in, 1, "indices"));
   KILN_ASSIGN_OR_RETURN(const Tensor* up, Required(in, 2, "updates"));
-  const std::string* red_attr = node.attr_string("reduction");
-  const std::string red = red_attr ? *red_attr : "none";
-  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
-    return Invalid(absl::StrCat("unknown ScatterElements reduction '", red, "'"));
-  if (!IsIndexType(it->dtype())) return Invalid("indices must be int32 or int64");
+  KILN_ASSIGN_OR_RETURN(const std::string red, Reduction(node));
   if (up->dtype() != data->dtype()) return Invalid("updates must have the dtype of data");
-  const int r = data->rank();
-  KILN_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attr_int_or("axis", 0), r));
-  if (it->rank() != r || up->dims() != it->dims())
-    return Invalid(absl::StrCat("indices ", DimsString(it->dims()), " and updates ",
-                                DimsString(up->dims()), " must share data's rank and one shape"));
-  for (int a = 0; a < r; ++a)
-    if (a != axis && it->dims()[a] > data->dims()[a])
-      return Invalid(absl::StrCat("indices shape ", DimsString(it->dims()), " exceeds data shape ",
-                                  DimsString(data->dims())));
-  Tensor out = data->Clone();
-  const int64_t n = it->NumElements(), ad = data->dims()[axis];
-  const std::vector<int64_t> strides = Strides(data->dims());
+  if (up->dims() != it->dims())
+    return Invalid(absl::StrCat("updates ", DimsString(up->dims()),
+                                " must have the shape of indices ", DimsString(it->dims())));
+  KILN_ASSIGN_OR_RETURN(int axis, NormalizeAxis(node.attr_int_or("axis", 0), data->rank()));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> dst, ElementTargets(*data, *it, axis));
   std::vector<std::pair<int64_t, int64_t>> moves;
-  moves.reserve(static_cast<size_t>(n));
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t v = it->GetAsInt64(i);
-    if (v < -ad || v >= ad)
-      return Invalid(
-          absl::StrCat("index ", v, " is out of range for axis ", axis, " of size ", ad));
-    if (v < 0) v += ad;
-    int64_t dst = 0;
-    for (int a = 0; a < r; ++a) dst += (a == axis ? v : idx[a]) * strides[a];
-    moves.push_back({dst, i});
-    for (int a = r - 1; a >= 0; --a) {
-      if (++idx[a] < it->dims()[a]) break;
-      idx[a] = 0;
-    }
-  }
+  moves.reserve(dst.size());
+  for (size_t i = 0; i < dst.size(); ++i) moves.push_back({dst[i], static_cast<int64_t>(i)});
+  Tensor out = data->Clone();
   KILN_RETURN_IF_ERROR(ScatterInto(out, *up, moves, red));
   return One(std::move(out));
 }
