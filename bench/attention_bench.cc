@@ -131,13 +131,18 @@ BENCHMARK(BM_AttentionPadMask)
     ->ArgNames({"B", "S", "D"})
     ->UseRealTime();
 
-template <AttentionPath kPath>
-void BM_CacheAttentionPath(benchmark::State& state) {
+// A decode step's attention over the cache; block > 0: the cache paged in blocks of that
+// many slots, the blocks of each sequence interleaved with the others' over the pool (as a
+// session's pool looks after sequences grew in turns), read through the block table.
+void CacheAttention(benchmark::State& state, AttentionPath path, int64_t block) {
   const int64_t nb = state.range(0), s = state.range(1), l = state.range(2);
   const int64_t nh = state.range(3), nkv = state.range(4), d = state.range(5);
+  const int64_t width = block > 0 ? l / block : 0;
+  const int64_t kv = block > 0 ? (nb * width + 1) * nkv * block * d : nb * nkv * l * d;
   const CpuContext ctx = BenchContext();
-  const auto q = Random(nb * nh * s * d, 5), k = Random(nb * nkv * l * d, 6),
-             v = Random(nb * nkv * l * d, 7);
+  const auto q = Random(nb * nh * s * d, 5), k = Random(kv, 6), v = Random(kv, 7);
+  std::vector<int64_t> table(nb * width);
+  for (int64_t i = 0; i < nb * width; ++i) table[i] = 1 + (i % width) * nb + i / width;
   std::vector<float> y(nb * s * nh * d);
   AttentionArgs a;
   a.q = q.data();
@@ -152,11 +157,17 @@ void BM_CacheAttentionPath(benchmark::State& state) {
   a.scale = 0.125f;
   a.causal = true;
   a.y = y.data();
+  if (block > 0) a.paged = {table.data(), width, block, nb * width + 1};
   for (auto _ : state) {
-    if (!internal::AttentionWithPath(ctx, a, kPath).ok()) state.SkipWithError("failed");
+    if (!internal::AttentionWithPath(ctx, a, path).ok()) state.SkipWithError("failed");
     benchmark::DoNotOptimize(y.data());
   }
   SetFlops(state, 4.0 * nb * nh * s * l * d, 4.0 * (2 * nb * nkv * l * d + 2 * nb * nh * s * d));
+}
+
+template <AttentionPath kPath>
+void BM_CacheAttentionPath(benchmark::State& state) {
+  CacheAttention(state, kPath, 0);
 }
 
 // Qwen2-0.5B's attention (14 heads over 2 K/V heads of 64) and Llama-3-8B's (32 over 8 of
@@ -181,7 +192,25 @@ void BM_CacheAttentionCache(benchmark::State& state) {
   BM_CacheAttentionPath<AttentionPath::kCache>(state);
 }
 
+// The cache path over a paged cache (docs/generation.md) in blocks of `bs` slots (16, 64,
+// 128); against BM_CacheAttentionCache on the same shapes: the cost of paging.
+void BM_CacheAttentionPaged(benchmark::State& state) {
+  CacheAttention(state, AttentionPath::kCache, state.range(6));
+}
+
+void PagedArgs(benchmark::internal::Benchmark* b) {
+  for (const auto& [nh, nkv, d] : {std::tuple{14, 2, 64}, std::tuple{32, 8, 128}})
+    for (int64_t nb : {1, 4})
+      for (int64_t s : {1, 4})
+        for (int64_t l : {128, 512, 4096})
+          for (int64_t bs : {16, 64, 128}) b->Args({nb, s, l, nh, nkv, d, bs});
+}
+
 const std::vector<std::string> kCacheArgNames = {"B", "S", "L", "N", "Nkv", "D"};
+BENCHMARK(BM_CacheAttentionPaged)
+    ->Apply(PagedArgs)
+    ->ArgNames({"B", "S", "L", "N", "Nkv", "D", "bs"})
+    ->UseRealTime();
 BENCHMARK(BM_CacheAttention)->Apply(CacheArgs)->ArgNames(kCacheArgNames)->UseRealTime();
 BENCHMARK(BM_CacheAttentionRows)->Apply(CacheArgs)->ArgNames(kCacheArgNames)->UseRealTime();
 BENCHMARK(BM_CacheAttentionGemmHeads)->Apply(CacheArgs)->ArgNames(kCacheArgNames)->UseRealTime();

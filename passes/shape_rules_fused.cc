@@ -209,6 +209,17 @@ Rule MultiHeadAttentionRule(const RuleContext& ctx) {
 }
 
 // kiln.Attention(q [B, N, S, D], k [B, Nkv, L, D], v [B, Nkv, L, D], mask?) -> Y [B, S, N·D]
+// Input i, the block table of a paged cache: int64 [B, W], B agreeing with `batched`'s dim 0.
+absl::Status CheckBlockTable(const RuleContext& ctx, int i, const Type& batched) {
+  const Type& t = ctx.input_type(i);
+  if (t.dtype != DType::kUndefined && t.dtype != DType::kI64)
+    return ctx.Error(absl::StrCat("the block table must be int64, got ", t.ToString()));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, i, 2, "the block table"));
+  if (t.has_rank() && batched.has_rank() && batched.rank() > 0)
+    return Agree(ctx, (*t.shape)[0], (*batched.shape)[0], "the block table's rows and the batch");
+  return absl::OkStatus();
+}
+
 Rule AttentionRule(const RuleContext& ctx) {
   const Type& q = ctx.input_type(0);
   KILN_RETURN_IF_ERROR(CheckRank(ctx, 0, 4, "q"));
@@ -219,8 +230,12 @@ Rule AttentionRule(const RuleContext& ctx) {
   if (k.has_rank() && v.has_rank())
     for (int i = 0; i < 4; ++i)
       KILN_RETURN_IF_ERROR(Agree(ctx, (*k.shape)[i], (*v.shape)[i], "k and v differ"));
+  // A block table (input 4) makes k and v paged pools [P, Nkv, bs, D]: dim 0 is the pool's.
+  const bool paged = ctx.has_input(4);
+  if (paged) KILN_RETURN_IF_ERROR(CheckBlockTable(ctx, 4, q));
   if (q.has_rank() && k.has_rank()) {
-    KILN_RETURN_IF_ERROR(Agree(ctx, (*q.shape)[0], (*k.shape)[0], "q and k differ in batch"));
+    if (!paged)
+      KILN_RETURN_IF_ERROR(Agree(ctx, (*q.shape)[0], (*k.shape)[0], "q and k differ in batch"));
     KILN_RETURN_IF_ERROR(Agree(ctx, (*q.shape)[3], (*k.shape)[3], "q and k differ in head size"));
     const Dim &n = (*q.shape)[1], &nkv = (*k.shape)[1];
     if (n.is_known() && nkv.is_known() && (nkv.value() <= 0 || n.value() % nkv.value() != 0))
@@ -281,7 +296,8 @@ Rule PoolRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(hidden.dtype, Shape{s[0], s[2]}));
 }
 
-// kiln.CacheWrite(cache [B,H,C,D], new [B,H,S,D], positions [B,S] int64) -> cache's type.
+// kiln.CacheWrite(cache [B,H,C,D], new [B,H,S,D], positions [B,S] int64, block table?)
+// -> cache's type (paged: the pool [P,H,bs,D]).
 Rule CacheWriteRule(const RuleContext& ctx) {
   const Type& cache = ctx.input_type(0);
   const Type& rows = ctx.input_type(1);
@@ -294,8 +310,11 @@ Rule CacheWriteRule(const RuleContext& ctx) {
   if (cache.has_rank() && cache.rank() != 4) return ctx.Error("the cache must be rank 4");
   if (rows.has_rank() && rows.rank() != 4) return ctx.Error("new must be rank 4");
   if (pos.has_rank() && pos.rank() != 2) return ctx.Error("positions must be rank 2");
+  const bool paged = ctx.has_input(3);  // a pool [P, H, bs, D] and its block table
+  if (paged) KILN_RETURN_IF_ERROR(CheckBlockTable(ctx, 3, rows));
   if (cache.has_rank() && rows.has_rank())
     for (int d : {0, 1, 3}) {
+      if (d == 0 && paged) continue;
       const Dim a = (*cache.shape)[d], b = (*rows.shape)[d];
       if (a.is_known() && b.is_known() && a.value() != b.value())
         return ctx.Error(absl::StrCat("new's dim ", d, " (", b.value(),

@@ -511,7 +511,8 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
                    std::map<std::string, int64_t> symbols, const std::string& precision,
                    const std::string& target, int opt_level, std::vector<int> cuda_sms,
                    bool allow_tf32, std::vector<std::string> disabled_passes,
-                   std::vector<int64_t> decode_context, std::optional<nb::callable> progress,
+                   std::vector<int64_t> decode_context, int64_t kv_block_size,
+                   int64_t kv_cache_blocks, std::optional<nb::callable> progress,
                    std::optional<std::string> accept, std::string calib,
                    std::string int8_activations, std::string observer, double percentile) {
   CompileOptions options;
@@ -530,6 +531,8 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
   options.profile = std::move(profile);
   options.disabled_passes = std::move(disabled_passes);
   options.decode_context = std::move(decode_context);
+  options.kv_block_size = kv_block_size;
+  options.kv_cache_blocks = kv_cache_blocks;
   if (progress) {
     // Called on the compiling thread without the GIL: take it for the call. A callback
     // that raises is reported as unraisable and not called again.
@@ -625,9 +628,9 @@ NB_MODULE(_kiln, m) {
   m.def("_compile", &CompilePlan, nb::arg("model"), nb::arg("output").none(), nb::arg("profile"),
         nb::arg("shapes"), nb::arg("symbols"), nb::arg("precision"), nb::arg("target"),
         nb::arg("opt_level"), nb::arg("cuda_sms"), nb::arg("allow_tf32"),
-        nb::arg("disabled_passes"), nb::arg("decode_context"), nb::arg("progress").none(),
-        nb::arg("accept").none(), nb::arg("calib"), nb::arg("int8_activations"),
-        nb::arg("observer"), nb::arg("percentile"),
+        nb::arg("disabled_passes"), nb::arg("decode_context"), nb::arg("kv_block_size"),
+        nb::arg("kv_cache_blocks"), nb::arg("progress").none(), nb::arg("accept").none(),
+        nb::arg("calib"), nb::arg("int8_activations"), nb::arg("observer"), nb::arg("percentile"),
         "Internal: kiln.compile() validates its arguments and calls this.");
 
   nb::class_<PyPlan>(m, "Plan",
@@ -698,11 +701,21 @@ NB_MODULE(_kiln, m) {
       .def("restart", &PyGenerator::Restart, nb::arg("sequence"), nb::arg("prompt"),
            "Starts one sequence over with a new prompt; returns its logits, f32 [1, vocab].")
       .def("fork", &PyGenerator::Fork, nb::arg("src"), nb::arg("dst"),
-           "Sequence dst becomes a copy of sequence src (its cache and length).")
+           "Sequence dst becomes a copy of sequence src (sharing its cache blocks until one "
+           "of the two writes into a shared block).")
       .def_prop_ro("lengths", &PyGenerator::Lengths, "Tokens each sequence holds.")
       .def_prop_ro(
           "capacity", [](const PyGenerator& g) { return g.session().capacity(); },
-          "Cache slots per sequence now.")
+          "The decode capacity in use (slots per sequence the mask and block table span).")
+      .def_prop_ro(
+          "block_size", [](const PyGenerator& g) { return g.session().block_size(); },
+          "Slots per block of the paged cache.")
+      .def_prop_ro(
+          "blocks_in_use", [](const PyGenerator& g) { return g.session().blocks_in_use(); },
+          "Blocks per K/V pool the sequences hold now (shared blocks counted once).")
+      .def_prop_ro(
+          "cache_blocks", [](const PyGenerator& g) { return g.session().cache_blocks(); },
+          "Blocks per K/V pool (the scratch block excluded).")
       .def_prop_ro(
           "max_context", [](const PyGenerator& g) { return g.session().max_context(); },
           "The plan's largest decode capacity.")
@@ -710,7 +723,7 @@ NB_MODULE(_kiln, m) {
           "vocab", [](const PyGenerator& g) { return g.session().vocab(); }, "Logits width.")
       .def_prop_ro(
           "cache_bytes", [](const PyGenerator& g) { return g.session().cache_bytes(); },
-          "Bytes the K/V caches hold now.");
+          "Bytes of the cache blocks in use, all K/V pools together.");
 
   nb::class_<PySession>(m, "Session",
                         "Runs one plan. Thread-safe: run() may be called from many threads at "

@@ -106,6 +106,13 @@ constexpr char kHelp[] =
     "                           an empty past) and a decode program (one token per sequence,\n"
     "                           appending to the cache in place) for each capacity and batch;\n"
     "                           run it with `kiln generate` (docs/generation.md). cpu only\n"
+    "  --kv-block-size N        generation plans: cache slots per block of the paged cache\n"
+    "                           (default: the largest power of two <= 128 dividing every\n"
+    "                           capacity); must divide every capacity\n"
+    "  --kv-cache-blocks N      generation plans: blocks in each K/V pool, shared by all\n"
+    "                           sequences (default: largest batch x largest capacity /\n"
+    "                           block size, + 1 scratch block); reserved address space,\n"
+    "                           committed as blocks fill\n"
     "  --disable-pass NAME      skip an optimization pass wherever the pipeline has it\n"
     "                           (repeatable; `kiln opt --list-passes` lists them)\n"
     "  --verbose, -v            print progress (passes, fusions, buckets) from the start\n"
@@ -325,6 +332,16 @@ int RunCompile(int argc, char** argv) {
       co.disabled_passes.push_back(v);
       continue;
     }
+    bool matched = false;
+    for (auto [flag, field] : {std::pair{"--kv-block-size", &co.kv_block_size},
+                               std::pair{"--kv-cache-blocks", &co.kv_cache_blocks}})
+      if (args.Option(flag, &v)) {
+        if (!absl::SimpleAtoi(v, field) || *field <= 0)
+          return Fail(absl::InvalidArgumentError(
+              absl::StrCat(flag, ": '", v, "' is not a positive count")));
+        matched = true;
+      }
+    if (matched) continue;
     if (args.Option("--decode-context", &v)) {
       for (absl::string_view part : absl::StrSplit(v, ',')) {
         int64_t c = 0;

@@ -55,8 +55,10 @@ constexpr char kHelp[] =
     "  --logits-out FILE.npy    write every step's logits, f32 [steps, batch, vocab]\n"
     "  --json                   print one JSON object: tokens (the generated ids: a list for\n"
     "                           one sequence, a list of lists for several), ttft_ms,\n"
-    "                           decode_tokens_per_s, decode_steps, cache_bytes, capacity,\n"
-    "                           max_context, peak_rss_mb (getrusage), rss_growth_mb (the\n"
+    "                           decode_tokens_per_s, decode_steps, cache_bytes (the paged\n"
+    "                           cache's blocks in use), block_size, blocks_in_use,\n"
+    "                           cache_blocks (the pool), capacity, max_context,\n"
+    "                           peak_rss_mb (getrusage), rss_growth_mb (the\n"
     "                           resident set at the end minus after the first decode step;\n"
     "                           --logits-out adds its own buffer)\n"
     "  --warmup N               before the timed generation, N untimed ones of two tokens\n"
@@ -326,6 +328,9 @@ int RunGenerate(int argc, char** argv) {
     w.Key("decode_tokens_per_s").Double(tps);
     w.Key("decode_steps").Int(steps);
     w.Key("cache_bytes").Int(gen.cache_bytes());
+    w.Key("block_size").Int(gen.block_size());
+    w.Key("blocks_in_use").Int(gen.blocks_in_use());
+    w.Key("cache_blocks").Int(gen.cache_blocks());
     w.Key("capacity").Int(gen.capacity());
     w.Key("max_context").Int(gen.max_context());
     w.Key("peak_rss_mb").Double(peak_rss_mb);
@@ -339,10 +344,13 @@ int RunGenerate(int argc, char** argv) {
                 prompts[b].size(), absl::StrJoin(tokens[b], ",").c_str());
   std::printf("time to first token %.2f ms; decode %.1f tokens/s (%lld steps x %lld sequences)\n",
               ttft * 1e3, tps, static_cast<long long>(steps), static_cast<long long>(nb));
-  std::printf("cache %.2f MiB (%lld of %lld slots per sequence); peak RSS %.1f MiB\n",
-              static_cast<double>(gen.cache_bytes()) / (1024.0 * 1024.0),
-              static_cast<long long>(gen.capacity()), static_cast<long long>(gen.max_context()),
-              peak_rss_mb);
+  std::printf(
+      "cache %.2f MiB in %lld of %lld blocks of %lld slots (capacity %lld of %lld slots per "
+      "sequence); peak RSS %.1f MiB\n",
+      static_cast<double>(gen.cache_bytes()) / (1024.0 * 1024.0),
+      static_cast<long long>(gen.blocks_in_use()), static_cast<long long>(gen.cache_blocks()),
+      static_cast<long long>(gen.block_size()), static_cast<long long>(gen.capacity()),
+      static_cast<long long>(gen.max_context()), peak_rss_mb);
   return kExitOk;
 }
 

@@ -112,12 +112,30 @@ int RunPlanInfo(int argc, char** argv) {
               it != b.bindings.end())
             capacities.insert(it->second);
     }
-  if (!capacities.empty())
+  if (!capacities.empty()) {
     std::printf(
         "generation    prefill (model program, empty past) + decode (one token per "
         "sequence, %zu K/V caches appended in place); capacities %s; max context %lld\n",
         caches, absl::StrJoin(capacities, ", ").c_str(),
         static_cast<long long>(*capacities.rbegin()));
+    const PlanIo decode = IoOf(plan, PlanProgram::kDecode);
+    const PlanBucket* any = nullptr;
+    for (const PlanBucket& b : plan.buckets)
+      if (b.program == PlanProgram::kDecode) any = &b;
+    if (&decode.inputs != &plan.inputs && any && !any->in_place.empty()) {
+      const std::vector<Dim>& pool = decode.inputs[any->in_place[0].input].dims;
+      if (pool.size() == 4 && pool[0].is_known() && pool[2].is_known())
+        std::printf(
+            "%-13s paged: blocks of %lld slots, %lld blocks per K/V pool (block 0 the "
+            "scratch block)\n",
+            "", static_cast<long long>(pool[2].value()), static_cast<long long>(pool[0].value()));
+    } else {
+      std::printf(
+          "%-13s contiguous cache (compiled before the paged cache: recompile to "
+          "generate)\n",
+          "");
+    }
+  }
   // A packed program (docs/packing.md): its own signature.
   for (const PlanSignature& ps : plan.signatures) {
     const std::string name(PlanProgramName(ps.program));

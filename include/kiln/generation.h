@@ -7,26 +7,30 @@
 //   absl::StatusOr<kiln::Tensor> logits = (*gen)->Prefill({{1, 2, 3}, {4, 5}});  // [2, vocab]
 //   logits = (*gen)->Decode({7, 9});                                            // [2, vocab]
 //
-// The session owns one cache per past K/V input of the plan ([batch, kv_heads, capacity,
-// head], host memory: decode programs are cpu-only for now) and passes it as both the past
-// input and the present output of every decode step, whose kiln.CacheWrite appends this
-// token's keys and values in place: the past is never copied per token. Sequence b holds
-// its tokens in slots 0 .. length(b)-1 (slot = position); the attention mask marks them.
-// The capacity is the plan's smallest decode capacity that holds the longest sequence, and
-// grows to the next one when a sequence reaches it (one copy of the cache per growth).
-// Sequences of different lengths share a batch: prompts are right-padded for the prefill,
-// and each sequence decodes at its own position.
+// The cache is paged: per past K/V input of the plan the session owns a pool of fixed-size
+// blocks ([blocks, kv_heads, block_size, head], host memory: decode programs are cpu-only
+// for now), and each sequence a block table naming the blocks that hold its slots 0 ..
+// length-1 (slot = position). Every decode step passes the pools as both the past inputs
+// and the present outputs and the tables as `block_table`; its kiln.CacheWrite appends
+// this token's keys and values through the table and its attention reads through it, so
+// the past is never copied, a sequence takes a block only when its tokens reach it, and
+// moving to a larger decode capacity (a wider mask and table) moves nothing. The pool is
+// reserved address space: its pages are committed when a block is first written and
+// handed back to the system on Prefill, so resident memory follows the blocks in use.
+// Fork shares the source's blocks (copy on write of the partly filled last block).
 // Thread safety: one session per thread (a session is a mutable cache); many sessions may
 // share one Executor.
 // Errors: token ids outside [0, vocab), empty or too-long prompts, Decode before Prefill,
-// a sequence index out of range and a sequence at the plan's maximum context are
-// InvalidArgument / FailedPrecondition / ResourceExhausted with the numbers, never a crash.
-// Limits: the cache is contiguous per sequence at the current capacity (not paged blocks),
-// so a fork copies the source's slots; no prefix sharing; cpu plans only.
+// a sequence index out of range, a sequence at the plan's maximum context and a pool out
+// of blocks are InvalidArgument / FailedPrecondition / ResourceExhausted with the numbers,
+// never a crash; a failed call leaves every sequence's tokens as they were.
+// Limits: no prefix sharing between unrelated prompts; cpu plans only; plans compiled
+// before the paged cache (no decode signature) are refused with a recompile message.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -53,29 +57,40 @@ class GenerationSession {
   // [batch, vocab] f32.
   absl::StatusOr<Tensor> Decode(std::span<const int64_t> next_ids);
 
-  // Starts sequence `b` of the batch over with `prompt` (a batch-1 prefill copied into its
-  // slots; the other sequences keep theirs) and returns the logits at its last token,
-  // [1, vocab]. Needs a batch-1 prefill bucket; grows the capacity when the prompt needs it.
+  // Starts sequence `b` of the batch over with `prompt` (a batch-1 prefill copied into new
+  // blocks; the other sequences keep theirs) and returns the logits at its last token,
+  // [1, vocab]. Needs a batch-1 prefill bucket.
   absl::StatusOr<Tensor> Restart(int b, std::span<const int64_t> prompt);
 
-  // Sequence `dst` becomes a copy of sequence `src` (its cache slots and length), e.g. to
-  // branch a beam or sample two continuations of one prompt.
+  // Sequence `dst` becomes a copy of sequence `src` (its tokens and length), e.g. to branch
+  // a beam or sample two continuations of one prompt. The two share src's blocks until one
+  // of them writes into a shared block (then that block is copied).
   absl::Status Fork(int src, int dst);
 
   int batch() const { return static_cast<int>(lengths_.size()); }
   // Tokens sequence `b` holds (prompt + decoded); InvalidArgument for b out of range.
   absl::StatusOr<int64_t> length(int b) const;
-  int64_t capacity() const { return capacity_; }              // slots per sequence now
+  // The decode capacity in use: the smallest compiled one above the longest sequence.
+  int64_t capacity() const { return capacity_; }
   int64_t max_context() const { return capacities_.back(); }  // the largest capacity
   int64_t vocab() const { return vocab_; }
-  // Bytes the caches hold now (all K/V inputs, all sequences, `capacity()` slots).
+  int64_t block_size() const { return block_size_; }
+  // Blocks per pool a sequence may use (the scratch block 0 excluded), and those in use.
+  int64_t cache_blocks() const { return blocks_ - 1; }
+  int64_t blocks_in_use() const { return cache_blocks() - static_cast<int64_t>(free_.size()); }
+  // Bytes of the blocks in use, all K/V pools together.
   int64_t cache_bytes() const;
+
+  ~GenerationSession();
+  GenerationSession(const GenerationSession&) = delete;
+  GenerationSession& operator=(const GenerationSession&) = delete;
 
  private:
   struct Cache {
-    int input = 0, output = 0;  // plan input (past) and output (present)
+    // Past input and present output: the same indices in both programs' signatures.
+    int input = 0, output = 0;
     int64_t heads = 0, head = 0;
-    std::vector<float> data;  // [batch, heads, capacity, head]
+    float* pool = nullptr;  // [blocks, heads, block_size, head], mapped
   };
   explicit GenerationSession(std::shared_ptr<const Executor> executor)
       : executor_(std::move(executor)) {}
@@ -85,21 +100,34 @@ class GenerationSession {
     int64_t longest = 0;          // the longest prompt
   };
   absl::Status CheckIds(std::span<const int64_t> ids, const char* what) const;
-  absl::Status Grow(int64_t capacity);
   absl::StatusOr<PrefillRun> RunPrefill(std::span<const std::vector<int64_t>> prompts,
                                         const char* what) const;
+  // Blocks that hold `slots` slots; CheckFree: ResourceExhausted (naming `what`, with the
+  // numbers) when `needed` is more than the free blocks.
+  int64_t BlocksFor(int64_t slots) const { return (slots + block_size_ - 1) / block_size_; }
+  absl::Status CheckFree(int64_t needed, const char* what) const;
+  int64_t TakeBlock();
+  void Release(std::vector<int64_t>& table);
+  float* Row(const Cache& c, int64_t block, int64_t h, int64_t slot) const;
+  // Sequence `dst` := row `src` of a prefill's present outputs (its first `len` slots, in
+  // fresh blocks), its logits row := the prefill's at position len - 1.
   void TakePrefillRow(const PrefillRun& run, int64_t src, int64_t dst, int64_t len,
                       float* logits_row);
 
   std::shared_ptr<const Executor> executor_;
-  int ids_ = -1, mask_ = -1, positions_ = -1, logits_ = -1;  // plan I/O indices
+  int ids_ = -1, mask_ = -1, positions_ = -1, logits_ = -1;  // plan I/O indices (both programs)
+  int table_ = -1;                                           // the decode program's block table
   std::vector<int64_t> capacities_;                          // the decode capacities, ascending
   std::vector<int64_t> prefill_lengths_;                     // prefill sequence lengths, ascending
   int64_t vocab_ = 0;
+  int64_t block_size_ = 0, blocks_ = 0;  // per pool, block 0 the scratch block
+  size_t pool_bytes_ = 0;                // one pool's mapping
   std::vector<Cache> caches_;
-  std::vector<int64_t> lengths_;  // per sequence
+  std::vector<int> refs_;                     // per block: the tables naming it
+  std::set<int64_t> free_;                    // lowest first, so the committed pages stay few
+  std::vector<std::vector<int64_t>> tables_;  // per sequence: its blocks in slot order
+  std::vector<int64_t> lengths_;              // per sequence
   int64_t capacity_ = 0;
-  std::vector<int64_t> mask_data_;  // [batch, capacity]: 1 for filled slots
 };
 
 }  // namespace kiln

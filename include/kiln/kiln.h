@@ -106,6 +106,11 @@ struct CompileOptions {
   // each capacity); the model's past and total lengths are bound by kiln, not the profile.
   // Empty: the model is compiled as exported. docs/generation.md.
   std::vector<int64_t> decode_context;
+  // The decode program's paged cache (docs/generation.md): slots per block (0: the largest
+  // power of two <= 128 dividing every capacity) and blocks in each K/V pool (0: enough for
+  // every sequence of the largest batch at the largest capacity, plus the scratch block).
+  int64_t kv_block_size = 0;
+  int64_t kv_cache_blocks = 0;
   // Receives one line per compile phase (pass summaries, bucket n/m, ...). Null: silent.
   std::function<void(std::string_view)> progress;
 };

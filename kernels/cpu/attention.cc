@@ -70,6 +70,7 @@ struct Problem {
   AttentionMask mask;
   MaskLayout m;
   Operands o;
+  PagedCache paged;    // K/V through a block table (the cache path only)
   float* y = nullptr;  // [B, S, N·D]
   // Keys query row i attends (all L unless causal).
   int64_t KeysFor(int64_t i) const {
@@ -475,6 +476,10 @@ absl::Status RunCache(const CpuContext& ctx, const Problem& p) {
       if (last > 0) visible[b] = last;
     }
   }
+  const PagedCache& pg = p.paged;
+  if (pg.paged())
+    for (int64_t b = 0; b < nb; ++b)
+      KILN_RETURN_IF_ERROR(CheckBlockIds(pg, b, (visible[b] + pg.block_size - 1) / pg.block_size));
   const int64_t lv = *std::max_element(visible.begin(), visible.end());
   // Chunks of at least 256 keys, enough of them for two items per thread, and at most 2048
   // (the scores of a chunk stay in L2 and the scratch bounded).
@@ -504,9 +509,22 @@ absl::Status RunCache(const CpuContext& ctx, const Problem& p) {
         acc[r] = part + r * per_row + 2;
         std::fill(acc[r], acc[r] + d, 0.0f);
       }
-      const float* kp = o.k + b * o.bk + kvh * o.hk + j0 * o.ldk;
-      const float* vp = o.v + b * o.bv + kvh * o.hv + j0 * o.ldv;
-      k.dot_rows(q.data(), static_cast<int>(rows), kp, o.ldk, d, n, p.scale, scores, chunk);
+      // Keys [j0 + j, j0 + j + seg) sit in one run of rows: the whole chunk when dense, one
+      // block's part of it when paged.
+      auto segment = [&](int64_t j, const float* base, int64_t bs, int64_t hs, int64_t ld,
+                         int64_t* seg) {
+        const int64_t key = j0 + j;
+        if (!pg.paged()) {
+          *seg = n - j;
+          return base + b * bs + kvh * hs + key * ld;
+        }
+        *seg = std::min(n - j, pg.block_size - key % pg.block_size);
+        return base + (pg.Block(b, key) * (nh / group) + kvh) * hs + key % pg.block_size * ld;
+      };
+      for (int64_t j = 0, seg = 0; j < n; j += seg) {
+        const float* kp = segment(j, o.k, o.bk, o.hk, o.ldk, &seg);
+        k.dot_rows(q.data(), static_cast<int>(rows), kp, o.ldk, d, seg, p.scale, scores + j, chunk);
+      }
       int64_t used = 0;  // keys [0, used) of the chunk any row sees
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t head = kvh * group + r / s, i = r % s;
@@ -529,7 +547,11 @@ absl::Status RunCache(const CpuContext& ctx, const Problem& p) {
         std::fill(row + seen, row + n, 0.0f);  // excluded keys weigh nothing
         used = std::max(used, seen);
       }
-      k.weighted_rows(scores, chunk, static_cast<int>(rows), vp, o.ldv, d, used, acc.data());
+      for (int64_t j = 0, seg = 0; j < used; j += seg) {
+        const float* vp = segment(j, o.v, o.bv, o.hv, o.ldv, &seg);
+        seg = std::min(seg, used - j);
+        k.weighted_rows(scores + j, chunk, static_cast<int>(rows), vp, o.ldv, d, seg, acc.data());
+      }
     }
   });
   ParallelFor(ctx, nb * nh * s, 16, [&](int64_t begin, int64_t end) {
@@ -560,6 +582,11 @@ absl::Status RunCache(const CpuContext& ctx, const Problem& p) {
 }
 
 absl::Status Run(const CpuContext& ctx, const Problem& p, AttentionPath path) {
+  if (p.paged.paged()) {  // only the cache path reads through a block table
+    if (path != AttentionPath::kAuto && path != AttentionPath::kCache)
+      return absl::InvalidArgumentError("Attention: a paged cache is read by the cache path only");
+    path = AttentionPath::kCache;
+  }
   if (path == AttentionPath::kAuto) path = internal::ChooseAttentionPath(p.seq, p.keys);
   switch (path) {
     case AttentionPath::kAuto:
@@ -642,6 +669,16 @@ absl::Status AttentionWithPath(const CpuContext& ctx, const AttentionArgs& a, At
   o.bq = nh * s * d;
   o.bk = o.bv = nkv * l * d;
   o.group = nh / nkv;
+  if (a.paged.paged()) {  // pools [blocks, Nkv, block_size, D]: a head is block_size rows
+    const PagedCache& pg = a.paged;
+    if (pg.block_size <= 0 || pg.blocks <= 0 || pg.width * pg.block_size != l)
+      return absl::InvalidArgumentError(
+          absl::StrCat("Attention: a paged cache of ", pg.blocks, " blocks of ", pg.block_size,
+                       " slots, ", pg.width, " per sequence, does not hold L = ", l, " keys"));
+    p.paged = pg;
+    o.hk = o.hv = pg.block_size * d;
+    o.bk = o.bv = 0;  // unused: a block's place comes from the table
+  }
   return Run(ctx, p, path);
 }
 

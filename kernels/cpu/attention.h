@@ -17,7 +17,8 @@
 // place. Grouped K/V heads are read once per group by the row kernel (its packed Kᵀ is
 // shared by the group's query heads).
 // Few query rows over many keys (a decode step) take the cache path, which skips the keys
-// after the last one the mask lets a batch item see (a static cache's free slots).
+// after the last one the mask lets a batch item see (a static cache's free slots); it also
+// reads a paged cache through its block table (kiln.Attention only).
 // Limits: fp32; per worker a score block of about 64K floats (256 KiB; query rows are
 // blocked past S = 256) and no online softmax; for S > 64, causal attention still computes
 // the masked upper triangle of the scores.
@@ -28,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/paged_cache.h"
 
 namespace kiln::cpu {
 
@@ -73,6 +75,10 @@ struct AttentionArgs {
   bool causal = false;
   AttentionMask mask;  // broadcastable to [B, N, S, L]; both pointers null: no mask
   float* y = nullptr;  // [B, S, N·D]; must not overlap q, k or v
+  // Paged K/V (paged_cache.h): k and v are pools [blocks, Nkv, block_size, D] and L is
+  // width × block_size. Always the cache path; the block ids of the keys it reads are
+  // checked (InvalidArgument) before any is read.
+  PagedCache paged;
 };
 
 absl::Status Attention(const CpuContext& ctx, const AttentionArgs& a);

@@ -63,6 +63,12 @@ def _int(name, key, v):
     return int(v)
 
 
+def _count(name, v):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise TypeError(f"{name} must be an int >= 0 (0: kiln's default), got {v!r}")
+    return int(v)
+
+
 def compile(model: PathLike, output: Optional[PathLike] = None, *,
             profile: Optional[Mapping[str, Sequence[int]]] = None,
             shapes: Optional[Mapping[str, Sequence[int]]] = None,
@@ -71,6 +77,7 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
             cuda_sms: Optional[Sequence[int]] = None, allow_tf32: bool = False,
             disabled_passes: Optional[Sequence[str]] = None,
             decode_context: Optional[Sequence[int]] = None,
+            kv_block_size: int = 0, kv_cache_blocks: int = 0,
             progress: Union[bool, Callable[[str], None]] = False,
             accept: Optional[str] = None, calib: Optional[PathLike] = None,
             int8_activations: str = "dynamic", observer: str = "percentile",
@@ -98,6 +105,10 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
     decode_context: KV-cache decoders: the cache capacities, e.g. [256, 1024]; the plan gets
         a prefill and a decode program and runs through `plan.generator()`
         (docs/generation.md). cpu only.
+    kv_block_size, kv_cache_blocks: the decode program's paged cache: slots per block (0:
+        the largest power of two <= 128 dividing every capacity) and blocks per K/V pool (0:
+        largest batch x largest capacity / block size, + 1 scratch block), as
+        `kiln compile --kv-block-size/--kv-cache-blocks`.
     progress: True prints one line per compile phase to stderr; a callable receives them.
     accept: cpu plans below fp32: the accuracy gate, checked after compiling by running the
         plan beside the model's fp32 plan, e.g. "cosine>=0.999,logits:rank_agreement>=0.99"
@@ -132,7 +143,9 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         _mapping("symbols", symbols, _int), precision, target, opt_level,
         _int_list("cuda_sms", "", cuda_sms or []), bool(allow_tf32),
         [str(p) for p in (disabled_passes or [])],
-        _int_list("decode_context", "", decode_context or []), progress,
+        _int_list("decode_context", "", decode_context or []),
+        _count("kv_block_size", kv_block_size), _count("kv_cache_blocks", kv_cache_blocks),
+        progress,
         None if accept is None else str(accept), "" if calib is None else os.fspath(calib),
         int8_activations, observer, float(percentile))
 

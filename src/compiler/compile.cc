@@ -489,10 +489,26 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     spec.specialize = spec.stored = std::move(point);
     buckets.push_back(std::move(spec));
   }
+  compiler::KvPaging paging;
   if (kv) {
     std::map<std::string, std::vector<int64_t>> decode_profile = profile;
     decode_profile.erase(kv->sequence);
-    for (int64_t capacity : SortedUnique(options.decode_context))
+    const std::vector<int64_t> capacities = SortedUnique(options.decode_context);
+    int64_t max_batch = 0;
+    if (kv->batch.empty()) {
+      max_batch = plan.inputs[kv->input_ids].dims[0].value();
+    } else if (auto it = profile.find(kv->batch); it != profile.end()) {
+      max_batch = *std::max_element(it->second.begin(), it->second.end());
+    } else if (auto sym = options.symbols.find(kv->batch); sym != options.symbols.end()) {
+      max_batch = sym->second;
+    }
+    if (max_batch <= 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--decode-context: the batch '", kv->batch, "' has no value"));
+    KILN_ASSIGN_OR_RETURN(paging,
+                          compiler::ChooseKvPaging(capacities, max_batch, options.kv_block_size,
+                                                   options.kv_cache_blocks));
+    for (int64_t capacity : capacities)
       for (std::map<std::string, int64_t>& point : Buckets(decode_profile)) {
         BucketSpec spec;
         spec.program = PlanProgram::kDecode;
@@ -502,8 +518,13 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
         spec.specialize[kv->past] = capacity - 1;
         spec.stored[kv->past] = capacity;
         if (!kv->total.empty()) spec.specialize[kv->total] = spec.stored[kv->total] = capacity;
+        spec.stored[compiler::kBlocksSymbol] = capacity / paging.block_size;
         buckets.push_back(std::move(spec));
       }
+    KILN_ASSIGN_OR_RETURN(PlanSignature sig, DecodeSignature(plan, *kv, paging));
+    plan.signatures.push_back(std::move(sig));
+    say(absl::StrFormat("generation: paged cache, blocks of %d slots, %d blocks per K/V pool",
+                        paging.block_size, paging.blocks));
   }
   // A packed program (docs/packing.md): the encoder over the real tokens of a batch, one
   // bucket per token count and sequence count (the batch profile's values). Where the proof
@@ -585,7 +606,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     absl::Status s = pm.Run(pipeline, *bg, bctx);
     if (s.ok()) s = InferShapes(*bg, bctx);
     if (s.ok() && buckets[b].program == PlanProgram::kDecode) {
-      s = compiler::RewriteForDecode(*bg, *kv, buckets[b].capacity);
+      s = compiler::RewriteForDecode(*bg, *kv, buckets[b].capacity, paging);
       if (s.ok()) s = InferShapes(*bg, bctx);
     }
     if (s.ok() && !VerifyGraph(*bg).ok())
@@ -596,6 +617,8 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
       return KILN_INTERNAL("%sthe specialized graph has %d outputs, the symbolic one %d", where,
                            bg->outputs().size(), source.outputs().size());
     std::vector<std::string> bucket_inputs = input_names;
+    if (buckets[b].program == PlanProgram::kDecode)
+      bucket_inputs.push_back(compiler::kBlockTableInput);
     if (buckets[b].source) {
       bucket_inputs.clear();
       for (const Node* in : source.inputs()) bucket_inputs.push_back(in->output_info(0).name);

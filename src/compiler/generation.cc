@@ -2,6 +2,7 @@
 #include "compiler/generation.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "kiln/support/status.h"
@@ -95,8 +96,81 @@ absl::StatusOr<KvSignature> FindKvSignature(const Graph& g) {
   return sig;
 }
 
-absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity) {
+absl::StatusOr<KvPaging> ChooseKvPaging(const std::vector<int64_t>& capacities, int64_t max_batch,
+                                        int64_t block_size, int64_t blocks) {
+  if (capacities.empty() || max_batch <= 0)
+    return KILN_INTERNAL("paging without capacities or batch");
+  const int64_t largest = *std::max_element(capacities.begin(), capacities.end());
+  if (block_size < 0 || blocks < 0)
+    return absl::InvalidArgumentError("--kv-block-size and --kv-cache-blocks must be positive");
+  if (block_size == 0) {
+    // 128: in bench/attention_bench.cc (BM_CacheAttentionPaged) blocks of 16 made a decode
+    // step's attention 1.05-1.45x the contiguous cache's at 512-4096 keys, 128 0.83-1.09x
+    // (one dot-product call per block run); the granularity is a few KiB per block.
+    block_size = 128;
+    for (int64_t c : capacities)
+      while (c % block_size != 0) block_size /= 2;
+  }
+  for (int64_t c : capacities)
+    if (c % block_size != 0)
+      return absl::InvalidArgumentError(absl::StrCat("--kv-block-size ", block_size,
+                                                     " does not divide the decode capacity ", c,
+                                                     " (capacities must be whole blocks)"));
+  const int64_t per_sequence = largest / block_size;
+  if (blocks == 0) {
+    if (MulOverflows(max_batch, per_sequence, &blocks) ||
+        blocks == std::numeric_limits<int64_t>::max())
+      return absl::InvalidArgumentError("the default cache pool size overflows");
+    ++blocks;
+  }
+  if (blocks < per_sequence + 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-blocks ", blocks, ": one sequence at the largest capacity (", largest,
+        " slots) needs ", per_sequence, " blocks of ", block_size, ", plus the scratch block"));
+  return KvPaging{block_size, blocks};
+}
+
+absl::StatusOr<PlanSignature> DecodeSignature(const Plan& plan, const KvSignature& kv,
+                                              const KvPaging& paging) {
+  PlanSignature sig;
+  sig.program = PlanProgram::kDecode;
+  sig.inputs = plan.inputs;
+  sig.outputs = plan.outputs;
+  for (const PlanInPlace& pair : kv.caches) {
+    PlanTensorSig& past = sig.inputs[pair.input];
+    if (past.dims.size() != 4 || !past.dims[1].is_known() || !past.dims[3].is_known())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--decode-context: cache input '", past.name,
+                       "' needs known heads and head size to be paged, got [",
+                       past.dims[0].ToString(), ", ", past.dims[1].ToString(), ", ",
+                       past.dims[2].ToString(), ", ", past.dims[3].ToString(), "]"));
+    past.dims = {Dim::Known(paging.blocks), past.dims[1], Dim::Known(paging.block_size),
+                 past.dims[3]};
+    sig.outputs[pair.output].dims = past.dims;
+  }
+  sig.inputs.push_back({kBlockTableInput,
+                        DType::kI64,
+                        {plan.inputs[kv.input_ids].dims[0], Dim::Symbol(kBlocksSymbol)}});
+  for (const std::string& s : plan.paddable_symbols)
+    if (s == kv.batch) sig.paddable_symbols.push_back(s);
+  return sig;
+}
+
+absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity,
+                              const KvPaging& paging) {
   const Value positions = g.inputs()[sig.position_ids]->output(0);
+  if (InputIndex(g, kBlockTableInput) >= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("decode program: the model has an input named '", kBlockTableInput,
+                     "', the name kiln gives the cache's block table"));
+  const Type& ids = g.inputs()[sig.input_ids]->output_info(0).type;
+  if (!ids.is_static() || capacity % paging.block_size != 0)
+    return KILN_INTERNAL("decode program: input_ids %s, capacity %d, block size %d", ids.ToString(),
+                         capacity, paging.block_size);
+  const Value table =
+      g.AddInput(kBlockTableInput,
+                 Type::Static(DType::kI64, {(*ids.shape)[0].value(), capacity / paging.block_size}))
+          ->output(0);
   for (const PlanInPlace& pair : sig.caches) {
     Node* past = g.inputs()[pair.input];
     const std::string& name = past->output_info(0).name;
@@ -122,16 +196,45 @@ absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity
       return absl::InvalidArgumentError(absl::StrCat(
           "decode program: output '", g.outputs()[pair.output].name, "' is ",
           concat->output_info(0).type.ToString(), ", not the cache ", cache.ToString()));
-    past->set_output_type(0, cache);
-    Node* write = g.InsertNodeBefore(concat, "CacheWrite",
-                                     {past->output(0), concat->input(1), positions}, 1, "kiln");
-    write->set_output_type(0, cache);
+    // Everything but the graph output must be a fused attention reading keys or values.
+    for (const Use& u : concat->output_info(0).uses) {
+      const Node& n = *u.user;
+      if (n.domain() != "kiln" || n.op() != "Attention" || (u.operand != 1 && u.operand != 2))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "decode program: the cache '", name, "' is read by ", n.Describe(), " (input ",
+            u.operand,
+            "), not by a fused attention's keys or values, so it cannot be paged (docs/"
+            "generation.md; the attention of this model did not fuse: see kiln opt "
+            "--fusion-report)"));
+    }
+    Type pool = cache;
+    (*pool.shape)[0] = Dim::Known(paging.blocks);
+    (*pool.shape)[2] = Dim::Known(paging.block_size);
+    past->set_output_type(0, pool);
+    Node* write = g.InsertNodeBefore(
+        concat, "CacheWrite", {past->output(0), concat->input(1), positions, table}, 1, "kiln");
+    write->set_output_type(0, pool);
     write->set_output_name(0, concat->output_info(0).name);
     write->set_provenance(concat->provenance());
     g.ReplaceAllUsesWith(concat->output(0), write->output(0));
     KILN_RETURN_IF_ERROR(g.RemoveNode(concat));
   }
-  return absl::OkStatus();
+  // Each attention over a pool reads it through the table (input 4; the mask may be absent).
+  for (const auto& node : g.nodes()) {
+    Node* n = node.get();
+    if (n->domain() != "kiln" || n->op() != "Attention") continue;
+    const Value k = n->input(1), v = n->input(2);
+    const bool k_pool = k && k.node->op() == "CacheWrite",
+               v_pool = v && v.node->op() == "CacheWrite";
+    if (!k_pool && !v_pool) continue;
+    if (k_pool != v_pool || n->num_inputs() > 4)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decode program: ", n->Describe(),
+          " reads only one of its keys and values from the cache, so it cannot be paged"));
+    while (n->num_inputs() < 4) g.AddNodeInput(n, Value{});
+    g.AddNodeInput(n, table);
+  }
+  return g.TopoSort();  // the new input was added after the nodes that read it
 }
 
 }  // namespace kiln::compiler

@@ -2,7 +2,8 @@
 // signature of a graph exported with past key/value inputs and present outputs (optimum's
 // names: input_ids, attention_mask, position_ids; each present.* = Concat(past.*, this
 // step's K/V) on the sequence axis), and rewriting a decode bucket's graph so that each
-// past input is the whole static cache and its Concat a kiln.CacheWrite into it.
+// past input is a pool of cache blocks, its Concat a kiln.CacheWrite into it through a
+// block table, and the fused attention reads the keys and values through the same table.
 // Why: appending in place is what makes a decode step cost the new token, not a copy of
 // the whole past; the plan stays one model with two programs sharing weights.
 // Limits: position_ids must be a graph input (slot = position); the cache axis is dim 2
@@ -31,10 +32,38 @@ struct KvSignature {
 // missing when the graph is not a KV-cache decoder kiln can drive.
 absl::StatusOr<KvSignature> FindKvSignature(const Graph& g);
 
+// The decode program's paged cache: each K/V pool is [blocks, H, block_size, D]; block 0
+// is the scratch block (free table entries and padded batch rows point at it).
+struct KvPaging {
+  int64_t block_size = 0, blocks = 0;
+};
+
+// The name of the decode program's block table input and of its column symbol.
+inline constexpr char kBlockTableInput[] = "block_table";
+inline constexpr char kBlocksSymbol[] = "kv_blocks";
+
+// The paging for these capacities and batches: `block_size` (0: the largest power of two
+// <= 128 dividing every capacity) must divide every capacity; `blocks` (0: max batch × max
+// capacity / block_size + 1) must hold one sequence at the largest capacity plus the
+// scratch block. InvalidArgument with the numbers otherwise.
+absl::StatusOr<KvPaging> ChooseKvPaging(const std::vector<int64_t>& capacities, int64_t max_batch,
+                                        int64_t block_size, int64_t blocks);
+
+// The decode program's signature: the plan's, with each cache pair's past input and present
+// output the pool [blocks, H, block_size, D] (H and D must be known) and the block table
+// [batch, kv_blocks] int64 appended to the inputs; the batch may be padded where the plan's
+// batch may (padded rows write to and read the scratch block 0).
+absl::StatusOr<PlanSignature> DecodeSignature(const Plan& plan, const KvSignature& kv,
+                                              const KvPaging& paging);
+
 // Rewrites a decode bucket's graph (specialized with past = capacity - 1, sequence = 1 and
-// optimized): each cache pair's past input becomes [B, H, capacity, D] and its Concat a
-// kiln.CacheWrite(past, new, position_ids). InvalidArgument naming the input when a past
-// is read by anything but that Concat (the rewrite would change what it reads).
-absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity);
+// optimized) to the paged cache: a new input `block_table` [B, capacity / block_size]
+// int64; each cache pair's past input becomes the pool [blocks, H, block_size, D], its
+// Concat a kiln.CacheWrite(pool, new, position_ids, block_table), and each kiln.Attention
+// reading that takes the block table too. InvalidArgument naming the input when a past is
+// read by anything but its Concat, or the appended cache by anything but kiln.Attention's
+// keys or values (the pool is not a [B, H, C, D] tensor any other op could read).
+absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity,
+                              const KvPaging& paging);
 
 }  // namespace kiln::compiler

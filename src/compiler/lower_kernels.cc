@@ -268,8 +268,20 @@ std::optional<KernelChoice> HeadAttention(const Node& n, PlanTarget t) {
   const int64_t causal = n.attr_int_or("causal", 0);
   if (q.size() != 4 || k.size() != 4 || InDims(n, 2) != k || !scale || (causal != 0 && causal != 1))
     return std::nullopt;
-  const int64_t b = q[0], heads = q[1], s = q[2], d = q[3], kv = k[1], l = k[2];
-  if (k[0] != b || k[3] != d || heads <= 0 || kv <= 0 || heads % kv != 0 || (causal && l < s))
+  const int64_t b = q[0], heads = q[1], s = q[2], d = q[3], kv = k[1];
+  int64_t l = k[2];
+  // Paged (input 4, the block table [B, W]): k/v are pools [P, Nkv, bs, D], L = W·bs; the
+  // cpu kernel only.
+  const bool paged = Present(n, 4);
+  if (paged) {
+    const Dims table = InDims(n, 4);
+    if (t != PlanTarget::kCpu || InType(n, 4) != DType::kI64 || table.size() != 2 ||
+        table[0] != b || k[0] <= 0 || k[2] <= 0)
+      return std::nullopt;
+    l = table[1] * k[2];
+  }
+  if ((!paged && k[0] != b) || k[3] != d || heads <= 0 || kv <= 0 || heads % kv != 0 ||
+      (causal && l < s))
     return std::nullopt;
   if (InType(n, 1) != InType(n, 0) || InType(n, 2) != InType(n, 0)) return std::nullopt;
   if (Present(n, 3)) {
@@ -286,6 +298,10 @@ std::optional<KernelChoice> HeadAttention(const Node& n, PlanTarget t) {
       Int("batch", b),     Int("seq", s),         Int("kv_seq", l),     Int("num_heads", heads),
       Int("head_size", d), Real("scale", *scale), Int("causal", causal)};
   if (kv != heads) params.push_back(Int("kv_heads", kv));
+  if (paged) {
+    params.push_back(Int("block_size", k[2]));
+    params.push_back(Int("blocks", k[0]));
+  }
   return Emit(t, "head_attention", n, std::move(params));
 }
 
@@ -363,16 +379,27 @@ std::optional<KernelChoice> Glu(const Node& n, PlanTarget t) {
       {Int("rows", Product(x, 0, x.size() - 1)), Int("f", y.back()), Str("activation", *act)});
 }
 
-// kiln.CacheWrite(cache [B,H,C,D], new [B,H,S,D], positions [B,S]) -> [B,H,C,D].
+// kiln.CacheWrite(cache [B,H,C,D], new [B,H,S,D], positions [B,S], table?) -> [B,H,C,D];
+// paged (table [B, W]): cache and y are the pool [P,H,bs,D] and C = W·bs.
 std::optional<KernelChoice> CacheWrite(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
     return std::nullopt;
   const Dims c = InDims(n, 0), r = InDims(n, 1), p = InDims(n, 2);
   if (c.size() != 4 || r.size() != 4 || OutDims(n, 0) != c) return std::nullopt;
-  if (r[0] != c[0] || r[1] != c[1] || r[3] != c[3] || p != Dims{c[0], r[2]}) return std::nullopt;
-  return Emit(t, "cache_write", n,
-              {Int("batch", c[0]), Int("heads", c[1]), Int("slots", c[2]), Int("seq", r[2]),
-               Int("row", c[3])});
+  const bool paged = Present(n, 3);
+  const Dims table = paged ? InDims(n, 3) : Dims{};
+  if (paged && (InType(n, 3) != DType::kI64 || table.size() != 2 || table[0] != r[0]))
+    return std::nullopt;
+  if ((!paged && r[0] != c[0]) || r[1] != c[1] || r[3] != c[3] || p != Dims{r[0], r[2]})
+    return std::nullopt;
+  std::vector<PlanParam> params = {Int("batch", r[0]), Int("heads", c[1]),
+                                   Int("slots", paged ? table[1] * c[2] : c[2]), Int("seq", r[2]),
+                                   Int("row", c[3])};
+  if (paged) {
+    params.push_back(Int("block_size", c[2]));
+    params.push_back(Int("blocks", c[0]));
+  }
+  return Emit(t, "cache_write", n, std::move(params));
 }
 
 // The packed-token ops (docs/packing.md): tokens [1, T, ...], lengths [N] int64.

@@ -244,12 +244,12 @@ const std::vector<OpInfo>& Table() {
       // cache: treated like a Softmax (never paddable).
       KeepF32(kAttentionWhy,
               Mixes(PositionMixing::kNormalizesAxis,
-                    {"kiln", "Attention", 3, 4, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 3})),
+                    {"kiln", "Attention", 3, 5, 1, 1, kPure, 0, PrecisionPolicy::kLower, 1u << 3})),
       KeepF32(kEmbedWhy, Grows({"kiln", "EmbedLayerNorm", 8, 8, 1, 2, kPure | kRowwise, 0,
                                 PrecisionPolicy::kLower})),
       // A decode program's cache append (docs/generation.md): writes rows at the slots its
       // positions name, so it mixes positions like a Softmax (never paddable).
-      Mixes(PositionMixing::kNormalizesAxis, {"kiln", "CacheWrite", 3, 3, 1, 1, kPure}),
+      Mixes(PositionMixing::kNormalizesAxis, {"kiln", "CacheWrite", 3, 4, 1, 1, kPure}),
       KeepF32("pooling: a masked mean, no weights",
               Mixes(PositionMixing::kMaskedOrFirst, Grows({"kiln", "Pool", 1, 2, 1, 1, kPure, 0,
                                                            PrecisionPolicy::kLower, 1u << 1}))),

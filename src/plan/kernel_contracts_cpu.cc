@@ -114,16 +114,20 @@ std::vector<KernelContract> CpuContracts() {
               "4, broadcastable to [B,N,S,S]; cos/sin [1|B,S,R] rotate Q and K"});
   t.push_back({.name = "head_attention",
                .inputs = {Req("q", kF32Only), Req("k", kF32Only), Req("v", kF32Only),
-                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
+                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool)),
+                          Opt("block_table", DTypeBit(DType::kI64))},
                .outputs = {Req("y", kF32Only)},
                .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("kv_seq"),
                           PositiveParam("num_heads"), PositiveParam("head_size"),
                           FloatParam("scale"), FlagParam("causal"),
-                          OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+                          OptionalPositive("kv_heads", "divides num_heads; absent: num_heads"),
+                          OptionalPositive("block_size", "paged: slots per block"),
+                          OptionalPositive("blocks", "paged: blocks in the pool")},
                .doc =
                    "kiln.Attention: q [B,N,S,D], k/v [B,Nkv,L,D] → y [B,S,N·D]; mask additive "
                    "(f32) or bool, rank ≤ 4, broadcastable to [B,N,S,L]; causal: query i sees keys "
-                   "j ≤ L−S+i"});
+                   "j ≤ L−S+i. Paged (block_table [B, L/block_size], with block_size and "
+                   "blocks): k/v are pools [blocks,Nkv,block_size,D]"});
   t.push_back(
       {.name = "embed_layer_norm",
        .inputs = {Req("input_ids", kIndexTypes), Same("segment_ids", 0, true),
@@ -174,14 +178,17 @@ std::vector<KernelContract> CpuContracts() {
                              "as the reference)"));
   t.push_back(
       {.name = "cache_write",
-       .inputs = {Req("cache", kF32Only), Same("new", 0), Req("positions", DTypeBit(DType::kI64))},
+       .inputs = {Req("cache", kF32Only), Same("new", 0), Req("positions", DTypeBit(DType::kI64)),
+                  Opt("block_table", DTypeBit(DType::kI64))},
        .outputs = {Same("y", 0)},
        .params = {SizeParam("batch"), SizeParam("heads"), PositiveParam("slots"), SizeParam("seq"),
-                  PositiveParam("row")},
+                  PositiveParam("row"), OptionalPositive("block_size", "paged: slots per block"),
+                  OptionalPositive("blocks", "paged: blocks in the pool")},
        .inplace_ok = true,
        .doc = "cache, y [batch,heads,slots,row]; new [batch,heads,seq,row]; positions "
               "[batch,seq]: y = cache with new's rows at those slots (only they move when y is "
-              "the cache)"});
+              "the cache). Paged (block_table [batch, slots/block_size]): cache and y are the "
+              "pool [blocks,heads,block_size,row]"});
   t.push_back({.name = "glu",
                .inputs = {Req("x", kF32Only)},
                .outputs = {Req("y", kF32Only)},

@@ -69,7 +69,7 @@ absl::Status ValidatePlan(const Plan& plan, uint64_t weights_bytes) {
   }
   for (size_t i = 0; i < plan.signatures.size(); ++i) {
     const PlanSignature& sig = plan.signatures[i];
-    if (sig.program != PlanProgram::kPacked) {
+    if (sig.program != PlanProgram::kPacked && sig.program != PlanProgram::kDecode) {
       return Invalid(absl::StrFormat("signature %d is for program %d, which has no I/O of its own",
                                      i, static_cast<uint32_t>(sig.program)));
     }

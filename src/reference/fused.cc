@@ -621,16 +621,67 @@ Result MultiHeadAttentionKernel(const Node& node, Inputs in) {
 }
 
 // ---------------------------------------------------------------------------------------
+// The paged cache's block table: [B, W] int64 ids, checked against the pool [P, H, bs, D].
+struct BlockTable {
+  const int64_t* ids = nullptr;
+  int64_t batch = 0, width = 0, block_size = 0, blocks = 0;
+  // Row of the pool (as [P·H·bs] rows) holding head h of sequence b's slot p.
+  int64_t Row(int64_t b, int64_t h, int64_t heads, int64_t p) const {
+    return (ids[b * width + p / block_size] * heads + h) * block_size + p % block_size;
+  }
+};
+
+absl::StatusOr<BlockTable> ReadBlockTable(const Tensor& table, const Tensor& pool) {
+  if (table.dtype() != DType::kI64 || table.rank() != 2 || pool.rank() != 4)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a paged cache needs a pool [P, H, bs, D] and an int64 block table [B, W]; "
+        "got ",
+        DimsStr(pool.dims()), " and ", DName(table.dtype()), " ", DimsStr(table.dims())));
+  BlockTable t{table.data<int64_t>(), table.dims()[0], table.dims()[1], pool.dims()[2],
+               pool.dims()[0]};
+  for (int64_t i = 0; i < t.batch * t.width; ++i)
+    if (t.ids[i] < 0 || t.ids[i] >= t.blocks)
+      return absl::InvalidArgumentError(
+          absl::StrCat("block table entry [", i / t.width, ", ", i % t.width, "] = ", t.ids[i],
+                       " is outside the pool's ", t.blocks, " blocks"));
+  return t;
+}
+
+// The dense [B, H, W·bs, D] view of a paged pool (the keys or values each sequence sees).
+absl::StatusOr<Tensor> GatherPages(const Tensor& pool, const Tensor& table) {
+  KILN_ASSIGN_OR_RETURN(const BlockTable t, ReadBlockTable(table, pool));
+  const int64_t h = pool.dims()[1], d = pool.dims()[3], c = t.width * t.block_size;
+  Tensor out(pool.dtype(), {t.batch, h, c, d});
+  const size_t row = static_cast<size_t>(d) * DTypeSize(pool.dtype());
+  for (int64_t b = 0; b < t.batch; ++b)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t p = 0; p < c; ++p)
+        std::memcpy(out.raw() + ((b * h + hh) * c + p) * row, pool.raw() + t.Row(b, hh, h, p) * row,
+                    row);
+  return out;
+}
+
 // kiln.Attention(q [B, N, S, D], k [B, Nkv, L, D], v [B, Nkv, L, D], mask?) -> Y [B, S, N·D]:
 // per batch b and head n (K/V head n / (N / Nkv)),
 // P = softmax(scale · Q·Kᵀ + mask (+ causal: −inf where key j > L − S + query i)), Y = P·V
-// with the heads merged.
+// with the heads merged. A fifth input, the block table [B, W] int64, makes k and v paged
+// pools [P, Nkv, bs, D] with L = W·bs (read as GatherPages lays them out).
 
 Result AttentionKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* q, Arg(in, 0, "q"));
   KILN_ASSIGN_OR_RETURN(const Tensor* k, Arg(in, 1, "k"));
   KILN_ASSIGN_OR_RETURN(const Tensor* v, Arg(in, 2, "v"));
   const Tensor* mask = OptArg(in, 3);
+  Tensor k_pages, v_pages;  // a paged cache seen densely
+  if (const Tensor* table = OptArg(in, 4)) {
+    if (k->dims() != v->dims())
+      return absl::InvalidArgumentError(
+          absl::StrCat("paged k ", DimsStr(k->dims()), " and v ", DimsStr(v->dims()), " differ"));
+    KILN_ASSIGN_OR_RETURN(k_pages, GatherPages(*k, *table));
+    KILN_ASSIGN_OR_RETURN(v_pages, GatherPages(*v, *table));
+    k = &k_pages;
+    v = &v_pages;
+  }
   KILN_RETURN_IF_ERROR(RequireFloat(*q, "q"));
   KILN_RETURN_IF_ERROR(SameDType(*q, k, "q", "k"));
   KILN_RETURN_IF_ERROR(SameDType(*q, v, "q", "v"));
@@ -873,11 +924,15 @@ Result PoolKernel(const Node& node, Inputs in) {
 // kiln.CacheWrite(cache [B,H,C,D], new [B,H,S,D], positions [B,S] int64) -> [B,H,C,D]: the
 // cache with new[b, h, s, :] written at slot positions[b, s] (every other slot as it was).
 // A position outside [0, C) or two rows of one sequence at the same slot is an error.
+// Paged (a fourth input, the block table [B, W] int64; paged_cache.h): the cache is a pool
+// [P, H, bs, D], C = W·bs, and slot p of sequence b is row p % bs of block table[b, p / bs]
+// (an id outside [0, P) is an error); rows of different sequences on one slot: the last wins.
 
 Result CacheWriteKernel(const Node&, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* cache, Arg(in, 0, "cache"));
   KILN_ASSIGN_OR_RETURN(const Tensor* rows, Arg(in, 1, "new"));
   KILN_ASSIGN_OR_RETURN(const Tensor* pos, Arg(in, 2, "positions"));
+  const Tensor* table = OptArg(in, 3);
   if (cache->rank() != 4 || rows->rank() != 4)
     return absl::InvalidArgumentError(absl::StrCat("cache and new must be rank 4, got ",
                                                    DimsStr(cache->dims()), " and ",
@@ -885,7 +940,12 @@ Result CacheWriteKernel(const Node&, Inputs in) {
   if (rows->dtype() != cache->dtype())
     return absl::InvalidArgumentError(
         absl::StrCat("new is ", DName(rows->dtype()), " but the cache is ", DName(cache->dtype())));
-  const int64_t b = cache->dims()[0], h = cache->dims()[1], c = cache->dims()[2],
+  std::optional<BlockTable> paged;
+  if (table) {
+    KILN_ASSIGN_OR_RETURN(paged, ReadBlockTable(*table, *cache));
+  }
+  const int64_t b = paged ? paged->batch : cache->dims()[0], h = cache->dims()[1],
+                c = paged ? paged->width * paged->block_size : cache->dims()[2],
                 d = cache->dims()[3], s = rows->dims()[2];
   if (rows->dims()[0] != b || rows->dims()[1] != h || rows->dims()[3] != d)
     return absl::InvalidArgumentError(absl::StrCat("new ", DimsStr(rows->dims()),
@@ -911,9 +971,11 @@ Result CacheWriteKernel(const Node&, Inputs in) {
   const size_t row = static_cast<size_t>(d) * DTypeSize(cache->dtype());
   for (int64_t i = 0; i < b; ++i)
     for (int64_t hh = 0; hh < h; ++hh)
-      for (int64_t j = 0; j < s; ++j)
-        std::memcpy(out.raw() + ((i * h + hh) * c + p[i * s + j]) * row,
-                    rows->raw() + ((i * h + hh) * s + j) * row, row);
+      for (int64_t j = 0; j < s; ++j) {
+        const int64_t at =
+            paged ? paged->Row(i, hh, h, p[i * s + j]) : (i * h + hh) * c + p[i * s + j];
+        std::memcpy(out.raw() + at * row, rows->raw() + ((i * h + hh) * s + j) * row, row);
+      }
   return std::vector<Tensor>{std::move(out)};
 }
 

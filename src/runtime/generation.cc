@@ -1,10 +1,13 @@
 // kiln::GenerationSession (include/kiln/generation.h): prefill through the plan's model
-// program with an empty past, then one decode step per token with the cache passed as both
-// past and present.
+// program with an empty past, then one decode step per token with the block pools passed
+// as both past and present and each sequence's block table.
 #include "kiln/generation.h"
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 #include <string>
 
@@ -16,9 +19,9 @@
 namespace kiln {
 namespace {
 
-int FindInput(const Plan& plan, std::string_view name) {
-  for (size_t i = 0; i < plan.inputs.size(); ++i)
-    if (plan.inputs[i].name == name) return static_cast<int>(i);
+int FindInput(const std::vector<PlanTensorSig>& inputs, std::string_view name) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].name == name) return static_cast<int>(i);
   return -1;
 }
 
@@ -44,13 +47,26 @@ absl::StatusOr<std::unique_ptr<GenerationSession>> GenerationSession::Create(
     }
   if (decode == nullptr) return NotADecoder("the plan has no decode program");
   if (decode->in_place.empty()) return NotADecoder("the plan's decode program has no cache");
-  s->ids_ = FindInput(plan, "input_ids");
-  s->mask_ = FindInput(plan, "attention_mask");
-  s->positions_ = FindInput(plan, "position_ids");
+  const bool paged =
+      std::any_of(plan.signatures.begin(), plan.signatures.end(),
+                  [](const PlanSignature& sig) { return sig.program == PlanProgram::kDecode; });
+  if (!paged)
+    return NotADecoder(
+        "the plan's decode program keeps a contiguous cache, which sessions no longer drive "
+        "(it was compiled before the paged cache): recompile the model");
+  const PlanIo dio = IoOf(plan, PlanProgram::kDecode);
+  s->ids_ = FindInput(plan.inputs, "input_ids");
+  s->mask_ = FindInput(plan.inputs, "attention_mask");
+  s->positions_ = FindInput(plan.inputs, "position_ids");
+  s->table_ = FindInput(dio.inputs, "block_table");
   if (s->ids_ < 0 || s->mask_ < 0 || s->positions_ < 0)
     return NotADecoder("the plan lacks input_ids, attention_mask or position_ids");
+  if (s->table_ < 0 || dio.inputs.size() != plan.inputs.size() + 1 ||
+      dio.outputs.size() != plan.outputs.size())
+    return NotADecoder("the decode program's inputs are not the model's and a block table");
   for (int i : {s->ids_, s->mask_, s->positions_})
-    if (plan.inputs[i].dtype != DType::kI64 || plan.inputs[i].dims.size() != 2)
+    if (plan.inputs[i].dtype != DType::kI64 || plan.inputs[i].dims.size() != 2 ||
+        dio.inputs[i].name != plan.inputs[i].name)
       return NotADecoder(absl::StrCat("input '", plan.inputs[i].name, "' is not int64 [batch, n]"));
   for (size_t o = 0; o < plan.outputs.size(); ++o)
     if (plan.outputs[o].name == "logits") s->logits_ = static_cast<int>(o);
@@ -63,19 +79,27 @@ absl::StatusOr<std::unique_ptr<GenerationSession>> GenerationSession::Create(
   std::string past_symbol;
   for (const PlanInPlace& ip : decode->in_place) {
     const PlanTensorSig& past = plan.inputs[ip.input];
-    if (past.dtype != DType::kF32 || past.dims.size() != 4 || !past.dims[1].is_known() ||
-        !past.dims[3].is_known() || !past.dims[2].is_symbol())
-      return NotADecoder(
-          absl::StrCat("cache input '", past.name, "' is not f32 [batch, heads, past, head]"));
+    const PlanTensorSig& pool = dio.inputs[ip.input];
+    if (past.dtype != DType::kF32 || past.dims.size() != 4 || !past.dims[2].is_symbol() ||
+        pool.dims.size() != 4 ||
+        !std::all_of(pool.dims.begin(), pool.dims.end(), [](const Dim& d) { return d.is_known(); }))
+      return NotADecoder(absl::StrCat("cache input '", past.name,
+                                      "' is not f32 [batch, heads, past, head] paged into "
+                                      "[blocks, heads, block_size, head]"));
     if (!past_symbol.empty() && past_symbol != past.dims[2].symbol())
       return NotADecoder("the cache inputs disagree on the past length symbol");
     past_symbol = past.dims[2].symbol();
+    const int64_t blocks = pool.dims[0].value(), bs = pool.dims[2].value();
+    if ((s->blocks_ != 0 && (blocks != s->blocks_ || bs != s->block_size_)) || blocks < 2 || bs < 1)
+      return NotADecoder("the cache pools disagree on their blocks");
+    s->blocks_ = blocks;
+    s->block_size_ = bs;
     Cache c;
     c.input = ip.input;
     c.output = ip.output;
-    c.heads = past.dims[1].value();
-    c.head = past.dims[3].value();
-    s->caches_.push_back(std::move(c));
+    c.heads = pool.dims[1].value();
+    c.head = pool.dims[3].value();
+    s->caches_.push_back(c);
   }
   const Dim& seq = plan.inputs[s->ids_].dims[1];
   std::set<int64_t> capacities, prefill;
@@ -83,6 +107,8 @@ absl::StatusOr<std::unique_ptr<GenerationSession>> GenerationSession::Create(
     auto past = b.bindings.find(past_symbol);
     if (past == b.bindings.end()) continue;
     if (b.program == PlanProgram::kDecode) {
+      if (past->second % s->block_size_ != 0)
+        return NotADecoder("a decode capacity is not whole cache blocks");
       capacities.insert(past->second);
     } else if (past->second == 0) {
       if (seq.is_known())
@@ -94,7 +120,31 @@ absl::StatusOr<std::unique_ptr<GenerationSession>> GenerationSession::Create(
   if (prefill.empty()) return NotADecoder("the plan has no prefill bucket (an empty past)");
   s->capacities_.assign(capacities.begin(), capacities.end());
   s->prefill_lengths_.assign(prefill.begin(), prefill.end());
+
+  // The pools: address space for every block, committed page by page as blocks are written.
+  for (Cache& c : s->caches_) {
+    int64_t elems = 0;
+    if (MulOverflows(s->blocks_ * c.heads * s->block_size_, c.head, &elems) ||
+        MulOverflows(elems, int64_t{sizeof(float)}, &elems))
+      return absl::ResourceExhaustedError("GenerationSession: the cache pool size overflows");
+    s->pool_bytes_ = static_cast<size_t>(elems);
+    void* m = mmap(nullptr, s->pool_bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "GenerationSession: cannot reserve %d bytes for a cache pool of %d blocks (compile "
+          "with a smaller --kv-cache-blocks)",
+          s->pool_bytes_, s->blocks_));
+    c.pool = static_cast<float*>(m);
+  }
+  s->refs_.assign(static_cast<size_t>(s->blocks_), 0);
+  for (int64_t b = 1; b < s->blocks_; ++b) s->free_.insert(b);
   return s;
+}
+
+GenerationSession::~GenerationSession() {
+  for (Cache& c : caches_)
+    if (c.pool) munmap(c.pool, pool_bytes_);
 }
 
 absl::StatusOr<int64_t> GenerationSession::length(int b) const {
@@ -105,9 +155,10 @@ absl::StatusOr<int64_t> GenerationSession::length(int b) const {
 }
 
 int64_t GenerationSession::cache_bytes() const {
-  int64_t n = 0;
-  for (const Cache& c : caches_) n += static_cast<int64_t>(c.data.size() * sizeof(float));
-  return n;
+  int64_t per_block = 0;
+  for (const Cache& c : caches_)
+    per_block += c.heads * block_size_ * c.head * static_cast<int64_t>(sizeof(float));
+  return blocks_in_use() * per_block;
 }
 
 absl::Status GenerationSession::CheckIds(std::span<const int64_t> ids, const char* what) const {
@@ -118,26 +169,29 @@ absl::Status GenerationSession::CheckIds(std::span<const int64_t> ids, const cha
   return absl::OkStatus();
 }
 
-// Moves every cache (and the mask) to `capacity` slots, keeping each sequence's filled slots.
-absl::Status GenerationSession::Grow(int64_t capacity) {
-  const int64_t nb = batch();
-  for (Cache& c : caches_) {
-    std::vector<float> next;
-    const int64_t planes = nb * c.heads;
-    int64_t elems = 0;
-    if (MulOverflows(planes * c.head, capacity, &elems))
-      return absl::ResourceExhaustedError("the cache size overflows");
-    next.assign(static_cast<size_t>(elems), 0.0f);
-    const int64_t keep = std::min(capacity, capacity_);
-    for (int64_t p = 0; p < planes && keep > 0; ++p)
-      std::memcpy(next.data() + p * capacity * c.head, c.data.data() + p * capacity_ * c.head,
-                  static_cast<size_t>(keep * c.head) * sizeof(float));
-    c.data = std::move(next);
-  }
-  mask_data_.assign(static_cast<size_t>(nb * capacity), 0);
-  for (int64_t b = 0; b < nb; ++b) std::fill_n(mask_data_.begin() + b * capacity, lengths_[b], 1);
-  capacity_ = capacity;
-  return absl::OkStatus();
+absl::Status GenerationSession::CheckFree(int64_t needed, const char* what) const {
+  if (needed <= static_cast<int64_t>(free_.size())) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s needs %d more cache blocks of %d slots; %d of the pool's %d are free (compile with a "
+      "larger --kv-cache-blocks, or run fewer or shorter sequences)",
+      what, needed, block_size_, free_.size(), cache_blocks()));
+}
+
+int64_t GenerationSession::TakeBlock() {
+  const int64_t b = *free_.begin();
+  free_.erase(free_.begin());
+  refs_[b] = 1;
+  return b;
+}
+
+void GenerationSession::Release(std::vector<int64_t>& table) {
+  for (int64_t b : table)
+    if (--refs_[b] == 0) free_.insert(b);
+  table.clear();
+}
+
+float* GenerationSession::Row(const Cache& c, int64_t block, int64_t h, int64_t slot) const {
+  return c.pool + ((block * c.heads + h) * block_size_ + slot % block_size_) * c.head;
 }
 
 // Checks `prompts` and runs them through the smallest prefill bucket that holds the
@@ -209,32 +263,40 @@ absl::StatusOr<GenerationSession::PrefillRun> GenerationSession::RunPrefill(
   return run;
 }
 
-// Sequence `dst` of the caches := row `src` of a prefill's present outputs (its first `len`
-// slots), and its logits row := the prefill's at position len - 1.
 void GenerationSession::TakePrefillRow(const PrefillRun& run, int64_t src, int64_t dst, int64_t len,
                                        float* logits_row) {
   const int64_t s = run.seq;
-  for (Cache& c : caches_)
+  std::vector<int64_t>& table = tables_[dst];
+  for (int64_t j = 0; j < BlocksFor(len); ++j) table.push_back(TakeBlock());
+  for (const Cache& c : caches_) {
+    const float* present = run.outputs[c.output].data<float>();
     for (int64_t h = 0; h < c.heads; ++h)
-      std::memcpy(c.data.data() + (dst * c.heads + h) * capacity_ * c.head,
-                  run.outputs[c.output].data<float>() + (src * c.heads + h) * s * c.head,
-                  static_cast<size_t>(len * c.head) * sizeof(float));
+      for (int64_t j = 0; j < len; j += block_size_)
+        std::memcpy(Row(c, table[j / block_size_], h, j),
+                    present + ((src * c.heads + h) * s + j) * c.head,
+                    static_cast<size_t>(std::min(block_size_, len - j) * c.head) * sizeof(float));
+  }
   std::memcpy(logits_row, run.outputs[logits_].data<float>() + (src * s + len - 1) * vocab_,
               vocab_ * sizeof(float));
   lengths_[dst] = len;
-  std::fill_n(mask_data_.begin() + dst * capacity_, capacity_, 0);
-  std::fill_n(mask_data_.begin() + dst * capacity_, len, 1);
 }
 
 absl::StatusOr<Tensor> GenerationSession::Prefill(std::span<const std::vector<int64_t>> prompts) {
   KILN_ASSIGN_OR_RETURN(const PrefillRun run, RunPrefill(prompts, "Prefill"));
   const int64_t nb = static_cast<int64_t>(prompts.size());
-  // The cache: the smallest capacity with a slot after the longest prompt.
+  int64_t needed = 0;
+  for (const std::vector<int64_t>& p : prompts) needed += BlocksFor(static_cast<int64_t>(p.size()));
+  if (needed > cache_blocks())
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "Prefill: %d prompts need %d cache blocks of %d slots; the pool has %d (compile with a "
+        "larger --kv-cache-blocks, or prefill fewer or shorter prompts)",
+        nb, needed, block_size_, cache_blocks()));
+  // Every block is free again: hand the pools' pages back, so memory follows the new batch.
+  for (std::vector<int64_t>& table : tables_) Release(table);
+  for (Cache& c : caches_) madvise(c.pool, pool_bytes_, MADV_DONTNEED);
+  tables_.assign(nb, {});
   lengths_.assign(nb, 0);
-  capacity_ = 0;
-  for (Cache& c : caches_) c.data.clear();
-  KILN_RETURN_IF_ERROR(
-      Grow(*std::upper_bound(capacities_.begin(), capacities_.end(), run.longest)));
+  capacity_ = *std::upper_bound(capacities_.begin(), capacities_.end(), run.longest);
   KILN_ASSIGN_OR_RETURN(Tensor result, Tensor::Create(DType::kF32, {nb, vocab_}));
   for (int64_t b = 0; b < nb; ++b)
     TakePrefillRow(run, b, b, static_cast<int64_t>(prompts[b].size()),
@@ -249,9 +311,13 @@ absl::StatusOr<Tensor> GenerationSession::Restart(int b, std::span<const int64_t
   const std::vector<std::vector<int64_t>> one = {
       std::vector<int64_t>(prompt.begin(), prompt.end())};
   KILN_ASSIGN_OR_RETURN(const PrefillRun run, RunPrefill(one, "Restart"));
+  // Blocks only sequence b holds come back when it restarts.
+  const int64_t reclaimed = std::count_if(tables_[b].begin(), tables_[b].end(),
+                                          [&](int64_t blk) { return refs_[blk] == 1; });
+  KILN_RETURN_IF_ERROR(CheckFree(BlocksFor(run.longest) - reclaimed, "Restart"));
+  Release(tables_[b]);
   if (run.longest >= capacity_)
-    KILN_RETURN_IF_ERROR(
-        Grow(*std::upper_bound(capacities_.begin(), capacities_.end(), run.longest)));
+    capacity_ = *std::upper_bound(capacities_.begin(), capacities_.end(), run.longest);
   KILN_ASSIGN_OR_RETURN(Tensor result, Tensor::Create(DType::kF32, {1, vocab_}));
   TakePrefillRow(run, 0, b, run.longest, result.data<float>());
   return result;
@@ -261,12 +327,9 @@ absl::Status GenerationSession::Fork(int src, int dst) {
   KILN_RETURN_IF_ERROR(length(src).status());
   KILN_RETURN_IF_ERROR(length(dst).status());
   if (src == dst) return absl::OkStatus();
-  for (Cache& c : caches_) {
-    const size_t plane = static_cast<size_t>(c.heads * capacity_ * c.head);
-    std::memcpy(c.data.data() + dst * plane, c.data.data() + src * plane, plane * sizeof(float));
-  }
-  std::copy_n(mask_data_.begin() + src * capacity_, capacity_,
-              mask_data_.begin() + dst * capacity_);
+  Release(tables_[dst]);
+  tables_[dst] = tables_[src];
+  for (int64_t blk : tables_[dst]) ++refs_[blk];
   lengths_[dst] = lengths_[src];
   return absl::OkStatus();
 }
@@ -281,7 +344,8 @@ absl::StatusOr<Tensor> GenerationSession::Decode(std::span<const int64_t> next_i
         "Decode: %d token ids for %d sequences (one per sequence)", next_ids.size(), nb));
   KILN_RETURN_IF_ERROR(CheckIds(next_ids, "Decode"));
   const int64_t longest = *std::max_element(lengths_.begin(), lengths_.end());
-  if (longest >= capacity_) {
+  int64_t capacity = capacity_;
+  if (longest >= capacity) {
     auto next = std::upper_bound(capacities_.begin(), capacities_.end(), longest);
     if (next == capacities_.end()) {
       const int b =
@@ -291,32 +355,74 @@ absl::StatusOr<Tensor> GenerationSession::Decode(std::span<const int64_t> next_i
           "--decode-context is %d)",
           b, longest, max_context()));
     }
-    KILN_RETURN_IF_ERROR(Grow(*next));
+    capacity = *next;  // a wider mask and block table: nothing moves
   }
+  // Each sequence writes slot lengths_[b]: a new block when it starts one, a copy of the
+  // block when a fork still shares it.
+  // A block that r tables share and w of them write now is copied w times if w < r, else
+  // w - 1 (the last writer keeps it).
+  int64_t needed = 0;
+  std::map<int64_t, int64_t> writers;
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t j = static_cast<size_t>(lengths_[b] / block_size_);
+    if (j == tables_[b].size())
+      ++needed;
+    else if (refs_[tables_[b][j]] > 1)
+      ++writers[tables_[b][j]];
+  }
+  for (const auto& [block, w] : writers) needed += w < refs_[block] ? w : w - 1;
+  KILN_RETURN_IF_ERROR(CheckFree(needed, "Decode"));
+  for (int64_t b = 0; b < nb; ++b) {
+    std::vector<int64_t>& table = tables_[b];
+    const size_t j = static_cast<size_t>(lengths_[b] / block_size_);
+    if (j == table.size()) {
+      table.push_back(TakeBlock());
+    } else if (refs_[table[j]] > 1) {
+      const int64_t shared = table[j];
+      table[j] = TakeBlock();
+      --refs_[shared];
+      for (const Cache& c : caches_)
+        std::memcpy(Row(c, table[j], 0, 0), Row(c, shared, 0, 0),
+                    static_cast<size_t>(c.heads * block_size_ * c.head) * sizeof(float));
+    }
+  }
+  capacity_ = capacity;
+  const int64_t width = capacity / block_size_;
   std::vector<int64_t> ids(next_ids.begin(), next_ids.end()), pos(lengths_);
-  for (int64_t b = 0; b < nb; ++b) mask_data_[b * capacity_ + lengths_[b]] = 1;
+  std::vector<int64_t> mask(static_cast<size_t>(nb * capacity), 0);
+  std::vector<int64_t> table(static_cast<size_t>(nb * width), 0);  // free entries: scratch
+  for (int64_t b = 0; b < nb; ++b) {
+    std::fill_n(mask.begin() + b * capacity, lengths_[b] + 1, 1);
+    std::copy(tables_[b].begin(), tables_[b].end(), table.begin() + b * width);
+  }
   KILN_ASSIGN_OR_RETURN(Tensor logits, Tensor::Create(DType::kF32, {nb, 1, vocab_}));
-  std::vector<TensorView> in(plan.inputs.size());
-  std::vector<MutableTensorView> out(plan.outputs.size());
+  const PlanIo io = IoOf(plan, PlanProgram::kDecode);
+  std::vector<TensorView> in(io.inputs.size());
+  std::vector<MutableTensorView> out(io.outputs.size());
   in[ids_] = {DType::kI64, {nb, 1}, ids.data()};
-  in[mask_] = {DType::kI64, {nb, capacity_}, mask_data_.data()};
+  in[mask_] = {DType::kI64, {nb, capacity}, mask.data()};
   in[positions_] = {DType::kI64, {nb, 1}, pos.data()};
+  in[table_] = {DType::kI64, {nb, width}, table.data()};
   out[logits_] = {DType::kF32, {nb, 1, vocab_}, logits.raw()};
   for (Cache& c : caches_) {
-    in[c.input] = {DType::kF32, {nb, c.heads, capacity_, c.head}, c.data.data()};
-    out[c.output] = {DType::kF32, {nb, c.heads, capacity_, c.head}, c.data.data()};
+    const std::vector<int64_t> dims = {blocks_, c.heads, block_size_, c.head};
+    in[c.input] = {DType::kF32, dims, c.pool};
+    out[c.output] = {DType::kF32, dims, c.pool};
   }
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i].dtype == DType::kUndefined)
+      return absl::FailedPreconditionError(
+          absl::StrFormat("Decode: the plan's input '%s' is not one a generation session feeds",
+                          io.inputs[i].name));
   for (size_t o = 0; o < out.size(); ++o)
     if (out[o].dtype == DType::kUndefined)
       return absl::FailedPreconditionError(
           absl::StrFormat("Decode: the plan's output '%s' is not one a generation session takes",
-                          plan.outputs[o].name));
+                          io.outputs[o].name));
   RunOptions options;
   options.program = PlanProgram::kDecode;
-  if (absl::Status st = executor_->Run(in, out, nullptr, options); !st.ok()) {
-    for (int64_t b = 0; b < nb; ++b) mask_data_[b * capacity_ + lengths_[b]] = 0;
+  if (absl::Status st = executor_->Run(in, out, nullptr, options); !st.ok())
     return absl::Status(st.code(), absl::StrCat("Decode: ", st.message()));
-  }
   for (int64_t& len : lengths_) ++len;
   return Tensor(DType::kF32, {nb, vocab_}, logits.storage());
 }

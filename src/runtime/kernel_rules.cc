@@ -241,6 +241,23 @@ absl::StatusOr<AttentionRule> CheckAttention(const StepChecker& c) {
   return r;
 }
 
+// The paged params and the block table (input `table`) of a cache of `slots` slots per
+// sequence, `heads` × `row` per slot; `pool` is what the pool's element count must be.
+absl::StatusOr<PagedRule> CheckPaged(const StepChecker& c, int table, int64_t batch, int64_t slots,
+                                     int64_t heads, int64_t row, int64_t* pool) {
+  PagedRule r{c.Int("block_size"), c.Int("blocks")};
+  if ((r.block_size > 0) != (r.blocks > 0) || (r.block_size > 0) != (c.In(table) != nullptr))
+    return c.Err("a paged cache needs block_size, blocks and a block table together");
+  if (r.block_size == 0) return r;
+  if (slots % r.block_size != 0)
+    return c.Err("%d slots are not whole blocks of %d", slots, r.block_size);
+  r.width = slots / r.block_size;
+  KILN_ASSIGN_OR_RETURN(const int64_t ids, c.Product({batch, r.width}, "batch*blocks per row"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(table), ids, "block_table"));
+  KILN_ASSIGN_OR_RETURN(*pool, c.Product({r.blocks, heads, r.block_size, row}, "pool elements"));
+  return r;
+}
+
 absl::StatusOr<HeadAttentionRule> CheckHeadAttention(const StepChecker& c) {
   HeadAttentionRule r;
   r.batch = c.Int("batch");
@@ -257,8 +274,11 @@ absl::StatusOr<HeadAttentionRule> CheckHeadAttention(const StepChecker& c) {
     return c.Err("causal attention needs kv_seq %d >= seq %d", r.kv_seq, r.seq);
   KILN_ASSIGN_OR_RETURN(const int64_t q_elems,
                         c.Product({r.batch, r.heads, r.seq, r.head_size}, "B*N*S*D"));
-  KILN_ASSIGN_OR_RETURN(const int64_t kv_elems,
+  int64_t kv_elems = 0;
+  KILN_ASSIGN_OR_RETURN(kv_elems,
                         c.Product({r.batch, r.kv_heads, r.kv_seq, r.head_size}, "B*Nkv*L*D"));
+  KILN_ASSIGN_OR_RETURN(r.paged,
+                        CheckPaged(c, 4, r.batch, r.kv_seq, r.kv_heads, r.head_size, &kv_elems));
   KILN_RETURN_IF_ERROR(c.N(c.In(0), q_elems, "q"));
   KILN_RETURN_IF_ERROR(c.N(c.In(1), kv_elems, "k"));
   KILN_RETURN_IF_ERROR(c.N(c.In(2), kv_elems, "v"));
@@ -406,8 +426,10 @@ absl::StatusOr<PackedPositionsRule> CheckPackedPositions(const StepChecker& c) {
 
 absl::StatusOr<CacheWriteRule> CheckCacheWrite(const StepChecker& c) {
   CacheWriteRule r{c.Int("batch"), c.Int("heads"), c.Int("slots"), c.Int("seq"), c.Int("row")};
-  KILN_ASSIGN_OR_RETURN(const int64_t cache,
+  int64_t cache = 0;
+  KILN_ASSIGN_OR_RETURN(cache,
                         c.Product({r.batch, r.heads, r.slots, r.row}, "batch*heads*slots*row"));
+  KILN_ASSIGN_OR_RETURN(r.paged, CheckPaged(c, 3, r.batch, r.slots, r.heads, r.row, &cache));
   KILN_ASSIGN_OR_RETURN(const int64_t rows,
                         c.Product({r.batch, r.heads, r.seq, r.row}, "batch*heads*seq*row"));
   KILN_ASSIGN_OR_RETURN(const int64_t positions, c.Product({r.batch, r.seq}, "batch*seq"));

@@ -88,12 +88,20 @@ struct AttentionRule {
 absl::StatusOr<AttentionRule> CheckAttention(const StepChecker& c);
 
 // head_attention (kiln.Attention): q [B, N, S, D], k and v [B, Nkv, L, D] -> y [B, S, N·D].
+// A paged cache (kernels/cpu/paged_cache.h): `block_size` and `blocks` params, the pool
+// [blocks, heads, block_size, row] and a block table [batch, slots / block_size].
+struct PagedRule {
+  int64_t block_size = 0, blocks = 0;  // 0: dense
+  int64_t width = 0;                   // the table's columns
+};
+
 struct HeadAttentionRule {
   int64_t batch = 0, seq = 0, kv_seq = 0, heads = 0, kv_heads = 0, head_size = 0;
   float scale = 1.0f;
   bool causal = false;                   // bottom-right aligned; needs kv_seq >= seq
   DType mask_dtype = DType::kUndefined;  // kUndefined: no mask
   std::vector<int64_t> mask_dims;        // rank <= 4, broadcastable to [B, N, S, L]
+  PagedRule paged;                       // k/v pools read through input 4
 };
 absl::StatusOr<HeadAttentionRule> CheckHeadAttention(const StepChecker& c);
 
@@ -151,6 +159,7 @@ absl::StatusOr<PackedPositionsRule> CheckPackedPositions(const StepChecker& c);
 struct CacheWriteRule {
   int64_t batch = 0, heads = 0, slots = 0, seq = 0, row = 0;
   size_t elem_size = 0;
+  PagedRule paged;  // cache/y pools, input 3 the table
 };
 absl::StatusOr<CacheWriteRule> CheckCacheWrite(const StepChecker& c);
 

@@ -26,6 +26,7 @@ KV_FIXTURES = sorted(pathlib.Path(export_torch.KV_FIXTURE_DIR).glob("*.onnx"))
 TOLERANCE = 1e-4
 NEW_TOKENS = 32
 CONTEXT = 64
+BLOCK = 64  # the default block size for a capacity of 64 (the largest power of two <= 128)
 TIMEOUT_S = 300
 
 
@@ -115,6 +116,9 @@ def test_plan_info_shows_both_programs(kiln_bin, plans):
     text = subprocess.run([kiln_bin, "plan-info", str(next(iter(plans.values())))],
                           capture_output=True, text=True, timeout=TIMEOUT_S, check=True).stdout
     assert f"max context {CONTEXT}" in text, text
+    assert f"paged: blocks of {BLOCK} slots" in text, text
+    decode_in = [s for s in info["signatures"] if s["program"] == "decode"][0]["inputs"]
+    assert decode_in[-1]["name"] == "block_table", decode_in
 
 
 @pytest.mark.parametrize("model", KV_FIXTURES, ids=[p.stem for p in KV_FIXTURES])
@@ -133,8 +137,10 @@ def test_greedy_matches_onnxruntime(kiln_bin, plans, model, tmp_path):
     assert worst <= TOLERANCE, f"logits differ by {worst}"
     assert got["decode_steps"] == NEW_TOKENS - 1
     assert got["capacity"] == CONTEXT and got["max_context"] == CONTEXT
+    # The paged cache holds the blocks the tokens fill: 5 + 31 = 36 slots, one block of 64.
     kv_heads = export_torch.DEC_KV_HEADS[export_torch.KV_DECODERS[family_of(model)]]
-    assert got["cache_bytes"] == (2 * export_torch.DEC_LAYERS * kv_heads * CONTEXT *
+    assert got["block_size"] == BLOCK and got["blocks_in_use"] == 1
+    assert got["cache_bytes"] == (2 * export_torch.DEC_LAYERS * kv_heads * 1 * BLOCK *
                                   export_torch.DEC_HEAD_DIM * 4)
 
 
@@ -176,7 +182,41 @@ def test_rss_stays_flat_over_1000_steps(kiln_bin, tmp_path):
                           capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
     got = json.loads(proc.stdout)
     assert got["decode_steps"] == 1000 and got["capacity"] == 1024
-    assert abs(got["rss_growth_mb"]) < 1.0, got
+    # The cache grows by whole blocks as the tokens fill them (pages committed on first
+    # write); beyond that, nothing.
+    assert got["rss_growth_mb"] < got["cache_bytes"] / 2**20 + 1.0, got
+    assert got["block_size"] == 128 and got["blocks_in_use"] == (3 + 1000 + 127) // 128, got
+
+
+def test_padded_decode_batch_and_a_small_pool(kiln_bin, tmp_path):
+    """Three sequences on a plan compiled for batches 1, 2 and 4: every decode step pads the
+    batch to 4, and the padding row's cache write lands in the scratch block, so the three
+    give exactly the tokens each gives alone. A pool of 5 blocks of 8 slots then runs out
+    with the numbers in the message."""
+    plan = tmp_path / "b4.kiln"
+    subprocess.run([kiln_bin, "compile", str(KV_FIXTURES[0]), "-o", str(plan), "--quiet",
+                    "--profile", "batch=1:4,sequence=8:16", "--decode-context", "32",
+                    "--kv-block-size", "8"], check=True, timeout=TIMEOUT_S)
+    prompts = [prompt_for(21, 3), prompt_for(22, 9), prompt_for(23, 5)]
+    three, three_logits = generate(kiln_bin, plan, prompts, tmp_path / "three",
+                                   "--max-new-tokens", "16")
+    assert three["block_size"] == 8 and three["cache_blocks"] == 4 * 32 // 8
+    for b, prompt in enumerate(prompts):
+        alone, alone_logits = generate(kiln_bin, plan, [prompt], tmp_path / f"alone{b}",
+                                       "--max-new-tokens", "16")
+        assert three["tokens"][b] == alone["tokens"]
+        assert float(np.max(np.abs(three_logits[:, b] - alone_logits[:, 0]))) <= TOLERANCE
+    small = tmp_path / "small.kiln"
+    subprocess.run([kiln_bin, "compile", str(KV_FIXTURES[0]), "-o", str(small), "--quiet",
+                    "--profile", "batch=1:2,sequence=8", "--decode-context", "32",
+                    "--kv-block-size", "8", "--kv-cache-blocks", "6"],
+                   check=True, timeout=TIMEOUT_S)
+    proc = subprocess.run([kiln_bin, "generate", str(small), "--prompt-ids", "1,2,3,4,5",
+                           "--prompt-ids", "6,7,8,9,10", "--max-new-tokens", "20"],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "Decode needs 2 more cache blocks of 8 slots; 1 of the pool's 5 are free" in \
+        proc.stderr, proc.stderr
 
 
 def test_sampling_is_seeded(kiln_bin, plans, tmp_path):

@@ -7,11 +7,13 @@
 // Tolerance 2e-5 absolute + 1e-5 relative: scores are D-term fp32 dots of O(1) values
 // (|err| ≲ D·u·Σ|q·k|·scale ≈ 1e-6), softmax adds ~2e-7 relative and the output is an
 // S-term convex combination of values in [-1, 1] (≤ S/(4W)·u sequential adds).
+#include <algorithm>
 #include <initializer_list>
 #include <limits>
 #include <tuple>
 #include <utility>
 
+#include "gmock/gmock.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_internal.h"
@@ -445,6 +447,54 @@ TEST_P(HeadAttentionTest, MatchesPackedReferenceOnTheLastRows) {
       testing::ExpectClose(y.data(), want_t, 2e-5, 1e-5,
                            absl::StrCat(PathName(path), " threads=", t));
     }
+  // Paged: the same keys and values in a pool of blocks, shuffled, through a block table
+  // (the largest block size up to 16 dividing L); block 0 holds NaN and no entry names it.
+  {
+    int64_t bs = 16;
+    while (l % bs != 0) bs /= 2;
+    const int64_t width = l / bs, blocks = nb * width + 1;
+    std::vector<int64_t> table(nb * width);
+    for (int64_t i = 0; i < nb * width; ++i) table[i] = 1 + (i * 7919) % (nb * width);
+    std::sort(table.begin(), table.end());
+    ASSERT_EQ(std::unique(table.begin(), table.end()), table.end()) << "not a permutation";
+    for (int64_t i = 0; i < nb * width; ++i) table[i] = 1 + (i * 7919) % (nb * width);
+    std::vector<float> kp(blocks * nkv * bs * d, std::nanf("")), vp(kp.size(), std::nanf(""));
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t n = 0; n < nkv; ++n)
+        for (int64_t t = 0; t < l; ++t)
+          for (int64_t c = 0; c < d; ++c) {
+            const int64_t at = ((table[b * width + t / bs] * nkv + n) * bs + t % bs) * d + c;
+            kp[at] = k[((b * nkv + n) * l + t) * d + c];
+            vp[at] = v[((b * nkv + n) * l + t) * d + c];
+          }
+    Tensor kpt = F32({blocks, nkv, bs, d}, kp), vpt = F32({blocks, nkv, bs, d}, vp);
+    Tensor tt = Tensor::FromI64({nb, width}, table);
+    auto paged_ref = testing::RunReferenceOp("kiln", "Attention",
+                                             {{"scale", scale}, {"causal", int64_t{causal}}},
+                                             {&q4, &kpt, &vpt, masked ? &mt : nullptr, &tt});
+    ASSERT_EQ(paged_ref.size(), 1u);
+    testing::ExpectClose(paged_ref[0].data<float>(), want_t, 1e-6, 1e-6, "paged reference");
+    AttentionArgs pa = a;
+    pa.k = kp.data();
+    pa.v = vp.data();
+    pa.paged = {table.data(), width, bs, blocks};
+    for (int t : {1, 3}) {
+      CpuContext ctx;
+      ctx.isa = isa;
+      ctx.num_threads = t;
+      std::vector<float> y(nb * s * nh * d, std::nanf(""));
+      pa.y = y.data();
+      ASSERT_TRUE(Attention(ctx, pa).ok());
+      testing::ExpectClose(y.data(), want_t, 2e-5, 1e-5, absl::StrCat("paged threads=", t));
+    }
+    table[width - 1] = blocks;  // batch item 0's last block: outside the pool
+    CpuContext ctx;
+    const absl::Status bad = Attention(ctx, pa);
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(bad.message()), ::testing::HasSubstr("outside the cache's"));
+    EXPECT_EQ(internal::AttentionWithPath(ctx, pa, AttentionPath::kRows).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
   // The cache path does not read the keys and values a mask excludes at the end of the
   // cache (batch item 1's last l / 3: a static cache's free slots): NaN there changes
   // nothing.

@@ -76,6 +76,53 @@ TEST(CacheWrite, PositionOutsideTheCacheFailsBeforeWriting) {
   }
 }
 
+// Paged: a pool of 5 blocks of 2 slots, [5, kH, 2, kD]; sequence 0 holds blocks 3, 1
+// (slots 0-3), sequence 1 blocks 4, 2; block 0 (the scratch block) is never named. The
+// kernel (in and out of place) equals the reference exactly, each row lands in the block
+// its table names, and an id outside the pool fails before anything is written.
+TEST(CacheWrite, PagedMatchesReference) {
+  CpuContext ctx;
+  constexpr int64_t kBlocks = 5, kBs = 2, kWidth = 2;
+  const Tensor pool =
+      Tensor::FromF32({kBlocks, kH, kBs, kD}, RandomVec(kBlocks * kH * kBs * kD, 7));
+  const Tensor rows = Tensor::FromF32({kB, kH, kS, kD}, RandomVec(kB * kH * kS * kD, 8));
+  const Tensor pos = Tensor::FromI64({kB, kS}, {1, 2, 3, 0});
+  Tensor table = Tensor::FromI64({kB, kWidth}, {3, 1, 4, 2});
+  const std::vector<Tensor> want =
+      RunReferenceOp("kiln", "CacheWrite", {}, {&pool, &rows, &pos, &table});
+  ASSERT_EQ(want.size(), 1u);
+  CacheWriteArgs a = Args(pool, rows, pos, nullptr);
+  a.slots = kWidth * kBs;
+  a.paged = {table.data<int64_t>(), kWidth, kBs, kBlocks};
+  Tensor y(DType::kF32, pool.dims());
+  a.y = y.raw();
+  ASSERT_TRUE(CacheWrite(ctx, a).ok());
+  EXPECT_EQ(std::memcmp(y.raw(), want[0].raw(), y.NumBytes()), 0);
+  Tensor inplace(DType::kF32, pool.dims());
+  std::memcpy(inplace.raw(), pool.raw(), pool.NumBytes());
+  a.cache = a.y = inplace.raw();
+  ASSERT_TRUE(CacheWrite(ctx, a).ok());
+  EXPECT_EQ(std::memcmp(inplace.raw(), want[0].raw(), y.NumBytes()), 0);
+  // Sequence 1's row 0 (position 3) is row 1 of block 2; block 0 is untouched.
+  const float* w = want[0].data<float>();
+  EXPECT_EQ(w[((2 * kH + 1) * kBs + 1) * kD + 3], rows.data<float>()[((1 * kH + 1) * kS) * kD + 3]);
+  EXPECT_EQ(std::memcmp(w, pool.raw(), kH * kBs * kD * sizeof(float)), 0);
+  table.data<int64_t>()[1] = kBlocks;  // sequence 0's position 2 lands outside the pool
+  std::memcpy(inplace.raw(), pool.raw(), pool.NumBytes());
+  const absl::Status st = CacheWrite(ctx, a);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("block table entry [0, 1] = 5 is outside the cache's 5"));
+  EXPECT_EQ(std::memcmp(inplace.raw(), pool.raw(), pool.NumBytes()), 0);
+  Graph g;
+  Node* n = g.AddNode(
+      "CacheWrite",
+      {g.AddInput("c", Type::Of(pool))->output(), g.AddInput("r", Type::Of(rows))->output(),
+       g.AddInput("p", Type::Of(pos))->output(), g.AddInput("t", Type::Of(table))->output()},
+      1, "kiln");
+  EXPECT_THAT(EvaluateNode(*n, {&pool, &rows, &pos, &table}).status().message(),
+              HasSubstr("outside the pool's 5 blocks"));
+}
+
 TEST(CacheWrite, ReferenceRejectsBadPositions) {
   const Tensor cache = Tensor::FromF32({1, 1, 4, 2}, RandomVec(8, 5));
   const Tensor rows = Tensor::FromF32({1, 1, 2, 2}, RandomVec(4, 6));

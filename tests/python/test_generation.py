@@ -40,6 +40,8 @@ def test_greedy_matches_the_cli(kiln_bin, plan_path, tmp_path):
     assert json.loads(proc.stdout)["tokens"] == tokens
     np.testing.assert_array_equal(np.load(out)[:, 0], np.stack(rows)[:, 0])
     assert gen.lengths == [10] and gen.capacity == 32 and gen.max_context == 32
+    # 10 tokens in blocks of 32 slots: one block per pool, 4 pools of [4 heads, 32, 16] f32.
+    assert gen.block_size == 32 and gen.blocks_in_use == 1 and gen.cache_blocks == 2
     assert gen.vocab == 256 and gen.cache_bytes == 4 * 4 * 32 * 16 * 4
     assert logits.dtype == np.float32 and logits.shape == (1, 256)
 
@@ -52,9 +54,10 @@ def test_restart_and_fork(plan_path):
     first = gen.restart(1, [9, 9, 9, 9, 9])
     assert first.shape == (1, 256) and gen.lengths == [4, 5]
     gen.fork(0, 1)
-    assert gen.lengths == [4, 4]
+    assert gen.lengths == [4, 4] and gen.blocks_in_use == 1  # the fork shares sequence 0's
     both = gen.decode([3, 3])
     np.testing.assert_allclose(both[0], both[1], atol=1e-5)
+    assert gen.blocks_in_use == 2  # the shared block, copied when both wrote into it
 
 
 def test_errors(plan_path, tiny_bert, tmp_path):
@@ -74,3 +77,5 @@ def test_errors(plan_path, tiny_bert, tmp_path):
         kiln.compile(tiny_bert, symbols={"batch": 1, "sequence": 8}, decode_context=[16])
     with pytest.raises(TypeError):
         kiln.compile(tiny_bert, decode_context=["16"])
+    with pytest.raises(TypeError):
+        kiln.compile(tiny_bert, decode_context=[16], kv_block_size="4")

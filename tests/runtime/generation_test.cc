@@ -97,10 +97,19 @@ TEST_P(Generation, PlanHasPrefillAndDecodePrograms) {
     int writes = 0;
     for (const PlanStep& s : b.steps) writes += s.kernel == "cache_write";
     EXPECT_EQ(writes, 4);
+    EXPECT_EQ(b.bindings.at("kv_blocks"), c / 2);  // blocks of 2: the gcd of 6 and 10
+    const PlanIo io = IoOf(*plan, PlanProgram::kDecode);
     for (const PlanInPlace& ip : b.in_place) {
-      EXPECT_THAT(plan->inputs[ip.input].name, HasSubstr("past_key_values."));
-      EXPECT_THAT(plan->outputs[ip.output].name, HasSubstr("present."));
+      EXPECT_THAT(io.inputs[ip.input].name, HasSubstr("past_key_values."));
+      EXPECT_THAT(io.outputs[ip.output].name, HasSubstr("present."));
+      // The pool: batch 2 x 10 slots / 2 = 10 blocks, plus the scratch block.
+      ASSERT_EQ(io.inputs[ip.input].dims.size(), 4u);
+      EXPECT_EQ(io.inputs[ip.input].dims[0], Dim::Known(11));
+      EXPECT_EQ(io.inputs[ip.input].dims[2], Dim::Known(2));
+      EXPECT_EQ(io.outputs[ip.output].dims, io.inputs[ip.input].dims);
     }
+    EXPECT_EQ(io.inputs.back().name, "block_table");
+    EXPECT_EQ(io.inputs.back().dims[1], Dim::Symbol("kv_blocks"));
   }
   EXPECT_EQ(prefill, 18);  // batch 1, 2 x sequence 1..9
   EXPECT_EQ(decode, 4);    // batch 1, 2 x capacity 6, 10
@@ -128,8 +137,10 @@ TEST_P(Generation, GreedyDecodeMatchesRerunningThePrefix) {
   int64_t kv_heads = 0;
   for (const PlanTensorSig& sig : e->plan().inputs)
     if (sig.name == "past_key_values.0.key") kv_heads = sig.dims[1].value();
-  EXPECT_EQ(small_cache, 4 * kv_heads * 6 * 16 * 4);  // 4 caches [1, kv_heads, 6, 16] f32
-  for (int step = 0; step < 6; ++step) {              // lengths 4 .. 9: grows 6 -> 10 on the way
+  // 4 pools, 2 blocks of [kv_heads, 2, 16] f32 each: the 3 prompt tokens' slots.
+  EXPECT_EQ(small_cache, 4 * 2 * kv_heads * 2 * 16 * 4);
+  EXPECT_EQ(gen.blocks_in_use(), 2);
+  for (int step = 0; step < 6; ++step) {  // lengths 4 .. 9: capacity 6 -> 10 on the way
     const int64_t next = Argmax(*logits, 0);
     prefix.push_back(next);
     const std::vector<int64_t> ids = {next};
@@ -143,7 +154,8 @@ TEST_P(Generation, GreedyDecodeMatchesRerunningThePrefix) {
     EXPECT_GT(MaxDiff(*logits, 0, RerunPrefix(e, shorter), 0), 100 * kTol) << "step " << step;
   }
   EXPECT_EQ(gen.capacity(), 10);
-  EXPECT_EQ(gen.cache_bytes(), small_cache / 6 * 10);
+  EXPECT_EQ(gen.blocks_in_use(), 5);  // 9 tokens in blocks of 2
+  EXPECT_EQ(gen.cache_bytes(), small_cache / 2 * 5);
   EXPECT_EQ(gen.max_context(), 10);
 }
 
@@ -204,15 +216,28 @@ TEST_P(Generation, RestartAndForkMatchFreshSequences) {
   fresh.push_back(13);
   EXPECT_LE(MaxDiff(*both, 0, RerunPrefix(e, fresh), 0), kTol);
   EXPECT_LE(MaxDiff(*both, 1, RerunPrefix(e, {1, 2, 3, 4, 5, 12, 14}), 0), kTol);
-  // Sequence 0 becomes a copy of sequence 1: the same token gives both the same logits.
+  // Sequence 0 becomes a copy of sequence 1, sharing its blocks: 5 tokens of 0 (3 blocks of
+  // 2) are released, nothing is copied. Then each writes a different token into the shared,
+  // half-filled last block: the first writer gets a copy (copy on write), and each sequence
+  // sees only its own token.
+  EXPECT_EQ(gen.blocks_in_use(), 3 + 4);  // 5 and 7 tokens
   ASSERT_TRUE(gen.Fork(1, 0).ok());
   EXPECT_EQ(*gen.length(0), 7);
-  const std::vector<int64_t> same = {15, 15};
-  both = gen.Decode(same);
+  EXPECT_EQ(gen.blocks_in_use(), 4);
+  const std::vector<int64_t> diverge = {15, 16};
+  both = gen.Decode(diverge);
   ASSERT_TRUE(both.ok()) << both.status();
-  const Tensor want = RerunPrefix(e, {1, 2, 3, 4, 5, 12, 14, 15});
-  EXPECT_LE(MaxDiff(*both, 0, want, 0), kTol);
-  EXPECT_LE(MaxDiff(*both, 1, want, 0), kTol);
+  EXPECT_EQ(gen.blocks_in_use(), 5);  // the last block, copied once
+  EXPECT_LE(MaxDiff(*both, 0, RerunPrefix(e, {1, 2, 3, 4, 5, 12, 14, 15}), 0), kTol);
+  EXPECT_LE(MaxDiff(*both, 1, RerunPrefix(e, {1, 2, 3, 4, 5, 12, 14, 16}), 0), kTol);
+  // A fork at a block boundary shares every block; the next tokens open new ones.
+  ASSERT_TRUE(gen.Fork(0, 1).ok());
+  EXPECT_EQ(gen.blocks_in_use(), 4);
+  both = gen.Decode(diverge);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(gen.blocks_in_use(), 6);
+  EXPECT_LE(MaxDiff(*both, 0, RerunPrefix(e, {1, 2, 3, 4, 5, 12, 14, 15, 15}), 0), kTol);
+  EXPECT_LE(MaxDiff(*both, 1, RerunPrefix(e, {1, 2, 3, 4, 5, 12, 14, 15, 16}), 0), kTol);
   EXPECT_EQ(gen.Fork(0, 2).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(gen.Restart(5, other).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -258,6 +283,47 @@ TEST_P(Generation, BadInputsAreErrors) {
   EXPECT_EQ((*unstarted)->Fork(0, 0).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(Generation, APoolOutOfBlocksIsAnErrorThatChangesNothing) {
+  CompileOptions o = GenerationOptions({10});
+  o.kv_cache_blocks = 6;  // 5 blocks of 2 slots for sequences, and the scratch block
+  std::shared_ptr<const Executor> e = CompileAndCreate(kKv + GetParam(), o);
+  ASSERT_NE(e, nullptr);
+  auto s = GenerationSession::Create(e);
+  ASSERT_TRUE(s.ok()) << s.status();
+  GenerationSession& gen = **s;
+  EXPECT_EQ(gen.block_size(), 2);
+  EXPECT_EQ(gen.cache_blocks(), 5);
+  const std::vector<std::vector<int64_t>> too_many = {{1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5}};
+  absl::Status st = gen.Prefill(too_many).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(st.message(), HasSubstr("2 prompts need 6 cache blocks of 2 slots; the pool has 5"));
+  const std::vector<std::vector<int64_t>> prompts = {{9, 8, 7}, {1, 2, 3}};
+  ASSERT_TRUE(gen.Prefill(prompts).ok());
+  EXPECT_EQ(gen.blocks_in_use(), 4);
+  const std::vector<int64_t> next = {4, 5};
+  ASSERT_TRUE(gen.Decode(next).ok());  // slot 3: in the second blocks
+  st = gen.Decode(next).status();      // slot 4: two new blocks, one free
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(st.message(), HasSubstr("Decode needs 2 more cache blocks of 2 slots; 1 of the "
+                                      "pool's 5 are free"));
+  EXPECT_EQ(*gen.length(0), 4);
+  EXPECT_EQ(*gen.length(1), 4);
+  // Freeing a sequence's blocks (a restart to a shorter prompt) lets the others go on.
+  ASSERT_TRUE(gen.Restart(1, std::vector<int64_t>{7}).ok());
+  EXPECT_EQ(gen.blocks_in_use(), 3);
+  ASSERT_TRUE(gen.Decode(next).ok());
+  EXPECT_EQ(*gen.length(0), 5);
+  EXPECT_EQ(*gen.length(1), 2);
+  // The pool must hold one sequence at the largest capacity.
+  o.kv_cache_blocks = 5;
+  EXPECT_THAT(Compile(kKv + GetParam(), o).status().message(),
+              HasSubstr("needs 5 blocks of 2, plus the scratch block"));
+  o.kv_cache_blocks = 0;
+  o.kv_block_size = 4;
+  EXPECT_THAT(Compile(kKv + GetParam(), o).status().message(),
+              HasSubstr("--kv-block-size 4 does not divide the decode capacity 10"));
+}
+
 INSTANTIATE_TEST_SUITE_P(KvFixtures, Generation,
                          ::testing::Values("llama_kv_dynamo_sdpa.onnx",
                                            "qwen2_kv_torchscript_eager.onnx"),
@@ -272,18 +338,24 @@ TEST(GenerationPlan, ModelRunsNeverPickDecodeBuckets) {
   ASSERT_NE(e, nullptr);
   // Decode-shaped inputs (past = total = 6, one token) through a plain Run: no model bucket
   // has that shape, so it is an error, not a silent decode.
-  std::vector<std::vector<int64_t>> dims;
-  for (const PlanTensorSig& sig : e->plan().inputs) {
-    std::vector<int64_t> d;
-    for (const Dim& x : sig.dims)
-      d.push_back(x.is_known()               ? x.value()
-                  : x.symbol() == "batch"    ? 1
-                  : x.symbol() == "sequence" ? 1
-                                             : 6);
-    dims.push_back(std::move(d));
-  }
-  EXPECT_FALSE(e->OutputDims(dims).ok());
-  EXPECT_TRUE(e->OutputDims(dims, PlanProgram::kDecode).ok());
+  auto dims_of = [](const std::vector<PlanTensorSig>& inputs) {
+    std::vector<std::vector<int64_t>> dims;
+    for (const PlanTensorSig& sig : inputs) {
+      std::vector<int64_t> d;
+      for (const Dim& x : sig.dims)
+        d.push_back(x.is_known()                                        ? x.value()
+                    : x.symbol() == "batch" || x.symbol() == "sequence" ? 1
+                    : x.symbol() == "kv_blocks"                         ? 3
+                                                                        : 6);
+      dims.push_back(std::move(d));
+    }
+    return dims;
+  };
+  EXPECT_FALSE(e->OutputDims(dims_of(e->plan().inputs)).ok());
+  EXPECT_FALSE(e->OutputDims(dims_of(e->plan().inputs), PlanProgram::kDecode).ok());
+  const PlanIo decode = IoOf(e->plan(), PlanProgram::kDecode);
+  EXPECT_TRUE(e->OutputDims(dims_of(decode.inputs), PlanProgram::kDecode).ok());
+  EXPECT_FALSE(e->OutputDims(dims_of(decode.inputs)).ok());
 }
 
 TEST(GenerationPlan, NotADecoderOrBadOptionsAreErrors) {

@@ -84,17 +84,22 @@ struct PlanStep {
 };
 
 // Which computation a bucket runs. kModel: the model as exported. kDecode: one new token
-// per sequence of a KV-cache decoder over a static cache of `past_sequence` slots: each
-// past K/V input is the whole cache and its present output is the same cache with this
-// step's rows written at the slots `position_ids` names (kiln.CacheWrite), so a caller
-// may pass one buffer as both (PlanBucket::in_place). kPacked: an encoder over the real
+// per sequence of a KV-cache decoder over a paged cache of `past_sequence` slots per
+// sequence (docs/generation.md), with a signature of its own: each past K/V input is a
+// pool of blocks [blocks, kv_heads, block_size, head] and its present output the same pool
+// with this step's rows written at the slots `position_ids` names through `block_table`
+// [batch, kv_blocks] (kiln.CacheWrite), so a caller may pass one buffer as both
+// (PlanBucket::in_place). Plans written before the paged cache have no decode signature
+// (their caches were [batch, kv_heads, slots, head]); they still load, and
+// GenerationSession asks for a recompile. kPacked: an encoder over the real
 // tokens of a batch laid end to end (docs/packing.md), with a signature of its own
 // (Plan::signatures): per-token inputs [tokens], `sequence_lengths` [sequences] in place of
 // the attention mask, outputs [tokens, ...] or [sequences, ...]. Executor::Run picks among
 // the buckets of the program RunOptions::program names (docs/generation.md).
 enum class PlanProgram : uint32_t { kModel = 0, kDecode = 1, kPacked = 2 };
 
-// The graph I/O of a program whose inputs and outputs are not the model's (kPacked): its
+// The graph I/O of a program whose inputs and outputs are not the model's (kDecode,
+// kPacked): its
 // buckets' kInput/kOutput buffers bind these, and its paddable symbols are these.
 struct PlanSignature {
   PlanProgram program = PlanProgram::kModel;

@@ -421,6 +421,7 @@ class HeadAttentionStep final : public CpuStep {
     a.k = io.In<float>(1);
     a.v = io.In<float>(2);
     a.y = io.Out<float>(0);
+    if (a.paged.block_size > 0) a.paged.table = io.In<int64_t>(4);
     return cpu::Attention(ctx, a);
   }
 
@@ -441,6 +442,7 @@ absl::StatusOr<StepPtr> PrepareHeadAttention(const StepChecker& c, CpuPrepareEnv
   a.scale = r.scale;
   a.causal = r.causal;
   a.mask.dims = std::move(r.mask_dims);
+  a.paged = {nullptr, r.paged.width, r.paged.block_size, r.paged.blocks};
   return StepPtr(new HeadAttentionStep(std::move(a), r.mask_dtype == DType::kBool));
 }
 
@@ -763,6 +765,7 @@ class CacheWriteStep final : public CpuStep {
     a.rows = io.In(1);
     a.positions = static_cast<const int64_t*>(io.In(2));
     a.y = io.Out(0);
+    if (a.paged.block_size > 0) a.paged.table = static_cast<const int64_t*>(io.In(3));
     return cpu::CacheWrite(ctx, a);
   }
 
@@ -778,6 +781,7 @@ absl::StatusOr<StepPtr> PrepareCacheWrite(const StepChecker& c, CpuPrepareEnv&) 
   a.slots = r.slots;
   a.seq = r.seq;
   a.row_bytes = static_cast<size_t>(r.row) * r.elem_size;
+  a.paged = {nullptr, r.paged.width, r.paged.block_size, r.paged.blocks};
   return StepPtr(new CacheWriteStep(a));
 }
 

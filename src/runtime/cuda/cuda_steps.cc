@@ -368,6 +368,8 @@ class HeadAttentionStep final : public CudaStep {
 
 absl::StatusOr<StepPtr> PrepareHeadAttention(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(const HeadAttentionRule r, CheckHeadAttention(c));
+  if (r.paged.block_size > 0)
+    return c.Err("a paged KV cache has no CUDA attention kernel yet (decode plans are cpu-only)");
   KILN_ASSIGN_OR_RETURN(cuda::AttentionArgs a, SimpleAttentionArgs(c, r));
   a.kv_seq = r.kv_seq;
   return StepPtr(new HeadAttentionStep(a));
