@@ -105,7 +105,7 @@ absl::StatusOr<KvPaging> ChooseKvPaging(const std::vector<int64_t>& capacities, 
     return absl::InvalidArgumentError("--kv-block-size and --kv-cache-blocks must be positive");
   if (block_size == 0) {
     // 128: in bench/attention_bench.cc (BM_CacheAttentionPaged) blocks of 16 made a decode
-    // step's attention 1.05-1.45x the contiguous cache's at 512-4096 keys, 128 0.83-1.09x
+    // step's attention 1.04-1.45x the contiguous cache's at 512-4096 keys, 128 0.83-1.10x
     // (one dot-product call per block run); the granularity is a few KiB per block.
     block_size = 128;
     for (int64_t c : capacities)
