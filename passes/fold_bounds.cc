@@ -157,6 +157,45 @@ int64_t TileBound(const Node& n, In in, int64_t elem) {
   return SatMul(SatMul(Product(in(0)->dims()), Product(*reps)), elem);
 }
 
+// Resize: out[a] = floor(scale[a] * data[a]) for scales; for sizes at most the largest
+// size / dim ratio times the dim, rounded up (keep_aspect_ratio_policy may scale an axis
+// by another axis's ratio). Every dim bounded as if resized.
+int64_t ResizeBound(const Node& n, In in, int64_t elem) {
+  if (!in(0)) return 0;
+  const std::vector<int64_t>& dims = in(0)->dims();
+  double factor = 0;  // the largest per-axis growth
+  if (in(3) && in(3)->NumElements() > 0) {
+    const std::optional<std::vector<int64_t>> sizes = rewrite::IntList(in(3));
+    if (!sizes) return 0;
+    std::vector<int64_t> axes;
+    if (const std::vector<int64_t>* a = n.attr_ints("axes")) {
+      axes = *a;
+    } else {
+      for (size_t i = 0; i < dims.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    }
+    if (axes.size() != sizes->size()) return 0;  // the kernel rejects it
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t r = static_cast<int64_t>(dims.size());
+      const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+      if (a < 0 || a >= r) return 0;
+      factor = std::max(factor, static_cast<double>((*sizes)[i]) /
+                                    static_cast<double>(std::max<int64_t>(dims[a], 1)));
+    }
+  } else if (in(2) && in(2)->NumElements() > 0) {
+    for (int64_t i = 0; i < in(2)->NumElements(); ++i)
+      factor = std::max(factor, in(2)->GetAsDouble(i));
+  } else {
+    return 0;  // the kernel rejects it
+  }
+  if (!(factor < 1e15)) return kUnbounded;  // also NaN
+  int64_t total = elem;
+  for (int64_t d : dims) {
+    const double grown = std::ceil(std::max(factor, 1.0) * static_cast<double>(d)) + 1;
+    total = SatMul(total, grown < 9e18 ? static_cast<int64_t>(grown) : kUnbounded);
+  }
+  return total;
+}
+
 // out[a] = data[a] + pads_begin[a] + pads_end[a]
 int64_t PadBound(const Node& n, In in, int64_t elem) {
   std::optional<std::vector<int64_t>> pads = rewrite::IntList(in(1));
@@ -268,6 +307,7 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "Gather", &GatherBound},
         {"", "Tile", &TileBound},
         {"", "Pad", &PadBound},
+        {"", "Resize", &ResizeBound},
         {"", "OneHot", &OneHotBound},
         {"", "GatherND", &GatherNDBound},
         {"", "NonZero", &NonZeroBound},

@@ -3,6 +3,8 @@
 // dim that is not a known number gives an unknown output dim. The normalizations keep
 // their input's type; DepthToSpace/SpaceToDepth move a blocksize² factor between the
 // channels and the spatial dims.
+#include <cmath>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "kiln/ir/window.h"
@@ -119,6 +121,64 @@ absl::StatusOr<std::vector<Type>> BlockMoveRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(x.dtype, std::move(out)));
 }
 
+// A constant input's tensor, or null (absent, empty or computed at run time).
+const Tensor* ConstInput(const RuleContext& ctx, int i) {
+  if (!ctx.has_input(i)) return nullptr;
+  const Tensor* t = ctx.node().input(i).node->constant_value();
+  return t != nullptr && t->NumElements() > 0 ? t : nullptr;
+}
+
+// Resize: X's type; a resized dim is floor(scale × dim) for constant scales and a known
+// dim, the size for constant sizes (stretch policy), else unknown.
+absl::StatusOr<std::vector<Type>> ResizeRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  const int64_t r = x.rank();
+  std::vector<int64_t> axes;
+  if (const std::vector<int64_t>* a = ctx.node().attr_ints("axes")) {
+    for (int64_t v : *a) {
+      KILN_ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(ctx, v, r));
+      axes.push_back(n);
+    }
+  } else {
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  }
+  Shape out = *x.shape;
+  for (int64_t a : axes) out[a] = Dim();
+  const Tensor* scales = ConstInput(ctx, 2);
+  const Tensor* sizes = ConstInput(ctx, 3);
+  const std::string* policy = ctx.node().attr_string("keep_aspect_ratio_policy");
+  const bool stretch = policy == nullptr || *policy == "stretch";
+  if (sizes != nullptr && scales == nullptr && stretch) {
+    if (static_cast<size_t>(sizes->NumElements()) != axes.size())
+      return ctx.Error(
+          absl::StrCat("sizes has ", sizes->NumElements(), " values for ", axes.size(), " axes"));
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t v = sizes->GetAsInt64(static_cast<int64_t>(i));
+      if (v < 0) return ctx.Error(absl::StrCat("size ", v, " is negative"));
+      out[axes[i]] = Dim::Known(v);
+    }
+  } else if (scales != nullptr && sizes == nullptr) {
+    if (static_cast<size_t>(scales->NumElements()) != axes.size())
+      return ctx.Error(
+          absl::StrCat("scales has ", scales->NumElements(), " values for ", axes.size(), " axes"));
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const double s = scales->GetAsDouble(static_cast<int64_t>(i));
+      const Dim& d = (*x.shape)[axes[i]];
+      if (!(s > 0) || !std::isfinite(s))
+        return ctx.Error(absl::StrCat("scale ", s, " is not positive"));
+      if (s == 1.0) {
+        out[axes[i]] = d;
+      } else if (d.is_known()) {
+        const double o = std::floor(s * static_cast<double>(d.value()));
+        if (o > 9e15) return ctx.Error("the output is too large");
+        out[axes[i]] = Dim::Known(static_cast<int64_t>(o));
+      }
+    }
+  }
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
 }  // namespace
 
 ShapeRule FindVisionRule(std::string_view op) {
@@ -136,6 +196,7 @@ ShapeRule FindVisionRule(std::string_view op) {
       {"LpNormalization", &SameAsX},
       {"DepthToSpace", &BlockMoveRule<true>},
       {"SpaceToDepth", &BlockMoveRule<false>},
+      {"Resize", &ResizeRule},
   };
   auto it = rules->find(std::string(op));
   return it == rules->end() ? nullptr : it->second;

@@ -147,6 +147,9 @@ const std::vector<OpInfo>& Table() {
       Mixes(PositionMixing::kNormalizesAxis, {"", "LpNormalization", 1, 1, 1, 1, kPure}),
       Mixes(PositionMixing::kNormalizesAxis, {"", "DepthToSpace", 1, 1, 1, 1, kPure}),
       Mixes(PositionMixing::kNormalizesAxis, {"", "SpaceToDepth", 1, 1, 1, 1, kPure}),
+      // X, roi?, scales?, sizes? (the opset-11 form; Resize-10 and Upsample canonicalize
+      // to it): src/reference/resize.cc.
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "Resize", 1, 4, 1, 1, kPure, 10})),
       // ONNX's own scaled dot-product attention (Q, K, V, attn_mask?, past_key?,
       // past_value?, nonpad_kv_seqlen?): the padding analysis treats it as mixing
       // positions with no mask it can check.

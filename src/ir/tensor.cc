@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kiln/ir/narrow.h"
 #include "kiln/support/status.h"
 
 namespace kiln {
@@ -19,13 +20,34 @@ struct DTypeRow {
 };
 
 // ONNX TensorProto.DataType: FLOAT=1 UINT8=2 INT8=3 UINT16=4 INT16=5 INT32=6 INT64=7
-// STRING=8 BOOL=9 FLOAT16=10 DOUBLE=11 UINT32=12 UINT64=13 BFLOAT16=16.
+// STRING=8 BOOL=9 FLOAT16=10 DOUBLE=11 UINT32=12 UINT64=13 BFLOAT16=16 FLOAT8E4M3FN=17
+// FLOAT8E4M3FNUZ=18 FLOAT8E5M2=19 FLOAT8E5M2FNUZ=20 UINT4=21 INT4=22 FLOAT4E2M1=23
+// FLOAT8E8M0=24 UINT2=25 INT2=26.
 constexpr DTypeRow kRows[] = {
-    {DType::kF32, "f32", 4, 1},   {DType::kF16, "f16", 2, 10},      {DType::kBF16, "bf16", 2, 16},
-    {DType::kF64, "f64", 8, 11},  {DType::kI8, "i8", 1, 3},         {DType::kU8, "u8", 1, 2},
-    {DType::kI16, "i16", 2, 5},   {DType::kU16, "u16", 2, 4},       {DType::kI32, "i32", 4, 6},
-    {DType::kU32, "u32", 4, 12},  {DType::kI64, "i64", 8, 7},       {DType::kU64, "u64", 8, 13},
-    {DType::kBool, "bool", 1, 9}, {DType::kString, "string", 0, 8},
+    {DType::kF32, "f32", 4, 1},
+    {DType::kF16, "f16", 2, 10},
+    {DType::kBF16, "bf16", 2, 16},
+    {DType::kF64, "f64", 8, 11},
+    {DType::kI8, "i8", 1, 3},
+    {DType::kU8, "u8", 1, 2},
+    {DType::kI16, "i16", 2, 5},
+    {DType::kU16, "u16", 2, 4},
+    {DType::kI32, "i32", 4, 6},
+    {DType::kU32, "u32", 4, 12},
+    {DType::kI64, "i64", 8, 7},
+    {DType::kU64, "u64", 8, 13},
+    {DType::kBool, "bool", 1, 9},
+    {DType::kString, "string", 0, 8},
+    {DType::kF8E4M3FN, "f8e4m3fn", 1, 17},
+    {DType::kF8E4M3FNUZ, "f8e4m3fnuz", 1, 18},
+    {DType::kF8E5M2, "f8e5m2", 1, 19},
+    {DType::kF8E5M2FNUZ, "f8e5m2fnuz", 1, 20},
+    {DType::kF8E8M0, "f8e8m0", 1, 24},
+    {DType::kF4E2M1, "f4e2m1", 1, 23},
+    {DType::kI4, "i4", 1, 22},
+    {DType::kU4, "u4", 1, 21},
+    {DType::kI2, "i2", 1, 26},
+    {DType::kU2, "u2", 1, 25},
 };
 
 const DTypeRow* Row(DType t) {
@@ -248,7 +270,15 @@ double Tensor::GetAsDouble(int64_t i) const {
       return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
     case DType::kBool:
       return reinterpret_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    case DType::kI4:
+    case DType::kI2:
+      return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::kU4:
+    case DType::kU2:
+      return reinterpret_cast<const uint8_t*>(p)[i];
     default:
+      if (IsNarrowFloat(dtype_))
+        return NarrowToFloat(reinterpret_cast<const uint8_t*>(p)[i], dtype_);
       return 0.0;
   }
 }
@@ -274,6 +304,12 @@ int64_t Tensor::GetAsInt64(int64_t i) const {
       return reinterpret_cast<const uint8_t*>(p)[i];
     case DType::kBool:
       return reinterpret_cast<const uint8_t*>(p)[i] ? 1 : 0;
+    case DType::kI4:
+    case DType::kI2:
+      return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::kU4:
+    case DType::kU2:
+      return reinterpret_cast<const uint8_t*>(p)[i];
     default: {
       const double d = GetAsDouble(i);
       if (!(d == d)) return 0;  // NaN
@@ -326,7 +362,15 @@ void Tensor::SetFromDouble(int64_t i, double v) {
     case DType::kBool:
       reinterpret_cast<uint8_t*>(p)[i] = v != 0.0 ? 1 : 0;
       break;
+    case DType::kI4:
+    case DType::kU4:
+    case DType::kI2:
+    case DType::kU2:  // in range: callers saturate first; NaN and beyond int64 give 0
+      reinterpret_cast<uint8_t*>(p)[i] =
+          WrapNarrowInt(std::fabs(v) < 9.2e18 ? static_cast<int64_t>(v) : 0, dtype_);
+      break;
     default:
+      if (IsNarrowFloat(dtype_)) reinterpret_cast<uint8_t*>(p)[i] = NarrowFromDouble(v, dtype_);
       break;
   }
 }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kiln/ir/narrow.h"
 #include "kiln/support/status.h"
 #include "src/ir/text_parser.h"
 
@@ -184,6 +185,29 @@ absl::Status Parser::ParseElement(DType dt, std::string* bytes) {
       AppendBytes(bytes, h);
       return absl::OkStatus();
     }
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0:
+    case DType::kF4E2M1: {
+      uint8_t code;
+      if (tok.kind == NumTok::kNan && tok.has_bits) {
+        if (tok.bits > 0xffu || !std::isnan(NarrowToFloat(static_cast<uint8_t>(tok.bits), dt)))
+          return ErrorAt(p, absl::StrCat("bits after 'nan:' are not a NaN of ", dname));
+        code = static_cast<uint8_t>(tok.bits);
+      } else {
+        KILN_ASSIGN_OR_RETURN(float f, ToF32(tok));
+        code = dt == DType::kF8E8M0 ? E8M0FromFloat(f, /*saturate=*/false, E8M0Rounding::kNearest)
+                                    : NarrowFromDouble(f, dt, /*saturate=*/false);
+        const float back = NarrowToFloat(code, dt);
+        const bool kept =
+            std::isnan(f) ? std::isnan(back) : (std::isinf(f) ? back == f : std::isfinite(back));
+        if (!kept) return ErrorAt(p, absl::StrCat("number not representable in ", dname));
+      }
+      AppendBytes(bytes, code);
+      return absl::OkStatus();
+    }
     case DType::kU64: {
       if (tok.kind != NumTok::kInt || tok.negative)
         return ErrorAt(p, "expected a non-negative integer for u64");
@@ -236,6 +260,18 @@ absl::Status Parser::ParseElement(DType dt, std::string* bytes) {
     case DType::kI64:
       AppendBytes(bytes, v);
       break;
+    case DType::kI4:
+    case DType::kU4:
+    case DType::kI2:
+    case DType::kU2: {
+      const int bits = DTypeBits(dt);
+      const bool is_signed = dt == DType::kI4 || dt == DType::kI2;
+      const int64_t lo = is_signed ? -(int64_t{1} << (bits - 1)) : 0;
+      const int64_t hi = is_signed ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1;
+      KILN_RETURN_IF_ERROR(in(lo, hi));
+      AppendBytes(bytes, WrapNarrowInt(v, dt));
+      break;
+    }
     default:
       return ErrorAt(p, absl::StrCat("tensors of ", dname, " hold no elements"));
   }

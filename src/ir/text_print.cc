@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "kiln/ir/narrow.h"
 #include "kiln/ir/text.h"
 #include "src/ir/text_chars.h"
 
@@ -176,7 +177,15 @@ void AppendElement(std::string* out, const Tensor& t, int64_t i) {
       break;
     }
     default:
-      out->append("?");
+      if (IsNarrowInt(t.dtype())) {
+        absl::StrAppend(out, t.GetAsInt64(i));
+      } else if (IsNarrowFloat(t.dtype())) {
+        const uint8_t code = Load<uint8_t>(p, i);
+        const float v = NarrowToFloat(code, t.dtype());
+        out->append(std::isnan(v) ? absl::StrFormat("nan:0x%02x", code) : F32Text(v));
+      } else {
+        out->append("?");
+      }
       break;
   }
 }

@@ -12,12 +12,13 @@
 //     canonicalize pass folds the chain back into one Softmax(axis=-1) when `axis` is the
 //     last axis, as exporters write it;
 //   - Split from opset 18: `num_outputs` is checked against the output count and removed;
-//   - Cast/CastLike `round_mode` (24, float8e8m0 only: kiln has no float8 dtype) and Range
-//     `stash_type` (27: the precision of 16-bit Ranges; kiln computes Ranges in double,
+//   - Range `stash_type` (27: the precision of 16-bit Ranges; kiln computes Ranges in double,
 //     which the default 1 — f32 arithmetic — matches to the output's rounding) are dropped;
 //     QuantizeLinear `precision` (23) is dropped when it is 0 (the scale's type) or FLOAT
 //     (what kiln computes in); other values are Unimplemented;
-//   - DequantizeLinear `output_dtype` (23) becomes a Cast of the result.
+//   - DequantizeLinear `output_dtype` (23) becomes a Cast of the result;
+//   - Resize before 11, (X, scales), becomes (X, _, scales) with asymmetric coordinates
+//     (nearest: floor; a constant nearest downscale is Unimplemented).
 // The remaining version differences in 7..27 are type lists or subsets of the opset-21
 // behaviour (negative axes, broadcasting, optional inputs), which need no rewrite.
 #include <optional>
@@ -251,10 +252,32 @@ absl::Status CanonicalizeSplit(Node* node, int64_t opset) {
   return absl::OkStatus();
 }
 
+// Resize-10 is (X, scales) with asymmetric coordinates and, in nearest mode, the input
+// position floor(y / scale) for upscaling; it becomes the opset-11 form (X, _, scales).
+// Downscaling in nearest mode has no answer runtimes agree on (onnxruntime rounds up
+// there): a constant scale below 1 is Unimplemented, a computed one is taken as floor.
+absl::Status CanonicalizeResize10(Graph& graph, Node* node) {
+  if (node->num_inputs() != 2) return Invalid(node, "Resize takes (X, scales) before opset 11");
+  const std::string* mode = node->attr_string("mode");
+  const bool nearest = mode == nullptr || *mode == "nearest";
+  const Value scales = node->input(1);
+  if (const Tensor* t = scales.node->constant_value(); nearest && t != nullptr) {
+    for (int64_t i = 0; i < t->NumElements(); ++i)
+      if (t->GetAsDouble(i) < 1.0)
+        return absl::UnimplementedError(absl::StrCat(
+            node->Describe(), ": nearest-mode downscaling before opset 11 (scale ",
+            t->GetAsDouble(i), "): runtimes disagree on its rounding; re-export at opset >= 11"));
+  }
+  graph.SetInput(node, 1, Value());
+  graph.AddNodeInput(node, scales);
+  node->set_attr("coordinate_transformation_mode", std::string("asymmetric"));
+  if (nearest) node->set_attr("nearest_mode", std::string("floor"));
+  return absl::OkStatus();
+}
+
 // Attributes of opsets 22..27 that change nothing kiln computes.
 absl::Status DropNewAttrs(Node* node, int64_t opset) {
   const std::string& op = node->op();
-  if ((op == "Cast" || op == "CastLike") && opset >= 24) node->erase_attr("round_mode");
   if (op == "Range" && opset >= 27 && node->has_attr("stash_type")) {
     if (node->attr_int("stash_type") != 1)
       return absl::UnimplementedError(absl::StrCat(
@@ -304,6 +327,7 @@ absl::Status CanonicalizeNode(Graph& graph, Node* node, int64_t opset,
   if ((op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") && opset < 13)
     return CanonicalizeLegacySoftmax(graph, node, names);
   if (op == "Split") return CanonicalizeSplit(node, opset);
+  if (op == "Resize" && opset < 11) return CanonicalizeResize10(graph, node);
   if (op == "DequantizeLinear" && opset >= 23)
     KILN_RETURN_IF_ERROR(CanonicalizeDequantizeOutput(graph, node, names));
   return DropNewAttrs(node, opset);

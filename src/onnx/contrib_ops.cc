@@ -17,6 +17,9 @@
 //   SimplifiedLayerNormalization(X, scale){axis, epsilon} (in the default domain, where
 //   onnxruntime registers it)
 //                                 RMSNormalization(X, scale)
+//   Upsample(X, scales) (the default domain's, deprecated in 10; `scales` an attribute
+//   before 9)                     Resize(X, _, scales){mode, asymmetric, nearest_mode=floor}
+//                                 (Upsample's nearest picks floor(y / scale))
 //   EmbedLayerNormalization(ids, segment_ids?, word, pos, segment?, gamma, beta, mask?,
 //                           position_ids?){epsilon, mask_index_type}
 //                                 s = word[ids] + pos[position_ids or [0..S)] (+
@@ -287,6 +290,7 @@ const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
       {"com.microsoft", "SkipSimplifiedLayerNormalization", 3, 4, 1, 4, kPure},
       // onnxruntime registers this one in the default domain (only).
       {"", "SimplifiedLayerNormalization", 2, 2, 1, 2, kPure},
+      {"", "Upsample", 1, 2, 1, 1, kPure},  // ONNX's, deprecated: imported as Resize
       {"com.microsoft", "EmbedLayerNormalization", 7, 9, 1, 3, kPure},
       {"com.microsoft", "Attention", 2, 8, 1, 2, kPure},
   };
@@ -339,6 +343,26 @@ absl::Status ExpandContribOp(Graph& graph, Node* n,
     e.Bind(0, e.Op("RMSNormalization", {n->input(0), n->input(1)},
                    {{"axis", n->attr_int_or("axis", -1)},
                     {"epsilon", n->attr_float_or("epsilon", 1e-5f)}}));
+  } else if (op == "Upsample") {
+    Value scales;
+    if (Has(n, 1)) {
+      scales = n->input(1);
+    } else {
+      const std::vector<float>* s = n->attr_floats("scales");
+      if (s == nullptr)
+        return absl::InvalidArgumentError(
+            absl::StrCat(n->Describe(), ": needs the 'scales' input or FLOATS attribute"));
+      scales = e.Const(Tensor::FromF32({static_cast<int64_t>(s->size())}, *s));
+    }
+    const std::string* mode = n->attr_string("mode");
+    const std::string m = mode ? *mode : "nearest";
+    if (m != "nearest" && m != "linear")
+      return absl::InvalidArgumentError(
+          absl::StrCat(n->Describe(), ": mode '", m, "' is not nearest or linear"));
+    e.Bind(0, e.Op("Resize", {n->input(0), Value(), scales},
+                   {{"mode", m},
+                    {"coordinate_transformation_mode", std::string("asymmetric")},
+                    {"nearest_mode", std::string("floor")}}));
   } else if (op == "EmbedLayerNormalization") {
     KILN_RETURN_IF_ERROR(ExpandEmbedLayerNorm(n, e));
   } else if (op == "Attention") {

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kiln/ir/narrow.h"
 #include "kiln/support/status.h"
 #include "onnx/onnx_pb.h"
 
@@ -19,6 +20,13 @@ void TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* 
   tp->set_name(name);
   tp->set_data_type(DTypeToOnnx(t.dtype()));
   for (int64_t d : t.dims()) tp->add_dims(d);
+  if (DTypeBits(t.dtype()) < 8) {  // sub-byte types are packed in files
+    std::string packed(static_cast<size_t>(PackedBytes(t.dtype(), t.NumElements())), '\0');
+    PackSubByte(t.data<uint8_t>(), t.NumElements(), t.dtype(),
+                reinterpret_cast<uint8_t*>(packed.data()));
+    tp->set_raw_data(std::move(packed));
+    return;
+  }
   tp->set_raw_data(reinterpret_cast<const char*>(t.raw()), t.NumBytes());
 }
 

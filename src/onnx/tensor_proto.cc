@@ -5,14 +5,18 @@
 // checks. Element and byte counts use overflow-safe arithmetic and are checked against
 // ImportOptions before anything is allocated. TakeTensorFromProto (initializers) adopts
 // large raw_data instead of copying it: the Storage views the string released from the
-// proto, so an inline-weight model is not held twice. Limits: assumes a little-endian host;
-// STRING, complex, float8 and 4-bit types are Unimplemented; segments are Unimplemented.
+// proto, so an inline-weight model is not held twice. The sub-byte types (INT4, UINT4,
+// FLOAT4E2M1, INT2, UINT2) are packed in the file - in raw_data, external data, or one
+// packed byte per int32_data value - and unpacked to kiln's one element per byte
+// (kiln/ir/narrow.h); float8 types are a byte each. Limits: assumes a little-endian host;
+// STRING and complex are Unimplemented; segments are Unimplemented.
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/ir/narrow.h"
 #include "kiln/support/status.h"
 #include "src/onnx/import_internal.h"
 
@@ -28,26 +32,6 @@ std::string_view UnsupportedOnnxTypeName(int32_t code) {
       return "COMPLEX64";
     case 15:
       return "COMPLEX128";
-    case 17:
-      return "FLOAT8E4M3FN";
-    case 18:
-      return "FLOAT8E4M3FNUZ";
-    case 19:
-      return "FLOAT8E5M2";
-    case 20:
-      return "FLOAT8E5M2FNUZ";
-    case 21:
-      return "UINT4";
-    case 22:
-      return "INT4";
-    case 23:
-      return "FLOAT4E2M1";
-    case 24:
-      return "FLOAT8E8M0";
-    case 25:
-      return "UINT2";
-    case 26:
-      return "INT2";
     default:
       return "";
   }
@@ -123,6 +107,17 @@ std::pair<int64_t, int64_t> Int32FieldRange(DType dt) {
     case DType::kF16:
     case DType::kBF16:
       return {0, 65535};
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0:
+    case DType::kF4E2M1:  // sub-byte types: one packed byte per value
+    case DType::kI4:
+    case DType::kU4:
+    case DType::kI2:
+    case DType::kU2:
+      return {0, 255};
     default:
       return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
   }
@@ -240,27 +235,47 @@ absl::StatusOr<Tensor> Decode(const onnx::TensorProto& tp, std::string_view what
     typed_values += FieldCount(tp, f);
   if (tp.string_data_size() > 0) return Invalid(what, "string_data set on a numeric tensor");
 
+  // Sub-byte types are packed in the file (`file_bytes`) and unpacked into `nbytes`.
+  const bool packed = DTypeBits(dt) < 8;
+  const int64_t file_bytes = PackedBytes(dt, n);
+  auto unpack = [&](const std::byte* from) -> absl::StatusOr<std::shared_ptr<Storage>> {
+    std::shared_ptr<Storage> out = Storage::Allocate(static_cast<size_t>(nbytes));
+    if (!out)
+      return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": out of memory"));
+    UnpackSubByte(reinterpret_cast<const uint8_t*>(from), n, dt,
+                  reinterpret_cast<uint8_t*>(out->data()));
+    return out;
+  };
   std::shared_ptr<Storage> storage;
   if (tp.data_location() == onnx::TensorProto::EXTERNAL) {
     if (tp.has_raw_data() || typed_values > 0)
       return Invalid(what, "external tensor also has inline data");
-    KILN_ASSIGN_OR_RETURN(storage,
-                          ReadExternalData(tp, nbytes, DTypeSize(dt), what, ctx.model_dir));
+    KILN_ASSIGN_OR_RETURN(
+        storage, ReadExternalData(tp, file_bytes, packed ? 1 : DTypeSize(dt), what, ctx.model_dir));
+    if (packed) {
+      KILN_ASSIGN_OR_RETURN(storage, unpack(storage->data()));
+    }
   } else {
     if (tp.external_data_size() > 0)
       return Invalid(what, "external_data entries set but data_location is not EXTERNAL");
     if (tp.has_raw_data()) {
       if (typed_values > 0) return Invalid(what, "both raw_data and a typed data field are set");
-      if (static_cast<int64_t>(tp.raw_data().size()) != nbytes)
-        return Invalid(
-            what, absl::StrCat("raw_data has ", tp.raw_data().size(), " bytes, expected ", nbytes,
-                               " (", n, " x ", std::string(DTypeName(dt)), ")"));
-      if (take) storage = AdoptRawData(*take, nbytes, DTypeSize(dt));
-      if (!storage) {
-        storage = Storage::Allocate(static_cast<size_t>(nbytes));
-        if (!storage)
-          return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": out of memory"));
-        if (nbytes > 0) std::memcpy(storage->data(), tp.raw_data().data(), nbytes);
+      if (static_cast<int64_t>(tp.raw_data().size()) != file_bytes)
+        return Invalid(what,
+                       absl::StrCat("raw_data has ", tp.raw_data().size(), " bytes, expected ",
+                                    file_bytes, " (", n, " x ", std::string(DTypeName(dt)),
+                                    packed ? ", packed" : "", ")"));
+      if (packed) {
+        KILN_ASSIGN_OR_RETURN(storage,
+                              unpack(reinterpret_cast<const std::byte*>(tp.raw_data().data())));
+      } else {
+        if (take) storage = AdoptRawData(*take, nbytes, DTypeSize(dt));
+        if (!storage) {
+          storage = Storage::Allocate(static_cast<size_t>(nbytes));
+          if (!storage)
+            return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": out of memory"));
+          if (nbytes > 0) std::memcpy(storage->data(), tp.raw_data().data(), nbytes);
+        }
       }
     } else {
       const int64_t have = FieldCount(tp, field);
@@ -268,14 +283,20 @@ absl::StatusOr<Tensor> Decode(const onnx::TensorProto& tp, std::string_view what
         return Invalid(
             what, absl::StrCat(std::string(DTypeName(dt)), " values must be in ",
                                std::string(FieldName(field)), " (other typed fields are set)"));
-      if (have != n)
-        return Invalid(what, absl::StrCat(std::string(FieldName(field)), " has ", have,
-                                          " values, expected ", n));
-      storage = Storage::Allocate(static_cast<size_t>(nbytes));
+      // Packed types hold one packed byte per value.
+      const int64_t want = packed ? file_bytes : n;
+      if (have != want)
+        return Invalid(
+            what, absl::StrCat(std::string(FieldName(field)), " has ", have, " values, expected ",
+                               want, packed ? absl::StrCat(" (", n, " packed elements)") : ""));
+      storage = Storage::Allocate(static_cast<size_t>(packed ? file_bytes : nbytes));
       if (!storage)
         return absl::ResourceExhaustedError(absl::StrCat(std::string(what), ": out of memory"));
-      Tensor tmp(dt, dims, storage);
-      KILN_RETURN_IF_ERROR(DecodeTypedField(tp, dt, n, what, tmp));
+      Tensor tmp(dt, {want}, storage);
+      KILN_RETURN_IF_ERROR(DecodeTypedField(tp, dt, want, what, tmp));
+      if (packed) {
+        KILN_ASSIGN_OR_RETURN(storage, unpack(storage->data()));
+      }
     }
   }
   if (dt == DType::kBool) {

@@ -96,8 +96,9 @@ size_t KernelContract::min_outputs() const {
 
 std::string DTypeSetText(DTypeSet set) {
   if (set == kAnyDType) return "any";
+  if (set == kAnyStorableDType) return "any, narrow types included";
   std::vector<std::string> names;
-  for (unsigned t = 0; t <= static_cast<unsigned>(DType::kString); ++t)
+  for (unsigned t = 0; t <= static_cast<unsigned>(DType::kU2); ++t)
     if (set & (DTypeSet{1} << t)) names.emplace_back(DTypeName(static_cast<DType>(t)));
   if (names.empty()) return "none";
   if (names.size() == 1) return names[0];

@@ -27,6 +27,13 @@ constexpr DTypeSet DTypeBit(DType t) { return DTypeSet{1} << static_cast<unsigne
 inline constexpr DTypeSet kAnyDType =
     ~(DTypeBit(DType::kUndefined) | DTypeBit(DType::kString)) &
     ((DTypeSet{1} << (static_cast<unsigned>(DType::kString) + 1)) - 1);
+// kAnyDType and the narrow types (kiln/ir/narrow.h), which only kernels that move bytes or
+// run the reference executor take.
+inline constexpr DTypeSet kAnyStorableDType =
+    kAnyDType | DTypeBit(DType::kF8E4M3FN) | DTypeBit(DType::kF8E4M3FNUZ) |
+    DTypeBit(DType::kF8E5M2) | DTypeBit(DType::kF8E5M2FNUZ) | DTypeBit(DType::kF8E8M0) |
+    DTypeBit(DType::kF4E2M1) | DTypeBit(DType::kI4) | DTypeBit(DType::kU4) | DTypeBit(DType::kI2) |
+    DTypeBit(DType::kU2);
 inline constexpr DTypeSet kF32Only = DTypeBit(DType::kF32);
 // The float dtypes device kernels compute on (fp32 statistics and accumulation inside).
 inline constexpr DTypeSet kFloatTypes =

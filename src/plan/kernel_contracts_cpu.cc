@@ -8,13 +8,13 @@ std::vector<KernelContract> CpuContracts() {
   const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu", "tanh"};
   std::vector<KernelContract> t;
   t.push_back({.name = "copy",
-               .inputs = {Req("x", kAnyDType)},
-               .outputs = {Req("y", kAnyDType)},
+               .inputs = {Req("x", kAnyStorableDType)},
+               .outputs = {Req("y", kAnyStorableDType)},
                .any_overlap = true,
                .doc = "`y` has `x`'s byte size"});
   t.push_back({.name = "ref",
-               .inputs = {Req("x", kAnyDType)},
-               .outputs = {Req("y", kAnyDType)},
+               .inputs = {Req("x", kAnyStorableDType)},
+               .outputs = {Req("y", kAnyStorableDType)},
                .variadic_inputs = true,
                .variadic_outputs = true,
                .params = {StringParam("node", {},

@@ -9,7 +9,9 @@
 //    rounded f32 result, transcendental functions are at least as accurate as f32 libm;
 //  - Min/Max propagate NaN (numpy.minimum/maximum);
 //  - Cast float->int truncates, saturates out-of-range values and maps NaN to 0 (the spec
-//    leaves these undefined); Cast to/from string is Unimplemented.
+//    leaves these undefined); to a 4- or 2-bit integer it then wraps, as the onnx test
+//    data does; to a narrow float it rounds as kiln/ir/narrow.h says (`saturate`,
+//    `round_mode`); Cast to/from string is Unimplemented.
 // Unsupported dtypes give Unimplemented naming the dtype. Clarity beats speed here.
 // This file holds Where, Clip and Cast and the single entry point; the unary and binary
 // families live in elementwise_unary.cc and elementwise_binary.cc.
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/ir/narrow.h"
 #include "kiln/support/status.h"
 #include "reference/elementwise_internal.h"
 #include "reference/kernels.h"
@@ -100,9 +103,46 @@ typename To::C ConvertValue(FromC v) {
   }
 }
 
-absl::StatusOr<Tensor> CastTensor(const Tensor& x, DType to) {
+// How a cast to a narrow float rounds: `saturate` (Cast's attribute, default 1) and, for
+// f8e8m0, `round_mode` (opset 24, default "up").
+struct NarrowCast {
+  bool saturate = true;
+  E8M0Rounding e8m0 = E8M0Rounding::kUp;
+};
+
+absl::StatusOr<Tensor> CastTensor(const Tensor& x, DType to, const NarrowCast& how) {
   if (x.dtype() == DType::kString || to == DType::kString)
     return absl::UnimplementedError("Cast to or from string is not supported");
+  const int64_t n = x.NumElements();
+  // Narrow sources widen exactly first: narrow floats to f32, narrow integers are already
+  // held as i8/u8.
+  if (IsNarrowFloat(x.dtype())) {
+    KILN_ASSIGN_OR_RETURN(Tensor wide, Tensor::Create(DType::kF32, x.dims()));
+    for (int64_t i = 0; i < n; ++i)
+      wide.data<float>()[i] = NarrowToFloat(x.data<uint8_t>()[i], x.dtype());
+    return CastTensor(wide, to, how);
+  }
+  if (IsNarrowInt(x.dtype())) {
+    const bool is_signed = x.dtype() == DType::kI4 || x.dtype() == DType::kI2;
+    return CastTensor(Tensor(is_signed ? DType::kI8 : DType::kU8, x.dims(), x.storage()), to, how);
+  }
+  if (IsNarrowFloat(to)) {
+    KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::Create(to, x.dims()));
+    uint8_t* q = y.data<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x.GetAsDouble(i);
+      q[i] = to == DType::kF8E8M0 ? E8M0FromFloat(static_cast<float>(v), how.saturate, how.e8m0)
+                                  : NarrowFromDouble(v, to, how.saturate);
+    }
+    return y;
+  }
+  if (IsNarrowInt(to)) {  // through i64 (truncating, saturating) then wrapped, as i8 would be
+    KILN_ASSIGN_OR_RETURN(Tensor wide, CastTensor(x, DType::kI64, how));
+    KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::Create(to, x.dims()));
+    for (int64_t i = 0; i < n; ++i)
+      y.data<uint8_t>()[i] = WrapNarrowInt(wide.data<int64_t>()[i], to);
+    return y;
+  }
   return Visit(x.dtype(), "Cast", [&](auto tf) -> absl::StatusOr<Tensor> {
     using TF = decltype(tf);
     return Visit(to, "Cast", [&](auto tt) -> absl::StatusOr<Tensor> {
@@ -112,6 +152,24 @@ absl::StatusOr<Tensor> CastTensor(const Tensor& x, DType to) {
   });
 }
 
+absl::StatusOr<NarrowCast> NarrowCastAttrs(const Node& node) {
+  NarrowCast how;
+  how.saturate = node.attr_int_or("saturate", 1) != 0;
+  const std::string* attr = node.attr_string("round_mode");
+  const std::string mode = attr ? *attr : "up";
+  if (mode == "up") {
+    how.e8m0 = E8M0Rounding::kUp;
+  } else if (mode == "down") {
+    how.e8m0 = E8M0Rounding::kDown;
+  } else if (mode == "nearest") {
+    how.e8m0 = E8M0Rounding::kNearest;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("round_mode '", mode, "' is not one of up, down, nearest"));
+  }
+  return how;
+}
+
 Result CastKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
   const std::optional<int64_t> code = node.attr_int("to");
@@ -119,14 +177,16 @@ Result CastKernel(const Node& node, Inputs in) {
   const std::optional<DType> to =
       *code >= 0 && *code <= INT32_MAX ? DTypeFromOnnx(static_cast<int32_t>(*code)) : std::nullopt;
   if (!to) return absl::UnimplementedError(absl::StrCat("Cast to ONNX dtype ", *code));
-  return One(CastTensor(*x, *to));
+  KILN_ASSIGN_OR_RETURN(NarrowCast how, NarrowCastAttrs(node));
+  return One(CastTensor(*x, *to, how));
 }
 
 // CastLike: cast input 0 to the dtype of input 1.
 Result CastLikeKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
   KILN_ASSIGN_OR_RETURN(const Tensor* like, Arg(in, 1, node.op()));
-  return One(CastTensor(*x, like->dtype()));
+  KILN_ASSIGN_OR_RETURN(NarrowCast how, NarrowCastAttrs(node));
+  return One(CastTensor(*x, like->dtype(), how));
 }
 
 }  // namespace

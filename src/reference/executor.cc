@@ -34,6 +34,7 @@ const KernelTable& Kernels() {
     reference::RegisterFusedKernels(*t);
     reference::RegisterOnnxAttentionKernels(*t);
     reference::RegisterVisionKernels(*t);
+    reference::RegisterResizeKernels(*t);
     reference::RegisterLossKernels(*t);
     return t;
   }();

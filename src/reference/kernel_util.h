@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,6 +37,39 @@ inline const Tensor* OptArg(Inputs in, int i) {
 
 inline absl::Status UnsupportedDType(const std::string& op, DType d) {
   return absl::UnimplementedError(absl::StrCat(op, " does not support dtype ", DName(d)));
+}
+
+// The range of integer dtype `d` (the 4- and 2-bit ones included) as doubles; i64/u64
+// stop at ±9.2e18, which converts back without overflow. {0, 0} for a non-integer.
+inline std::pair<double, double> IntegerRange(DType d) {
+  switch (d) {
+    case DType::kI8:
+      return {-128, 127};
+    case DType::kU8:
+      return {0, 255};
+    case DType::kI16:
+      return {-32768, 32767};
+    case DType::kU16:
+      return {0, 65535};
+    case DType::kI32:
+      return {-2147483648.0, 2147483647.0};
+    case DType::kU32:
+      return {0, 4294967295.0};
+    case DType::kI64:
+      return {-9.2e18, 9.2e18};
+    case DType::kU64:
+      return {0, 9.2e18};
+    case DType::kI4:
+      return {-8, 7};
+    case DType::kU4:
+      return {0, 15};
+    case DType::kI2:
+      return {-2, 1};
+    case DType::kU2:
+      return {0, 3};
+    default:
+      return {0, 0};
+  }
 }
 
 // "[2,3,4]"

@@ -35,6 +35,7 @@ void RegisterQuantizeKernels(KernelTable& table);  // Quantize/DequantizeLinear 
 void RegisterFusedKernels(KernelTable& table);  // kiln domain: Linear SkipLayerNorm ... (fused.cc)
 void RegisterOnnxAttentionKernels(KernelTable& table);  // Attention (onnx_attention.cc)
 void RegisterVisionKernels(KernelTable& table);         // Conv, pools, BatchNorm ... (vision.cc)
+void RegisterResizeKernels(KernelTable& table);         // Resize (resize.cc)
 void RegisterLossKernels(KernelTable& table);  // NLL, SoftmaxCrossEntropy, EyeLike (loss.cc)
 
 // --- Shared helpers (helpers.cc) ---

@@ -8,14 +8,15 @@
 // range of width 0 (an all-zero tensor) gets scale 1, as onnxruntime does (the ONNX spec
 // divides by zero there).
 // A NaN quantizes to the zero point (the spec says nothing; a C++ cast of NaN to an integer
-// is undefined). Integer dtypes: u8, i8, u16, i16 (and i32 in DequantizeLinear); float8
-// and int4 have no dtype in kiln and fail at import.
+// is undefined). Quantized dtypes: u8, i8, u16, i16, i4, u4, i2, u2 (and i32 in
+// DequantizeLinear), the float8 types but e8m0, and f4e2m1: a float target is the quotient
+// rounded to nearest even (`saturate` says what happens beyond its range, kiln/ir/narrow.h).
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/ir/narrow.h"
 #include "kiln/support/status.h"
 #include "reference/kernel_util.h"
 #include "reference/kernels.h"
@@ -81,42 +82,17 @@ class ScaleIndex {
   int64_t dim_ = 1, inner_ = 1, block_ = 1, blocks_ = 1;
 };
 
+// Integer and float targets of QuantizeLinear (f8e8m0 is a scale type, not one of them).
 bool IsQuantType(DType d) {
-  return d == DType::kU8 || d == DType::kI8 || d == DType::kU16 || d == DType::kI16;
-}
-
-double QMin(DType d) {
-  switch (d) {
-    case DType::kI8:
-      return std::numeric_limits<int8_t>::min();
-    case DType::kI16:
-      return std::numeric_limits<int16_t>::min();
-    case DType::kI32:
-      return std::numeric_limits<int32_t>::min();
-    default:
-      return 0;
-  }
-}
-
-double QMax(DType d) {
-  switch (d) {
-    case DType::kI8:
-      return std::numeric_limits<int8_t>::max();
-    case DType::kU8:
-      return std::numeric_limits<uint8_t>::max();
-    case DType::kI16:
-      return std::numeric_limits<int16_t>::max();
-    case DType::kU16:
-      return std::numeric_limits<uint16_t>::max();
-    default:
-      return std::numeric_limits<int32_t>::max();
-  }
+  return d == DType::kU8 || d == DType::kI8 || d == DType::kU16 || d == DType::kI16 ||
+         IsNarrowInt(d) || (IsNarrowFloat(d) && d != DType::kF8E8M0);
 }
 
 // rne(v) + zp, saturated to `d`'s range; NaN gives zp.
 double Saturate(double rounded, double zp, DType d) {
   if (std::isnan(rounded)) rounded = 0;
-  return std::clamp(rounded + zp, QMin(d), QMax(d));
+  const auto [lo, hi] = IntegerRange(d);
+  return std::clamp(rounded + zp, lo, hi);
 }
 
 absl::Status CheckZeroPoint(const Tensor* zp, const Tensor& scale) {
@@ -135,8 +111,10 @@ absl::StatusOr<DType> QuantizedDType(const Node& node, const Tensor* zp) {
   if (attr != 0) {
     from_attr = DTypeFromOnnx(static_cast<int32_t>(attr));
     if (!from_attr || !IsQuantType(*from_attr))
-      return absl::UnimplementedError(absl::StrCat("QuantizeLinear to ONNX dtype ", attr,
-                                                   " is not supported (u8, i8, u16, i16 are)"));
+      return absl::UnimplementedError(
+          absl::StrCat("QuantizeLinear to ONNX dtype ", attr,
+                       " is not supported (u8, i8, u16, i16, the 4- and 2-bit integers, the "
+                       "float8 types but e8m0, and f4e2m1 are)"));
   }
   if (zp == nullptr) return from_attr.value_or(DType::kU8);
   if (!IsQuantType(zp->dtype())) return UnsupportedDType(node.op(), zp->dtype());
@@ -159,17 +137,23 @@ Result QuantizeLinearKernel(const Node& node, Inputs in) {
                                                         node.attr_int_or("block_size", 0)));
   KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::Create(qt, x->dims()));
   const bool f32_math = IsFloat(x->dtype()) && x->dtype() != DType::kF64;
+  const bool saturate = node.attr_int_or("saturate", 1) != 0;
   for (int64_t i = 0; i < x->NumElements(); ++i) {
     const int64_t s = at(i);
-    const double z = zp ? zp->GetAsDouble(s) : 0.0;
-    double r;
+    double q;  // x / scale, in f32 for f32/f16/bf16 inputs
     if (f32_math) {
-      r = std::nearbyint(static_cast<float>(x->GetAsDouble(i)) /
-                         static_cast<float>(scale->GetAsDouble(s)));
+      q = static_cast<float>(x->GetAsDouble(i)) / static_cast<float>(scale->GetAsDouble(s));
     } else {
-      r = std::nearbyint(x->GetAsDouble(i) / scale->GetAsDouble(s));
+      q = x->GetAsDouble(i) / scale->GetAsDouble(s);
     }
-    y.SetFromDouble(i, Saturate(r, z, qt));
+    if (IsNarrowFloat(qt)) {
+      // Float targets round the quotient to nearest even; the float8 types ignore the zero
+      // point (the spec requires it to be 0), f4e2m1 adds it, as the onnx reference does.
+      if (qt == DType::kF4E2M1 && zp != nullptr) q += zp->GetAsDouble(s);
+      y.data<uint8_t>()[i] = NarrowFromDouble(q, qt, saturate);
+    } else {
+      y.SetFromDouble(i, Saturate(std::nearbyint(q), zp ? zp->GetAsDouble(s) : 0.0, qt));
+    }
   }
   return std::vector<Tensor>{std::move(y)};
 }
@@ -188,11 +172,16 @@ Result DequantizeLinearKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(ScaleIndex at, ScaleIndex::Make(*x, *scale, node.attr_int_or("axis", 1),
                                                         node.attr_int_or("block_size", 0)));
   KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::Create(scale->dtype(), x->dims()));
+  const bool narrow_float = IsNarrowFloat(x->dtype());
   for (int64_t i = 0; i < x->NumElements(); ++i) {
     const int64_t s = at(i);
-    const int64_t q = x->GetAsInt64(i) - (zp ? zp->GetAsInt64(s) : 0);
+    // Integers subtract exactly in int64; float8/float4 values in f32.
+    const double q = narrow_float
+                         ? static_cast<double>(static_cast<float>(x->GetAsDouble(i)) -
+                                               (zp ? static_cast<float>(zp->GetAsDouble(s)) : 0.0f))
+                         : static_cast<double>(x->GetAsInt64(i) - (zp ? zp->GetAsInt64(s) : 0));
     if (scale->dtype() == DType::kF64) {
-      y.SetFromDouble(i, static_cast<double>(q) * scale->GetAsDouble(s));
+      y.SetFromDouble(i, q * scale->GetAsDouble(s));
     } else {
       y.SetFromDouble(i, static_cast<float>(q) * static_cast<float>(scale->GetAsDouble(s)));
     }

@@ -47,6 +47,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "kiln/ir/graph.h"
+#include "kiln/ir/narrow.h"
 #include "kiln/ir/ops.h"
 #include "kiln/ir/tensor.h"
 #include "kiln/onnx/importer.h"
@@ -179,7 +180,7 @@ std::optional<std::string> CompareTensor(const Tensor& got, const Tensor& want) 
   }
   if (want.dtype() == DType::kString) return std::string("string outputs are not compared");
   const int64_t n = want.NumElements();
-  const bool is_float = IsFloat(want.dtype());
+  const bool is_float = IsFloat(want.dtype()) || IsNarrowFloat(want.dtype());
   int64_t mismatches = 0;
   int64_t first = -1;
   for (int64_t i = 0; i < n; ++i) {

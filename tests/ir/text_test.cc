@@ -407,6 +407,46 @@ TEST(TextTest, NonTopologicalGraphRoundTrips) {
   ExpectSameGraph(g, **parsed);
 }
 
+// The narrow types print as values (narrow-float NaNs by their code) and parse back to the
+// same bytes; a value the type cannot hold is an error, not a silent rounding to NaN.
+TEST(TextTest, NarrowTypesRoundTrip) {
+  Graph g;
+  g.AddConstant("e4", Make<uint8_t>(DType::kF8E4M3FN, {5}, {0x38, 0xc1, 0x7e, 0xff, 0x01}));
+  g.AddConstant("e5", Make<uint8_t>(DType::kF8E5M2, {3}, {0x7c, 0xfe, 0x80}));
+  g.AddConstant("uz", Make<uint8_t>(DType::kF8E4M3FNUZ, {2}, {0x80, 0x7f}));
+  g.AddConstant("e8", Make<uint8_t>(DType::kF8E8M0, {2}, {127, 0xff}));
+  g.AddConstant("f4", Make<uint8_t>(DType::kF4E2M1, {3}, {0x7, 0x8, 0x1}));
+  g.AddConstant("i4", Make<int8_t>(DType::kI4, {3}, {-8, 7, -1}));
+  g.AddConstant("u2", Make<uint8_t>(DType::kU2, {2}, {0, 3}));
+  const std::string text = PrintGraph(g);
+  EXPECT_NE(text.find("tensor<f8e4m3fn[5]>[1, -2.25, 448, nan:0xff, 0.001953125]"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tensor<f8e5m2[3]>[inf, nan:0xfe, -0]"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor<f8e4m3fnuz[2]>[nan:0x80, 240]"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor<f8e8m0[2]>[1, nan:0xff]"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor<f4e2m1[3]>[6, -0, 0.5]"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor<i4[3]>[-8, 7, -1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor<u2[2]>[0, 3]"), std::string::npos) << text;
+  auto parsed = ParseGraph(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << text;
+  EXPECT_EQ(PrintGraph(**parsed), text);
+  ExpectSameGraph(g, **parsed);
+
+  for (const char* bad :
+       {"tensor<f8e4m3fn[1]>[500]", "tensor<f8e4m3fn[1]>[inf]", "tensor<f4e2m1[1]>[nan]",
+        "tensor<f8e4m3fn[1]>[nan:0x7e]", "tensor<i4[1]>[8]", "tensor<u2[1]>[-1]"}) {
+    SCOPED_TRACE(bad);
+    auto r = ParseGraph(absl::StrCat("graph g opset=1 {\n  %0 = A() {t=", bad, "}\n}"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(r.status().message().find("not representable") != std::string::npos ||
+                r.status().message().find("not a NaN of") != std::string::npos ||
+                r.status().message().find("integer out of range") != std::string::npos)
+        << r.status();
+  }
+}
+
 TEST(TextTest, LargeConstantsInlineHexOrElided) {
   Graph g;
   g.AddConstant("c16", Tensor::FromF32({16}, std::vector<float>(16, 1.f)));

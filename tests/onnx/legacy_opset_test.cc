@@ -217,19 +217,78 @@ TEST(LegacyOpset, OpBeforeItsOpsetIsUnimplemented) {
       << g.status();
 }
 
-TEST(LegacyOpset, NewerOpsetAttributesDropped) {
+// FLOAT8E8M0 (24): newer than the onnx headers kiln builds against.
+constexpr int32_t kFloat8E8M0 = 24;
+
+TEST(LegacyOpset, CastRoundModeIsKeptForE8M0) {
   onnx::ModelProto m = MakeModel(25);
   AddInput(m, "x");
   auto* c = AddNode(m, "Cast", {"x"}, {"y"}, "cast");
-  AttrInt(c, "to", onnx::TensorProto::DOUBLE);
+  AttrInt(c, "to", kFloat8E8M0);
   auto* rm = c->add_attribute();
   rm->set_name("round_mode");
   rm->set_type(onnx::AttributeProto::STRING);
-  rm->set_s("up");
-  AddOutput(m, "y", onnx::TensorProto::DOUBLE);
+  rm->set_s("down");
+  AddOutput(m, "y", kFloat8E8M0);
   auto g = Import(m);
   ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_FALSE(FindNode(**g, "cast")->has_attr("round_mode"));
+  ASSERT_NE(FindNode(**g, "cast")->attr_string("round_mode"), nullptr);
+  // 1..6 rounded down to powers of two: 1 2 2 4 4 4.
+  auto out = ImportAndRun(m);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<double> got;
+  for (int64_t i = 0; i < 6; ++i) got.push_back((*out)[0].GetAsDouble(i));
+  EXPECT_EQ(got, (std::vector<double>{1, 2, 2, 4, 4, 4}));
+}
+
+// Resize-10 (X, scales) is the opset-11 form with asymmetric coordinates and floor.
+TEST(LegacyOpset, Resize10BecomesTheOpset11Form) {
+  onnx::ModelProto m = MakeModel(10);
+  AddInput(m, "x");
+  AddInitF32(m, "scales", {2}, {1, 2});
+  AddNode(m, "Resize", {"x", "scales"}, {"y"}, "resize");
+  AddOutput(m, "y", onnx::TensorProto::FLOAT, {"2", "6"});
+  auto g = Import(m);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Node* r = FindNode(**g, "resize");
+  ASSERT_EQ(r->num_inputs(), 3);
+  EXPECT_FALSE(r->input(1));
+  EXPECT_EQ(*r->attr_string("coordinate_transformation_mode"), "asymmetric");
+  EXPECT_EQ(*r->attr_string("nearest_mode"), "floor");
+  auto out = ImportAndRun(m);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<double> got;
+  for (int64_t i = 0; i < 12; ++i) got.push_back((*out)[0].GetAsDouble(i));
+  EXPECT_EQ(got, (std::vector<double>{1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6}));
+  // Nearest downscaling by a constant: runtimes disagree; refused.
+  onnx::ModelProto d = MakeModel(10);
+  AddInput(d, "x");
+  AddInitF32(d, "scales", {2}, {1, 0.5f});
+  AddNode(d, "Resize", {"x", "scales"}, {"y"}, "resize");
+  AddOutput(d, "y");
+  EXPECT_EQ(Import(d).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+// Upsample (deprecated in 10; `scales` an attribute in 7, an input from 9) imports as Resize.
+TEST(LegacyOpset, UpsampleImportsAsResize) {
+  for (int opset : {7, 9}) {
+    SCOPED_TRACE(opset);
+    onnx::ModelProto m = MakeModel(opset);
+    AddInput(m, "x");
+    auto* u = AddNode(m, "Upsample", {"x"}, {"y"}, "up");
+    if (opset == 7) {
+      AttrFloats(u, "scales", {2, 1});
+    } else {
+      AddInitF32(m, "scales", {2}, {2, 1});
+      u->add_input("scales");
+    }
+    AddOutput(m, "y", onnx::TensorProto::FLOAT, {"4", "3"});
+    auto out = ImportAndRun(m);
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<double> got;
+    for (int64_t i = 0; i < 12; ++i) got.push_back((*out)[0].GetAsDouble(i));
+    EXPECT_EQ(got, (std::vector<double>{1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}));
+  }
 }
 
 TEST(LegacyOpset, PadWithoutPadsBeforeOpset11IsRefused) {

@@ -1,4 +1,5 @@
-// TensorProto decoding: every kiln dtype from raw_data and from its typed field, exact
+// TensorProto decoding: every kiln dtype from raw_data and from its typed field (the
+// sub-byte ones packed), exact
 // size/count checks, range checks of narrow types carried in int32_data/uint64_data, and
 // the ImportOptions limits. Calls the private TensorFromProto directly.
 #include <cstring>
@@ -115,6 +116,42 @@ const std::vector<DTypeCase>& Cases() {
          t.add_int32_data(0);
        },
        {0x01, 0x00}},
+      // float8: one byte per value, its code.
+      {DType::kF8E4M3FN,
+       17,
+       [](TensorProto& t) {
+         t.add_int32_data(0x38);
+         t.add_int32_data(0xc1);
+       },
+       {0x38, 0xc1}},
+      {DType::kF8E4M3FNUZ,
+       18,
+       [](TensorProto& t) {
+         t.add_int32_data(0x38);
+         t.add_int32_data(0xc1);
+       },
+       {0x38, 0xc1}},
+      {DType::kF8E5M2,
+       19,
+       [](TensorProto& t) {
+         t.add_int32_data(0x38);
+         t.add_int32_data(0xc1);
+       },
+       {0x38, 0xc1}},
+      {DType::kF8E5M2FNUZ,
+       20,
+       [](TensorProto& t) {
+         t.add_int32_data(0x38);
+         t.add_int32_data(0xc1);
+       },
+       {0x38, 0xc1}},
+      {DType::kF8E8M0,
+       24,
+       [](TensorProto& t) {
+         t.add_int32_data(0x38);
+         t.add_int32_data(0xc1);
+       },
+       {0x38, 0xc1}},
   };
   return *cases;
 }
@@ -125,7 +162,8 @@ std::vector<uint8_t> Bytes(const Tensor& t) {
 }
 
 TEST(TensorProto, EveryDTypeFromTypedFieldAndRawData) {
-  ASSERT_EQ(Cases().size(), 13u);  // every DType except kUndefined and kString
+  // Every DType except kUndefined, kString and the packed sub-byte ones (PackedSubByteTypes).
+  ASSERT_EQ(Cases().size(), 18u);
   for (const DTypeCase& c : Cases()) {
     SCOPED_TRACE(std::string(DTypeName(c.dtype)));
     TensorProto typed;
@@ -220,6 +258,61 @@ TEST(TensorProto, NarrowTypedValuesOutOfRange) {
   }
 }
 
+// INT4, UINT4, FLOAT4E2M1, INT2, UINT2: packed in raw_data (and one packed byte per
+// int32_data value), first element in the low bits; kiln holds one element per byte,
+// signed ones sign-extended. An odd count leaves the last byte's high bits unused.
+TEST(TensorProto, PackedSubByteTypes) {
+  struct Row {
+    int32_t code;
+    DType dtype;
+    std::string packed;
+    std::vector<uint8_t> unpacked;
+  };
+  const std::vector<Row> rows = {
+      {22, DType::kI4, std::string("\x8f\x07", 2), {0xff, 0xf8, 0x07}},  // -1 -8 7
+      {21, DType::kU4, std::string("\x8f\x07", 2), {0x0f, 0x08, 0x07}},
+      {23, DType::kF4E2M1, std::string("\x8f\x07", 2), {0x0f, 0x08, 0x07}},
+      {26, DType::kI2, std::string("\x1e", 1), {0xfe, 0xff, 0x01}},  // -2 -1 1
+      {25, DType::kU2, std::string("\x1e", 1), {0x02, 0x03, 0x01}},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.code);
+    TensorContext ctx;
+    TensorProto raw;
+    raw.set_data_type(r.code);
+    raw.add_dims(3);
+    raw.set_raw_data(r.packed);
+    auto t = TensorFromProto(raw, "t", ctx);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->dtype(), r.dtype);
+    EXPECT_EQ(Bytes(*t), r.unpacked);
+    EXPECT_EQ(ctx.total_bytes, 3);  // counted as held in memory
+
+    TensorProto typed;
+    typed.set_data_type(r.code);
+    typed.add_dims(3);
+    for (char c : r.packed) typed.add_int32_data(static_cast<uint8_t>(c));
+    auto u = TensorFromProto(typed, "t", ctx);
+    ASSERT_TRUE(u.ok()) << u.status();
+    EXPECT_EQ(Bytes(*u), r.unpacked);
+
+    raw.set_raw_data(r.packed + "x");
+    auto bad = TensorFromProto(raw, "t", ctx);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(absl::StrCat("expected ", r.packed.size(), " (3 x ")),
+              std::string::npos)
+        << bad.status();
+    typed.add_int32_data(0);
+    bad = TensorFromProto(typed, "t", ctx);
+    EXPECT_NE(bad.status().message().find("(3 packed elements)"), std::string::npos)
+        << bad.status();
+    typed.set_int32_data(0, 256);  // a packed byte is 0..255
+    typed.mutable_int32_data()->RemoveLast();
+    bad = TensorFromProto(typed, "t", ctx);
+    EXPECT_NE(bad.status().message().find("out of range"), std::string::npos) << bad.status();
+  }
+}
+
 TEST(TensorProto, LimitsCheckedBeforeAllocation) {
   TensorContext ctx;
   ctx.options.max_tensor_bytes = 64;
@@ -259,7 +352,7 @@ TEST(TensorProto, HugeDimsNeverAllocate) {
 
 TEST(TensorProto, UnsupportedAndUnknownCodes) {
   TensorContext ctx;
-  for (int32_t code : {8, 14, 15, 17, 22, 23}) {
+  for (int32_t code : {8, 14, 15}) {
     TensorProto t;
     t.set_data_type(code);
     EXPECT_EQ(TensorFromProto(t, "t", ctx).status().code(), absl::StatusCode::kUnimplemented)

@@ -189,6 +189,44 @@ TEST(ElementwiseTest, CastEdgeCases) {
   EXPECT_EQ(Values<int64_t>(like), (std::vector<int64_t>{2}));
 }
 
+// Casts to and from the narrow types: float -> int4 truncates then wraps (as the onnx test
+// data does); float8 saturates by default and not with saturate=0; e8m0 follows
+// round_mode; narrow sources widen exactly.
+TEST(ElementwiseTest, CastNarrowTypes) {
+  Tensor x = F32({4}, {-9, 8, 2.7f, -2.7f});
+  Tensor i4 = Run1("Cast", {x}, {{"to", int64_t{22}}});
+  EXPECT_EQ(i4.dtype(), DType::kI4);
+  EXPECT_EQ(Values<int8_t>(i4), (std::vector<int8_t>{7, -8, 2, -2}));
+  EXPECT_EQ(Values<int8_t>(Run1("Cast", {i4}, {{"to", int64_t{3}}})),
+            (std::vector<int8_t>{7, -8, 2, -2}));
+  Tensor big = F32({2}, {1000, -0.3f});
+  EXPECT_EQ(Values<uint8_t>(Run1("Cast", {big}, {{"to", int64_t{17}}})),
+            (std::vector<uint8_t>{0x7e, 0xaa}));  // 448, -0.3125
+  EXPECT_EQ(Values<uint8_t>(Run1("Cast", {big}, {{"to", int64_t{17}}, {"saturate", int64_t{0}}})),
+            (std::vector<uint8_t>{0x7f, 0xaa}));  // NaN
+  EXPECT_EQ(Values<uint8_t>(Run1("Cast", {big}, {{"to", int64_t{19}}})),
+            (std::vector<uint8_t>{0x64, 0xb5}));  // E5M2: 1000 -> 1024, -0.3 -> -0.3125
+  EXPECT_EQ(Values<uint8_t>(
+                Run1("Cast", {F32({1}, {1e6f})}, {{"to", int64_t{19}}, {"saturate", int64_t{0}}})),
+            (std::vector<uint8_t>{0x7c}));  // E5M2 overflows to inf
+  Tensor three = F32({1}, {3});
+  EXPECT_EQ(Values<uint8_t>(Run1("Cast", {three}, {{"to", int64_t{24}}})),
+            (std::vector<uint8_t>{129}));  // up: 4
+  EXPECT_EQ(Values<uint8_t>(
+                Run1("Cast", {three}, {{"to", int64_t{24}}, {"round_mode", std::string("down")}})),
+            (std::vector<uint8_t>{128}));
+  auto bad = RunOp("Cast", {three}, {{"to", int64_t{24}}, {"round_mode", std::string("odd")}});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  Tensor back =
+      Run1("Cast", {Make<uint8_t>(DType::kF8E4M3FN, {2}, {0x7e, 0x7f})}, {{"to", int64_t{10}}});
+  EXPECT_EQ(back.GetAsDouble(0), 448.0);
+  EXPECT_TRUE(std::isnan(back.GetAsDouble(1)));
+  // CastLike takes the target from its second input, saturate too.
+  Tensor like = Run1("CastLike", {big, Tensor(DType::kF8E4M3FNUZ, {0})});
+  EXPECT_EQ(like.dtype(), DType::kF8E4M3FNUZ);
+  EXPECT_EQ(like.GetAsDouble(0), 240.0);
+}
+
 TEST(ElementwiseTest, WhereBroadcastsThreeWays) {
   Tensor y = Run1("Where", {Bool({2, 1}, {1, 0}), F32({1, 3}, {1, 2, 3}), F32({}, {-1})});
   EXPECT_EQ(y.dims(), (std::vector<int64_t>{2, 3}));

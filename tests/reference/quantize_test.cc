@@ -104,6 +104,34 @@ TEST(DequantizeLinearTest, PerTensorPerAxisInt32AndHalfScales) {
   EXPECT_EQ(floats.status().code(), absl::StatusCode::kUnimplemented);
 }
 
+// The narrow targets: int4 saturates to [-8, 7] (held sign-extended, one per byte), float8
+// rounds to nearest even and saturates unless `saturate` is 0, and DequantizeLinear reads
+// them back.
+TEST(QuantizeLinearTest, NarrowTypes) {
+  Tensor i4_zp(DType::kI4, {});
+  Tensor y = Eval("QuantizeLinear", {F32({5}, {-20, -7.5f, 2.5f, 3.5f, 30}), F32({}, {1}), i4_zp});
+  EXPECT_EQ(y.dtype(), DType::kI4);
+  EXPECT_EQ(Values<int8_t>(y), (std::vector<int8_t>{-8, -8, 2, 4, 7}));
+  Tensor u2 = Eval("QuantizeLinear", {F32({3}, {-1, 1, 9}), F32({}, {1})},
+                   {{"output_dtype", int64_t{25}}});  // UINT2
+  EXPECT_EQ(Values<uint8_t>(u2), (std::vector<uint8_t>{0, 1, 3}));
+  // E4M3FN: 17 / 1 ties to 16; 1000 saturates to 448, or is NaN (0x7f) without saturation.
+  Tensor f8_zp(DType::kF8E4M3FN, {});
+  Tensor f = Eval("QuantizeLinear", {F32({2}, {17, 1000}), F32({}, {1}), f8_zp});
+  EXPECT_EQ(f.GetAsDouble(0), 16.0);
+  EXPECT_EQ(f.GetAsDouble(1), 448.0);
+  Tensor g =
+      Eval("QuantizeLinear", {F32({1}, {1000}), F32({}, {1}), f8_zp}, {{"saturate", int64_t{0}}});
+  EXPECT_EQ(Values<uint8_t>(g), (std::vector<uint8_t>{0x7f}));
+  Tensor d = Eval("DequantizeLinear", {y, F32({}, {0.5f})});
+  EXPECT_EQ(Values<float>(d), (std::vector<float>{-4, -4, 1, 2, 3.5f}));
+  Tensor e = Eval("DequantizeLinear", {f, F32({}, {2})});
+  EXPECT_EQ(Values<float>(e), (std::vector<float>{32, 896}));
+  auto e8m0 =
+      RunOp("QuantizeLinear", {F32({1}, {1}), F32({}, {1})}, {{"output_dtype", int64_t{24}}});
+  EXPECT_EQ(e8m0.status().code(), absl::StatusCode::kUnimplemented);
+}
+
 TEST(DynamicQuantizeLinearTest, SpecExampleZerosAndInf) {
   // The ONNX operator documentation's example: range [-3, 2], scale 5/255, zero point 153.
   auto r = RunOp("DynamicQuantizeLinear", {F32({6}, {0, 2, -3, -2.5f, 1.34f, 0.5f})}, {}, 3);

@@ -35,12 +35,25 @@ enum class DType : uint8_t {
   kU64,
   kBool,
   kString,  // only so the importer can name it in errors; no kernel accepts it
+  // Narrow types (kiln/ir/narrow.h): one element per byte in memory, packed only in files.
+  // Cast, CastLike, QuantizeLinear, DequantizeLinear and the data-movement ops take them.
+  kF8E4M3FN,
+  kF8E4M3FNUZ,
+  kF8E5M2,
+  kF8E5M2FNUZ,
+  kF8E8M0,
+  kF4E2M1,
+  kI4,
+  kU4,
+  kI2,
+  kU2,
 };
 
-// Size of one element in bytes (0 for kUndefined / kString).
+// Size of one element in memory in bytes (0 for kUndefined / kString; 1 for the narrow
+// types, sub-byte ones included).
 size_t DTypeSize(DType t);
 // Short lowercase name used by the IR text format: f32 f16 bf16 f64 i8 u8 i16 u16 i32
-// u32 i64 u64 bool string.
+// u32 i64 u64 bool string f8e4m3fn f8e4m3fnuz f8e5m2 f8e5m2fnuz f8e8m0 f4e2m1 i4 u4 i2 u2.
 std::string_view DTypeName(DType t);
 std::optional<DType> DTypeFromName(std::string_view name);
 bool IsFloat(DType t);    // f32 f16 bf16 f64
