@@ -196,6 +196,34 @@ int64_t ResizeBound(const Node& n, In in, int64_t elem) {
   return total;
 }
 
+// Einsum: every output axis is an axis of some input, so the output holds at most the
+// product of the inputs' element counts.
+int64_t EinsumBound(const Node& n, In in, int64_t elem) {
+  int64_t total = elem;
+  for (int i = 0; i < n.num_inputs(); ++i) {
+    if (!in(i)) return 0;  // the kernel rejects it
+    total = SatMul(total, std::max<int64_t>(Product(in(i)->dims()), 1));
+  }
+  return total;
+}
+
+// CenterCropPad: every dim at most the larger of its size and the largest wanted size.
+int64_t CenterCropPadBound(const Node& n, In in, int64_t elem) {
+  std::optional<std::vector<int64_t>> shape = rewrite::IntList(in(1));
+  if (!in(0) || !shape) return 0;
+  int64_t widest = 0;
+  for (int64_t v : *shape) widest = std::max(widest, v);
+  int64_t total = elem;
+  for (int64_t d : in(0)->dims()) total = SatMul(total, std::max(d, widest));
+  return total;
+}
+
+// The signal windows: `size` elements.
+int64_t SignalWindowBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || in(0)->NumElements() != 1) return 0;
+  return SatMul(std::max<int64_t>(in(0)->GetAsInt64(0), 0), elem);
+}
+
 // out[a] = data[a] + pads_begin[a] + pads_end[a]
 int64_t PadBound(const Node& n, In in, int64_t elem) {
   std::optional<std::vector<int64_t>> pads = rewrite::IntList(in(1));
@@ -308,6 +336,11 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "Tile", &TileBound},
         {"", "Pad", &PadBound},
         {"", "Resize", &ResizeBound},
+        {"", "Einsum", &EinsumBound},
+        {"", "CenterCropPad", &CenterCropPadBound},
+        {"", "HannWindow", &SignalWindowBound},
+        {"", "HammingWindow", &SignalWindowBound},
+        {"", "BlackmanWindow", &SignalWindowBound},
         {"", "OneHot", &OneHotBound},
         {"", "GatherND", &GatherNDBound},
         {"", "NonZero", &NonZeroBound},

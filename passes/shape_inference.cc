@@ -108,6 +108,19 @@ absl::StatusOr<int64_t> NormalizeAxis(const RuleContext& ctx, int64_t axis, int6
   return axis < 0 ? axis + rank : axis;
 }
 
+absl::StatusOr<std::vector<int64_t>> AxesAttr(const RuleContext& ctx, int64_t rank) {
+  std::vector<int64_t> axes;
+  if (const std::vector<int64_t>* a = ctx.node().attr_ints("axes")) {
+    for (int64_t v : *a) {
+      KILN_ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(ctx, v, rank));
+      axes.push_back(n);
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  return axes;
+}
+
 Dim ElemDim(const std::optional<DimExpr>& e) { return e ? e->ToDim() : Dim(); }
 
 }  // namespace shape_inference

@@ -77,6 +77,8 @@ absl::StatusOr<std::optional<Shape>> BroadcastShapes(
 
 // Normalizes an axis in [-rank, rank) to [0, rank); an error naming the node otherwise.
 absl::StatusOr<int64_t> NormalizeAxis(const RuleContext& ctx, int64_t axis, int64_t rank);
+// The node's `axes` attribute normalized against `rank`, or every axis when it is absent.
+absl::StatusOr<std::vector<int64_t>> AxesAttr(const RuleContext& ctx, int64_t rank);
 
 // A Dim from a tracked element (unknown for nullopt, negative or complex values).
 Dim ElemDim(const std::optional<DimExpr>& e);

@@ -155,12 +155,13 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
           "Acosh",   "Atanh",      "Sign",  "Softplus",    "Softsign",  "LeakyRelu",
           "Elu",     "Celu",       "Selu",  "HardSigmoid", "HardSwish", "ThresholdedRelu",
           "Mish",    "Identity",   "Gelu",  "Clip",        "Trilu",     "CumSum",
-          "CumProd"})
+          "CumProd", "Shrink"})
       (*t)[op] = &SameAsInput;
     for (const char* op : {"IsNaN", "IsInf"}) (*t)[op] = &BoolOfInput;
     for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) (*t)[op] = &SoftmaxRule;
     (*t)["RMSNormalization"] = &RMSNormalizationRule;
     (*t)["Cast"] = &CastRule;
+    (*t)["BitCast"] = &CastRule;  // `to`'s dtype, the same shape
     (*t)["CastLike"] = &CastLikeRule;
     (*t)["Dropout"] = &DropoutRule;
     (*t)["QuantizeLinear"] = &QuantizeRule;

@@ -136,6 +136,38 @@ absl::StatusOr<std::vector<Type>> NonZeroRule(const RuleContext& ctx) {
                  MakeType(DType::kI64, Shape{x.has_rank() ? Dim::Known(x.rank()) : Dim(), Dim()}));
 }
 
+// Compress: the selected count is data: unknown along the axis (1-D without one).
+absl::StatusOr<std::vector<Type>> CompressRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (!ctx.node().has_attr("axis")) return Outputs(ctx, MakeType(x.dtype, Shape{Dim()}));
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  KILN_ASSIGN_OR_RETURN(int64_t axis,
+                        NormalizeAxis(ctx, ctx.node().attr_int_or("axis", 0), x.rank()));
+  Shape out = *x.shape;
+  out[axis] = Dim();
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+// CenterCropPad: the listed axes take the constant `shape` values (unknown otherwise).
+absl::StatusOr<std::vector<Type>> CenterCropPadRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  const int64_t r = x.rank();
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, AxesAttr(ctx, r));
+  Shape out = *x.shape;
+  const std::optional<std::vector<int64_t>> shape = ctx.const_ints(1);
+  if (shape && shape->size() != axes.size())
+    return ctx.Error(
+        absl::StrCat("shape has ", shape->size(), " values for ", axes.size(), " axes"));
+  for (size_t i = 0; i < axes.size(); ++i)
+    out[axes[i]] = shape && (*shape)[i] >= 0 ? Dim::Known((*shape)[i]) : Dim();
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+absl::StatusOr<std::vector<Type>> SameAsData(const RuleContext& ctx) {
+  return Outputs(ctx, ctx.input_type(0));
+}
+
 absl::StatusOr<std::vector<Type>> SizeRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(DType::kI64, Shape{}));
 }
@@ -170,6 +202,9 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     (*t)["Scatter"] = &ScatterNDRule;
     (*t)["OneHot"] = &OneHotRule;
     (*t)["NonZero"] = &NonZeroRule;
+    (*t)["Compress"] = &CompressRule;
+    (*t)["CenterCropPad"] = &CenterCropPadRule;
+    (*t)["ReverseSequence"] = &SameAsData;
     (*t)["Size"] = &SizeRule;
     (*t)["TopK"] = &TopKRule;
     return t;

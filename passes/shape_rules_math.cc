@@ -1,13 +1,16 @@
 // Shape rules of the math family: MatMul (1-D operands and batch broadcasting),
 // MatMulInteger, Gemm,
 // the Reduce* ops (opset-18 form: optional `axes` input, keepdims, noop_with_empty_axes)
-// and ArgMax. Reductions whose axes input is not a known constant keep what can still be
+// ArgMax, Einsum, and the decoder ops RotaryEmbedding and TensorScatter (input 0's type).
+// Reductions whose axes input is not a known constant keep what can still be
 // said (the rank with keepdims; dims that are already 1).
+#include <algorithm>
 #include <set>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "kiln/ir/einsum.h"
 #include "kiln/support/status.h"
 #include "passes/shape_inference_internal.h"
 
@@ -203,6 +206,80 @@ absl::StatusOr<std::vector<Type>> EyeLikeRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(dt, x.shape));
 }
 
+// Einsum: the output term's axes, each letter's dim from an input axis it names (known
+// values preferred; two known values that differ are an error), the `...` axes the
+// inputs' broadcast. Unknown rank when an input's rank is.
+absl::StatusOr<std::vector<Type>> EinsumRule(const RuleContext& ctx) {
+  const std::string* eq = ctx.node().attr_string("equation");
+  if (eq == nullptr) return ctx.Error("Einsum needs the 'equation' attribute");
+  absl::StatusOr<EinsumSpec> spec = ParseEinsum(*eq, static_cast<size_t>(ctx.num_inputs()));
+  if (!spec.ok()) return ctx.Error(std::string(spec.status().message()));
+  const DType dt = ctx.input_type(0).dtype;
+  std::vector<std::optional<Dim>> dim_of(128);
+  Shape ell;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Type& t = ctx.input_type(i);
+    if (!t.has_rank()) return Outputs(ctx, MakeType(dt, std::nullopt));
+    const std::vector<int>& labels = spec->inputs[i];
+    const bool has_ell = std::find(labels.begin(), labels.end(), kEinsumEllipsis) != labels.end();
+    const int64_t ell_rank = t.rank() - static_cast<int64_t>(labels.size()) + (has_ell ? 1 : 0);
+    if (ell_rank < 0 || (!has_ell && ell_rank != 0))
+      return ctx.Error(absl::StrCat("input ", i, " has rank ", t.rank(), ", its term names ",
+                                    labels.size() - (has_ell ? 1 : 0), " axes"));
+    int64_t axis = 0;
+    for (int l : labels) {
+      if (l == kEinsumEllipsis) {
+        const std::optional<Shape> mine =
+            Shape(t.shape->begin() + axis, t.shape->begin() + axis + ell_rank);
+        const std::optional<Shape> so_far = ell;
+        KILN_ASSIGN_OR_RETURN(std::optional<Shape> b, BroadcastShapes(ctx, {&so_far, &mine}));
+        ell = *b;
+        axis += ell_rank;
+        continue;
+      }
+      const Dim& d = (*t.shape)[axis++];
+      if (!dim_of[l] || (!dim_of[l]->is_known() && d.is_known())) {
+        dim_of[l] = d;
+      } else if (dim_of[l]->is_known() && d.is_known() && dim_of[l]->value() != d.value()) {
+        return ctx.Error(absl::StrCat("'", std::string(1, static_cast<char>(l)), "' is ",
+                                      dim_of[l]->value(), " and ", d.value()));
+      }
+    }
+  }
+  Shape out;
+  for (int l : spec->output) {
+    if (l == kEinsumEllipsis) {
+      out.insert(out.end(), ell.begin(), ell.end());
+    } else {
+      out.push_back(*dim_of[l]);
+    }
+  }
+  return Outputs(ctx, MakeType(dt, std::move(out)));
+}
+
+// The windows: 1-D of the constant size (unknown otherwise) in output_datatype.
+absl::StatusOr<std::vector<Type>> WindowRule(const RuleContext& ctx) {
+  const int64_t code = ctx.node().attr_int_or("output_datatype", 1);
+  const std::optional<DType> dt = DTypeFromOnnx(static_cast<int32_t>(code));
+  if (!dt) return ctx.Error(absl::StrCat("output_datatype ", code, " is not a known dtype"));
+  const std::optional<std::vector<int64_t>> size = ctx.const_ints(0);
+  const Dim d = size && size->size() == 1 && (*size)[0] >= 0 ? Dim::Known((*size)[0]) : Dim();
+  return Outputs(ctx, MakeType(*dt, Shape{d}));
+}
+
+// Det: [..., M, M] -> [...].
+absl::StatusOr<std::vector<Type>> DetRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  if (x.rank() < 2) return ctx.Error("Det's input must be [..., M, M]");
+  return Outputs(ctx, MakeType(x.dtype, Shape(x.shape->begin(), x.shape->end() - 2)));
+}
+
+// RotaryEmbedding, TensorScatter: input 0's type.
+absl::StatusOr<std::vector<Type>> FirstInputType(const RuleContext& ctx) {
+  return Outputs(ctx, ctx.input_type(0));
+}
+
 const absl::flat_hash_map<std::string, ShapeRule>& Table() {
   static const auto* table = [] {
     auto* t = new absl::flat_hash_map<std::string, ShapeRule>();
@@ -219,6 +296,11 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     (*t)["NegativeLogLikelihoodLoss"] = &LossRule;
     (*t)["SoftmaxCrossEntropyLoss"] = &LossRule;
     (*t)["EyeLike"] = &EyeLikeRule;
+    (*t)["Einsum"] = &EinsumRule;
+    (*t)["Det"] = &DetRule;
+    for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) (*t)[op] = &WindowRule;
+    (*t)["RotaryEmbedding"] = &FirstInputType;
+    (*t)["TensorScatter"] = &FirstInputType;
     return t;
   }();
   return *table;

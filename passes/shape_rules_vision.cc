@@ -134,15 +134,7 @@ absl::StatusOr<std::vector<Type>> ResizeRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
   const int64_t r = x.rank();
-  std::vector<int64_t> axes;
-  if (const std::vector<int64_t>* a = ctx.node().attr_ints("axes")) {
-    for (int64_t v : *a) {
-      KILN_ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(ctx, v, r));
-      axes.push_back(n);
-    }
-  } else {
-    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-  }
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> axes, AxesAttr(ctx, r));
   Shape out = *x.shape;
   for (int64_t a : axes) out[a] = Dim();
   const Tensor* scales = ConstInput(ctx, 2);
@@ -194,6 +186,7 @@ ShapeRule FindVisionRule(std::string_view op) {
       {"InstanceNormalization", &SameAsX},
       {"GroupNormalization", &SameAsX},
       {"LpNormalization", &SameAsX},
+      {"LRN", &SameAsX},
       {"DepthToSpace", &BlockMoveRule<true>},
       {"SpaceToDepth", &BlockMoveRule<false>},
       {"Resize", &ResizeRule},

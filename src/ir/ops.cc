@@ -92,6 +92,7 @@ const std::vector<OpInfo>& Table() {
       {"", "HardSigmoid", 1, 1, 1, 1, kEw},
       {"", "HardSwish", 1, 1, 1, 1, kEw, 14},
       {"", "ThresholdedRelu", 1, 1, 1, 1, kEw, 10},
+      {"", "Shrink", 1, 1, 1, 1, kEw, 9},
       {"", "IsNaN", 1, 1, 1, 1, kEw, 9},
       {"", "IsInf", 1, 1, 1, 1, kEw, 10},
       {"", "Mish", 1, 1, 1, 1, kEw, 18},
@@ -145,11 +146,24 @@ const std::vector<OpInfo>& Table() {
       Mixes(PositionMixing::kNormalizesAxis, {"", "InstanceNormalization", 3, 3, 1, 1, kPure}),
       Mixes(PositionMixing::kNormalizesAxis, {"", "GroupNormalization", 3, 3, 1, 1, kPure, 18}),
       Mixes(PositionMixing::kNormalizesAxis, {"", "LpNormalization", 1, 1, 1, 1, kPure}),
+      Mixes(PositionMixing::kNormalizesAxis, {"", "LRN", 1, 1, 1, 1, kPure}),
       Mixes(PositionMixing::kNormalizesAxis, {"", "DepthToSpace", 1, 1, 1, 1, kPure}),
       Mixes(PositionMixing::kNormalizesAxis, {"", "SpaceToDepth", 1, 1, 1, 1, kPure}),
       // X, roi?, scales?, sizes? (the opset-11 form; Resize-10 and Upsample canonicalize
       // to it): src/reference/resize.cc.
       Mixes(PositionMixing::kNormalizesAxis, Grows({"", "Resize", 1, 4, 1, 1, kPure, 10})),
+      // ONNX's decoder ops besides Attention (src/reference/decoder_ops.cc): RotaryEmbedding
+      // keeps positions apart; TensorScatter writes the update's positions into the cache.
+      {"", "RotaryEmbedding", 3, 4, 1, 1, kPure, 23},
+      Mixes(PositionMixing::kNormalizesAxis, {"", "TensorScatter", 2, 3, 1, 1, kPure, 24}),
+      // numpy's einsum and Det (src/reference/linalg.cc); Einsum may contract any axis.
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "Einsum", 1, -1, 1, 1, kPure, 12})),
+      {"", "Det", 1, 1, 1, 1, kPure, 11},
+      {"", "BitCast", 1, 1, 1, 1, kPure, 26},
+      // Signal windows (src/reference/signal.cc): 1-D of the size input's value.
+      Grows({"", "HannWindow", 1, 1, 1, 1, kPure, 17}),
+      Grows({"", "HammingWindow", 1, 1, 1, 1, kPure, 17}),
+      Grows({"", "BlackmanWindow", 1, 1, 1, 1, kPure, 17}),
       // ONNX's own scaled dot-product attention (Q, K, V, attn_mask?, past_key?,
       // past_value?, nonpad_kv_seqlen?): the padding analysis treats it as mixing
       // positions with no mask it can check.
@@ -214,6 +228,10 @@ const std::vector<OpInfo>& Table() {
       {"", "ScatterElements", 3, 3, 1, 1, kPure, 11},
       {"", "Scatter", 3, 3, 1, 1, kPure, 9},  // deprecated in 11: ScatterElements
       {"", "EyeLike", 1, 1, 1, 1, kPure, 9},
+      // Selection by data (src/reference/movement_select.cc).
+      {"", "Compress", 2, 2, 1, 1, kPure, 9},
+      Mixes(PositionMixing::kNormalizesAxis, {"", "ReverseSequence", 2, 2, 1, 1, kPure, 10}),
+      Grows({"", "CenterCropPad", 2, 2, 1, 1, kPure, 18}),
       // Losses (inference-usable; reduce over every position): loss.cc.
       Mixes(PositionMixing::kNormalizesAxis,
             {"", "NegativeLogLikelihoodLoss", 2, 3, 1, 1, kPure, 12}),

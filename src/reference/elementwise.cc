@@ -189,6 +189,36 @@ Result CastLikeKernel(const Node& node, Inputs in) {
   return One(CastTensor(*x, like->dtype(), how));
 }
 
+// BitCast (opset 26): x's bits read as `to`, which must be as wide. kiln holds sub-byte
+// types one per byte, so those move their low bits (sign-extending into i4/i2); a byte
+// read as bool becomes 0/1, as kiln keeps bools.
+Result BitCastKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
+  const std::optional<int64_t> code = node.attr_int("to");
+  if (!code) return absl::InvalidArgumentError("BitCast needs the 'to' attribute");
+  const std::optional<DType> to =
+      *code >= 0 && *code <= INT32_MAX ? DTypeFromOnnx(static_cast<int32_t>(*code)) : std::nullopt;
+  if (!to || *to == DType::kString || x->dtype() == DType::kString)
+    return absl::UnimplementedError(absl::StrCat("BitCast to ONNX dtype ", *code));
+  const int bits = DTypeBits(x->dtype());
+  if (bits != DTypeBits(*to))
+    return absl::InvalidArgumentError(absl::StrCat("BitCast from ", DName(x->dtype()), " (", bits,
+                                                   " bits) to ", DName(*to), " (", DTypeBits(*to),
+                                                   " bits)"));
+  KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::Create(*to, x->dims()));
+  if (y.NumBytes() > 0) std::memcpy(y.raw(), x->raw(), y.NumBytes());
+  uint8_t* b = y.data<uint8_t>();
+  const int64_t n = y.NumElements();
+  if (bits < 8) {
+    const uint8_t mask = static_cast<uint8_t>((1u << bits) - 1);
+    for (int64_t i = 0; i < n; ++i)
+      b[i] = IsNarrowInt(*to) ? WrapNarrowInt(b[i] & mask, *to) : static_cast<uint8_t>(b[i] & mask);
+  } else if (*to == DType::kBool) {
+    for (int64_t i = 0; i < n; ++i) b[i] = b[i] != 0 ? 1 : 0;
+  }
+  return std::vector<Tensor>{std::move(y)};
+}
+
 }  // namespace
 }  // namespace elementwise
 
@@ -200,6 +230,7 @@ void RegisterElementwiseKernels(KernelTable& t) {
   add("Clip", &elementwise::ClipKernel);
   add("Cast", &elementwise::CastKernel);
   add("CastLike", &elementwise::CastLikeKernel);
+  add("BitCast", &elementwise::BitCastKernel);
 }
 
 }  // namespace kiln::reference

@@ -1,6 +1,6 @@
 // Elementwise unary reference kernels: float math functions (computed in double and
 // rounded once), Relu/Neg/Abs/Sign on floats and integers, the parameterized activations
-// (Gelu, LeakyRelu, Elu, Celu, Selu, HardSigmoid, HardSwish, ThresholdedRelu, Mish, PRelu
+// (Gelu, LeakyRelu, Elu, Celu, Selu, HardSigmoid, HardSwish, ThresholdedRelu, Shrink, Mish, PRelu
 // with a broadcast slope), and IsNaN/IsInf. See elementwise.cc for the shared semantics.
 #include <algorithm>
 #include <cmath>
@@ -214,6 +214,16 @@ Result ThresholdedReluKernel(const Node& node, Inputs in) {
   return One(MapFloat(*x, node.op(), [alpha](double v) { return v > alpha ? v : 0.0; }));
 }
 
+// Shrink: x < -lambd ? x + bias : (x > lambd ? x - bias : 0).
+Result ShrinkKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
+  const double bias = node.attr_float_or("bias", 0.0f);
+  const double lambd = node.attr_float_or("lambd", 0.5f);
+  return One(MapFloat(*x, node.op(), [bias, lambd](double v) {
+    return v < -lambd ? v + bias : (v > lambd ? v - bias : 0.0);
+  }));
+}
+
 Result MishKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
   return One(MapFloat(*x, node.op(), [](double v) { return v * std::tanh(Softplus(v)); }));
@@ -276,6 +286,7 @@ void RegisterUnaryKernels(KernelTable& t) {
   add("HardSigmoid", &HardSigmoidKernel);
   add("HardSwish", &HardSwishKernel);
   add("ThresholdedRelu", &ThresholdedReluKernel);
+  add("Shrink", &ShrinkKernel);
   add("Mish", &MishKernel);
   add("PRelu", &PReluKernel);
 }

@@ -35,6 +35,9 @@ const KernelTable& Kernels() {
     reference::RegisterOnnxAttentionKernels(*t);
     reference::RegisterVisionKernels(*t);
     reference::RegisterResizeKernels(*t);
+    reference::RegisterDecoderKernels(*t);
+    reference::RegisterLinalgKernels(*t);
+    reference::RegisterSignalKernels(*t);
     reference::RegisterLossKernels(*t);
     return t;
   }();

@@ -36,7 +36,10 @@ void RegisterFusedKernels(KernelTable& table);  // kiln domain: Linear SkipLayer
 void RegisterOnnxAttentionKernels(KernelTable& table);  // Attention (onnx_attention.cc)
 void RegisterVisionKernels(KernelTable& table);         // Conv, pools, BatchNorm ... (vision.cc)
 void RegisterResizeKernels(KernelTable& table);         // Resize (resize.cc)
-void RegisterLossKernels(KernelTable& table);  // NLL, SoftmaxCrossEntropy, EyeLike (loss.cc)
+void RegisterDecoderKernels(KernelTable& table);  // RotaryEmbedding, TensorScatter (decoder_ops.cc)
+void RegisterLinalgKernels(KernelTable& table);   // Einsum, Det (linalg.cc)
+void RegisterSignalKernels(KernelTable& table);   // Hann/Hamming/BlackmanWindow (signal.cc)
+void RegisterLossKernels(KernelTable& table);     // NLL, SoftmaxCrossEntropy, EyeLike (loss.cc)
 
 // --- Shared helpers (helpers.cc) ---
 // Numpy-style broadcast of two shapes; error when incompatible.

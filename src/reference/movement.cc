@@ -1,7 +1,8 @@
 // Reference kernels for data movement and shape ops: Gather, Slice, Concat, Split,
 // Reshape, Transpose, Unsqueeze, Squeeze, Expand, Flatten, Shape, ConstantOfShape, Range,
 // Identity, Dropout (inference), Trilu, CumSum, ArgMax, and Tile, Pad (every mode),
-// GatherElements, GatherND, ScatterND (all reductions), OneHot, NonZero, Size, TopK.
+// GatherElements, GatherND, ScatterND (all reductions), OneHot, NonZero, Size, TopK,
+// Compress, ReverseSequence, CenterCropPad.
 //
 // Each kernel follows its opset-21 ONNX signature (the importer canonicalizes older forms).
 // Data is moved as raw elements of DTypeSize bytes, so one code path serves every dtype;
@@ -14,7 +15,8 @@
 // Files: shape ops (Reshape, Transpose, Unsqueeze, Squeeze, Expand, Flatten, Shape, Size,
 // ConstantOfShape, Identity, Dropout) and the single entry point are here; slicing and
 // joining in movement_slice.cc, gather/scatter in movement_gather.cc, index-computing ops
-// in movement_index.cc, shared validation in movement_internal.h.
+// in movement_index.cc, data-driven selection in movement_select.cc, shared validation in
+// movement_internal.h.
 // Limits: Dropout runs in inference form only (training with ratio > 0 is Unimplemented);
 // strings are not supported.
 #include <cstring>
@@ -266,6 +268,7 @@ void RegisterMovementKernels(KernelTable& table) {
   movement::RegisterSliceKernels(table);
   movement::RegisterGatherKernels(table);
   movement::RegisterIndexKernels(table);
+  movement::RegisterSelectKernels(table);
 }
 
 }  // namespace kiln::reference

@@ -26,6 +26,7 @@ void RegisterShapeKernels(KernelTable& table);   // movement.cc
 void RegisterSliceKernels(KernelTable& table);   // movement_slice.cc
 void RegisterGatherKernels(KernelTable& table);  // movement_gather.cc
 void RegisterIndexKernels(KernelTable& table);   // movement_index.cc
+void RegisterSelectKernels(KernelTable& table);  // movement_select.cc
 
 using Inputs = absl::Span<const Tensor* const>;
 using Outputs = absl::StatusOr<std::vector<Tensor>>;

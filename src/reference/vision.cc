@@ -1,6 +1,6 @@
 // Reference kernels of the vision ops image towers use: Conv, ConvTranspose, MaxPool (with
 // Indices), AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, BatchNormalization
-// (inference), InstanceNormalization, GroupNormalization, LpNormalization, DepthToSpace,
+// (inference), InstanceNormalization, GroupNormalization, LpNormalization, LRN, DepthToSpace,
 // SpaceToDepth. Layout NC<spatial...> (any number of spatial dims). Window geometry comes
 // from include/kiln/ir/window.h, which the shape rules share. Floating-point inputs (and
 // i8/u8 for MaxPool), accumulated in double with one rounding per output (the policy of math.cc).
@@ -537,6 +537,35 @@ Result BlockMoveKernel(const Node& node, Inputs in) {
   return std::vector<Tensor>{std::move(y)};
 }
 
+// LRN over channels: y = x / (bias + alpha / size · Σ x²)^beta, the sum over channels
+// [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to the tensor.
+Result LrnKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
+  KILN_RETURN_IF_ERROR(RequireFloatArg(node.op(), *x));
+  if (x->rank() < 3) return Bad("X must be [N, C, spatial...] (rank >= 3)");
+  const int64_t size = node.attr_int_or("size", 0);
+  if (size <= 0) return Bad("attribute 'size' must be positive");
+  const double alpha = node.attr_float_or("alpha", 1e-4f);
+  const double beta = node.attr_float_or("beta", 0.75f);
+  const double bias = node.attr_float_or("bias", 1.0f);
+  const std::vector<int64_t>& d = x->dims();
+  const int64_t n = d[0], c = d[1], inner = Prod(absl::MakeConstSpan(d).subspan(2));
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  std::vector<double> v = ToDoubles(*x), y(v.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < inner; ++i) {
+        double sum = 0;
+        for (int64_t k = std::max<int64_t>(0, ch - before); k <= std::min(c - 1, ch + after); ++k) {
+          const double e = v[(b * c + k) * inner + i];
+          sum += e * e;
+        }
+        const int64_t at = (b * c + ch) * inner + i;
+        y[at] = v[at] / std::pow(bias + alpha / static_cast<double>(size) * sum, beta);
+      }
+  return std::vector<Tensor>{FromDoubles(x->dtype(), d, y)};
+}
+
 }  // namespace
 
 void RegisterVisionKernels(KernelTable& table) {
@@ -554,6 +583,7 @@ void RegisterVisionKernels(KernelTable& table) {
   add("LpNormalization", &LpNormKernel);
   add("DepthToSpace", &BlockMoveKernel<true>);
   add("SpaceToDepth", &BlockMoveKernel<false>);
+  add("LRN", &LrnKernel);
 }
 
 }  // namespace kiln::reference

@@ -133,13 +133,31 @@ TEST(PaddingTest, CatalogueMixingKinds) {
   EXPECT_EQ(FindOp("", "DynamicQuantizeLinear")->mixing, PositionMixing::kReducesAxes);
   // Hardmax normalizes like Softmax; ONNX's Attention takes its mask at input 3 (as
   // kiln.Attention); the vision ops window over the spatial dims; the losses reduce over
-  // every position.
-  for (const char* op : {"Hardmax", "Attention", "Conv", "ConvTranspose", "MaxPool", "AveragePool",
-                         "LpPool", "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization",
-                         "GroupNormalization", "LpNormalization", "DepthToSpace", "SpaceToDepth",
-                         "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"})
+  // every position; Einsum may contract, ReverseSequence reorder and TensorScatter move
+  // any position.
+  for (const char* op : {"Hardmax",
+                         "Attention",
+                         "Conv",
+                         "ConvTranspose",
+                         "MaxPool",
+                         "AveragePool",
+                         "LpPool",
+                         "GlobalAveragePool",
+                         "GlobalMaxPool",
+                         "InstanceNormalization",
+                         "GroupNormalization",
+                         "LpNormalization",
+                         "LRN",
+                         "DepthToSpace",
+                         "SpaceToDepth",
+                         "Resize",
+                         "NegativeLogLikelihoodLoss",
+                         "SoftmaxCrossEntropyLoss",
+                         "Einsum",
+                         "ReverseSequence",
+                         "TensorScatter"})
     EXPECT_EQ(FindOp("", op)->mixing, PositionMixing::kNormalizesAxis) << op;
-  EXPECT_EQ(mixing, 36);
+  EXPECT_EQ(mixing, 41);
 }
 
 }  // namespace
