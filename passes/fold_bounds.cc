@@ -123,15 +123,17 @@ int64_t OnnxAttentionBound(const Node&, In in, int64_t elem) {
 // the kernels use (0 when the kernel would reject the inputs before allocating).
 int64_t WindowBound(const Node& n, In in, int64_t elem) {
   const Tensor* x = in(0);
-  const Tensor* w = in(1);
-  const bool conv = n.op() == "Conv" || n.op() == "ConvTranspose";
+  const bool qlinear = n.op() == "QLinearConv";
+  const Tensor* w = in(qlinear ? 3 : 1);
+  const bool forward = n.op() == "Conv" || n.op() == "ConvInteger" || qlinear;
+  const bool conv = forward || n.op() == "ConvTranspose";
   if (x == nullptr || x->rank() < 3 || (conv && (w == nullptr || w->rank() != x->rank()))) return 0;
   const absl::Span<const int64_t> kernel =
       conv ? absl::MakeSpan(w->dims()).subspan(2) : absl::Span<const int64_t>();
   absl::StatusOr<window::Attrs> a = window::Read(n, x->rank() - 2, kernel);
   if (!a.ok()) return 0;
   int64_t channels = x->dims()[1];
-  if (n.op() == "Conv") channels = w->dims()[0];
+  if (forward) channels = w->dims()[0];
   if (n.op() == "ConvTranspose") channels = SatMul(w->dims()[1], n.attr_int_or("group", 1));
   int64_t total = SatMul(x->dims()[0], channels);
   for (int i = 0; i < a->spatial; ++i) {
@@ -194,6 +196,12 @@ int64_t ResizeBound(const Node& n, In in, int64_t elem) {
     total = SatMul(total, grown < 9e18 ? static_cast<int64_t>(grown) : kUnbounded);
   }
   return total;
+}
+
+// QLinearMatMul: MatMul's bound for a (0) and b (3).
+int64_t QLinearMatMulBound(const Node& n, In in, int64_t elem) {
+  const std::vector<const Tensor*> ab = {in(0), in(3)};
+  return MatMulBound(n, In{ab}, elem);
 }
 
 // Einsum: every output axis is an axis of some input, so the output holds at most the
@@ -331,6 +339,7 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "Range", &RangeBound},
         {"", "MatMul", &MatMulBound},
         {"", "MatMulInteger", &MatMulBound},
+        {"", "QLinearMatMul", &QLinearMatMulBound},
         {"", "Gemm", &MatMulBound},
         {"", "Gather", &GatherBound},
         {"", "Tile", &TileBound},
@@ -359,6 +368,8 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "ArgMin", &ReduceBound},
         {"", "Attention", &OnnxAttentionBound},
         {"", "Conv", &WindowBound},
+        {"", "ConvInteger", &WindowBound},
+        {"", "QLinearConv", &WindowBound},
         {"", "ConvTranspose", &WindowBound},
         {"", "MaxPool", &WindowBound},
         {"", "AveragePool", &WindowBound},

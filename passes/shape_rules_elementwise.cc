@@ -155,7 +155,7 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
           "Acosh",   "Atanh",      "Sign",  "Softplus",    "Softsign",  "LeakyRelu",
           "Elu",     "Celu",       "Selu",  "HardSigmoid", "HardSwish", "ThresholdedRelu",
           "Mish",    "Identity",   "Gelu",  "Clip",        "Trilu",     "CumSum",
-          "CumProd", "Shrink"})
+          "CumProd", "Shrink",     "Swish"})
       (*t)[op] = &SameAsInput;
     for (const char* op : {"IsNaN", "IsInf"}) (*t)[op] = &BoolOfInput;
     for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) (*t)[op] = &SoftmaxRule;

@@ -23,9 +23,10 @@ absl::Status CheckInner(const RuleContext& ctx, const Dim& k1, const Dim& k2) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Type>> MatMulRule(const RuleContext& ctx) {
-  const Type& a = ctx.input_type(0);
-  const Type& b = ctx.input_type(1);
+// MatMul of inputs `ia` and `ib` (numpy's rules: 1-D operands, batch broadcasting).
+absl::StatusOr<std::vector<Type>> MatMulOf(const RuleContext& ctx, int ia, int ib) {
+  const Type& a = ctx.input_type(ia);
+  const Type& b = ctx.input_type(ib);
   const DType dt = a.dtype != DType::kUndefined ? a.dtype : b.dtype;
   if (!a.has_rank() || !b.has_rank()) return Outputs(ctx, MakeType(dt, std::nullopt));
   if (a.rank() == 0 || b.rank() == 0) return ctx.Error("MatMul operands must have rank >= 1");
@@ -40,6 +41,16 @@ absl::StatusOr<std::vector<Type>> MatMulRule(const RuleContext& ctx) {
   if (!drop_m) out->push_back(sa[sa.size() - 2]);
   if (!drop_n) out->push_back(sb.back());
   return Outputs(ctx, MakeType(dt, std::move(out)));
+}
+
+absl::StatusOr<std::vector<Type>> MatMulRule(const RuleContext& ctx) { return MatMulOf(ctx, 0, 1); }
+
+// QLinearMatMul: MatMul of a (0) and b (3), in y_zero_point's dtype (a's without one).
+absl::StatusOr<std::vector<Type>> QLinearMatMulRule(const RuleContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(std::vector<Type> out, MatMulOf(ctx, 0, 3));
+  for (Type& t : out)
+    t.dtype = ctx.has_input(7) ? ctx.input_type(7).dtype : ctx.input_type(0).dtype;
+  return out;
 }
 
 // MatMulInteger: MatMul's shape, int32.
@@ -285,6 +296,7 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     auto* t = new absl::flat_hash_map<std::string, ShapeRule>();
     (*t)["MatMul"] = &MatMulRule;
     (*t)["MatMulInteger"] = &MatMulIntegerRule;
+    (*t)["QLinearMatMul"] = &QLinearMatMulRule;
     (*t)["Gemm"] = &GemmRule;
     for (const char* op :
          {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",

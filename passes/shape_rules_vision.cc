@@ -66,6 +66,22 @@ absl::StatusOr<std::vector<Type>> ConvRule(const RuleContext& ctx) {
   return Windowed(ctx, m, false, KnownSpatial(w));
 }
 
+// ConvInteger: Conv's shape in int32. QLinearConv: W is input 3, y_zero_point's dtype (x's
+// without one).
+absl::StatusOr<std::vector<Type>> ConvIntegerRule(const RuleContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(std::vector<Type> out, ConvRule(ctx));
+  out[0].dtype = DType::kI32;
+  return out;
+}
+
+absl::StatusOr<std::vector<Type>> QLinearConvRule(const RuleContext& ctx) {
+  const Type& w = ctx.input_type(3);
+  const Dim m = w.has_rank() && w.rank() >= 1 ? (*w.shape)[0] : Dim();
+  KILN_ASSIGN_OR_RETURN(std::vector<Type> out, Windowed(ctx, m, false, KnownSpatial(w)));
+  out[0].dtype = ctx.has_input(7) ? ctx.input_type(7).dtype : ctx.input_type(0).dtype;
+  return out;
+}
+
 absl::StatusOr<std::vector<Type>> ConvTransposeRule(const RuleContext& ctx) {
   const Type& w = ctx.input_type(1);
   const int64_t group = ctx.node().attr_int_or("group", 1);
@@ -176,6 +192,8 @@ absl::StatusOr<std::vector<Type>> ResizeRule(const RuleContext& ctx) {
 ShapeRule FindVisionRule(std::string_view op) {
   static const auto* rules = new absl::flat_hash_map<std::string, ShapeRule>{
       {"Conv", &ConvRule},
+      {"ConvInteger", &ConvIntegerRule},
+      {"QLinearConv", &QLinearConvRule},
       {"ConvTranspose", &ConvTransposeRule},
       {"MaxPool", &PoolRule},
       {"AveragePool", &PoolRule},

@@ -93,6 +93,7 @@ const std::vector<OpInfo>& Table() {
       {"", "HardSwish", 1, 1, 1, 1, kEw, 14},
       {"", "ThresholdedRelu", 1, 1, 1, 1, kEw, 10},
       {"", "Shrink", 1, 1, 1, 1, kEw, 9},
+      {"", "Swish", 1, 1, 1, 1, kEw, 24},
       {"", "IsNaN", 1, 1, 1, 1, kEw, 9},
       {"", "IsInf", 1, 1, 1, 1, kEw, 10},
       {"", "Mish", 1, 1, 1, 1, kEw, 18},
@@ -136,6 +137,10 @@ const std::vector<OpInfo>& Table() {
       // Vision (src/reference/vision.cc): windows over the spatial dims, which the padding
       // analysis treats as mixing positions with no mask to check.
       Mixes(PositionMixing::kNormalizesAxis, Grows({"", "Conv", 2, 3, 1, 1, kPure})),
+      // x, w, x_zero_point?, w_zero_point? -> i32; x, x_scale, x_zero_point, w, w_scale,
+      // w_zero_point, y_scale, y_zero_point?, B? -> quantized.
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "ConvInteger", 2, 4, 1, 1, kPure, 10})),
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "QLinearConv", 8, 9, 1, 1, kPure, 10})),
       Mixes(PositionMixing::kNormalizesAxis, Grows({"", "ConvTranspose", 2, 3, 1, 1, kPure})),
       Mixes(PositionMixing::kNormalizesAxis, Grows({"", "MaxPool", 1, 1, 1, 2, kPure})),
       Mixes(PositionMixing::kNormalizesAxis, Grows({"", "AveragePool", 1, 1, 1, 1, kPure})),
@@ -207,6 +212,8 @@ const std::vector<OpInfo>& Table() {
       {"", "DequantizeLinear", 2, 3, 1, 1, kPure, 10},
       Mixes(PositionMixing::kReducesAxes, {"", "DynamicQuantizeLinear", 1, 1, 3, 3, kPure, 11}),
       Grows({"", "MatMulInteger", 2, 4, 1, 1, kPure, 10}),
+      // a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point?
+      Grows({"", "QLinearMatMul", 7, 8, 1, 1, kPure, 10}),
       {"", "Slice", 3, 5, 1, 1, kLay},
       {"", "Concat", 1, -1, 1, 1, kLay},
       {"", "Split", 1, 2, 1, -1, kLay},

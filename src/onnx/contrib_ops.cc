@@ -20,6 +20,8 @@
 //   Upsample(X, scales) (the default domain's, deprecated in 10; `scales` an attribute
 //   before 9)                     Resize(X, _, scales){mode, asymmetric, nearest_mode=floor}
 //                                 (Upsample's nearest picks floor(y / scale))
+//   MeanVarianceNormalization(X){axes=[0,2,3]} (an ONNX function, default domain)
+//                                 (X - E[X]) / (sqrt(E[X²] - E[X]²) + 1e-9), E = ReduceMean
 //   EmbedLayerNormalization(ids, segment_ids?, word, pos, segment?, gamma, beta, mask?,
 //                           position_ids?){epsilon, mask_index_type}
 //                                 s = word[ids] + pos[position_ids or [0..S)] (+
@@ -291,6 +293,7 @@ const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
       // onnxruntime registers this one in the default domain (only).
       {"", "SimplifiedLayerNormalization", 2, 2, 1, 2, kPure},
       {"", "Upsample", 1, 2, 1, 1, kPure},  // ONNX's, deprecated: imported as Resize
+      {"", "MeanVarianceNormalization", 1, 1, 1, 1, kPure, 9},  // an ONNX function
       {"com.microsoft", "EmbedLayerNormalization", 7, 9, 1, 3, kPure},
       {"com.microsoft", "Attention", 2, 8, 1, 2, kPure},
   };
@@ -363,6 +366,16 @@ absl::Status ExpandContribOp(Graph& graph, Node* n,
                    {{"mode", m},
                     {"coordinate_transformation_mode", std::string("asymmetric")},
                     {"nearest_mode", std::string("floor")}}));
+  } else if (op == "MeanVarianceNormalization") {
+    // ONNX's function body: (X - E[X]) / (sqrt(E[X²] - E[X]²) + 1e-9) over `axes`.
+    const std::vector<int64_t>* a = n->attr_ints("axes");
+    const Value axes = e.I64(a ? *a : std::vector<int64_t>{0, 2, 3});
+    const Value x = n->input(0);
+    const Value mean = e.Op("ReduceMean", {x, axes});
+    const Value mean_sq = e.Op("ReduceMean", {e.Op("Mul", {x, x}), axes});
+    const Value var = e.Op("Sub", {mean_sq, e.Op("Mul", {mean, mean})});
+    const Value eps = e.Op("CastLike", {e.F32(1e-9f), x});
+    e.Bind(0, e.Op("Div", {e.Op("Sub", {x, mean}), e.Op("Add", {e.Op("Sqrt", {var}), eps})}));
   } else if (op == "EmbedLayerNormalization") {
     KILN_RETURN_IF_ERROR(ExpandEmbedLayerNorm(n, e));
   } else if (op == "Attention") {

@@ -1,6 +1,7 @@
 // Elementwise unary reference kernels: float math functions (computed in double and
 // rounded once), Relu/Neg/Abs/Sign on floats and integers, the parameterized activations
-// (Gelu, LeakyRelu, Elu, Celu, Selu, HardSigmoid, HardSwish, ThresholdedRelu, Shrink, Mish, PRelu
+// (Gelu, LeakyRelu, Elu, Celu, Selu, HardSigmoid, HardSwish, ThresholdedRelu, Shrink, Swish, Mish,
+// PRelu
 // with a broadcast slope), and IsNaN/IsInf. See elementwise.cc for the shared semantics.
 #include <algorithm>
 #include <cmath>
@@ -224,6 +225,14 @@ Result ShrinkKernel(const Node& node, Inputs in) {
   }));
 }
 
+// Swish (opset 24): x · sigmoid(alpha · x).
+Result SwishKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
+  const double alpha = node.attr_float_or("alpha", 1.0f);
+  return One(
+      MapFloat(*x, node.op(), [alpha](double v) { return v / (1.0 + std::exp(-alpha * v)); }));
+}
+
 Result MishKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
   return One(MapFloat(*x, node.op(), [](double v) { return v * std::tanh(Softplus(v)); }));
@@ -287,6 +296,7 @@ void RegisterUnaryKernels(KernelTable& t) {
   add("HardSwish", &HardSwishKernel);
   add("ThresholdedRelu", &ThresholdedReluKernel);
   add("Shrink", &ShrinkKernel);
+  add("Swish", &SwishKernel);
   add("Mish", &MishKernel);
   add("PRelu", &PReluKernel);
 }

@@ -1,4 +1,4 @@
-// Math reference kernels: MatMul, MatMulInteger, Gemm, Softmax, LogSoftmax, Hardmax,
+// Math reference kernels: MatMul, MatMulInteger, QLinearMatMul, Gemm, Softmax, LogSoftmax, Hardmax,
 // LayerNormalization, RMSNormalization and
 // the Reduce* family (opset-21 forms: reduction axes come as an optional i64 input). Accuracy
 // policy: floating-point data (f16, bf16, f32, f64) is accumulated in double and rounded once to
@@ -168,6 +168,42 @@ Result MatMulIntegerKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(Tensor b32, MinusZeroPoint(*b, OptArg(in, 3), false, "B"));
   const Tensor* ins[] = {&a32, &b32};
   return MatMulKernel(node, ins);
+}
+
+// QLinearMatMul: y = saturate(rne((A - a_zp)·(B - b_zp) · a_scale·b_scale/y_scale + y_zp)),
+// the integer product exact, the scale in f32 (per column of B when b_scale is 1-D),
+// applied in double, as onnx's reference computes it.
+Result QLinearMatMulKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* a, Arg(in, 0, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* as, Arg(in, 1, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* b, Arg(in, 3, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* bs, Arg(in, 4, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* ys, Arg(in, 6, node.op()));
+  const Tensor* yzp = OptArg(in, 7);
+  for (const Tensor* s : {as, bs, ys})
+    if (!IsFloat(s->dtype())) return UnsupportedDType(node.op(), s->dtype());
+  KILN_ASSIGN_OR_RETURN(Tensor a32, MinusZeroPoint(*a, OptArg(in, 2), true, "A"));
+  KILN_ASSIGN_OR_RETURN(Tensor b32, MinusZeroPoint(*b, OptArg(in, 5), false, "B"));
+  const Tensor* ins[] = {&a32, &b32};
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> c, MatMulKernel(node, ins));
+  const Tensor& prod = c[0];
+  const int64_t n = prod.rank() >= 1 ? prod.dims().back() : 1;
+  if (as->NumElements() != 1 || ys->NumElements() != 1 ||
+      (bs->NumElements() != 1 && bs->NumElements() != n))
+    return absl::InvalidArgumentError(
+        absl::StrCat("scales must be one value each (b_scale: or one per column of ", n, "), got ",
+                     as->NumElements(), ", ", bs->NumElements(), ", ", ys->NumElements()));
+  const DType out = yzp != nullptr ? yzp->dtype() : a->dtype();
+  const auto [lo, hi] = IntegerRange(out);
+  const double zp = yzp != nullptr ? yzp->GetAsDouble(0) : 0.0;
+  KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::Create(out, prod.dims()));
+  for (int64_t i = 0; i < prod.NumElements(); ++i) {
+    const float scale = static_cast<float>(as->GetAsDouble(0)) *
+                        static_cast<float>(bs->GetAsDouble(bs->NumElements() == 1 ? 0 : i % n)) /
+                        static_cast<float>(ys->GetAsDouble(0));
+    y.SetFromDouble(i, std::clamp(std::nearbyint(prod.GetAsDouble(i) * scale + zp), lo, hi));
+  }
+  return std::vector<Tensor>{std::move(y)};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -594,6 +630,7 @@ void RegisterMathKernels(KernelTable& t) {
   auto add = [&t](const std::string& op, KernelFn fn) { t[KernelKey("", op)] = fn; };
   add("MatMul", &MatMulKernel);
   add("MatMulInteger", &MatMulIntegerKernel);
+  add("QLinearMatMul", &QLinearMatMulKernel);
   add("Gemm", &GemmKernel);
   add("Softmax", &SoftmaxKernel<RowOp::kSoftmax>);
   add("LogSoftmax", &SoftmaxKernel<RowOp::kLogSoftmax>);

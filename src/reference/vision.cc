@@ -1,4 +1,5 @@
-// Reference kernels of the vision ops image towers use: Conv, ConvTranspose, MaxPool (with
+// Reference kernels of the vision ops image towers use: Conv (and its quantized forms
+// ConvInteger and QLinearConv, as onnx's reference computes them), ConvTranspose, MaxPool (with
 // Indices), AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, BatchNormalization
 // (inference), InstanceNormalization, GroupNormalization, LpNormalization, LRN, DepthToSpace,
 // SpaceToDepth. Layout NC<spatial...> (any number of spatial dims). Window geometry comes
@@ -149,10 +150,14 @@ absl::StatusOr<ConvShape> CheckConv(const Node& node, const Tensor& x, const Ten
   return s;
 }
 
-Result ConvKernel(const Node& node, Inputs in) {
-  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
-  KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, node.op()));
-  const Tensor* b = OptArg(in, 2);
+// Conv's sums in double: y [N, M, out...] (`dims`) for x, w and the optional bias b.
+struct ConvResult {
+  std::vector<int64_t> dims;
+  std::vector<double> y;
+};
+
+absl::StatusOr<ConvResult> ConvCompute(const Node& node, const Tensor* x, const Tensor* w,
+                                       const Tensor* b) {
   KILN_ASSIGN_OR_RETURN(ConvShape s, CheckConv(node, *x, *w, b, false));
   const absl::Span<const int64_t> sp = absl::MakeSpan(x->dims()).subspan(2);
   KILN_ASSIGN_OR_RETURN(window::Attrs a,
@@ -191,7 +196,84 @@ Result ConvKernel(const Node& node, Inputs in) {
         yrow[o] = acc;
       }
     }
-  return std::vector<Tensor>{FromDoubles(x->dtype(), out_dims, y)};
+  return ConvResult{std::move(out_dims), std::move(y)};
+}
+
+Result ConvKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, node.op()));
+  KILN_ASSIGN_OR_RETURN(ConvResult r, ConvCompute(node, x, w, OptArg(in, 2)));
+  return std::vector<Tensor>{FromDoubles(x->dtype(), r.dims, r.y)};
+}
+
+// t - zero point as f64 (exact for 8-bit integers): the zero point one value, or one per
+// `axis` entry (w's output channels).
+absl::StatusOr<Tensor> Centered(const std::string& op, const Tensor& t, const Tensor* zp,
+                                const char* what) {
+  if (t.dtype() != DType::kU8 && t.dtype() != DType::kI8) return UnsupportedDType(op, t.dtype());
+  if (zp != nullptr && zp->dtype() != t.dtype())
+    return Bad(absl::StrCat(what, "'s zero point is ", DName(zp->dtype()), ", ", what, " is ",
+                            DName(t.dtype())));
+  const int64_t per = zp == nullptr || zp->NumElements() <= 1 ? 0 : zp->NumElements();
+  if (per != 0 && (t.rank() < 1 || zp->rank() != 1 || t.dims()[0] != per))
+    return Bad(absl::StrCat(what, "'s zero point ", DimsStr(zp->dims()),
+                            " is neither one value nor one per output channel"));
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(DType::kF64, t.dims()));
+  const int64_t n = t.NumElements(), inner = per != 0 ? n / per : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double z = zp == nullptr ? 0.0 : zp->GetAsDouble(per != 0 ? i / inner : 0);
+    out.data<double>()[i] = t.GetAsDouble(i) - z;
+  }
+  return out;
+}
+
+// ConvInteger: Conv of (x - x_zero_point) and (w - w_zero_point) in int32.
+Result ConvIntegerKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, node.op()));
+  KILN_ASSIGN_OR_RETURN(Tensor xc, Centered(node.op(), *x, OptArg(in, 2), "x"));
+  KILN_ASSIGN_OR_RETURN(Tensor wc, Centered(node.op(), *w, OptArg(in, 3), "w"));
+  KILN_ASSIGN_OR_RETURN(ConvResult r, ConvCompute(node, &xc, &wc, nullptr));
+  return std::vector<Tensor>{FromDoubles(DType::kI32, r.dims, r.y)};
+}
+
+// QLinearConv: y = saturate(rne(conv(x - x_zp, w - w_zp) + B) · x_scale·w_scale/y_scale +
+// y_zp)), the scale in f32 (per output channel when w_scale is 1-D), as onnx's reference.
+Result QLinearConvKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* xs, Arg(in, 1, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 3, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* ws, Arg(in, 4, node.op()));
+  KILN_ASSIGN_OR_RETURN(const Tensor* ys, Arg(in, 6, node.op()));
+  const Tensor* yzp = OptArg(in, 7);
+  const Tensor* bias = OptArg(in, 8);
+  KILN_ASSIGN_OR_RETURN(Tensor xc, Centered(node.op(), *x, OptArg(in, 2), "x"));
+  KILN_ASSIGN_OR_RETURN(Tensor wc, Centered(node.op(), *w, OptArg(in, 5), "w"));
+  Tensor bias64;  // B as f64, exact
+  if (bias != nullptr) {
+    if (bias->dtype() != DType::kI32)
+      return Bad(absl::StrCat("B must be int32, got ", DName(bias->dtype())));
+    KILN_ASSIGN_OR_RETURN(bias64, Tensor::Create(DType::kF64, bias->dims()));
+    for (int64_t i = 0; i < bias->NumElements(); ++i)
+      bias64.data<double>()[i] = bias->GetAsDouble(i);
+  }
+  KILN_ASSIGN_OR_RETURN(ConvResult r,
+                        ConvCompute(node, &xc, &wc, bias != nullptr ? &bias64 : nullptr));
+  const int64_t m = r.dims[1];
+  if (ws->NumElements() != 1 && ws->NumElements() != m)
+    return Bad(absl::StrCat("w_scale has ", ws->NumElements(), " values for ", m, " channels"));
+  const DType out = yzp != nullptr ? yzp->dtype() : x->dtype();
+  const auto [lo, hi] = IntegerRange(out);
+  const double zp = yzp != nullptr ? yzp->GetAsDouble(0) : 0.0;
+  const int64_t plane = r.y.size() / std::max<int64_t>(r.dims[0] * m, 1);
+  for (size_t i = 0; i < r.y.size(); ++i) {
+    const int64_t ch = (static_cast<int64_t>(i) / std::max<int64_t>(plane, 1)) % m;
+    const float scale = static_cast<float>(xs->GetAsDouble(0)) *
+                        static_cast<float>(ws->GetAsDouble(ws->NumElements() == 1 ? 0 : ch)) /
+                        static_cast<float>(ys->GetAsDouble(0));
+    r.y[i] = std::nearbyint(std::clamp(r.y[i] * scale + zp, lo, hi));
+  }
+  return std::vector<Tensor>{FromDoubles(out, r.dims, r.y)};
 }
 
 Result ConvTransposeKernel(const Node& node, Inputs in) {
@@ -584,6 +666,8 @@ void RegisterVisionKernels(KernelTable& table) {
   add("DepthToSpace", &BlockMoveKernel<true>);
   add("SpaceToDepth", &BlockMoveKernel<false>);
   add("LRN", &LrnKernel);
+  add("ConvInteger", &ConvIntegerKernel);
+  add("QLinearConv", &QLinearConvKernel);
 }
 
 }  // namespace kiln::reference

@@ -157,7 +157,7 @@ TEST(PaddingTest, CatalogueMixingKinds) {
                          "ReverseSequence",
                          "TensorScatter"})
     EXPECT_EQ(FindOp("", op)->mixing, PositionMixing::kNormalizesAxis) << op;
-  EXPECT_EQ(mixing, 41);
+  EXPECT_EQ(mixing, 43);
 }
 
 }  // namespace

@@ -83,8 +83,23 @@ struct Options {
   std::string write_doc;
   std::string floor_file;
   std::string allow_fail_file;
+  std::string exclusions_file;
   bool verbose = false;
 };
+
+// A group of tests kiln does not run by design (tests/conformance/exclusions.txt): the
+// category, why, and the test names (a trailing '*' matches a prefix).
+struct Exclusion {
+  std::string category;
+  std::string why;
+  std::vector<std::string> patterns;
+};
+
+bool Matches(const std::string& pattern, const std::string& name) {
+  if (!pattern.empty() && pattern.back() == '*')
+    return name.compare(0, pattern.size() - 1, pattern, 0, pattern.size() - 1) == 0;
+  return name == pattern;
+}
 
 std::string OneLine(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
@@ -319,6 +334,35 @@ absl::StatusOr<std::map<std::string, std::string>> ReadAllowFailFile(const std::
   return allowed;
 }
 
+// "[category] why" starts a group; the lines below it are test names or prefixes*.
+absl::StatusOr<std::vector<Exclusion>> ReadExclusions(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot open " + path);
+  std::vector<Exclusion> groups;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    line.erase(0, line.find_first_not_of(" \t"));
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      const size_t close = line.find(']');
+      std::string why = close == std::string::npos ? "" : line.substr(close + 1);
+      why.erase(0, why.find_first_not_of(" \t"));
+      if (close == std::string::npos || why.empty())
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s:%d: a group is '[category] why'", path, line_no));
+      groups.push_back({line.substr(1, close - 1), why, {}});
+      continue;
+    }
+    if (groups.empty())
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s:%d: a test name before any '[category] why' line", path, line_no));
+    groups.back().patterns.push_back(line.substr(0, line.find_first_of(" \t")));
+  }
+  return groups;
+}
+
 // The first non-comment token: the minimum number of passing tests.
 absl::StatusOr<int64_t> ReadFloorFile(const std::string& path) {
   std::ifstream in(path);
@@ -353,8 +397,16 @@ std::string EscapeCell(const std::string& s) {
   return out;
 }
 
+// The exclusion group a test falls in, or -1.
+int ExclusionOf(const std::vector<Exclusion>& groups, const std::string& name) {
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (const std::string& p : groups[g].patterns)
+      if (Matches(p, name)) return static_cast<int>(g);
+  return -1;
+}
+
 absl::Status WriteDoc(const std::string& path, const std::vector<TestResult>& results,
-                      const Counts& total) {
+                      const Counts& total, const std::vector<Exclusion>& groups) {
   std::map<std::string, Counts> per_op;
   for (const TestResult& r : results) {
     for (const std::string& op : r.ops) per_op[op].Add(r.outcome);
@@ -380,11 +432,19 @@ absl::Status WriteDoc(const std::string& path, const std::vector<TestResult>& re
          "reason, or the ctest\n  fails.\n"
       << "- **unsupported**: the importer or executor answered Unimplemented "
          "(an op, "
-         "dtype or\n  attribute mode kiln does not support).\n\n"
+         "dtype or\n  attribute mode kiln does not support).\n"
+      << "- **excluded**: unsupported by design, in a group of "
+         "tests/conformance/exclusions.txt\n  with the reason (below). Excluded tests stay "
+         "in the denominator.\n\n"
       << "## Totals\n\n"
-      << "| tests | pass | fail | unsupported |\n|---:|---:|---:|---:|\n"
-      << absl::StrFormat("| %d | %d | %d | %d |\n\n", total.tests, total.pass, total.fail,
-                         total.unsupported)
+      << "| tests | pass | fail | unsupported | of which excluded | pass rate |\n"
+         "|---:|---:|---:|---:|---:|---:|\n";
+  int64_t excluded = 0;
+  for (const TestResult& r : results)
+    if (r.outcome == Outcome::kUnsupported && ExclusionOf(groups, r.name) >= 0) ++excluded;
+  out << absl::StrFormat("| %d | %d | %d | %d | %d | %.1f %% |\n\n", total.tests, total.pass,
+                         total.fail, total.unsupported, excluded,
+                         total.tests ? 100.0 * total.pass / total.tests : 0.0)
       << "## Per op\n\n"
       << "A test counts once for every distinct op in its model (nested graphs "
          "included), "
@@ -403,6 +463,24 @@ absl::Status WriteDoc(const std::string& path, const std::vector<TestResult>& re
     out << "- `" << r.name << "`: " << r.reason << "\n";
   }
   if (!any) out << "None.\n";
+  out << "\n## Excluded by design\n";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<std::string> names;
+    for (const TestResult& r : results)
+      if (r.outcome == Outcome::kUnsupported && ExclusionOf(groups, r.name) == static_cast<int>(g))
+        names.push_back("`" + r.name + "`");
+    out << "\n### " << groups[g].category << " (" << names.size() << ")\n\n"
+        << groups[g].why << "\n\n"
+        << absl::StrJoin(names, ", ") << "\n";
+  }
+  out << "\n## Not supported yet\n\nEach with the importer's or executor's reason.\n\n";
+  any = false;
+  for (const TestResult& r : results) {
+    if (r.outcome != Outcome::kUnsupported || ExclusionOf(groups, r.name) >= 0) continue;
+    any = true;
+    out << "- `" << r.name << "`: " << r.reason << "\n";
+  }
+  if (!any) out << "None.\n";
   out.close();
   if (!out) return absl::DataLossError("error writing " + path);
   return absl::OkStatus();
@@ -412,7 +490,7 @@ void Usage() {
   std::fprintf(stderr,
                "usage: kiln_conformance NODE_TEST_DIR [--filter SUBSTRING] [--verbose]\n"
                "         [--write-doc docs/conformance.md] [--floor-file FILE]\n"
-               "         [--allow-fail-file FILE]\n");
+               "         [--allow-fail-file FILE] [--exclusions FILE]\n");
 }
 
 std::optional<Options> ParseArgs(int argc, char** argv) {
@@ -433,6 +511,8 @@ std::optional<Options> ParseArgs(int argc, char** argv) {
       ok = value(o.floor_file);
     else if (a == "--allow-fail-file")
       ok = value(o.allow_fail_file);
+    else if (a == "--exclusions")
+      ok = value(o.exclusions_file);
     else if (a == "--verbose" || a == "-v")
       o.verbose = true;
     else if (!a.empty() && a[0] != '-' && o.node_dir.empty())
@@ -464,6 +544,15 @@ int Main(int argc, char** argv) {
       return 2;
     }
     allowed = *std::move(a);
+  }
+  std::vector<Exclusion> groups;
+  if (!opts->exclusions_file.empty()) {
+    absl::StatusOr<std::vector<Exclusion>> g = ReadExclusions(opts->exclusions_file);
+    if (!g.ok()) {
+      std::fprintf(stderr, "kiln_conformance: %s\n", g.status().ToString().c_str());
+      return 2;
+    }
+    groups = *std::move(g);
   }
   std::optional<int64_t> floor;
   if (!opts->floor_file.empty()) {
@@ -538,6 +627,25 @@ int Main(int argc, char** argv) {
     }
   }
 
+  // Exclusions must stay true: an excluded test that runs, or a pattern that matches no
+  // test, is stale.
+  for (const TestResult& r : results) {
+    if (r.outcome == Outcome::kUnsupported || ExclusionOf(groups, r.name) < 0) continue;
+    std::printf("  NOW %s: %s is excluded in %s; remove it\n",
+                r.outcome == Outcome::kPass ? "PASSES" : "FAILS", r.name.c_str(),
+                opts->exclusions_file.c_str());
+    ++violations;
+  }
+  if (opts->filter.empty())
+    for (const Exclusion& g : groups)
+      for (const std::string& p : g.patterns)
+        if (std::none_of(results.begin(), results.end(),
+                         [&](const TestResult& r) { return Matches(p, r.name); })) {
+          std::printf("  STALE: '%s' in %s matches no test\n", p.c_str(),
+                      opts->exclusions_file.c_str());
+          ++violations;
+        }
+
   std::printf(
       "\nkiln_conformance: %lld tests: %lld pass, %lld fail, %lld "
       "unsupported\n",
@@ -562,7 +670,7 @@ int Main(int argc, char** argv) {
   }
 
   if (!opts->write_doc.empty()) {
-    absl::Status s = WriteDoc(opts->write_doc, results, total);
+    absl::Status s = WriteDoc(opts->write_doc, results, total, groups);
     if (!s.ok()) {
       std::fprintf(stderr, "kiln_conformance: %s\n", s.ToString().c_str());
       return 2;

@@ -132,6 +132,32 @@ TEST(QuantizeLinearTest, NarrowTypes) {
   EXPECT_EQ(e8m0.status().code(), absl::StatusCode::kUnimplemented);
 }
 
+// The QLinear ops: integer products exact, the scale a_scale·b_scale/y_scale in f32, round
+// half to even, saturate; ConvInteger's int32 sums of zero-point-shifted operands.
+TEST(QLinearOpsTest, MatMulConvAndConvInteger) {
+  // (A - 0)·(B - 1) = [2, 4]·[0, 2] = 8; · 0.5·1/2 = 2; + 10 = 12.
+  Tensor y =
+      Eval("QLinearMatMul", {U8({1, 2}, {2, 4}), F32({}, {0.5f}), U8({}, {0}), U8({2, 1}, {1, 3}),
+                             F32({}, {1}), U8({}, {1}), F32({}, {2}), U8({}, {10})});
+  EXPECT_EQ(y.dtype(), DType::kU8);
+  EXPECT_EQ(Values<uint8_t>(y), (std::vector<uint8_t>{12}));
+  Tensor sat = Eval("QLinearMatMul",
+                    {U8({1, 2}, {200, 200}), F32({}, {1}), U8({}, {0}), U8({2, 1}, {200, 200}),
+                     F32({}, {1}), U8({}, {0}), F32({}, {1}), U8({}, {250})});
+  EXPECT_EQ(Values<uint8_t>(sat), (std::vector<uint8_t>{255}));
+  // ConvInteger: x - 1 = [0, 1, 2, 3] times a 1x1 kernel of 2.
+  const Tensor x = U8({1, 1, 2, 2}, {1, 2, 3, 4});
+  Tensor ci = Eval("ConvInteger", {x, U8({1, 1, 1, 1}, {2}), U8({}, {1})});
+  EXPECT_EQ(ci.dtype(), DType::kI32);
+  EXPECT_EQ(Values<int32_t>(ci), (std::vector<int32_t>{0, 2, 4, 6}));
+  // QLinearConv: the same sums · 1·1/2: 0, 1, 2, 3 (1 and 3 are exact halves... of 2 and 6).
+  Tensor qc = Eval("QLinearConv", {x, F32({}, {1}), U8({}, {1}), U8({1, 1, 1, 1}, {2}),
+                                   F32({}, {1}), U8({}, {0}), F32({}, {2}), U8({}, {0})});
+  EXPECT_EQ(Values<uint8_t>(qc), (std::vector<uint8_t>{0, 1, 2, 3}));
+  auto mixed = RunOp("ConvInteger", {x, U8({1, 1, 1, 1}, {2}), I8({}, {1})});
+  EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(DynamicQuantizeLinearTest, SpecExampleZerosAndInf) {
   // The ONNX operator documentation's example: range [-3, 2], scale 5/255, zero point 153.
   auto r = RunOp("DynamicQuantizeLinear", {F32({6}, {0, 2, -3, -2.5f, 1.34f, 0.5f})}, {}, 3);

@@ -1,7 +1,7 @@
 // Reference kernels of the standard ops added for import breadth, on hand-computed values
 // and their errors: Einsum and Det (linalg.cc), RotaryEmbedding and TensorScatter
 // (decoder_ops.cc), Compress, ReverseSequence and CenterCropPad (movement_select.cc),
-// BitCast, Shrink, the windows (signal.cc) and LRN. The ONNX backend node tests
+// BitCast, Shrink, Swish, the windows (signal.cc) and LRN. The ONNX backend node tests
 // (tests/conformance) cover each op's full matrix; these pin the semantics kiln chose
 // where the spec leaves room and every refusal.
 #include <gtest/gtest.h>
@@ -134,6 +134,10 @@ TEST(BitCastShrinkWindowsLrnTest, Values) {
   EXPECT_EQ(Values<int8_t>(n), (std::vector<int8_t>{-1, 7}));  // u4 -> i4 sign-extends
   auto width = RunOp("BitCast", {F32({1}, {1})}, {{"to", int64_t{7}}});
   EXPECT_EQ(width.status().code(), absl::StatusCode::kInvalidArgument);
+
+  Tensor sw = Eval("Swish", {F32({2}, {0, 1})});
+  EXPECT_EQ(Values<float>(sw)[0], 0.0f);
+  EXPECT_NEAR(Values<float>(sw)[1], 0.7310586f, 1e-7f);
 
   Tensor s = Eval("Shrink", {F32({4}, {-2, -0.5f, 0.5f, 2})}, {{"lambd", 1.0f}, {"bias", 0.5f}});
   EXPECT_EQ(Values<float>(s), (std::vector<float>{-1.5f, 0, 0, 1.5f}));
