@@ -198,6 +198,82 @@ int64_t ResizeBound(const Node& n, In in, int64_t elem) {
   return total;
 }
 
+// GridSample: [N, C, O1..Or] from X's batch and channels and grid's middle dims.
+int64_t GridSampleBound(const Node& n, In in, int64_t elem) {
+  const Tensor* x = in(0);
+  const Tensor* g = in(1);
+  if (!x || !g || x->rank() < 3 || g->rank() != x->rank()) return 0;
+  const absl::Span<const int64_t> gd = g->dims();
+  return SatMul(SatMul(SatMul(x->dims()[0], x->dims()[1]), Product(gd.subspan(1, gd.size() - 2))),
+                elem);
+}
+
+// AffineGrid: [N, H, W, 2] or [N, D, H, W, 3] from the constant size.
+int64_t AffineGridBound(const Node& n, In in, int64_t elem) {
+  std::optional<std::vector<int64_t>> size = rewrite::IntList(in(1));
+  if (!size || (size->size() != 4 && size->size() != 5)) return 0;
+  for (int64_t d : *size)
+    if (d < 0) return 0;
+  const int64_t sp = static_cast<int64_t>(size->size()) - 2;
+  return SatMul(SatMul(Product(absl::MakeSpan(*size).subspan(2)), SatMul((*size)[0], sp)), elem);
+}
+
+// RNN, GRU, LSTM: Y has seq·batch (X's first two dims) × directions × hidden (R's dims 0, 2).
+int64_t RecurrentBound(const Node&, In in, int64_t elem) {
+  const Tensor* x = in(0);
+  const Tensor* r = in(2);
+  if (x == nullptr || r == nullptr || x->rank() != 3 || r->rank() != 3) return 0;
+  const int64_t sn = SatMul(std::max<int64_t>(x->dims()[0], 1), std::max<int64_t>(x->dims()[1], 1));
+  return SatMul(SatMul(sn, SatMul(r->dims()[0], r->dims()[2])), elem);
+}
+
+// DFT: [signal dims..., 2] with one signal dim replaced by dft_length (2·dim when omitted,
+// covering the inverse onesided default); the largest over the signal dims.
+int64_t DftBound(const Node& n, In in, int64_t elem) {
+  const bool has_len = n.num_inputs() > 1 && n.input(1);
+  if (!in(0) || (has_len && (!in(1) || in(1)->NumElements() != 1))) return 0;
+  const std::vector<int64_t>& d = in(0)->dims();
+  if (d.size() < 2) return 0;
+  int64_t best = 0;
+  for (size_t a = 0; a + 1 < d.size(); ++a) {
+    const int64_t len = has_len ? in(1)->GetAsInt64(0) : SatMul(d[a], 2);
+    int64_t total = SatMul(elem, 2);
+    for (size_t i = 0; i + 1 < d.size(); ++i)
+      total = SatMul(total, std::max<int64_t>(i == a ? len : d[i], 0));
+    best = std::max(best, total);
+  }
+  return best;
+}
+
+// STFT: batch · frames · frame_length · 2, frames = 1 + (length - frame_length) / step.
+int64_t StftBound(const Node& n, In in, int64_t elem) {
+  const bool has_window = n.num_inputs() > 2 && n.input(2);
+  const bool has_frame = n.num_inputs() > 3 && n.input(3);
+  if (!in(0) || !in(1) || (has_window && !in(2)) || (has_frame && !in(3))) return 0;
+  const std::vector<int64_t>& d = in(0)->dims();
+  if (d.size() != 3 || in(1)->NumElements() != 1) return 0;
+  const int64_t step = in(1)->GetAsInt64(0);
+  int64_t frame = d[1];
+  if (has_frame) {
+    if (in(3)->NumElements() != 1) return 0;
+    frame = in(3)->GetAsInt64(0);
+  } else if (has_window) {
+    if (in(2)->rank() != 1) return 0;
+    frame = in(2)->dims()[0];
+  }
+  if (step < 1 || frame < 1 || frame > d[1]) return 0;
+  const int64_t frames = 1 + (d[1] - frame) / step;
+  return SatMul(SatMul(SatMul(SatMul(d[0], frames), frame), 2), elem);
+}
+
+// MelWeightMatrix: (dft_length / 2 + 1) · num_mel_bins.
+int64_t MelWeightMatrixBound(const Node&, In in, int64_t elem) {
+  if (!in(0) || !in(1) || in(0)->NumElements() != 1 || in(1)->NumElements() != 1) return 0;
+  const int64_t mels = in(0)->GetAsInt64(0), dft = in(1)->GetAsInt64(0);
+  if (mels < 0 || dft < 0) return 0;
+  return SatMul(SatMul(dft / 2 + 1, mels), elem);
+}
+
 // QLinearMatMul: MatMul's bound for a (0) and b (3).
 int64_t QLinearMatMulBound(const Node& n, In in, int64_t elem) {
   const std::vector<const Tensor*> ab = {in(0), in(3)};
@@ -346,6 +422,14 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "Pad", &PadBound},
         {"", "Resize", &ResizeBound},
         {"", "Einsum", &EinsumBound},
+        {"", "GridSample", &GridSampleBound},
+        {"", "RNN", &RecurrentBound},
+        {"", "GRU", &RecurrentBound},
+        {"", "LSTM", &RecurrentBound},
+        {"", "DFT", &DftBound},
+        {"", "STFT", &StftBound},
+        {"", "MelWeightMatrix", &MelWeightMatrixBound},
+        {"", "AffineGrid", &AffineGridBound},
         {"", "CenterCropPad", &CenterCropPadBound},
         {"", "HannWindow", &SignalWindowBound},
         {"", "HammingWindow", &SignalWindowBound},

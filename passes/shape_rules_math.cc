@@ -286,6 +286,127 @@ absl::StatusOr<std::vector<Type>> DetRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(x.dtype, Shape(x.shape->begin(), x.shape->end() - 2)));
 }
 
+// RNN, GRU, LSTM: Y [seq, D, batch, H] ([batch, seq, D, H] for layout 1), Y_h and Y_c
+// [D, batch, H] ([batch, D, H]); D = 2 for direction bidirectional else 1, H from
+// hidden_size or R's last dim; every output in X's dtype.
+absl::StatusOr<std::vector<Type>> RecurrentRule(const RuleContext& ctx) {
+  const Node& n = ctx.node();
+  const Type& x = ctx.input_type(0);
+  const int64_t layout = n.attr_int_or("layout", 0);
+  if (layout != 0 && layout != 1)
+    return ctx.Error(absl::StrCat("layout must be 0 or 1, got ", layout));
+  const std::string* dir_attr = n.attr_string("direction");
+  const std::string dir = dir_attr != nullptr ? *dir_attr : "forward";
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
+    return ctx.Error(absl::StrCat("unknown direction '", dir, "'"));
+  const Dim d = Dim::Known(dir == "bidirectional" ? 2 : 1);
+  Dim h;
+  const Type& r = ctx.input_type(2);
+  if (const std::optional<int64_t> hs = n.attr_int("hidden_size")) {
+    if (*hs < 0) return ctx.Error(absl::StrCat("hidden_size ", *hs, " is negative"));
+    h = Dim::Known(*hs);
+  } else if (ctx.has_input(2) && r.has_rank() && r.rank() == 3) {
+    h = (*r.shape)[2];
+  }
+  std::optional<Shape> y, state;
+  if (x.has_rank()) {
+    if (x.rank() != 3) return ctx.Error(absl::StrCat("X must be 3-D, got rank ", x.rank()));
+    const Dim seq = (*x.shape)[layout == 0 ? 0 : 1];
+    const Dim batch = (*x.shape)[layout == 0 ? 1 : 0];
+    y = layout == 0 ? Shape{seq, d, batch, h} : Shape{batch, seq, d, h};
+    state = layout == 0 ? Shape{d, batch, h} : Shape{batch, d, h};
+  }
+  std::vector<Type> out = Outputs(ctx, MakeType(x.dtype, y));
+  for (size_t i = 1; i < out.size(); ++i) out[i] = MakeType(x.dtype, state);
+  return out;
+}
+
+// DFT: the input's shape with the axis dim dft_length (dft_length / 2 + 1 for the forward
+// onesided transform; default the axis dim, 2·(dim - 1) for the inverse onesided one) and
+// the last dim 2 (1 for the inverse onesided transform). Axis: the `axis` attribute (import
+// sets it for opsets before 20), else constant input 2, else -2.
+absl::StatusOr<std::vector<Type>> DftRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  const int64_t r = x.rank();
+  if (r < 2) return ctx.Error("DFT's input must be [..., 1] or [..., 2]");
+  const Node& n = ctx.node();
+  const bool inverse = n.attr_int_or("inverse", 0) != 0;
+  const bool onesided = n.attr_int_or("onesided", 0) != 0;
+  Shape out = *x.shape;
+  out[r - 1] = Dim::Known(inverse && onesided ? 1 : 2);
+  std::optional<int64_t> axis = n.attr_int("axis");
+  if (!axis && !ctx.has_input(2)) {
+    axis = -2;
+  } else if (!axis) {
+    if (std::optional<std::vector<int64_t>> c = ctx.const_ints(2); c && c->size() == 1)
+      axis = (*c)[0];
+  }
+  if (!axis) {  // not a constant: any signal dim may be the transformed one
+    for (int64_t i = 0; i < r - 1; ++i) out[i] = Dim();
+    return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+  }
+  if (*axis < -r || *axis > r - 2 || *axis == -1)
+    return ctx.Error(absl::StrCat("DFT axis ", *axis, " is out of range for rank ", r));
+  const int64_t ax = *axis < 0 ? *axis + r : *axis;
+  const Dim& d = (*x.shape)[ax];
+  if (ctx.has_input(1)) {
+    const std::optional<std::vector<int64_t>> c = ctx.const_ints(1);
+    const int64_t len = c && c->size() == 1 ? (*c)[0] : -1;
+    out[ax] = len < 1 ? Dim() : Dim::Known(onesided && !inverse ? len / 2 + 1 : len);
+  } else if (onesided) {
+    out[ax] = !d.is_known() ? Dim()
+              : inverse     ? Dim::Known(2 * (d.value() - 1))
+                            : Dim::Known(d.value() / 2 + 1);
+  }
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+// STFT: [batch, frames, bins, 2]; frame_length is input 3, else the window's length, else
+// the signal's; frames = 1 + (length - frame_length) / frame_step; bins = frame_length / 2
+// + 1 when onesided (the default), else frame_length.
+absl::StatusOr<std::vector<Type>> StftRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (x.has_rank() && x.rank() != 3)
+    return ctx.Error("STFT's signal must be [batch, length, 1] or [batch, length, 2]");
+  const Dim batch = x.has_rank() ? (*x.shape)[0] : Dim();
+  std::optional<int64_t> len;
+  if (x.has_rank() && (*x.shape)[1].is_known()) len = (*x.shape)[1].value();
+  std::optional<int64_t> frame;
+  if (ctx.has_input(3)) {
+    if (std::optional<std::vector<int64_t>> c = ctx.const_ints(3); c && c->size() == 1)
+      frame = (*c)[0];
+  } else if (ctx.has_input(2)) {
+    const Type& w = ctx.input_type(2);
+    if (w.has_rank() && w.rank() == 1 && (*w.shape)[0].is_known()) frame = (*w.shape)[0].value();
+  } else {
+    frame = len;
+  }
+  std::optional<int64_t> step;
+  if (std::optional<std::vector<int64_t>> c = ctx.const_ints(1); c && c->size() == 1)
+    step = (*c)[0];
+  Dim frames, bins;
+  if (frame && *frame >= 1)
+    bins = Dim::Known(ctx.node().attr_int_or("onesided", 1) != 0 ? *frame / 2 + 1 : *frame);
+  if (frame && len && step && *frame >= 1 && *step >= 1 && *len >= *frame)
+    frames = Dim::Known(1 + (*len - *frame) / *step);
+  return Outputs(ctx, MakeType(x.dtype, Shape{batch, frames, bins, Dim::Known(2)}));
+}
+
+// MelWeightMatrix: [dft_length / 2 + 1, num_mel_bins] in output_datatype (default FLOAT).
+absl::StatusOr<std::vector<Type>> MelWeightMatrixRule(const RuleContext& ctx) {
+  const int64_t code = ctx.node().attr_int_or("output_datatype", 1);
+  const std::optional<DType> dt =
+      code > 0 && code <= INT32_MAX ? DTypeFromOnnx(static_cast<int32_t>(code)) : std::nullopt;
+  if (!dt) return ctx.Error(absl::StrCat("output_datatype ", code, " is not a known dtype"));
+  const std::optional<std::vector<int64_t>> mels = ctx.const_ints(0);
+  const std::optional<std::vector<int64_t>> dft = ctx.const_ints(1);
+  const Dim rows =
+      dft && dft->size() == 1 && (*dft)[0] >= 0 ? Dim::Known((*dft)[0] / 2 + 1) : Dim();
+  const Dim cols = mels && mels->size() == 1 && (*mels)[0] >= 0 ? Dim::Known((*mels)[0]) : Dim();
+  return Outputs(ctx, MakeType(*dt, Shape{rows, cols}));
+}
+
 // RotaryEmbedding, TensorScatter: input 0's type.
 absl::StatusOr<std::vector<Type>> FirstInputType(const RuleContext& ctx) {
   return Outputs(ctx, ctx.input_type(0));
@@ -310,6 +431,10 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     (*t)["EyeLike"] = &EyeLikeRule;
     (*t)["Einsum"] = &EinsumRule;
     (*t)["Det"] = &DetRule;
+    for (const char* op : {"RNN", "GRU", "LSTM"}) (*t)[op] = &RecurrentRule;
+    (*t)["DFT"] = &DftRule;
+    (*t)["STFT"] = &StftRule;
+    (*t)["MelWeightMatrix"] = &MelWeightMatrixRule;
     for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) (*t)[op] = &WindowRule;
     (*t)["RotaryEmbedding"] = &FirstInputType;
     (*t)["TensorScatter"] = &FirstInputType;

@@ -187,6 +187,71 @@ absl::StatusOr<std::vector<Type>> ResizeRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(x.dtype, std::move(out)));
 }
 
+// The dim two inputs must agree on: a known one wins over a symbol over an unknown one.
+absl::StatusOr<Dim> UnifyDim(const RuleContext& ctx, const Dim& a, const Dim& b) {
+  if (a.is_known() && b.is_known() && a.value() != b.value())
+    return ctx.Error(absl::StrCat("batch dims ", a.value(), " and ", b.value(), " differ"));
+  if (a.is_known() || (!b.is_known() && a.is_symbol())) return a;
+  return b;
+}
+
+// GridSample: X [N, C, D1..Dr], grid [N, O1..Or, r] -> X's dtype [N, C, O1..Or].
+absl::StatusOr<std::vector<Type>> GridSampleRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const Type& g = ctx.input_type(1);
+  if (!x.has_rank() && !g.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  const int rank = x.has_rank() ? x.rank() : g.rank();
+  if (rank < 3) return ctx.Error("X and grid must have rank >= 3");
+  if (x.has_rank() && g.has_rank() && x.rank() != g.rank())
+    return ctx.Error(absl::StrCat("X has rank ", x.rank(), " but grid rank ", g.rank()));
+  if (g.has_rank() && (*g.shape)[rank - 1].is_known() && (*g.shape)[rank - 1].value() != rank - 2)
+    return ctx.Error(absl::StrCat("grid's last dim must be ", rank - 2));
+  const Dim xn = x.has_rank() ? (*x.shape)[0] : Dim();
+  const Dim gn = g.has_rank() ? (*g.shape)[0] : Dim();
+  KILN_ASSIGN_OR_RETURN(Dim n, UnifyDim(ctx, xn, gn));
+  Shape out = {n, x.has_rank() ? (*x.shape)[1] : Dim()};
+  for (int i = 1; i < rank - 1; ++i) out.push_back(g.has_rank() ? (*g.shape)[i] : Dim());
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+// AffineGrid: theta [N, 2, 3] / [N, 3, 4] and size [N, C, H, W] / [N, C, D, H, W] ->
+// theta's dtype [N, H, W, 2] / [N, D, H, W, 3].
+absl::StatusOr<std::vector<Type>> AffineGridRule(const RuleContext& ctx) {
+  const Type& theta = ctx.input_type(0);
+  const Type& size_type = ctx.input_type(1);
+  const std::optional<std::vector<int64_t>> size = ctx.const_ints(1);
+  int sp = 0;  // 2 or 3 once known
+  if (size) {
+    if (size->size() != 4 && size->size() != 5) return ctx.Error("size must have 4 or 5 values");
+    sp = static_cast<int>(size->size()) - 2;
+  } else if (size_type.has_rank() && size_type.rank() == 1 && (*size_type.shape)[0].is_known()) {
+    const int64_t len = (*size_type.shape)[0].value();
+    if (len != 4 && len != 5) return ctx.Error("size must have 4 or 5 values");
+    sp = static_cast<int>(len) - 2;
+  }
+  if (theta.has_rank()) {
+    if (theta.rank() != 3) return ctx.Error("theta must be [N, 2, 3] or [N, 3, 4]");
+    const Dim& rows = (*theta.shape)[1];
+    if (rows.is_known()) {
+      if (rows.value() != 2 && rows.value() != 3)
+        return ctx.Error("theta must be [N, 2, 3] or [N, 3, 4]");
+      if (sp != 0 && rows.value() != sp)
+        return ctx.Error(absl::StrCat("theta has ", rows.value(), " rows for a ", sp, "-D size"));
+      sp = static_cast<int>(rows.value());
+    }
+  }
+  if (sp == 0) return Outputs(ctx, MakeType(theta.dtype, std::nullopt));
+  Dim n = theta.has_rank() ? (*theta.shape)[0] : Dim();
+  if (size && (*size)[0] >= 0) {
+    KILN_ASSIGN_OR_RETURN(n, UnifyDim(ctx, n, Dim::Known((*size)[0])));
+  }
+  Shape out = {n};
+  for (int i = 0; i < sp; ++i)
+    out.push_back(size && (*size)[i + 2] >= 0 ? Dim::Known((*size)[i + 2]) : Dim());
+  out.push_back(Dim::Known(sp));
+  return Outputs(ctx, MakeType(theta.dtype, std::move(out)));
+}
+
 }  // namespace
 
 ShapeRule FindVisionRule(std::string_view op) {
@@ -208,6 +273,8 @@ ShapeRule FindVisionRule(std::string_view op) {
       {"DepthToSpace", &BlockMoveRule<true>},
       {"SpaceToDepth", &BlockMoveRule<false>},
       {"Resize", &ResizeRule},
+      {"GridSample", &GridSampleRule},
+      {"AffineGrid", &AffineGridRule},
   };
   auto it = rules->find(std::string(op));
   return it == rules->end() ? nullptr : it->second;

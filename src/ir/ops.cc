@@ -157,6 +157,18 @@ const std::vector<OpInfo>& Table() {
       // X, roi?, scales?, sizes? (the opset-11 form; Resize-10 and Upsample canonicalize
       // to it): src/reference/resize.cc.
       Mixes(PositionMixing::kNormalizesAxis, Grows({"", "Resize", 1, 4, 1, 1, kPure, 10})),
+      // Recurrent layers (src/reference/recurrent.cc): each step reads the previous one;
+      // every output is optional (Y_h alone is common).
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "RNN", 3, 6, 0, 2, kPure, 7})),
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "GRU", 3, 6, 0, 2, kPure, 7})),
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "LSTM", 3, 8, 0, 3, kPure, 7})),
+      // Spectral ops (src/reference/spectral.cc).
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "DFT", 1, 3, 1, 1, kPure, 17})),
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "STFT", 2, 4, 1, 1, kPure, 17})),
+      Grows({"", "MelWeightMatrix", 5, 5, 1, 1, kPure, 17}),
+      // Sampling at grid positions (src/reference/grid_sample.cc).
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "GridSample", 2, 2, 1, 1, kPure, 16})),
+      Grows({"", "AffineGrid", 2, 2, 1, 1, kPure, 20}),
       // ONNX's decoder ops besides Attention (src/reference/decoder_ops.cc): RotaryEmbedding
       // keeps positions apart; TensorScatter writes the update's positions into the cache.
       {"", "RotaryEmbedding", 3, 4, 1, 1, kPure, 23},

@@ -18,7 +18,8 @@
 //     (what kiln computes in); other values are Unimplemented;
 //   - DequantizeLinear `output_dtype` (23) becomes a Cast of the result;
 //   - Resize before 11, (X, scales), becomes (X, _, scales) with asymmetric coordinates
-//     (nearest: floor; a constant nearest downscale is Unimplemented).
+//     (nearest: floor; a constant nearest downscale is Unimplemented);
+//   - DFT before 20 without `axis` gets axis=1, its default then (-2 from 20).
 // The remaining version differences in 7..27 are type lists or subsets of the opset-21
 // behaviour (negative axes, broadcasting, optional inputs), which need no rewrite.
 #include <optional>
@@ -328,6 +329,8 @@ absl::Status CanonicalizeNode(Graph& graph, Node* node, int64_t opset,
     return CanonicalizeLegacySoftmax(graph, node, names);
   if (op == "Split") return CanonicalizeSplit(node, opset);
   if (op == "Resize" && opset < 11) return CanonicalizeResize10(graph, node);
+  // DFT's default axis was 1 before opset 20 (an attribute), -2 from it (an input).
+  if (op == "DFT" && opset < 20 && !node->has_attr("axis")) node->set_attr("axis", int64_t{1});
   if (op == "DequantizeLinear" && opset >= 23)
     KILN_RETURN_IF_ERROR(CanonicalizeDequantizeOutput(graph, node, names));
   return DropNewAttrs(node, opset);

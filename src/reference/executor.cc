@@ -38,6 +38,9 @@ const KernelTable& Kernels() {
     reference::RegisterDecoderKernels(*t);
     reference::RegisterLinalgKernels(*t);
     reference::RegisterSignalKernels(*t);
+    reference::RegisterGridKernels(*t);
+    reference::RegisterRecurrentKernels(*t);
+    reference::RegisterSpectralKernels(*t);
     reference::RegisterLossKernels(*t);
     return t;
   }();

@@ -38,8 +38,11 @@ void RegisterVisionKernels(KernelTable& table);         // Conv, pools, BatchNor
 void RegisterResizeKernels(KernelTable& table);         // Resize (resize.cc)
 void RegisterDecoderKernels(KernelTable& table);  // RotaryEmbedding, TensorScatter (decoder_ops.cc)
 void RegisterLinalgKernels(KernelTable& table);   // Einsum, Det (linalg.cc)
-void RegisterSignalKernels(KernelTable& table);   // Hann/Hamming/BlackmanWindow (signal.cc)
-void RegisterLossKernels(KernelTable& table);     // NLL, SoftmaxCrossEntropy, EyeLike (loss.cc)
+void RegisterGridKernels(KernelTable& table);     // GridSample, AffineGrid (grid_sample.cc)
+void RegisterRecurrentKernels(KernelTable& table);  // RNN, GRU, LSTM (recurrent.cc)
+void RegisterSpectralKernels(KernelTable& table);   // DFT, STFT, MelWeightMatrix (spectral.cc)
+void RegisterSignalKernels(KernelTable& table);     // Hann/Hamming/BlackmanWindow (signal.cc)
+void RegisterLossKernels(KernelTable& table);       // NLL, SoftmaxCrossEntropy, EyeLike (loss.cc)
 
 // --- Shared helpers (helpers.cc) ---
 // Numpy-style broadcast of two shapes; error when incompatible.

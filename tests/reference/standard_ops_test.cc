@@ -1,7 +1,8 @@
 // Reference kernels of the standard ops added for import breadth, on hand-computed values
 // and their errors: Einsum and Det (linalg.cc), RotaryEmbedding and TensorScatter
 // (decoder_ops.cc), Compress, ReverseSequence and CenterCropPad (movement_select.cc),
-// BitCast, Shrink, Swish, the windows (signal.cc) and LRN. The ONNX backend node tests
+// BitCast, Shrink, Swish, the windows (signal.cc) and LRN; the refusals of GridSample, LSTM
+// and DFT. The ONNX backend node tests
 // (tests/conformance) cover each op's full matrix; these pin the semantics kiln chose
 // where the spec leaves room and every refusal.
 #include <gtest/gtest.h>
@@ -156,6 +157,39 @@ TEST(BitCastShrinkWindowsLrnTest, Values) {
   Tensor l = Eval("LRN", {F32({1, 2, 1, 1}, {2, 4})},
                   {{"size", int64_t{1}}, {"alpha", 1.0f}, {"beta", 1.0f}, {"bias", 0.0f}});
   EXPECT_EQ(Values<float>(l), (std::vector<float>{0.5f, 0.25f}));
+}
+
+// The kernels written against onnx's reference (grid_sample.cc, recurrent.cc, spectral.cc)
+// pass every backend node test of their ops; here, their refusals.
+TEST(SamplingRecurrentSpectralTest, Refusals) {
+  const Tensor x = F32({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto batch = RunOp("GridSample", {x, F32({2, 1, 1, 2}, {0, 0, 0, 0})});
+  EXPECT_EQ(batch.status().code(), absl::StatusCode::kInvalidArgument) << batch.status();
+  auto pad = RunOp("GridSample", {x, F32({1, 1, 1, 2}, {0, 0})},
+                   {{"padding_mode", std::string("mirror")}});
+  EXPECT_EQ(pad.status().code(), absl::StatusCode::kInvalidArgument) << pad.status();
+  Tensor centre =
+      Eval("GridSample", {x, F32({1, 1, 1, 2}, {0, 0})}, {{"align_corners", int64_t{1}}});
+  EXPECT_EQ(Values<float>(centre), (std::vector<float>{2.5f}));  // the mean of the four
+
+  // LSTM, seq 1, batch 1, input 1, hidden 1.
+  const Tensor lx = F32({1, 1, 1}, {1}), w = F32({1, 4, 1}, {1, 1, 1, 1}),
+               r = F32({1, 4, 1}, {1, 1, 1, 1});
+  auto act = RunOp("LSTM", {lx, w, r},
+                   {{"hidden_size", int64_t{1}},
+                    {"activations", std::vector<std::string>{"Sigmoid", "Cube", "Tanh"}}});
+  EXPECT_EQ(act.status().code(), absl::StatusCode::kUnimplemented) << act.status();
+  auto lens = RunOp("LSTM", {lx, w, r, kNone, Make<int32_t>(DType::kI32, {1}, {2})},
+                    {{"hidden_size", int64_t{1}}});
+  EXPECT_EQ(lens.status().code(), absl::StatusCode::kInvalidArgument) << lens.status();
+
+  auto axis = RunOp("DFT", {F32({1, 4, 1}, {1, 2, 3, 4})}, {{"axis", int64_t{-1}}});
+  EXPECT_EQ(axis.status().code(), absl::StatusCode::kInvalidArgument) << axis.status();
+  // The DFT of [1, 1, 1, 1]: 4 at frequency 0, nothing elsewhere.
+  Tensor f = Eval("DFT", {F32({1, 4, 1}, {1, 1, 1, 1})}, {{"axis", int64_t{1}}});
+  EXPECT_EQ(f.dims(), (std::vector<int64_t>{1, 4, 2}));
+  EXPECT_NEAR(Values<float>(f)[0], 4.0f, 1e-6f);
+  for (int i = 1; i < 8; ++i) EXPECT_NEAR(Values<float>(f)[i], 0.0f, 1e-6f) << i;
 }
 
 }  // namespace
