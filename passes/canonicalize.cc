@@ -21,6 +21,8 @@
 //     float -> integer Cast saturates where integer -> integer wraps.
 //   - RMSNormalization (opset 23) over the last axis with a [hidden] scale of x's dtype
 //     and f32 statistics -> kiln.RMSNorm (the same formula). Exact.
+//   - RotaryEmbedding (opset 23) with known cache width and head size -> kiln.Rotary on the
+//     caches gathered at the positions and widened to the rotary width. Exact.
 // Why: exporters differ in operand order, Div vs Mul, Pow vs Sqrt; normalizing once here
 // keeps every fusion rule to one spelling.
 // Limits: only constant operands are moved (two non-constant operands keep their
@@ -124,7 +126,7 @@ class CanonicalizePass final : public Pass {
   std::string_view description() const override {
     return "one spelling per pattern before fusion: constants second, Div by constant -> "
            "Mul, Add(Neg) -> Sub, Pow(.5) -> Sqrt, lossless Cast pairs dropped, last-axis "
-           "RMSNormalization -> kiln.RMSNorm";
+           "RMSNormalization -> kiln.RMSNorm, RotaryEmbedding -> kiln.Rotary";
   }
 
  protected:
@@ -159,7 +161,97 @@ class CanonicalizePass final : public Pass {
     if (IsOp(n, "Pow") && n->num_inputs() == 2) return PowRules(n);
     if (IsOp(n, "Cast") && n->num_inputs() == 1) return CastPair(n);
     if (IsOp(n, "RMSNormalization") && n->num_inputs() == 2) return RmsNormalization(n);
+    if (IsOp(n, "RotaryEmbedding") && n->num_inputs() >= 3) return RotaryEmbedding(n);
     return false;
+  }
+
+  // RotaryEmbedding (opset 23; onnxruntime's com.microsoft one imports as it) ->
+  // kiln.Rotary, which has a plan kernel and which the attention fusion folds in: the
+  // caches gathered at the position ids and widened to the rotary width R (each of the R/2
+  // frequencies twice: concatenated for rotate-half, interleaved for GPT-J pairs),
+  // broadcast over the heads; a 3-D input split into [B, S, N, D] heads and merged back.
+  // The same products and sums: exact. Needs the cache width and head size known.
+  bool RotaryEmbedding(Node* n) {
+    const Value x = n->input(0), cos = n->input(1), sin = n->input(2);
+    const Value pos = n->num_inputs() > 3 ? n->input(3) : Value();
+    if (!IsFloatValue(x) || !x.type().has_rank() || !cos || !sin) return false;
+    const Type& xt = x.type();
+    const int64_t rank = xt.rank();
+    const Type& ct = cos.type();
+    if ((rank != 3 && rank != 4) || !ct.has_rank() || ct.dtype != xt.dtype ||
+        sin.type().dtype != xt.dtype || sin.type().shape != ct.shape)
+      return false;
+    const std::optional<int64_t> half = rewrite::StaticLastDim(cos);
+    if (!half || *half <= 0) return false;
+    Dim b, s;  // the caches' [B, S] after the gather
+    if (pos) {
+      const Type& pt = pos.type();
+      if (!pt.has_rank() || pt.rank() != 2 || ct.rank() != 2) return false;
+      b = (*pt.shape)[0], s = (*pt.shape)[1];
+    } else {
+      if (ct.rank() != 3) return false;
+      b = (*ct.shape)[0], s = (*ct.shape)[1];
+    }
+    const int64_t heads = n->attr_int_or("num_heads", 0);
+    int64_t d;
+    if (rank == 4) {
+      if (!(*xt.shape)[3].is_known()) return false;
+      d = (*xt.shape)[3].value();
+    } else {
+      const std::optional<int64_t> h = rewrite::StaticLastDim(x);
+      if (!h || heads <= 0 || *h % heads != 0) return false;
+      d = *h / heads;
+    }
+    const int64_t rot = n->attr_int_or("rotary_embedding_dim", 0);
+    const int64_t r = rot == 0 ? d : rot;
+    if (r != 2 * *half || r > d) return false;
+    const bool interleaved = n->attr_int_or("interleaved", 0) != 0;
+    const DType dt = xt.dtype;
+    using Shape = std::vector<Dim>;
+    auto op = [&](const std::string& name, std::vector<Value> in, Shape shape) {
+      Node* m = NewNode(n, name, std::move(in), {n});
+      m->set_output_type(0, Type{dt, std::move(shape)});
+      return m;
+    };
+    auto ints = [&](std::vector<int64_t> v) {
+      return InsertConstant(*g_, n, "", Tensor::FromI64({static_cast<int64_t>(v.size())}, v))
+          ->output(0);
+    };
+    const Dim hd = Dim::Known(*half), rd = Dim::Known(r);
+    auto widen = [&](Value c) {
+      if (pos) c = op("Gather", {c, pos}, {b, s, hd})->output(0);
+      Value full;
+      if (interleaved) {
+        Value u = op("Unsqueeze", {c, ints({3})}, {b, s, hd, Dim::Known(1)})->output(0);
+        Node* pair = op("Concat", {u, u}, {b, s, hd, Dim::Known(2)});
+        pair->set_attr("axis", int64_t{3});
+        full = op("Reshape", {pair->output(0), ints({0, 0, -1})}, {b, s, rd})->output(0);
+      } else {
+        Node* cat = op("Concat", {c, c}, {b, s, rd});
+        cat->set_attr("axis", int64_t{2});
+        full = cat->output(0);
+      }
+      return rank == 4 ? op("Unsqueeze", {full, ints({1})}, {b, Dim::Known(1), s, rd})->output(0)
+                       : op("Unsqueeze", {full, ints({2})}, {b, s, Dim::Known(1), rd})->output(0);
+    };
+    const Value cw = widen(cos), sw = widen(sin);
+    Value in = x;
+    Shape heads_shape;
+    if (rank == 3) {
+      heads_shape = {(*xt.shape)[0], (*xt.shape)[1], Dim::Known(heads), Dim::Known(d)};
+      in = op("Reshape", {x, ints({0, 0, heads, -1})}, heads_shape)->output(0);
+    }
+    Node* k = g_->InsertNodeBefore(n, "Rotary", {in, cw, sw}, 1, "kiln");
+    k->set_provenance(n->provenance());
+    k->set_attr("interleaved", int64_t{interleaved ? 1 : 0});
+    Value y = k->output(0);
+    if (rank == 3) {
+      k->set_output_type(0, Type{dt, heads_shape});
+      y = op("Reshape", {y, ints({0, 0, -1})}, *xt.shape)->output(0);
+    }
+    Replace(n, y, true);
+    Count("RotaryEmbedding -> kiln.Rotary");
+    return true;
   }
 
   // RMSNormalization(x, scale) over x's last axis, scale a vector of x's hidden size and

@@ -274,6 +274,61 @@ int64_t MelWeightMatrixBound(const Node&, In in, int64_t elem) {
   return SatMul(SatMul(dft / 2 + 1, mels), elem);
 }
 
+// NonMaxSuppression: at most one [batch, class, box] row of i64 per score.
+int64_t NonMaxSuppressionBound(const Node& n, In in, int64_t elem) {
+  if (!in(1)) return 0;
+  return SatMul(SatMul(Product(in(1)->dims()), 3), 8);
+}
+
+// RoiAlign: [num_rois, C, output_height, output_width].
+int64_t RoiAlignBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || !in(1) || in(0)->rank() != 4 || in(1)->rank() != 2) return 0;
+  const int64_t oh = n.attr_int_or("output_height", 1), ow = n.attr_int_or("output_width", 1);
+  if (oh < 1 || ow < 1) return 0;
+  return SatMul(SatMul(SatMul(in(1)->dims()[0], in(0)->dims()[1]), SatMul(oh, ow)), elem);
+}
+
+// Unique: no output outgrows X's elements, except inverse_indices along an axis of an
+// empty X (as long as that axis); four outputs, the index ones i64.
+int64_t UniqueBound(const Node& n, In in, int64_t elem) {
+  if (!in(0)) return 0;
+  int64_t c = std::max<int64_t>(Product(in(0)->dims()), 1);
+  for (int64_t d : in(0)->dims()) c = std::max(c, d);
+  return SatMul(c, SatMul(std::max<int64_t>(elem, 8), 4));
+}
+
+// Col2Im: [N, input dim 1 / prod(block_shape), image_shape...].
+int64_t Col2ImBound(const Node& n, In in, int64_t elem) {
+  std::optional<std::vector<int64_t>> image = rewrite::IntList(in(1));
+  std::optional<std::vector<int64_t>> block = rewrite::IntList(in(2));
+  if (!in(0) || in(0)->rank() != 3 || !image || !block) return 0;
+  const int64_t b = Product(*block);
+  if (b < 1) return 0;  // the kernel rejects a block dim below 1
+  return SatMul(SatMul(in(0)->dims()[0], in(0)->dims()[1] / b), SatMul(Product(*image), elem));
+}
+
+// MaxUnpool: output_shape when given, else [N, C, (in - 1)·stride + kernel...] (an upper
+// bound: without the pads).
+int64_t MaxUnpoolBound(const Node& n, In in, int64_t elem) {
+  if (!in(0) || in(0)->rank() < 3) return 0;
+  if (in(2)) {
+    std::optional<std::vector<int64_t>> shape = rewrite::IntList(in(2));
+    return shape ? SatMul(Product(*shape), elem) : 0;
+  }
+  const size_t k = static_cast<size_t>(in(0)->rank() - 2);
+  const std::vector<int64_t>* kernel = n.attr_ints("kernel_shape");
+  const std::vector<int64_t>* strides = n.attr_ints("strides");
+  if (kernel == nullptr || kernel->size() != k || (strides && strides->size() != k)) return 0;
+  const std::vector<int64_t>& d = in(0)->dims();
+  int64_t total = SatMul(d[0], d[1]);
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t s = strides ? (*strides)[i] : 1;
+    if (s < 1 || (*kernel)[i] < 1) return 0;
+    total = SatMul(total, SatAdd(SatMul(std::max<int64_t>(d[i + 2] - 1, 0), s), (*kernel)[i]));
+  }
+  return SatMul(total, elem);
+}
+
 // QLinearMatMul: MatMul's bound for a (0) and b (3).
 int64_t QLinearMatMulBound(const Node& n, In in, int64_t elem) {
   const std::vector<const Tensor*> ab = {in(0), in(3)};
@@ -423,6 +478,11 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "Resize", &ResizeBound},
         {"", "Einsum", &EinsumBound},
         {"", "GridSample", &GridSampleBound},
+        {"", "NonMaxSuppression", &NonMaxSuppressionBound},
+        {"", "RoiAlign", &RoiAlignBound},
+        {"", "Unique", &UniqueBound},
+        {"", "Col2Im", &Col2ImBound},
+        {"", "MaxUnpool", &MaxUnpoolBound},
         {"", "RNN", &RecurrentBound},
         {"", "GRU", &RecurrentBound},
         {"", "LSTM", &RecurrentBound},

@@ -1,4 +1,5 @@
-// Shape rules of the vision ops (src/reference/vision.cc): Conv, ConvTranspose and the
+// Shape rules of the vision ops (src/reference/vision.cc, resize.cc, grid_sample.cc,
+// detection.cc): Conv, ConvTranspose and the
 // pools through the window geometry the kernels use (include/kiln/ir/window.h); a spatial
 // dim that is not a known number gives an unknown output dim. The normalizations keep
 // their input's type; DepthToSpace/SpaceToDepth move a blocksize² factor between the
@@ -252,6 +253,145 @@ absl::StatusOr<std::vector<Type>> AffineGridRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(theta.dtype, std::move(out)));
 }
 
+// NonMaxSuppression: the number of kept boxes is data: [?, 3] of i64.
+absl::StatusOr<std::vector<Type>> NonMaxSuppressionRule(const RuleContext& ctx) {
+  return Outputs(ctx, MakeType(DType::kI64, Shape{Dim(), Dim::Known(3)}));
+}
+
+// RoiAlign: [num_rois, C, output_height, output_width] in X's dtype; num_rois from rois or
+// batch_indices.
+absl::StatusOr<std::vector<Type>> RoiAlignRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const Type& rois = ctx.input_type(1);
+  const Type& bi = ctx.input_type(2);
+  if (x.has_rank() && x.rank() != 4) return ctx.Error("X must be [N, C, H, W]");
+  if (rois.has_rank() &&
+      (rois.rank() != 2 || ((*rois.shape)[1].is_known() && (*rois.shape)[1].value() != 4)))
+    return ctx.Error("rois must be [num_rois, 4]");
+  if (bi.has_rank() && bi.rank() != 1) return ctx.Error("batch_indices must be 1-D");
+  const int64_t oh = ctx.node().attr_int_or("output_height", 1);
+  const int64_t ow = ctx.node().attr_int_or("output_width", 1);
+  if (oh < 1 || ow < 1) return ctx.Error("output_height and output_width must be positive");
+  Dim r = rois.has_rank() ? (*rois.shape)[0] : Dim();
+  if (bi.has_rank()) {
+    const Dim& b = (*bi.shape)[0];
+    if (r.is_known() && b.is_known() && r.value() != b.value())
+      return ctx.Error(absl::StrCat("rois has ", r.value(), " rows, batch_indices ", b.value()));
+    if (!r.is_known() && b.is_known()) r = b;
+  }
+  const Dim c = x.has_rank() ? (*x.shape)[1] : Dim();
+  return Outputs(ctx, MakeType(x.dtype, Shape{r, c, Dim::Known(oh), Dim::Known(ow)}));
+}
+
+// Unique: the number of distinct values is data. Y is [?] (X's shape with the axis dim
+// unknown when `axis` is given), indices and counts [?], inverse_indices as long as the
+// flattened X (X's axis dim with `axis`); all i64 but Y.
+absl::StatusOr<std::vector<Type>> UniqueRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const Node& n = ctx.node();
+  std::vector<Type> out(n.num_outputs(), MakeType(DType::kI64, Shape{Dim()}));
+  out[0] = MakeType(x.dtype, Shape{Dim()});
+  Dim inverse;
+  if (n.has_attr("axis")) {
+    if (!x.has_rank()) {
+      out[0].shape = std::nullopt;
+    } else {
+      KILN_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, n.attr_int_or("axis", 0), x.rank()));
+      Shape y = *x.shape;
+      y[axis] = Dim();
+      out[0].shape = std::move(y);
+      inverse = (*x.shape)[axis];
+    }
+  } else if (x.has_rank()) {
+    int64_t count = 1;
+    bool known = true;
+    for (const Dim& d : *x.shape)
+      if (!d.is_known() || MulOverflows(count, d.value(), &count)) known = false;
+    if (known) inverse = Dim::Known(count);
+  }
+  if (out.size() > 2) out[2].shape = Shape{inverse};
+  return out;
+}
+
+// Col2Im: [N, C, image_shape...] with C = input dim 1 / prod(block_shape); image dims from a
+// constant image_shape (as many unknown dims when only its length is known).
+absl::StatusOr<std::vector<Type>> Col2ImRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  if (x.has_rank() && x.rank() != 3)
+    return ctx.Error("input must be [N, C * prod(block_shape), L]");
+  const std::optional<std::vector<int64_t>> image = ctx.const_ints(1);
+  const std::optional<std::vector<int64_t>> block = ctx.const_ints(2);
+  Shape out = {x.has_rank() ? (*x.shape)[0] : Dim(), Dim()};
+  if (block) {
+    int64_t b = 1;
+    for (int64_t v : *block)
+      if (v < 1 || MulOverflows(b, v, &b)) return ctx.Error("block_shape values must be positive");
+    if (x.has_rank() && (*x.shape)[1].is_known()) {
+      const int64_t planes = (*x.shape)[1].value();
+      if (planes % b != 0)
+        return ctx.Error(absl::StrCat("input dim 1 (", planes, ") is not a multiple of ", b));
+      out[1] = Dim::Known(planes / b);
+    }
+  }
+  const Type& it = ctx.input_type(1);
+  if (image) {
+    for (int64_t v : *image) {
+      if (v < 0) return ctx.Error("image_shape values must not be negative");
+      out.push_back(Dim::Known(v));
+    }
+  } else if (it.has_rank() && it.rank() == 1 && (*it.shape)[0].is_known()) {
+    for (int64_t i = 0; i < (*it.shape)[0].value(); ++i) out.push_back(Dim());
+  } else {
+    return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  }
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+// MaxUnpool: output_shape when given (its values when constant, else X's rank of unknown
+// dims); else [N, C, (in - 1)·stride - pads + kernel...].
+absl::StatusOr<std::vector<Type>> MaxUnpoolRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const Node& n = ctx.node();
+  if (ctx.has_input(2)) {
+    if (const std::optional<std::vector<int64_t>> s = ctx.const_ints(2)) {
+      Shape out;
+      for (int64_t v : *s) {
+        if (v < 0) return ctx.Error("output_shape values must not be negative");
+        out.push_back(Dim::Known(v));
+      }
+      return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+    }
+    if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+    return Outputs(ctx, MakeType(x.dtype, Shape(x.rank(), Dim())));
+  }
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  if (x.rank() < 3) return ctx.Error("X must be [N, C, spatial...] (rank >= 3)");
+  const size_t k = static_cast<size_t>(x.rank() - 2);
+  const std::vector<int64_t>* kernel = n.attr_ints("kernel_shape");
+  const std::vector<int64_t>* strides = n.attr_ints("strides");
+  const std::vector<int64_t>* pads = n.attr_ints("pads");
+  if (kernel == nullptr || kernel->size() != k || (strides && strides->size() != k) ||
+      (pads && pads->size() != 2 * k))
+    return ctx.Error(absl::StrCat("kernel_shape, strides and pads must have ", k, ", ", k, " and ",
+                                  2 * k, " values"));
+  Shape out = {(*x.shape)[0], (*x.shape)[1]};
+  for (size_t i = 0; i < k; ++i) {
+    const Dim& d = (*x.shape)[i + 2];
+    if (!d.is_known()) {
+      out.push_back(Dim());
+      continue;
+    }
+    const int64_t s = strides ? (*strides)[i] : 1;
+    const int64_t p = pads ? (*pads)[i] + (*pads)[i + k] : 0;
+    int64_t o = 0;
+    if (s < 1 || MulOverflows(d.value() - 1, s, &o) || AddOverflows(o, (*kernel)[i] - p, &o) ||
+        o < 0)
+      return ctx.Error(absl::StrCat("spatial dim ", d.value(), " gives no valid unpooled size"));
+    out.push_back(Dim::Known(o));
+  }
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
 }  // namespace
 
 ShapeRule FindVisionRule(std::string_view op) {
@@ -275,6 +415,11 @@ ShapeRule FindVisionRule(std::string_view op) {
       {"Resize", &ResizeRule},
       {"GridSample", &GridSampleRule},
       {"AffineGrid", &AffineGridRule},
+      {"NonMaxSuppression", &NonMaxSuppressionRule},
+      {"RoiAlign", &RoiAlignRule},
+      {"Unique", &UniqueRule},
+      {"Col2Im", &Col2ImRule},
+      {"MaxUnpool", &MaxUnpoolRule},
   };
   auto it = rules->find(std::string(op));
   return it == rules->end() ? nullptr : it->second;

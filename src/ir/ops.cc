@@ -166,6 +166,14 @@ const std::vector<OpInfo>& Table() {
       Mixes(PositionMixing::kNormalizesAxis, Grows({"", "DFT", 1, 3, 1, 1, kPure, 17})),
       Mixes(PositionMixing::kNormalizesAxis, Grows({"", "STFT", 2, 4, 1, 1, kPure, 17})),
       Grows({"", "MelWeightMatrix", 5, 5, 1, 1, kPure, 17}),
+      // Detection and image-patch ops (src/reference/detection.cc): each output reads
+      // positions across the input, as the windowed vision ops.
+      Mixes(PositionMixing::kNormalizesAxis,
+            Grows({"", "NonMaxSuppression", 2, 5, 1, 1, kPure, 11})),
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "RoiAlign", 3, 3, 1, 1, kPure, 16})),
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "Unique", 1, 1, 1, 4, kPure, 11})),
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "Col2Im", 3, 3, 1, 1, kPure, 18})),
+      Mixes(PositionMixing::kNormalizesAxis, Grows({"", "MaxUnpool", 2, 3, 1, 1, kPure, 11})),
       // Sampling at grid positions (src/reference/grid_sample.cc).
       Mixes(PositionMixing::kNormalizesAxis, Grows({"", "GridSample", 2, 2, 1, 1, kPure, 16})),
       Grows({"", "AffineGrid", 2, 2, 1, 1, kPure, 20}),

@@ -36,6 +36,9 @@
 //                                 (keys at or past the count masked); masked scores get
 //                                 mask_filter_value added. unidirectional: keys after the
 //                                 query masked the same way.
+//   RotaryEmbedding(input, position_ids, cos_cache, sin_cache){interleaved, num_heads,
+//                   rotary_embedding_dim}
+//                                 ONNX's RotaryEmbedding(input, cos, sin, position_ids)
 // Unimplemented (named in the error): any other com.microsoft op; past/present state,
 // rotary or the 3-D/4-D/start-end mask formats of Attention; the statistics outputs of
 // the simplified norms; mask_index without a mask.
@@ -296,6 +299,7 @@ const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
       {"", "MeanVarianceNormalization", 1, 1, 1, 1, kPure, 9},  // an ONNX function
       {"com.microsoft", "EmbedLayerNormalization", 7, 9, 1, 3, kPure},
       {"com.microsoft", "Attention", 2, 8, 1, 2, kPure},
+      {"com.microsoft", "RotaryEmbedding", 4, 4, 1, 1, kPure},
   };
   for (const OpInfo& info : *table)
     if (info.domain == domain && info.name == op) return &info;
@@ -380,6 +384,23 @@ absl::Status ExpandContribOp(Graph& graph, Node* n,
     KILN_RETURN_IF_ERROR(ExpandEmbedLayerNorm(n, e));
   } else if (op == "Attention") {
     KILN_RETURN_IF_ERROR(ExpandAttention(n, e));
+  } else if (op == "RotaryEmbedding") {
+    // (input, position_ids, cos_cache, sin_cache): ONNX's RotaryEmbedding with the inputs
+    // reordered; position ids [batch, sequence] only (a [1] offset is not supported).
+    if (n->attr_int_or("is_packed_batching", 0) != 0)
+      return Unsupported(n, "is_packed_batching is not supported");
+    if (n->attr_float_or("scale", 1.0f) != 1.0f)
+      return Unsupported(n, "a scale other than 1 is not supported");
+    const Type& pt = n->input(1).type();
+    if (pt.has_rank() && pt.rank() != 2)
+      return Unsupported(n,
+                         "position_ids must be [batch, sequence] (the [1] offset form is not "
+                         "supported)");
+    std::vector<std::pair<std::string, Attribute>> attrs;
+    for (const char* a : {"interleaved", "num_heads", "rotary_embedding_dim"})
+      if (std::optional<int64_t> v = n->attr_int(a)) attrs.emplace_back(a, *v);
+    e.Bind(0, e.Op("RotaryEmbedding", {n->input(0), n->input(2), n->input(3), n->input(1)},
+                   std::move(attrs)));
   } else {
     return Unsupported(n, "this com.microsoft op is not supported");
   }

@@ -41,6 +41,7 @@ const KernelTable& Kernels() {
     reference::RegisterGridKernels(*t);
     reference::RegisterRecurrentKernels(*t);
     reference::RegisterSpectralKernels(*t);
+    reference::RegisterDetectionKernels(*t);
     reference::RegisterLossKernels(*t);
     return t;
   }();

@@ -41,6 +41,7 @@ void RegisterLinalgKernels(KernelTable& table);   // Einsum, Det (linalg.cc)
 void RegisterGridKernels(KernelTable& table);     // GridSample, AffineGrid (grid_sample.cc)
 void RegisterRecurrentKernels(KernelTable& table);  // RNN, GRU, LSTM (recurrent.cc)
 void RegisterSpectralKernels(KernelTable& table);   // DFT, STFT, MelWeightMatrix (spectral.cc)
+void RegisterDetectionKernels(KernelTable& table);  // NMS, RoiAlign, Unique, Col2Im, MaxUnpool
 void RegisterSignalKernels(KernelTable& table);     // Hann/Hamming/BlackmanWindow (signal.cc)
 void RegisterLossKernels(KernelTable& table);       // NLL, SoftmaxCrossEntropy, EyeLike (loss.cc)
 

@@ -135,7 +135,8 @@ TEST(PaddingTest, CatalogueMixingKinds) {
   // kiln.Attention); the vision ops window over the spatial dims; the losses reduce over
   // every position; Einsum may contract, ReverseSequence reorder and TensorScatter move
   // any position; GridSample samples anywhere; recurrent layers carry every step into the
-  // next; the spectral ops sum over their axis.
+  // next; the spectral ops sum over their axis; the detection and patch ops read across
+  // the image.
   for (const char* op : {"Hardmax",
                          "Attention",
                          "Conv",
@@ -158,7 +159,7 @@ TEST(PaddingTest, CatalogueMixingKinds) {
                          "ReverseSequence",
                          "TensorScatter"})
     EXPECT_EQ(FindOp("", op)->mixing, PositionMixing::kNormalizesAxis) << op;
-  EXPECT_EQ(mixing, 49);
+  EXPECT_EQ(mixing, 54);
 }
 
 }  // namespace

@@ -45,20 +45,22 @@ def test_garbage_model_exits_2(kiln_bin, tmp_path):
 
 
 def test_unsupported_op_exits_3(kiln_bin, tmp_path):
-    """A valid opset-14 model using Det, which kiln does not implement."""
+    """A valid opset-14 model using TfIdfVectorizer, which kiln does not implement."""
     graph = helper.make_graph(
-        [helper.make_node("Det", ["x"], ["y"], name="det_node")], "det",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+        [helper.make_node("TfIdfVectorizer", ["x"], ["y"], name="tfidf_node", mode="TF",
+                          min_gram_length=1, max_gram_length=1, max_skip_count=0,
+                          ngram_counts=[0], ngram_indexes=[0], pool_int64s=[1])], "tfidf",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)],
                               ir_version=7)
     onnx.checker.check_model(model)
-    path = tmp_path / "det.onnx"
+    path = tmp_path / "tfidf.onnx"
     onnx.save_model(model, str(path))
-    feeds = {"x": np.random.default_rng(1).standard_normal((2, 3, 3)).astype(np.float32)}
+    feeds = {"x": np.array([[1, 2, 1], [3, 1, 1]], np.int64)}
     proc, _ = run_kiln(kiln_bin, path, feeds, tmp_path)
     line = assert_one_line_error(proc, 3)
-    assert "Det" in line, f"the error should name the unsupported op: {line}"
+    assert "TfIdfVectorizer" in line, f"the error should name the unsupported op: {line}"
 
 
 def test_random_range_wider_than_dtype_exits_2(kiln_bin, tmp_path):

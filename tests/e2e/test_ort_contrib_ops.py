@@ -2,7 +2,8 @@
 alone in a model built here, against onnxruntime running the same file: the forms the
 transformer optimizer writes (tests/e2e/test_ort_optimized.py) and the ones it did not
 write for the fixtures — Attention with a 0/1 mask, unidirectional, an attention bias and
-uneven qkv_hidden_sizes, the simplified norms, QuickGelu, FastGelu without bias (and
+uneven qkv_hidden_sizes, the simplified norms, QuickGelu, FastGelu without bias,
+RotaryEmbedding (3-D and 4-D, halves and interleaved) (and
 BiasAdd, which onnxruntime runs on CUDA only, against numpy) — and the forms kiln refuses,
 each with its message.
 
@@ -138,3 +139,23 @@ def test_refused_forms(kiln_bin, tmp_path, case, message):
                        capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
     assert p.returncode != 0
     assert message in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("rank", [3, 4])
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding(kiln_bin, tmp_path, rank, interleaved):
+    """com.microsoft.RotaryEmbedding imports as ONNX's RotaryEmbedding (inputs reordered)."""
+    b, s, heads, d, max_pos = 2, 3, 2, 8, 16
+    shape = [b, s, heads * d] if rank == 3 else [b, heads, s, d]
+    angles = RNG.standard_normal((max_pos, d // 2))
+    inits = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
+             numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin")]
+    inputs = [f32("x", shape),
+              helper.make_tensor_value_info("pos", TensorProto.INT64, [b, s])]
+    attrs = {"interleaved": interleaved}
+    if rank == 3:
+        attrs["num_heads"] = heads
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain=MS,
+                            **attrs)
+    feeds = {"x": rand(*shape), "pos": np.array([[0, 1, 2], [5, 9, 15]], np.int64)}
+    check(kiln_bin, tmp_path, model([node], inputs, [f32("y", shape)], inits), feeds)

@@ -114,13 +114,13 @@ std::vector<Case> Corpus() {
                [] {
                  auto m = Base();
                  AddNode(m, "Loop", {}, {"l"}, "loop_1");
-                 AddNode(m, "NonMaxSuppression", {"x", "x"}, {"n1"}, "nms_a");
-                 AddNode(m, "NonMaxSuppression", {"x", "x"}, {"n2"}, "nms_b");
+                 AddNode(m, "TfIdfVectorizer", {"x"}, {"n1"}, "tfidf_a");
+                 AddNode(m, "TfIdfVectorizer", {"x"}, {"n2"}, "tfidf_b");
                  return Serialize(m);
                },
                StatusCode::kUnimplemented,
-               "unsupported ops: Loop (node 'loop_1'), NonMaxSuppression (2 nodes: 'nms_a', "
-               "'nms_b') at opset 17"});
+               "unsupported ops: Loop (node 'loop_1'), TfIdfVectorizer (2 nodes: 'tfidf_a', "
+               "'tfidf_b') at opset 17"});
   c.push_back({"custom_domain_op",
                [] {
                  return WithNode([](auto& m) {

@@ -17,6 +17,7 @@ using testing::ExpectNoChange;
 using testing::ExpectNumericallyEquivalent;
 using testing::ExpectRewrite;
 using testing::Parse;
+using testing::RunPass;
 
 constexpr char kPass[] = "canonicalize";
 
@@ -312,6 +313,51 @@ TEST(Canonicalize, ShortensIntegerThroughFloatIntoWiderInteger) {
   %0 = Input() : u8[4] "x"
   %1 = Cast(%0) {to=6} : i32[4] "y" @ "c2", "c1"
   return "y": %1
+})");
+}
+
+// RotaryEmbedding with position ids on a 4-D input (halves) and a 3-D one (GPT-J pairs):
+// kiln.Rotary on the gathered, widened caches, the same numbers.
+constexpr char kRotary4[] = R"(graph g opset=23 {
+  %0 = Input() : f32[2,2,3,4] "x"
+  %1 = Constant() {value=tensor<f32[4,2]>[1, 0.5, 0, -0.5, 0.25, 1, -1, 0]} : f32[4,2] "cos"
+  %2 = Constant() {value=tensor<f32[4,2]>[0, 0.5, 1, 0.75, -1, 0, 0.5, 1]} : f32[4,2] "sin"
+  %3 = Constant() {value=tensor<i64[2,3]>[0, 1, 2, 3, 2, 1]} : i64[2,3] "pos"
+  %4 = RotaryEmbedding(%0, %1, %2, %3) : f32[2,2,3,4] "y" @ "rope"
+  return "y": %4
+})";
+constexpr char kRotary3[] = R"(graph g opset=23 {
+  %0 = Input() : f32[2,3,8] "x"
+  %1 = Constant() {value=tensor<f32[4,2]>[1, 0.5, 0, -0.5, 0.25, 1, -1, 0]} : f32[4,2] "cos"
+  %2 = Constant() {value=tensor<f32[4,2]>[0, 0.5, 1, 0.75, -1, 0, 0.5, 1]} : f32[4,2] "sin"
+  %3 = Constant() {value=tensor<i64[2,3]>[0, 1, 2, 3, 2, 1]} : i64[2,3] "pos"
+  %4 = RotaryEmbedding(%0, %1, %2, %3) {interleaved=1, num_heads=2} : f32[2,3,8] "y" @ "rope"
+  return "y": %4
+})";
+
+TEST(Canonicalize, RotaryEmbeddingBecomesKilnRotary) {
+  for (const char* text : {kRotary4, kRotary3}) {
+    ExpectNumericallyEquivalent(kPass, text);
+    auto g = Parse(text);
+    ASSERT_TRUE(g);
+    RunPass(kPass, *g);
+    int rotary = 0, onnx_rotary = 0;
+    for (const auto& n : g->nodes()) {
+      rotary += n->domain() == "kiln" && n->op() == "Rotary";
+      onnx_rotary += n->domain().empty() && n->op() == "RotaryEmbedding";
+    }
+    EXPECT_EQ(rotary, 1);
+    EXPECT_EQ(onnx_rotary, 0);
+    EXPECT_EQ(CountersOf(text), (PassCounters{{"RotaryEmbedding -> kiln.Rotary", 1}}));
+  }
+  // A rotary width that is not twice the cache's: left for the kernel to refuse.
+  ExpectNoChange(kPass, R"(graph g opset=23 {
+  %0 = Input() : f32[2,2,3,4] "x"
+  %1 = Constant() {value=tensor<f32[4,2]>[1, 0.5, 0, -0.5, 0.25, 1, -1, 0]} : f32[4,2] "cos"
+  %2 = Constant() {value=tensor<f32[4,2]>[0, 0.5, 1, 0.75, -1, 0, 0.5, 1]} : f32[4,2] "sin"
+  %3 = Constant() {value=tensor<i64[2,3]>[0, 1, 2, 3, 2, 1]} : i64[2,3] "pos"
+  %4 = RotaryEmbedding(%0, %1, %2, %3) {rotary_embedding_dim=2} : f32[2,2,3,4] "y" @ "rope"
+  return "y": %4
 })");
 }
 
