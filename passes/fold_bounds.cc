@@ -336,12 +336,12 @@ int64_t QLinearMatMulBound(const Node& n, In in, int64_t elem) {
 }
 
 // Einsum: every output axis is an axis of some input, so the output holds at most the
-// product of the inputs' element counts.
+// product of the inputs' dims (an empty dim counted as 1: the others still size it).
 int64_t EinsumBound(const Node& n, In in, int64_t elem) {
   int64_t total = elem;
   for (int i = 0; i < n.num_inputs(); ++i) {
     if (!in(i)) return 0;  // the kernel rejects it
-    total = SatMul(total, std::max<int64_t>(Product(in(i)->dims()), 1));
+    for (int64_t d : in(i)->dims()) total = SatMul(total, std::max<int64_t>(d, 1));
   }
   return total;
 }

@@ -232,7 +232,7 @@ absl::StatusOr<std::vector<Type>> EinsumRule(const RuleContext& ctx) {
     const Type& t = ctx.input_type(i);
     if (!t.has_rank()) return Outputs(ctx, MakeType(dt, std::nullopt));
     const std::vector<int>& labels = spec->inputs[i];
-    const bool has_ell = std::find(labels.begin(), labels.end(), kEinsumEllipsis) != labels.end();
+    const bool has_ell = EinsumHasEllipsis(labels);
     const int64_t ell_rank = t.rank() - static_cast<int64_t>(labels.size()) + (has_ell ? 1 : 0);
     if (ell_rank < 0 || (!has_ell && ell_rank != 0))
       return ctx.Error(absl::StrCat("input ", i, " has rank ", t.rank(), ", its term names ",

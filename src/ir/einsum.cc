@@ -35,11 +35,11 @@ absl::StatusOr<std::vector<int>> ParseTerm(std::string_view s) {
   return labels;
 }
 
-bool HasEllipsis(const std::vector<int>& t) {
+}  // namespace
+
+bool EinsumHasEllipsis(const std::vector<int>& t) {
   return std::find(t.begin(), t.end(), kEinsumEllipsis) != t.end();
 }
-
-}  // namespace
 
 absl::StatusOr<EinsumSpec> ParseEinsum(std::string_view equation, size_t num_inputs) {
   std::string eq;
@@ -64,7 +64,7 @@ absl::StatusOr<EinsumSpec> ParseEinsum(std::string_view equation, size_t num_inp
   std::vector<int> count(128, 0);
   bool any_ellipsis = false;
   for (const std::vector<int>& t : spec.inputs) {
-    any_ellipsis |= HasEllipsis(t);
+    any_ellipsis |= EinsumHasEllipsis(t);
     for (int l : t)
       if (l != kEinsumEllipsis) ++count[l];
   }
@@ -78,7 +78,7 @@ absl::StatusOr<EinsumSpec> ParseEinsum(std::string_view equation, size_t num_inp
                                 "' names no input axis"));
       if (seen[l]++) return Bad("an output letter repeats");
     }
-    if (HasEllipsis(spec.output) && !any_ellipsis)
+    if (EinsumHasEllipsis(spec.output) && !any_ellipsis)
       return Bad("the output has '...', no input does");
   } else {
     if (any_ellipsis) spec.output.push_back(kEinsumEllipsis);

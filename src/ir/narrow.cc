@@ -106,8 +106,11 @@ int DTypeBits(DType t) {
   }
 }
 
+bool IsSubByte(DType t) { return IsNarrowInt(t) || t == DType::kF4E2M1; }
+
 int64_t PackedBytes(DType t, int64_t n) {
   const int bits = DTypeBits(t);
+  if (bits == 0) return 0;  // string, undefined
   if (bits >= 8) return n * (bits / 8);
   const int64_t per_byte = 8 / bits;
   return n / per_byte + (n % per_byte != 0 ? 1 : 0);

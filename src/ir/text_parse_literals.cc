@@ -200,9 +200,19 @@ absl::Status Parser::ParseElement(DType dt, std::string* bytes) {
         KILN_ASSIGN_OR_RETURN(float f, ToF32(tok));
         code = dt == DType::kF8E8M0 ? E8M0FromFloat(f, /*saturate=*/false, E8M0Rounding::kNearest)
                                     : NarrowFromDouble(f, dt, /*saturate=*/false);
+        // Rounding within the range is fine; a value outside it (which would saturate), a
+        // NaN or infinity the type lacks, or E8M0's zero and signs are errors.
         const float back = NarrowToFloat(code, dt);
-        const bool kept =
-            std::isnan(f) ? std::isnan(back) : (std::isinf(f) ? back == f : std::isfinite(back));
+        const float max =
+            NarrowToFloat(dt == DType::kF8E8M0 ? 0xfe : NarrowFromDouble(1e300, dt), dt);
+        bool kept;
+        if (std::isnan(f)) {
+          kept = std::isnan(back);
+        } else if (std::isinf(f)) {
+          kept = back == f;
+        } else {
+          kept = std::isfinite(back) && std::fabs(f) <= max && (dt != DType::kF8E8M0 || f > 0);
+        }
         if (!kept) return ErrorAt(p, absl::StrCat("number not representable in ", dname));
       }
       AppendBytes(bytes, code);

@@ -20,7 +20,7 @@ void TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* 
   tp->set_name(name);
   tp->set_data_type(DTypeToOnnx(t.dtype()));
   for (int64_t d : t.dims()) tp->add_dims(d);
-  if (DTypeBits(t.dtype()) < 8) {  // sub-byte types are packed in files
+  if (IsSubByte(t.dtype())) {  // packed in files
     std::string packed(static_cast<size_t>(PackedBytes(t.dtype(), t.NumElements())), '\0');
     PackSubByte(t.data<uint8_t>(), t.NumElements(), t.dtype(),
                 reinterpret_cast<uint8_t*>(packed.data()));

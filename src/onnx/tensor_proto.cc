@@ -236,7 +236,7 @@ absl::StatusOr<Tensor> Decode(const onnx::TensorProto& tp, std::string_view what
   if (tp.string_data_size() > 0) return Invalid(what, "string_data set on a numeric tensor");
 
   // Sub-byte types are packed in the file (`file_bytes`) and unpacked into `nbytes`.
-  const bool packed = DTypeBits(dt) < 8;
+  const bool packed = IsSubByte(dt);
   const int64_t file_bytes = PackedBytes(dt, n);
   auto unpack = [&](const std::byte* from) -> absl::StatusOr<std::shared_ptr<Storage>> {
     std::shared_ptr<Storage> out = Storage::Allocate(static_cast<size_t>(nbytes));

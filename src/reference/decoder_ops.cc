@@ -34,6 +34,7 @@ Result RotaryEmbeddingKernel(const Node& node, Inputs in) {
   if (cos->dtype() != x->dtype() || sin->dtype() != x->dtype())
     return Bad("cos_cache and sin_cache must have the input's dtype");
   const std::vector<int64_t>& d = x->dims();
+  if (x->NumElements() == 0) return std::vector<Tensor>{Tensor(x->dtype(), d)};
   // [B, S, N, D] view of X: element (b, s, n, i) at b·bs + s·ss + n·ns + i.
   int64_t B, S, N, D, bs, ss, ns;
   if (d.size() == 4) {
@@ -125,7 +126,7 @@ Result TensorScatterKernel(const Node& node, Inputs in) {
       return Bad(absl::StrCat("write_indices must be [", batch, "], got ", DimsStr(where->dims())));
     for (int64_t b = 0; b < batch; ++b) {
       start[b] = where->GetAsInt64(b);
-      if (start[b] < 0 || (mode == "linear" && start[b] + seq > cap))
+      if (start[b] < 0 || (mode == "linear" && start[b] > cap - seq))
         return Bad(absl::StrCat("write index ", start[b], " for batch row ", b, " and ", seq,
                                 " new positions do not fit ", cap));
     }
@@ -143,7 +144,7 @@ Result TensorScatterKernel(const Node& node, Inputs in) {
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t s = 0; s < seq; ++s) {
-        const int64_t at = (start[b] + s) % cap;  // linear: checked < cap above
+        const int64_t at = (start[b] % cap + s) % cap;  // linear: start + s < cap, checked
         const int64_t from = ((b * outer + o) * seq + s) * inner;
         const int64_t to = ((b * outer + o) * cap + at) * inner;
         std::memcpy(dst + to * es, src + from * es, static_cast<size_t>(inner) * es);

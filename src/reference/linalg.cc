@@ -28,10 +28,6 @@ namespace {
 
 absl::Status Bad(std::string_view msg) { return absl::InvalidArgumentError(std::string(msg)); }
 
-bool HasEllipsis(const std::vector<int>& t) {
-  return std::find(t.begin(), t.end(), kEinsumEllipsis) != t.end();
-}
-
 Result EinsumKernel(const Node& node, Inputs in) {
   const std::string* eq = node.attr_string("equation");
   if (eq == nullptr) return Bad("Einsum needs the 'equation' attribute");
@@ -51,7 +47,7 @@ Result EinsumKernel(const Node& node, Inputs in) {
   std::vector<int64_t> ell;  // the broadcast `...` dims
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const std::vector<int64_t>& d = in[i]->dims();
-    const bool has_ellipsis = HasEllipsis(spec.inputs[i]);
+    const bool has_ellipsis = EinsumHasEllipsis(spec.inputs[i]);
     const int named = static_cast<int>(spec.inputs[i].size()) - (has_ellipsis ? 1 : 0);
     const int ell_rank = static_cast<int>(d.size()) - named;
     if (ell_rank < 0 || (!has_ellipsis && ell_rank != 0))
@@ -78,7 +74,7 @@ Result EinsumKernel(const Node& node, Inputs in) {
       size[label] = d[axis++];
     }
   }
-  if (!HasEllipsis(spec.output) &&
+  if (!EinsumHasEllipsis(spec.output) &&
       std::any_of(ell.begin(), ell.end(), [](int64_t e) { return e != 1; }))
     return Bad("the inputs' '...' axes must appear in the output");
 
@@ -123,7 +119,7 @@ Result EinsumKernel(const Node& node, Inputs in) {
     const std::vector<int64_t>& d = in[i]->dims();
     const std::vector<int64_t> st = Strides(d);
     const int named =
-        static_cast<int>(spec.inputs[i].size()) - (HasEllipsis(spec.inputs[i]) ? 1 : 0);
+        static_cast<int>(spec.inputs[i].size()) - (EinsumHasEllipsis(spec.inputs[i]) ? 1 : 0);
     const int ell_rank = static_cast<int>(d.size()) - named;
     int axis = 0;
     for (int label : spec.inputs[i]) {
@@ -206,6 +202,10 @@ Result DetKernel(const Node& node, Inputs in) {
   const std::vector<int64_t> out_dims(d.begin(), d.end() - 2);
   KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::Create(x->dtype(), out_dims));
   const int64_t count = y.NumElements();
+  if (count == 0 || x->NumElements() == 0) {  // no matrices, or 0x0 ones (det 1)
+    for (int64_t b = 0; b < count; ++b) y.SetFromDouble(b, 1.0);
+    return std::vector<Tensor>{std::move(y)};
+  }
   std::vector<double> a(static_cast<size_t>(m * m));
   for (int64_t b = 0; b < count; ++b) {
     for (int64_t i = 0; i < m * m; ++i) a[i] = x->GetAsDouble(b * m * m + i);

@@ -182,6 +182,8 @@ Result QLinearMatMulKernel(const Node& node, Inputs in) {
   const Tensor* yzp = OptArg(in, 7);
   for (const Tensor* s : {as, bs, ys})
     if (!IsFloat(s->dtype())) return UnsupportedDType(node.op(), s->dtype());
+  if (yzp != nullptr && (yzp->NumElements() != 1 || !IsInteger(yzp->dtype())))
+    return absl::InvalidArgumentError("y_zero_point must be one integer");
   KILN_ASSIGN_OR_RETURN(Tensor a32, MinusZeroPoint(*a, OptArg(in, 2), true, "A"));
   KILN_ASSIGN_OR_RETURN(Tensor b32, MinusZeroPoint(*b, OptArg(in, 5), false, "B"));
   const Tensor* ins[] = {&a32, &b32};

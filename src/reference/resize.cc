@@ -7,7 +7,8 @@
 // mode's coefficients at the coordinate's fractional part (1 when it is whole). Computed in
 // double; integer outputs round half to even and saturate. Output sizes: floor(scale × dim)
 // for scales, or the sizes given (scale = size / dim, then the aspect policy rounds half
-// up). Limits: plain loops (clarity over speed).
+// up). Limits: plain loops (clarity over speed); outputs and each axis pass up to 2^28
+// elements.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -254,6 +255,9 @@ std::vector<double> ResizeAxis(const std::vector<double>& data, std::vector<int6
   return result;
 }
 
+// The reference computes in double: outputs and intermediates up to 2^28 elements (2 GiB).
+constexpr int64_t kMaxElements = int64_t{1} << 28;
+
 bool IsClose(double a, double b) {  // math.isclose's default relative tolerance
   return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
 }
@@ -343,7 +347,7 @@ Result ResizeKernel(const Node& node, Inputs in) {
     }
   }
   KILN_ASSIGN_OR_RETURN(int64_t total, CheckedNumElements(out_dims));
-  if (total > (int64_t{1} << 32))
+  if (total > kMaxElements)
     return absl::ResourceExhaustedError(
         absl::StrCat("output ", DimsStr(out_dims), " is too large for the reference executor"));
 
@@ -356,6 +360,13 @@ Result ResizeKernel(const Node& node, Inputs in) {
       data.assign(static_cast<size_t>(total), 0.0);
       cur[a] = out_dims[a];
       continue;
+    }
+    // Each pass's result is bounded too (an upscale before a downscale can outgrow both).
+    int64_t next = 1;
+    for (int i = 0; i < r; ++i) {
+      if (MulOverflows(next, i == a ? out_dims[a] : cur[i], &next) || next > kMaxElements)
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "resizing axis ", a, " makes an intermediate too large for the reference executor"));
     }
     data = ResizeAxis(data, cur, a, out_dims[a], scale[a], roi_start[a], roi_end[a], o);
   }

@@ -206,18 +206,21 @@ Result ConvKernel(const Node& node, Inputs in) {
   return std::vector<Tensor>{FromDoubles(x->dtype(), r.dims, r.y)};
 }
 
-// t - zero point as f64 (exact for 8-bit integers): the zero point one value, or one per
-// `axis` entry (w's output channels).
+// t - zero point as f64 (exact for 8-bit integers): the zero point one value, or (w's,
+// `per_channel`) one per output channel.
 absl::StatusOr<Tensor> Centered(const std::string& op, const Tensor& t, const Tensor* zp,
-                                const char* what) {
+                                const char* what, bool per_channel) {
   if (t.dtype() != DType::kU8 && t.dtype() != DType::kI8) return UnsupportedDType(op, t.dtype());
   if (zp != nullptr && zp->dtype() != t.dtype())
     return Bad(absl::StrCat(what, "'s zero point is ", DName(zp->dtype()), ", ", what, " is ",
                             DName(t.dtype())));
-  const int64_t per = zp == nullptr || zp->NumElements() <= 1 ? 0 : zp->NumElements();
-  if (per != 0 && (t.rank() < 1 || zp->rank() != 1 || t.dims()[0] != per))
-    return Bad(absl::StrCat(what, "'s zero point ", DimsStr(zp->dims()),
-                            " is neither one value nor one per output channel"));
+  if (zp != nullptr && zp->NumElements() == 0)
+    return Bad(absl::StrCat(what, "'s zero point is empty"));
+  const int64_t per = zp == nullptr || zp->NumElements() == 1 ? 0 : zp->NumElements();
+  if (zp != nullptr && per != 0 &&
+      (!per_channel || t.rank() < 1 || zp->rank() != 1 || t.dims()[0] != per))
+    return Bad(absl::StrCat(what, "'s zero point ", DimsStr(zp->dims()), " is not one value",
+                            per_channel ? " nor one per output channel" : ""));
   KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(DType::kF64, t.dims()));
   const int64_t n = t.NumElements(), inner = per != 0 ? n / per : 1;
   for (int64_t i = 0; i < n; ++i) {
@@ -231,10 +234,15 @@ absl::StatusOr<Tensor> Centered(const std::string& op, const Tensor& t, const Te
 Result ConvIntegerKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, node.op()));
   KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, node.op()));
-  KILN_ASSIGN_OR_RETURN(Tensor xc, Centered(node.op(), *x, OptArg(in, 2), "x"));
-  KILN_ASSIGN_OR_RETURN(Tensor wc, Centered(node.op(), *w, OptArg(in, 3), "w"));
+  KILN_ASSIGN_OR_RETURN(Tensor xc, Centered(node.op(), *x, OptArg(in, 2), "x", false));
+  KILN_ASSIGN_OR_RETURN(Tensor wc, Centered(node.op(), *w, OptArg(in, 3), "w", true));
   KILN_ASSIGN_OR_RETURN(ConvResult r, ConvCompute(node, &xc, &wc, nullptr));
-  return std::vector<Tensor>{FromDoubles(DType::kI32, r.dims, r.y)};
+  // The sums are exact integers (|sum| < 2^53); int32 wraps them, as the reference's does.
+  KILN_ASSIGN_OR_RETURN(Tensor y, Tensor::Create(DType::kI32, r.dims));
+  for (size_t i = 0; i < r.y.size(); ++i)
+    y.data<int32_t>()[i] =
+        static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(r.y[i])));
+  return std::vector<Tensor>{std::move(y)};
 }
 
 // QLinearConv: y = saturate(rne(conv(x - x_zp, w - w_zp) + B) · x_scale·w_scale/y_scale +
@@ -247,8 +255,12 @@ Result QLinearConvKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* ys, Arg(in, 6, node.op()));
   const Tensor* yzp = OptArg(in, 7);
   const Tensor* bias = OptArg(in, 8);
-  KILN_ASSIGN_OR_RETURN(Tensor xc, Centered(node.op(), *x, OptArg(in, 2), "x"));
-  KILN_ASSIGN_OR_RETURN(Tensor wc, Centered(node.op(), *w, OptArg(in, 5), "w"));
+  KILN_ASSIGN_OR_RETURN(Tensor xc, Centered(node.op(), *x, OptArg(in, 2), "x", false));
+  KILN_ASSIGN_OR_RETURN(Tensor wc, Centered(node.op(), *w, OptArg(in, 5), "w", true));
+  if (xs->NumElements() != 1 || ys->NumElements() != 1)
+    return Bad("x_scale and y_scale must be one value each");
+  if (yzp != nullptr && (yzp->NumElements() != 1 || !IsInteger(yzp->dtype())))
+    return Bad("y_zero_point must be one integer");
   Tensor bias64;  // B as f64, exact
   if (bias != nullptr) {
     if (bias->dtype() != DType::kI32)

@@ -435,7 +435,8 @@ TEST(TextTest, NarrowTypesRoundTrip) {
 
   for (const char* bad :
        {"tensor<f8e4m3fn[1]>[500]", "tensor<f8e4m3fn[1]>[inf]", "tensor<f4e2m1[1]>[nan]",
-        "tensor<f8e4m3fn[1]>[nan:0x7e]", "tensor<i4[1]>[8]", "tensor<u2[1]>[-1]"}) {
+        "tensor<f8e4m3fn[1]>[nan:0x7e]", "tensor<i4[1]>[8]", "tensor<u2[1]>[-1]",
+        "tensor<f4e2m1[1]>[100]", "tensor<f8e8m0[1]>[0]", "tensor<f8e8m0[1]>[-4]"}) {
     SCOPED_TRACE(bad);
     auto r = ParseGraph(absl::StrCat("graph g opset=1 {\n  %0 = A() {t=", bad, "}\n}"));
     ASSERT_FALSE(r.ok());

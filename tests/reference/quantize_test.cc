@@ -156,6 +156,16 @@ TEST(QLinearOpsTest, MatMulConvAndConvInteger) {
   EXPECT_EQ(Values<uint8_t>(qc), (std::vector<uint8_t>{0, 1, 2, 3}));
   auto mixed = RunOp("ConvInteger", {x, U8({1, 1, 1, 1}, {2}), I8({}, {1})});
   EXPECT_EQ(mixed.status().code(), absl::StatusCode::kInvalidArgument);
+  // Zero points: x's is one value (never empty, never per row); a float y_zero_point is
+  // refused rather than saturating everything to 0.
+  auto empty_zp = RunOp("ConvInteger", {x, U8({1, 1, 1, 1}, {2}), U8({0}, {})});
+  EXPECT_EQ(empty_zp.status().code(), absl::StatusCode::kInvalidArgument);
+  auto one_zp = RunOp("ConvInteger", {x, U8({1, 1, 1, 1}, {2}), U8({1}, {1})});
+  EXPECT_TRUE(one_zp.ok()) << one_zp.status();  // one value, as a 1-element vector
+  auto float_zp =
+      RunOp("QLinearMatMul", {U8({1, 2}, {2, 4}), F32({}, {0.5f}), U8({}, {0}), U8({2, 1}, {1, 3}),
+                              F32({}, {1}), U8({}, {1}), F32({}, {2}), F32({}, {10})});
+  EXPECT_EQ(float_zp.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(DynamicQuantizeLinearTest, SpecExampleZerosAndInf) {

@@ -111,6 +111,10 @@ TEST(ResizeTest, Errors) {
   EXPECT_EQ(mode.status().code(), absl::StatusCode::kInvalidArgument);
   auto huge = RunOp("Resize", {x, kNone, kNone, I64({1}, {int64_t{1} << 40})});
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+  // A small output through a huge intermediate (axis 0 up 2^16, axis 1 down 2^16).
+  auto through = RunOp("Resize", {F32({1, 65536}, std::vector<float>(65536, 1)), kNone,
+                                  F32({2}, {65536, 1.0f / 65536})});
+  EXPECT_EQ(through.status().code(), absl::StatusCode::kResourceExhausted) << through.status();
 }
 
 }  // namespace

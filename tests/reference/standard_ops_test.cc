@@ -65,6 +65,9 @@ TEST(DetTest, PivotsAndBatches) {
   Tensor d = Eval("Det", {F32({2, 2, 2}, {0, 1, 2, 3, 2, 4, 1, 2})});
   EXPECT_EQ(d.dims(), (std::vector<int64_t>{2}));
   EXPECT_EQ(Values<float>(d), (std::vector<float>{-2, 0}));
+  // No matrices: nothing allocated for them, even at a huge M.
+  Tensor none = Eval("Det", {F32({0, 100000, 100000}, {})});
+  EXPECT_EQ(none.dims(), (std::vector<int64_t>{0}));
   auto bad = RunOp("Det", {F32({2, 3}, {1, 2, 3, 4, 5, 6})});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -84,6 +87,9 @@ TEST(RotaryEmbeddingTest, HalvesInterleavedAndPartial) {
                   {F32({1, 1, 4}, {1, 2, 3, 4}), F32({1, 1}, {0}), F32({1, 1}, {1}), pos},
                   {{"rotary_embedding_dim", int64_t{2}}, {"num_heads", int64_t{1}}});
   EXPECT_EQ(Values<float>(p), (std::vector<float>{-2, 1, 3, 4}));
+  // An empty input with huge other dims: an empty output, nothing sized from B·S.
+  Tensor empty = Eval("RotaryEmbedding", {F32({100000, 0, 100000, 4}, {}), cos, sin, kNone});
+  EXPECT_EQ(empty.NumElements(), 0);
   auto out_of_range = RunOp("RotaryEmbedding", {x, cos, sin, I64({1, 1}, {1})});
   EXPECT_EQ(out_of_range.status().code(), absl::StatusCode::kInvalidArgument);
   auto odd = RunOp("RotaryEmbedding", {x, cos, sin, pos}, {{"rotary_embedding_dim", int64_t{3}}});
@@ -103,6 +109,17 @@ TEST(TensorScatterTest, LinearAndCircularWrites) {
   EXPECT_EQ(Values<float>(Eval("TensorScatter", {cache, two, I64({2}, {2, 0})},
                                {{"mode", std::string("circular")}})),
             (std::vector<float>{8, 2, 7, 9, 10, 6}));
+  // A write index near INT64_MAX neither overflows the check nor the circular position.
+  for (const char* mode : {"linear", "circular"}) {
+    auto huge = RunOp("TensorScatter", {cache, two, I64({2}, {INT64_MAX, 0})},
+                      {{"mode", std::string(mode)}});
+    if (std::string(mode) == "linear") {
+      EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument) << huge.status();
+    } else {
+      ASSERT_TRUE(huge.ok()) << huge.status();  // INT64_MAX % 3 = 1: positions 1 and 2
+      EXPECT_EQ(Values<float>((*huge)[0]), (std::vector<float>{1, 7, 8, 9, 10, 6}));
+    }
+  }
   auto past_end = RunOp("TensorScatter", {cache, two, I64({2}, {2, 0})});
   EXPECT_EQ(past_end.status().code(), absl::StatusCode::kInvalidArgument);
   auto batch_axis = RunOp("TensorScatter", {cache, update}, {{"axis", int64_t{0}}});

@@ -20,6 +20,9 @@ struct EinsumSpec {
   std::vector<int> output;
 };
 
+// True when the term has `...`.
+bool EinsumHasEllipsis(const std::vector<int>& term);
+
 // Parses `equation` for `num_inputs` inputs: InvalidArgument for a malformed term, a term
 // count that differs, an output letter that names no input axis or repeats, or an output
 // `...` without an input one.

@@ -24,6 +24,8 @@ bool IsNarrowFloat(DType t);
 bool IsNarrowInt(DType t);
 // Bits per element in an ONNX file: 4 (f4e2m1, i4, u4), 2 (i2, u2), else 8 x DTypeSize.
 int DTypeBits(DType t);
+// f4e2m1 i4 u4 i2 u2: packed in files.
+bool IsSubByte(DType t);
 // Bytes `n` elements take packed as in an ONNX file.
 int64_t PackedBytes(DType t, int64_t n);
 
