@@ -36,6 +36,9 @@
 //                                 (keys at or past the count masked); masked scores get
 //                                 mask_filter_value added. unidirectional: keys after the
 //                                 query masked the same way.
+//   MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?)
+//                                 the same heads' attention on separate Q, K, V (bias a
+//                                 constant split in thirds); packed and past forms refused
 //   RotaryEmbedding(input, position_ids, cos_cache, sin_cache){interleaved, num_heads,
 //                   rotary_embedding_dim}
 //                                 ONNX's RotaryEmbedding(input, cos, sin, position_ids)
@@ -190,6 +193,9 @@ absl::Status ExpandEmbedLayerNorm(Node* n, Expansion& e) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Value v, Value scale,
+                                  Value keys, int mask_at, int bias_at);
+
 absl::Status ExpandAttention(Node* n, Expansion& e) {
   if (Has(n, 4)) return Unsupported(n, "the past state input is not supported");
   if (Has(n, 6) || Has(n, 7))
@@ -236,13 +242,27 @@ absl::Status ExpandAttention(Node* n, Expansion& e) {
   // 0 (the default) means 1/sqrt(head size).
   float scale = n->attr_float_or("scale", 0.f);
   if (scale == 0.f) scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  Value scores = e.Op("Mul", {e.Op("MatMul", {qkv[0], qkv[1]}), e.F32(scale)});
+  KILN_ASSIGN_OR_RETURN(Value ctx,
+                        AttendHeads(n, e, qkv[0], qkv[1], qkv[2], e.F32(scale), x, 3, 5));
+  e.Bind(0, e.Op("Reshape", {ctx, e.I64({0, 0, sizes[2]})}));
+  return absl::OkStatus();
+}
+
+// The heads' attention shared by Attention and MultiHeadAttention: q [B, N, S, D], kt
+// [B, N, D, T], v [B, N, T, Dv] -> [B, S, N, Dv] (heads not merged): Q·Kᵀ · scale, the
+// key mask at input `mask_at` ([B, T] 0/1 or [B] valid key counts, T read from `keys`' dim
+// 1), the causal mask when `unidirectional`, the additive bias at input `bias_at`,
+// Softmax, · V. Masked scores get mask_filter_value added, as onnxruntime does.
+absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Value v, Value scale,
+                                  Value keys, int mask_at, int bias_at) {
+  Value scores = e.Op("Mul", {e.Op("MatMul", {q, kt}), scale});
   const float filter = n->attr_float_or("mask_filter_value", -10000.0f);
-  if (Has(n, 3)) {
-    const Type& mt = n->input(3).type();
+  const Value x = keys;
+  if (Has(n, mask_at)) {
+    const Type& mt = n->input(mask_at).type();
     Value keep;  // [B, T] of 0/1, as f32
     if (mt.has_rank() && mt.rank() == 2) {
-      keep = e.Op("Cast", {n->input(3)}, {{"to", int64_t{1}}});
+      keep = e.Op("Cast", {n->input(mask_at)}, {{"to", int64_t{1}}});
     } else if (mt.has_rank() && mt.rank() == 1) {
       // Valid key counts: key j is kept while j < count[b]. The keys are the input's
       // positions (no past): T = dim 1 of the input, read there and not from the heads
@@ -251,7 +271,7 @@ absl::Status ExpandAttention(Node* n, Expansion& e) {
       Value t = e.Op("Gather", {shape, e.Const(Tensor::ScalarI64(1))}, {{"axis", int64_t{0}}});
       Value range =
           e.Op("Range", {e.Const(Tensor::ScalarI64(0)), t, e.Const(Tensor::ScalarI64(1))});
-      Value counts = e.Op("Cast", {n->input(3)}, {{"to", int64_t{7}}});
+      Value counts = e.Op("Cast", {n->input(mask_at)}, {{"to", int64_t{7}}});
       Value less = e.Op("Less", {range, e.Op("Unsqueeze", {counts, e.I64({1})})});
       keep = e.Op("Cast", {less}, {{"to", int64_t{1}}});
     } else {
@@ -272,11 +292,55 @@ absl::Status ExpandAttention(Node* n, Expansion& e) {
     Value tril = e.Op("Trilu", {ones}, {{"upper", int64_t{0}}});
     scores = e.Op("Add", {scores, e.Op("Mul", {e.Op("Sub", {e.F32(1.0f), tril}), e.F32(filter)})});
   }
-  if (Has(n, 5)) scores = e.Op("Add", {scores, n->input(5)});
+  if (Has(n, bias_at)) scores = e.Op("Add", {scores, n->input(bias_at)});
   Value probs = e.Op("Softmax", {scores}, {{"axis", int64_t{-1}}});
-  Value ctx = e.Op("Transpose", {e.Op("MatMul", {probs, qkv[2]})},
-                   {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
-  e.Bind(0, e.Op("Reshape", {ctx, e.I64({0, 0, sizes[2]})}));
+  return e.Op("Transpose", {e.Op("MatMul", {probs, v})},
+              {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+}
+
+// MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?): separate
+// [B, S, H], [B, T, H], [B, T, Hv] inputs (bias [H + H + Hv] a constant split in thirds),
+// heads split by num_heads, then AttendHeads. Refused by name: packed QKV/KV, 4-D keys,
+// past/present state.
+absl::Status ExpandMultiHeadAttention(Node* n, Expansion& e) {
+  if (!Has(n, 1) || !Has(n, 2))
+    return Unsupported(n, "packed QKV or KV (key or value omitted) is not supported");
+  for (int i : {1, 2}) {
+    const Type& t = n->input(i).type();
+    if (t.has_rank() && t.rank() != 3)
+      return Unsupported(n, "key and value must be [batch, kv_sequence, hidden] (3-D)");
+  }
+  if (Has(n, 6) || Has(n, 7) || (n->num_outputs() > 1 && (e.Wanted(1) || e.Wanted(2))))
+    return Unsupported(n, "past/present key and value are not supported");
+  const int64_t heads = n->attr_int_or("num_heads", 0);
+  if (heads < 1)
+    return absl::InvalidArgumentError(absl::StrCat(n->Describe(), ": num_heads must be >= 1"));
+  std::vector<Value> qkv = {n->input(0), n->input(1), n->input(2)};
+  if (Has(n, 3)) {
+    const std::optional<std::vector<int64_t>> b = ConstDims(n, 3);
+    if (!b || b->size() != 1 || (*b)[0] % 3 != 0)
+      return Unsupported(n, "the bias must be a constant [3 · hidden] (equal Q, K, V widths)");
+    const int64_t h = (*b)[0] / 3;
+    for (int part = 0; part < 3; ++part)
+      qkv[part] = e.Op("Add", {qkv[part], e.Op("Slice", {n->input(3), e.I64({part * h}),
+                                                         e.I64({(part + 1) * h}), e.I64({0})})});
+  }
+  for (int part = 0; part < 3; ++part) {
+    const std::vector<int64_t> perm =
+        part == 1 ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3};
+    qkv[part] = e.Op("Transpose", {e.Op("Reshape", {qkv[part], e.I64({0, 0, heads, -1})})},
+                     {{"perm", perm}});
+  }
+  Value scale;
+  if (const float s = n->attr_float_or("scale", 0.f); s != 0.f) {
+    scale = e.F32(s);
+  } else {  // 1/sqrt(head size), the size read from Q's heads (constant once shapes are)
+    Value d = e.Op("Slice", {e.Op("Shape", {qkv[0]}), e.I64({3}), e.I64({4}), e.I64({0})});
+    scale = e.Op("Reciprocal", {e.Op("Sqrt", {e.Op("Cast", {d}, {{"to", int64_t{1}}})})});
+  }
+  KILN_ASSIGN_OR_RETURN(Value ctx,
+                        AttendHeads(n, e, qkv[0], qkv[1], qkv[2], scale, n->input(1), 4, 5));
+  e.Bind(0, e.Op("Reshape", {ctx, e.I64({0, 0, -1})}));
   return absl::OkStatus();
 }
 
@@ -300,6 +364,7 @@ const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
       {"com.microsoft", "EmbedLayerNormalization", 7, 9, 1, 3, kPure},
       {"com.microsoft", "Attention", 2, 8, 1, 2, kPure},
       {"com.microsoft", "RotaryEmbedding", 4, 4, 1, 1, kPure},
+      {"com.microsoft", "MultiHeadAttention", 1, 10, 1, 4, kPure},
   };
   for (const OpInfo& info : *table)
     if (info.domain == domain && info.name == op) return &info;
@@ -384,6 +449,8 @@ absl::Status ExpandContribOp(Graph& graph, Node* n,
     KILN_RETURN_IF_ERROR(ExpandEmbedLayerNorm(n, e));
   } else if (op == "Attention") {
     KILN_RETURN_IF_ERROR(ExpandAttention(n, e));
+  } else if (op == "MultiHeadAttention") {
+    KILN_RETURN_IF_ERROR(ExpandMultiHeadAttention(n, e));
   } else if (op == "RotaryEmbedding") {
     // (input, position_ids, cos_cache, sin_cache): ONNX's RotaryEmbedding with the inputs
     // reordered; position ids [batch, sequence] only (a [1] offset is not supported).

@@ -3,7 +3,8 @@ alone in a model built here, against onnxruntime running the same file: the form
 transformer optimizer writes (tests/e2e/test_ort_optimized.py) and the ones it did not
 write for the fixtures — Attention with a 0/1 mask, unidirectional, an attention bias and
 uneven qkv_hidden_sizes, the simplified norms, QuickGelu, FastGelu without bias,
-RotaryEmbedding (3-D and 4-D, halves and interleaved) (and
+RotaryEmbedding (3-D and 4-D, halves and interleaved), MultiHeadAttention (bias, both mask
+formats, an attention bias, causal, cross-attention) (and
 BiasAdd, which onnxruntime runs on CUDA only, against numpy) — and the forms kiln refuses,
 each with its message.
 
@@ -159,3 +160,35 @@ def test_rotary_embedding(kiln_bin, tmp_path, rank, interleaved):
                             **attrs)
     feeds = {"x": rand(*shape), "pos": np.array([[0, 1, 2], [5, 9, 15]], np.int64)}
     check(kiln_bin, tmp_path, model([node], inputs, [f32("y", shape)], inits), feeds)
+
+
+@pytest.mark.parametrize("case", ["plain", "bias_mask2d", "bias_attn_bias", "mask1d", "causal",
+                                  "cross"])
+def test_multi_head_attention(kiln_bin, tmp_path, case):
+    """com.microsoft.MultiHeadAttention with separate Q, K, V: the shared heads' attention."""
+    b, s, heads, d = 2, 5, 2, 4
+    h = heads * d
+    t = 3 if case == "cross" else s
+    inputs = [f32("q", [b, s, h]), f32("k", [b, t, h]), f32("v", [b, t, h])]
+    feeds = {"q": rand(b, s, h), "k": rand(b, t, h), "v": rand(b, t, h)}
+    ins, inits, attrs = ["q", "k", "v"], [], {"num_heads": heads}
+    if case == "mask1d":
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [b]))
+        feeds["mask"] = np.array([5, 3], np.int32)
+        ins += ["", "mask"]
+    if case in ("bias_mask2d", "bias_attn_bias"):
+        inits.append(numpy_helper.from_array(rand(3 * h, scale=0.5), "bias"))
+        ins.append("bias")
+        if case == "bias_mask2d":
+            inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [b, t]))
+            feeds["mask"] = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], np.int32)
+            ins.append("mask")
+        else:
+            inits.append(numpy_helper.from_array(rand(1, heads, s, t, scale=0.5), "attn_bias"))
+            ins += ["", "attn_bias"]
+    if case == "causal":
+        attrs["unidirectional"] = 1
+    if case == "cross":
+        attrs["scale"] = 0.3
+    node = helper.make_node("MultiHeadAttention", ins, ["y"], domain=MS, **attrs)
+    check(kiln_bin, tmp_path, model([node], inputs, [f32("y", [b, s, h])], inits), feeds)
