@@ -39,6 +39,8 @@
 //   MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?)
 //                                 the same heads' attention on separate Q, K, V (bias a
 //                                 constant split in thirds); packed and past forms refused
+//   MatMulNBits(A, B, scales, zero_points?, g_idx?, bias?){K, N, bits, block_size}
+//                                 A · DequantizeLinear(B as u4/u2/u8 [N, K], blocked)ᵀ + bias
 //   RotaryEmbedding(input, position_ids, cos_cache, sin_cache){interleaved, num_heads,
 //                   rotary_embedding_dim}
 //                                 ONNX's RotaryEmbedding(input, cos, sin, position_ids)
@@ -46,11 +48,13 @@
 // rotary or the 3-D/4-D/start-end mask formats of Attention; the statistics outputs of
 // the simplified norms; mask_index without a mask.
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/ir/narrow.h"
 #include "kiln/support/status.h"
 #include "src/onnx/import_internal.h"
 
@@ -298,6 +302,63 @@ absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Valu
               {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
 }
 
+// MatMulNBits(A, B, scales, zero_points?, g_idx?, bias?){K, N, bits, block_size}: onnxruntime's
+// block-quantized weight-only MatMul. The constant B [N, k_blocks, blob] (codes packed
+// low-first along K) becomes a u4/u2/u8 tensor [N, K] and Y = A · DequantizeLinear(B,
+// scales [N, k_blocks], zero points, axis 1, block_size)ᵀ (+ bias): kiln's blocked
+// DequantizeLinear, which constant folding turns into the f32 weight a plan multiplies.
+// Zero points: absent (2^(bits-1)) or packed like B; float zero points and g_idx refused.
+absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
+  const int64_t k = n->attr_int_or("K", 0), nn = n->attr_int_or("N", 0);
+  const int64_t bits = n->attr_int_or("bits", 4), bs = n->attr_int_or("block_size", 0);
+  if (bits != 2 && bits != 4 && bits != 8)
+    return Unsupported(n, absl::StrCat("bits=", bits, " is not supported (2, 4, 8 are)"));
+  if (k < 1 || nn < 1 || bs < 16 || (bs & (bs - 1)) != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(n->Describe(), ": K, N must be positive and block_size a power of two >= 16"));
+  if (Has(n, 4)) return Unsupported(n, "g_idx (act-order) is not supported");
+  const Tensor* b = Has(n, 1) ? n->input(1).node->constant_value() : nullptr;
+  if (b == nullptr || b->dtype() != DType::kU8)
+    return Unsupported(n, "B must be a constant uint8 tensor");
+  const int64_t kb = (k + bs - 1) / bs, per_byte = 8 / bits, blob = bs / per_byte;
+  if (b->dims() != std::vector<int64_t>{nn, kb, blob})
+    return absl::InvalidArgumentError(absl::StrCat(n->Describe(), ": B must be [", nn, ", ", kb,
+                                                   ", ", blob, "], got ", b->ShapeString()));
+  const DType code = bits == 4 ? DType::kU4 : bits == 2 ? DType::kU2 : DType::kU8;
+  const uint8_t* packed = b->data<uint8_t>();
+  Tensor w(code, {nn, k});  // row r: K codes of its kb · bs (the rest is padding)
+  std::vector<uint8_t> row(static_cast<size_t>(kb * bs));
+  for (int64_t r = 0; r < nn; ++r) {
+    UnpackSubByte(packed + r * kb * blob, kb * bs, bits == 8 ? DType::kU8 : code, row.data());
+    std::memcpy(w.data<uint8_t>() + r * k, row.data(), static_cast<size_t>(k));
+  }
+  Tensor zp(code, {nn, kb});
+  if (!Has(n, 3)) {
+    std::memset(zp.raw(), 1 << (bits - 1), zp.NumBytes());
+  } else {
+    const Tensor* z = n->input(3).node->constant_value();
+    const int64_t zrow = (kb + per_byte - 1) / per_byte;
+    if (z == nullptr || z->dtype() != DType::kU8 || z->NumElements() != nn * zrow)
+      return Unsupported(n, absl::StrCat("zero points must be a constant uint8 [", nn * zrow,
+                                         "], packed like B (float zero points are not supported)"));
+    for (int64_t r = 0; r < nn; ++r) {
+      std::vector<uint8_t> zr(static_cast<size_t>(zrow * per_byte));
+      UnpackSubByte(z->data<uint8_t>() + r * zrow, zrow * per_byte, bits == 8 ? DType::kU8 : code,
+                    zr.data());
+      std::memcpy(zp.data<uint8_t>() + r * kb, zr.data(), static_cast<size_t>(kb));
+    }
+  }
+  const Value scales = e.Op("Reshape", {n->input(2), e.I64({nn, kb})});
+  const Value weight =
+      e.Op("DequantizeLinear", {e.Const(std::move(w)), scales, e.Const(std::move(zp))},
+           {{"axis", int64_t{1}}, {"block_size", bs}});
+  Value y = e.Op(
+      "MatMul", {n->input(0), e.Op("Transpose", {weight}, {{"perm", std::vector<int64_t>{1, 0}}})});
+  if (Has(n, 5)) y = e.Op("Add", {y, n->input(5)});
+  e.Bind(0, y);
+  return absl::OkStatus();
+}
+
 // MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?): separate
 // [B, S, H], [B, T, H], [B, T, Hv] inputs (bias [H + H + Hv] a constant split in thirds),
 // heads split by num_heads, then AttendHeads. Refused by name: packed QKV/KV, 4-D keys,
@@ -365,6 +426,7 @@ const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
       {"com.microsoft", "Attention", 2, 8, 1, 2, kPure},
       {"com.microsoft", "RotaryEmbedding", 4, 4, 1, 1, kPure},
       {"com.microsoft", "MultiHeadAttention", 1, 10, 1, 4, kPure},
+      {"com.microsoft", "MatMulNBits", 3, 6, 1, 1, kPure},
   };
   for (const OpInfo& info : *table)
     if (info.domain == domain && info.name == op) return &info;
@@ -449,6 +511,8 @@ absl::Status ExpandContribOp(Graph& graph, Node* n,
     KILN_RETURN_IF_ERROR(ExpandEmbedLayerNorm(n, e));
   } else if (op == "Attention") {
     KILN_RETURN_IF_ERROR(ExpandAttention(n, e));
+  } else if (op == "MatMulNBits") {
+    KILN_RETURN_IF_ERROR(ExpandMatMulNBits(n, e));
   } else if (op == "MultiHeadAttention") {
     KILN_RETURN_IF_ERROR(ExpandMultiHeadAttention(n, e));
   } else if (op == "RotaryEmbedding") {

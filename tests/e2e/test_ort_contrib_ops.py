@@ -4,7 +4,8 @@ transformer optimizer writes (tests/e2e/test_ort_optimized.py) and the ones it d
 write for the fixtures — Attention with a 0/1 mask, unidirectional, an attention bias and
 uneven qkv_hidden_sizes, the simplified norms, QuickGelu, FastGelu without bias,
 RotaryEmbedding (3-D and 4-D, halves and interleaved), MultiHeadAttention (bias, both mask
-formats, an attention bias, causal, cross-attention) (and
+formats, an attention bias, causal, cross-attention), MatMulNBits (4-bit, with and without
+zero points, a padded last block) (and
 BiasAdd, which onnxruntime runs on CUDA only, against numpy) — and the forms kiln refuses,
 each with its message.
 
@@ -192,3 +193,39 @@ def test_multi_head_attention(kiln_bin, tmp_path, case):
         attrs["scale"] = 0.3
     node = helper.make_node("MultiHeadAttention", ins, ["y"], domain=MS, **attrs)
     check(kiln_bin, tmp_path, model([node], inputs, [f32("y", [b, s, h])], inits), feeds)
+
+
+def pack_low_first(codes, bits):
+    """Codes (uint8, last axis) packed 8 / bits per byte, the first in the low bits."""
+    per = 8 // bits
+    pad = (-codes.shape[-1]) % per
+    codes = np.concatenate([codes, np.zeros(codes.shape[:-1] + (pad,), np.uint8)], axis=-1)
+    codes = codes.reshape(codes.shape[:-1] + (-1, per)).astype(np.uint32)
+    out = np.zeros(codes.shape[:-1], np.uint32)
+    for j in range(per):
+        out |= codes[..., j] << (bits * j)
+    return out.astype(np.uint8)
+
+
+@pytest.mark.parametrize("zero_points", [False, True])
+@pytest.mark.parametrize("k", [64, 40])
+def test_matmul_nbits(kiln_bin, tmp_path, zero_points, k):
+    """com.microsoft.MatMulNBits (4-bit, block 32; K = 40 pads its last block) imports as a
+    blocked int4 DequantizeLinear feeding a MatMul."""
+    n, bs, bits = 6, 32, 4
+    kb = (k + bs - 1) // bs
+    codes = RNG.integers(0, 16, (n, kb * bs)).astype(np.uint8)
+    b = pack_low_first(codes, bits).reshape(n, kb, bs * bits // 8)
+    inits = [numpy_helper.from_array(b, "B"),
+             numpy_helper.from_array(RNG.uniform(0.01, 0.1, n * kb).astype(np.float32), "scales"),
+             numpy_helper.from_array(rand(n), "bias")]
+    ins = ["a", "B", "scales", "", "", "bias"]
+    if zero_points:
+        zp = RNG.integers(0, 16, (n, kb)).astype(np.uint8)
+        inits.append(numpy_helper.from_array(pack_low_first(zp, bits).reshape(-1), "zp"))
+        ins[3] = "zp"
+    node = helper.make_node("MatMulNBits", ins, ["y"], domain=MS, K=k, N=n, bits=bits,
+                            block_size=bs)
+    feeds = {"a": rand(2, 3, k)}
+    check(kiln_bin, tmp_path, model([node], [f32("a", [2, 3, k])], [f32("y", [2, 3, n])], inits),
+          feeds)
