@@ -41,6 +41,12 @@
 //                                 constant split in thirds); packed and past forms refused
 //   MatMulNBits(A, B, scales, zero_points?, g_idx?, bias?){K, N, bits, block_size}
 //                                 A · DequantizeLinear(B as u4/u2/u8 [N, K], blocked)ᵀ + bias
+//   GroupQueryAttention(query, key?, value?, past_key?, past_value?, seqlens_k,
+//                       total_sequence_length, cos_cache?, sin_cache?, _, attention_bias?)
+//                                 heads (packed QKV split), rotary at each row's position,
+//                                 the present cache gathered from past and new rows, the
+//                                 causal / windowed attention over it with repeat_kv (see
+//                                 ExpandGroupQueryAttention)
 //   RotaryEmbedding(input, position_ids, cos_cache, sin_cache){interleaved, num_heads,
 //                   rotary_embedding_dim}
 //                                 ONNX's RotaryEmbedding(input, cos, sin, position_ids)
@@ -49,8 +55,10 @@
 // the simplified norms; mask_index without a mask.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -405,6 +413,209 @@ absl::Status ExpandMultiHeadAttention(Node* n, Expansion& e) {
   return absl::OkStatus();
 }
 
+// GroupQueryAttention(query, key?, value?, past_key?, past_value?, seqlens_k,
+// total_sequence_length, cos_cache?, sin_cache?, ...){num_heads, kv_num_heads, scale,
+// softcap, local_window_size, do_rotary, rotary_interleaved, causal}: onnxruntime's decoder
+// attention with its KV cache, as onnxruntime-genai's model builder writes it. Per batch
+// row b: T = seqlens_k[b] + 1 tokens after this step, Q = min(S, T) of them new, P = T - Q
+// cached before; query row s sits at position P + s. Expansion:
+//   heads   Q [B, N, S, D], K/V [B, Nkv, S, D] (packed QKV sliced after the head split);
+//           do_rotary: ONNX RotaryEmbedding of Q and K at positions P + s
+//   present [B, Nkv, C, D], C = max(past length, total_sequence_length): rows [0, P) the
+//           past's, rows [P, P + S) this step's (its padding rows too), the rest 0 — a
+//           GatherElements from Concat(past, new) then a Where (exactly onnxruntime's CPU
+//           buffer, rows past T included)
+//   scores  Q · repeat_kv(K)ᵀ · scale (default 1/sqrt(D)), softcap · tanh(x / softcap),
+//           + attention_bias (its T columns padded to C), + 0 / -inf where the key is
+//           after the query's position (or, local_window_size W > 0, at or before it - W;
+//           causal = 0: at or past T)
+//   output  Softmax · repeat_kv(V), heads merged [B, S, N·D]; rows s ≥ Q (padding) are
+//           unspecified, as onnxruntime documents.
+// The attention part is the pattern fuse-attention turns into kiln.Attention over the
+// present K/V. Refused by name: position_ids, head_sink/smooth_softmax, quantized caches,
+// per-head Q/K norms, query_seqlens, sliding_window_cache, the output_qk output.
+absl::Status ExpandGroupQueryAttention(Node* n, Expansion& e) {
+  const int64_t heads = n->attr_int_or("num_heads", 0);
+  const int64_t kv_heads = n->attr_int_or("kv_num_heads", 0);
+  if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
+    return absl::InvalidArgumentError(absl::StrCat(n->Describe(), ": num_heads (", heads,
+                                                   ") must be a positive multiple of ",
+                                                   "kv_num_heads (", kv_heads, ")"));
+  static constexpr std::pair<int, const char*> kRefusedInputs[] = {
+      {9, "position_ids"},
+      {11, "head_sink"},
+      {12, "k_scale (a quantized KV cache)"},
+      {13, "v_scale (a quantized KV cache)"},
+      {14, "q_norm_weight"},
+      {15, "k_norm_weight"},
+      {16, "query_seqlens (right-padded chunks)"}};
+  for (const auto& [i, what] : kRefusedInputs)
+    if (Has(n, i)) return Unsupported(n, absl::StrCat("the ", what, " input is not supported"));
+  for (const char* a : {"smooth_softmax", "sliding_window_cache", "qk_output"})
+    if (n->attr_int_or(a, 0) != 0) return Unsupported(n, absl::StrCat(a, " is not supported"));
+  for (const char* a : {"k_quant_type", "v_quant_type"})
+    if (const std::string* q = n->attr_string(a); q && *q != "NONE")
+      return Unsupported(n, absl::StrCat(a, "=", *q, " (a quantized KV cache) is not supported"));
+  if (e.Wanted(3)) return Unsupported(n, "the output_qk output is not supported");
+  if (Has(n, 1) != Has(n, 2))
+    return absl::InvalidArgumentError(
+        absl::StrCat(n->Describe(), ": key and value must both be given, or neither (packed QKV)"));
+  if (Has(n, 3) != Has(n, 4))
+    return absl::InvalidArgumentError(
+        absl::StrCat(n->Describe(), ": past_key and past_value must both be given, or neither"));
+  if (!Has(n, 5) || !Has(n, 6))
+    return absl::InvalidArgumentError(
+        absl::StrCat(n->Describe(), ": seqlens_k and total_sequence_length are required"));
+  const bool causal = n->attr_int_or("causal", 1) != 0;
+  const int64_t window = n->attr_int_or("local_window_size", -1);
+  if (!causal && window > 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(n->Describe(), ": local_window_size needs causal = 1"));
+  const float softcap = n->attr_float_or("softcap", 0.f);
+  if (!(softcap >= 0.f))
+    return absl::InvalidArgumentError(absl::StrCat(n->Describe(), ": softcap must be >= 0"));
+  const bool rotary = n->attr_int_or("do_rotary", 0) != 0;
+  int64_t rotary_dim = 0;
+  if (rotary) {
+    if (!Has(n, 7) || !Has(n, 8))
+      return absl::InvalidArgumentError(
+          absl::StrCat(n->Describe(), ": do_rotary needs cos_cache and sin_cache"));
+    const Type& ct = n->input(7).type();
+    if (!ct.has_rank() || ct.rank() != 2 || !ct.shape->at(1).is_known())
+      return Unsupported(n, "cos_cache must be [max_position, rotary_dim / 2] with a known width");
+    rotary_dim = 2 * ct.shape->at(1).value();
+  }
+
+  const Value query = n->input(0);
+  const Value zero = e.Const(Tensor::ScalarI64(0)), one = e.Const(Tensor::ScalarI64(1));
+  auto dim = [&](Value x, int64_t i) {  // a scalar: x's dim i
+    return e.Op("Gather", {e.Op("Shape", {x}), e.Const(Tensor::ScalarI64(i))},
+                {{"axis", int64_t{0}}});
+  };
+  auto dims = [&](Value shape, int64_t from, int64_t to) {
+    return e.Op("Slice", {shape, e.I64({from}), e.I64({to}), e.I64({0})});
+  };
+  const std::vector<int64_t> to_heads = {0, 2, 1, 3};
+  // [B, S, n·D] -> [B, n, S, D]; the packed form's parts sliced from [B, S, N + 2·Nkv, D].
+  auto heads_of = [&](Value x, int64_t count) {
+    return e.Op("Transpose", {e.Op("Reshape", {x, e.I64({0, 0, count, -1})})},
+                {{"perm", to_heads}});
+  };
+  Value q, k, v;
+  if (Has(n, 1)) {
+    q = heads_of(query, heads), k = heads_of(n->input(1), kv_heads);
+    v = heads_of(n->input(2), kv_heads);
+  } else {
+    const Value all = e.Op("Reshape", {query, e.I64({0, 0, heads + 2 * kv_heads, -1})});
+    auto part = [&](int64_t from, int64_t to) {
+      return e.Op("Transpose",
+                  {e.Op("Slice", {all, e.I64({from}), e.I64({to}), e.I64({2}), e.I64({1})})},
+                  {{"perm", to_heads}});
+    };
+    q = part(0, heads), k = part(heads, heads + kv_heads);
+    v = part(heads + kv_heads, heads + 2 * kv_heads);
+  }
+
+  // Per batch row: T (total), P (cached before this step); C, the present length.
+  const Value seq = dim(query, 1);
+  const Value total = e.Op("Add", {e.Op("Cast", {n->input(5)}, {{"to", int64_t{7}}}), one});
+  const Value past_len = e.Op("Sub", {total, e.Op("Min", {total, seq})});
+  const Value past_buf = Has(n, 3) ? dim(n->input(3), 2) : zero;
+  const Value total_max =
+      e.Op("Reshape", {e.Op("Cast", {n->input(6)}, {{"to", int64_t{7}}}), e.I64({})});
+  const Value cap = e.Op("Max", {past_buf, total_max});
+  const Value keys = e.Op("Range", {zero, cap, one});  // [C]
+  const Value position =
+      e.Op("Add", {e.Op("Unsqueeze", {past_len, e.I64({1})}),  // [B, S]
+                   e.Op("Unsqueeze", {e.Op("Range", {zero, seq, one}), e.I64({0})})});
+  if (rotary) {
+    std::vector<std::pair<std::string, Attribute>> attrs = {
+        {"interleaved", n->attr_int_or("rotary_interleaved", 0)},
+        {"rotary_embedding_dim", rotary_dim}};
+    q = e.Op("RotaryEmbedding", {q, n->input(7), n->input(8), position}, attrs);
+    k = e.Op("RotaryEmbedding", {k, n->input(7), n->input(8), position}, attrs);
+  }
+
+  // present row t of batch b: past row t (t < P) or new row t - P, 0 from P + S on.
+  const Value key_row = e.Op("Unsqueeze", {keys, e.I64({0})});       // [1, C]
+  const Value past_col = e.Op("Unsqueeze", {past_len, e.I64({1})});  // [B, 1]
+  const Value offset = e.Op("Sub", {key_row, past_col});             // [B, C]
+  const Value from_new = e.Op("Add", {past_buf, e.Op("Min", {offset, e.Op("Sub", {seq, one})})});
+  const Value source =
+      e.Op("Unsqueeze", {e.Op("Where", {e.Op("Less", {key_row, past_col}), key_row, from_new}),
+                         e.I64({1, 3})});  // [B, 1, C, 1]
+  const Value written = e.Op("Unsqueeze", {e.Op("Less", {offset, seq}), e.I64({1, 3})});
+  auto present = [&](Value past, Value fresh) {
+    const Value joined = past ? e.Op("Concat", {past, fresh}, {{"axis", int64_t{2}}}) : fresh;
+    const Value shape = e.Op("Shape", {joined});
+    const Value to =
+        e.Op("Concat", {dims(shape, 0, 2), e.Op("Reshape", {cap, e.I64({1})}), dims(shape, 3, 4)},
+             {{"axis", int64_t{0}}});
+    const Value rows =
+        e.Op("GatherElements", {joined, e.Op("Expand", {source, to})}, {{"axis", int64_t{2}}});
+    return e.Op("Where", {written, rows, e.Op("CastLike", {e.F32(0.f), rows})});
+  };
+  const Value present_k = present(Has(n, 3) ? n->input(3) : Value(), k);
+  const Value present_v = present(Has(n, 4) ? n->input(4) : Value(), v);
+  // HF's repeat_kv: [B, Nkv, C, D] -> [B, N, C, D], query head h reading K/V head h / group.
+  const int64_t group = heads / kv_heads;
+  auto repeat = [&](Value x) {
+    if (group == 1) return x;
+    const Value shape = e.Op("Shape", {x});
+    const Value to = e.Op("Concat", {dims(shape, 0, 1), e.I64({heads, -1}), dims(shape, 3, 4)},
+                          {{"axis", int64_t{0}}});
+    return e.Op(
+        "Reshape",
+        {e.Op("Expand", {e.Op("Unsqueeze", {x, e.I64({2})}), e.I64({1, 1, group, 1, 1})}), to});
+  };
+  const Value kt =
+      e.Op("Transpose", {repeat(present_k)}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  Value scale;
+  if (const float s = n->attr_float_or("scale", 0.f); s != 0.f) {
+    scale = e.Op("CastLike", {e.F32(s), query});
+  } else {  // 1/sqrt(D), D read from Q's heads
+    scale =
+        e.Op("CastLike",
+             {e.Op("Reciprocal", {e.Op("Sqrt", {e.Op("Cast", {dim(q, 3)}, {{"to", int64_t{1}}})})}),
+              query});
+  }
+  Value scores = e.Op("Mul", {e.Op("MatMul", {q, kt}), scale});
+  if (softcap > 0.f) {
+    const Value c = e.Op("CastLike", {e.F32(softcap), query});
+    scores = e.Op("Mul", {e.Op("Tanh", {e.Op("Div", {scores, c})}), c});
+  }
+  if (Has(n, 10)) {  // [B or 1, N or 1, S, T]: its columns padded to C with zeros
+    const Value width = e.Op("Sub", {cap, total_max});
+    const Value pads =
+        e.Op("Concat", {e.I64({0, 0, 0, 0, 0, 0, 0}), e.Op("Reshape", {width, e.I64({1})})},
+             {{"axis", int64_t{0}}});
+    scores = e.Op("Add", {scores, e.Op("Pad", {n->input(10), pads})});
+  }
+  const Value key_3d = e.Op("Unsqueeze", {keys, e.I64({0, 1})});  // [1, 1, C]
+  Value visible;                                                  // [B, S or 1, C]
+  if (causal) {
+    const Value at = e.Op("Unsqueeze", {position, e.I64({2})});  // [B, S, 1]
+    visible = e.Op("LessOrEqual", {key_3d, at});
+    if (window > 0)
+      visible = e.Op(
+          "And", {visible, e.Op("Greater",
+                                {key_3d, e.Op("Sub", {at, e.Const(Tensor::ScalarI64(window))})})});
+  } else {
+    visible = e.Op("Less", {key_3d, e.Op("Unsqueeze", {total, e.I64({1, 2})})});
+  }
+  const Value mask = e.Op(
+      "Where", {e.Op("Unsqueeze", {visible, e.I64({1})}), e.Op("CastLike", {e.F32(0.f), query}),
+                e.Op("CastLike", {e.F32(-std::numeric_limits<float>::infinity()), query})});
+  scores = e.Op("Add", {scores, mask});
+  const Value probs = e.Op("Softmax", {scores}, {{"axis", int64_t{-1}}});
+  const Value context = e.Op("MatMul", {probs, repeat(present_v)});
+  e.Bind(0,
+         e.Op("Reshape", {e.Op("Transpose", {context}, {{"perm", to_heads}}), e.I64({0, 0, -1})}));
+  e.Bind(1, present_k);
+  e.Bind(2, present_v);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
@@ -427,6 +638,7 @@ const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
       {"com.microsoft", "RotaryEmbedding", 4, 4, 1, 1, kPure},
       {"com.microsoft", "MultiHeadAttention", 1, 10, 1, 4, kPure},
       {"com.microsoft", "MatMulNBits", 3, 6, 1, 1, kPure},
+      {"com.microsoft", "GroupQueryAttention", 1, 17, 1, 4, kPure},  // 5, 6 checked
   };
   for (const OpInfo& info : *table)
     if (info.domain == domain && info.name == op) return &info;
@@ -515,6 +727,8 @@ absl::Status ExpandContribOp(Graph& graph, Node* n,
     KILN_RETURN_IF_ERROR(ExpandMatMulNBits(n, e));
   } else if (op == "MultiHeadAttention") {
     KILN_RETURN_IF_ERROR(ExpandMultiHeadAttention(n, e));
+  } else if (op == "GroupQueryAttention") {
+    KILN_RETURN_IF_ERROR(ExpandGroupQueryAttention(n, e));
   } else if (op == "RotaryEmbedding") {
     // (input, position_ids, cos_cache, sin_cache): ONNX's RotaryEmbedding with the inputs
     // reordered; position ids [batch, sequence] only (a [1] offset is not supported).

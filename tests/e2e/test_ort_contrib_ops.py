@@ -4,7 +4,9 @@ transformer optimizer writes (tests/e2e/test_ort_optimized.py) and the ones it d
 write for the fixtures — Attention with a 0/1 mask, unidirectional, an attention bias and
 uneven qkv_hidden_sizes, the simplified norms, QuickGelu, FastGelu without bias,
 RotaryEmbedding (3-D and 4-D, halves and interleaved), MultiHeadAttention (bias, both mask
-formats, an attention bias, causal, cross-attention), MatMulNBits (4-bit, with and without
+formats, an attention bias, causal, cross-attention), GroupQueryAttention (separate and
+packed QKV, with and without a past cache, ragged batches, rotary halves / interleaved /
+partial, local window, softcap, scale, attention bias, causal=0), MatMulNBits (4-bit, with and without
 zero points, a padded last block) (and
 BiasAdd, which onnxruntime runs on CUDA only, against numpy) — and the forms kiln refuses,
 each with its message.
@@ -119,7 +121,7 @@ def test_bias_add(kiln_bin, tmp_path):
     ("past", "the past state input is not supported"),
     ("rotary", "do_rotary is not supported"),
     ("stats", "output 1 (a normalization statistic) is not supported"),
-    ("other", "unsupported ops: com.microsoft.GroupQueryAttention"),
+    ("other", "unsupported ops: com.microsoft.DecoderMaskedMultiHeadAttention"),
 ])
 def test_refused_forms(kiln_bin, tmp_path, case, message):
     h = 8
@@ -132,8 +134,8 @@ def test_refused_forms(kiln_bin, tmp_path, case, message):
     elif case == "stats":
         node = helper.make_node("SimplifiedLayerNormalization", ["x", "g"], ["y", "inv"])
     else:
-        node = helper.make_node("GroupQueryAttention", ["x", "x", "x"], ["y"], domain=MS,
-                                num_heads=2, kv_num_heads=2)
+        node = helper.make_node("DecoderMaskedMultiHeadAttention", ["x", "x", "x"], ["y"],
+                                domain=MS, num_heads=2)
     outputs = [f32("y", None)] + ([f32("inv", None)] if case == "stats" else [])
     path = tmp_path / "m.onnx"
     onnx.save(model([node], [f32("x", [1, 3, h])], outputs, inits), str(path))
@@ -193,6 +195,122 @@ def test_multi_head_attention(kiln_bin, tmp_path, case):
         attrs["scale"] = 0.3
     node = helper.make_node("MultiHeadAttention", ins, ["y"], domain=MS, **attrs)
     check(kiln_bin, tmp_path, model([node], inputs, [f32("y", [b, s, h])], inits), feeds)
+
+
+# GroupQueryAttention: (batch, heads, kv heads, head size, sequence, past cache length or
+# None for no past inputs, seqlens_k, total_sequence_length, options). seqlens_k + 1 is
+# each row's length after the step: rows shorter than past + sequence are the ragged
+# batch onnxruntime supports (decode: the new token lands at each row's own position;
+# prefill: right padding), past longer than total is the static-cache form.
+GQA_CASES = {
+    "decode_ragged": (2, 4, 2, 8, 1, 5, [5, 3], 6, {}),
+    "decode_static_cache": (2, 4, 2, 8, 1, 10, [5, 5], 6, {}),
+    "prefill_padded": (2, 4, 2, 8, 4, 0, [3, 1], 4, {}),
+    "prefill_no_past": (2, 4, 2, 8, 4, None, [3, 1], 4, {}),
+    "chunk": (1, 4, 2, 8, 3, 5, [7], 8, {}),
+    "packed_mqa": (1, 4, 1, 8, 3, 5, [7], 8, {"packed": True}),
+    "rotary": (2, 4, 2, 16, 1, 5, [5, 3], 6, {"rotary": 16}),
+    "rotary_interleaved": (2, 4, 2, 16, 4, 0, [3, 1], 4, {"rotary": 16,
+                                                           "rotary_interleaved": 1}),
+    "rotary_partial": (1, 4, 2, 32, 3, 5, [7], 8, {"rotary": 16}),
+    "packed_rotary": (1, 4, 2, 16, 3, 5, [7], 8, {"packed": True, "rotary": 16}),
+    "window_prefill": (1, 4, 2, 8, 6, 0, [5], 6, {"local_window_size": 2}),
+    "window_decode": (2, 4, 2, 8, 1, 9, [9, 4], 10, {"local_window_size": 3}),
+    "softcap_scale": (2, 4, 2, 8, 1, 5, [5, 3], 6, {"softcap": 1.5, "scale": 0.3}),
+    "attention_bias": (2, 4, 4, 8, 1, 8, [5, 3], 6, {"bias": True, "softcap": 1.5}),
+    "bidirectional": (2, 4, 2, 8, 4, None, [3, 1], 4, {"causal": 0}),
+}
+
+
+@pytest.mark.parametrize("case", list(GQA_CASES))
+def test_group_query_attention(kiln_bin, tmp_path, case):
+    """com.microsoft.GroupQueryAttention: output rows s < min(S, seqlens_k + 1) (the rest
+    are padding, unspecified) and the whole present K/V (kiln builds onnxruntime's buffer
+    exactly, its zero rows included)."""
+    b, heads, kv, d, s, past, seqlens, total, opt = GQA_CASES[case]
+    opt = dict(opt)
+    packed, rotary, bias = opt.pop("packed", False), opt.pop("rotary", 0), opt.pop("bias", False)
+    feeds, inputs, ins = {}, [], []
+
+    def add(name, array):
+        feeds[name] = array
+        dtype = TensorProto.INT32 if array.dtype == np.int32 else TensorProto.FLOAT
+        inputs.append(helper.make_tensor_value_info(name, dtype, list(array.shape)))
+        ins.append(name)
+
+    add("q", rand(b, s, (heads + 2 * kv) * d if packed else heads * d))
+    if packed:
+        ins += ["", ""]
+    else:
+        add("k", rand(b, s, kv * d))
+        add("v", rand(b, s, kv * d))
+    if past is None:
+        ins += ["", ""]
+    else:
+        add("past_k", rand(b, kv, past, d))
+        add("past_v", rand(b, kv, past, d))
+    add("seqlens_k", np.array(seqlens, np.int32))
+    add("total", np.array(total, np.int32))
+    if rotary:
+        angles = RNG.uniform(0, 6, (64, rotary // 2))
+        add("cos", np.cos(angles).astype(np.float32))
+        add("sin", np.sin(angles).astype(np.float32))
+    if bias:
+        ins += ["", "", ""] if not rotary else [""]
+        add("attention_bias", rand(b, heads, s, total))
+    node = helper.make_node("GroupQueryAttention", ins, ["y", "present_k", "present_v"],
+                            domain=MS, num_heads=heads, kv_num_heads=kv,
+                            do_rotary=int(bool(rotary)), **opt)
+    m = model([node], inputs, [f32("y", None), f32("present_k", None), f32("present_v", None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    want = run_onnxruntime(path, feeds)
+    proc, out = run_kiln(kiln_bin, path, feeds, tmp_path / "run")
+    assert proc.returncode == 0, proc.stderr
+    rows = np.minimum(s, np.array(seqlens) + 1)
+    y = np.load(out / "y.npy")
+    assert y.shape == want["y"].shape
+    for row in range(b):
+        assert float(np.abs(y[row, :rows[row]] - want["y"][row, :rows[row]]).max()) <= TOLERANCE
+    for name in ("present_k", "present_v"):
+        got = np.load(out / f"{name}.npy")
+        assert got.shape == want[name].shape, name
+        assert float(np.abs(got - want[name]).max()) <= TOLERANCE, name
+
+
+@pytest.mark.parametrize("case,message", [
+    ("position_ids", "the position_ids input is not supported"),
+    ("head_sink", "the head_sink input is not supported"),
+    ("qk_output", "qk_output is not supported"),
+    ("quantized", "k_quant_type=PER_TENSOR (a quantized KV cache) is not supported"),
+    ("lone_key", "key and value must both be given, or neither (packed QKV)"),
+    ("heads", "num_heads (4) must be a positive multiple of kv_num_heads (3)"),
+])
+def test_group_query_attention_refused(kiln_bin, tmp_path, case, message):
+    ins = ["q", "kv", "kv", "", "", "seqlens_k", "total"]
+    attrs = {"num_heads": 4, "kv_num_heads": 2}
+    inputs = [f32("q", [1, 3, 32]), f32("kv", [1, 3, 16]),
+              helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [1]),
+              helper.make_tensor_value_info("total", TensorProto.INT32, [])]
+    if case == "position_ids":
+        ins += ["", "", "kv"]
+    elif case == "head_sink":
+        ins += ["", "", "", "", "kv"]
+    elif case == "qk_output":
+        attrs["qk_output"] = 1
+    elif case == "quantized":
+        attrs["k_quant_type"] = "PER_TENSOR"
+    elif case == "lone_key":
+        ins[2] = ""
+    else:
+        attrs["kv_num_heads"] = 3
+    node = helper.make_node("GroupQueryAttention", ins, ["y"], domain=MS, **attrs)
+    path = tmp_path / "m.onnx"
+    onnx.save(model([node], inputs, [f32("y", None)]), str(path))
+    p = subprocess.run([kiln_bin, "compile", str(path), "-o", str(tmp_path / "m.kiln")],
+                       capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert p.returncode != 0
+    assert message in p.stderr, p.stderr
 
 
 def pack_low_first(codes, bits):
