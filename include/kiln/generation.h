@@ -115,10 +115,12 @@ class GenerationSession {
                       float* logits_row);
 
   std::shared_ptr<const Executor> executor_;
-  int ids_ = -1, mask_ = -1, positions_ = -1, logits_ = -1;  // plan I/O indices (both programs)
-  int table_ = -1;                                           // the decode program's block table
-  std::vector<int64_t> capacities_;                          // the decode capacities, ascending
-  std::vector<int64_t> prefill_lengths_;                     // prefill sequence lengths, ascending
+  // Plan I/O indices (both programs); positions_ is -1 for a plan without position_ids
+  // (GroupQueryAttention decoders derive the positions from the mask).
+  int ids_ = -1, mask_ = -1, positions_ = -1, logits_ = -1;
+  int table_ = -1;                        // the decode program's block table
+  std::vector<int64_t> capacities_;       // the decode capacities, ascending
+  std::vector<int64_t> prefill_lengths_;  // prefill sequence lengths, ascending
   int64_t vocab_ = 0;
   int64_t block_size_ = 0, blocks_ = 0;  // per pool, block 0 the scratch block
   size_t pool_bytes_ = 0;                // one pool's mapping

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kiln/support/status.h"
+#include "passes/rewrite_util.h"
 
 namespace kiln::compiler {
 namespace {
@@ -28,6 +29,37 @@ const Dim* DimAt(const Node& input, int d) {
   return &(*t.shape)[d];
 }
 
+// How a graph output appends this step's rows to a past input (null: it does not):
+// Concat(past, new) on axis 2 (torch.onnx / optimum; the rows' cache slots are the
+// position_ids input), or TensorScatter(Pad(past), new, rows){axis 2, linear} (the
+// com.microsoft GroupQueryAttention expansion: batch row b's new rows from slot rows[b]).
+struct Append {
+  Node* node = nullptr;  // the Concat or the TensorScatter
+  Node* pad = nullptr;   // the TensorScatter's Pad
+  const Node* past = nullptr;
+};
+
+Append AppendOf(Value v) {
+  Append a;
+  Node* n = v.node;
+  if (n == nullptr || !n->domain().empty() || !n->input(0)) return a;
+  if (n->op() == "Concat" && n->num_inputs() == 2 && ConcatAxis(*n) == 2) {
+    a.past = n->input(0).node;
+  } else if (n->op() == "TensorScatter" && n->num_inputs() == 3 && n->input(2) &&
+             (n->attr_int_or("axis", -2) == 2 || n->attr_int_or("axis", -2) == -2) &&
+             (n->attr_string("mode") == nullptr || *n->attr_string("mode") == "linear")) {
+    Node* pad = n->input(0).node;
+    if (pad->op() != "Pad" || !pad->domain().empty() || !pad->input(0)) return a;
+    a.pad = pad;
+    a.past = pad->input(0).node;
+  } else {
+    return a;
+  }
+  if (!a.past->is_input()) return Append{};
+  a.node = n;
+  return a;
+}
+
 }  // namespace
 
 absl::StatusOr<KvSignature> FindKvSignature(const Graph& g) {
@@ -36,38 +68,21 @@ absl::StatusOr<KvSignature> FindKvSignature(const Graph& g) {
   sig.attention_mask = InputIndex(g, "attention_mask");
   sig.position_ids = InputIndex(g, "position_ids");
   for (const auto& [index, name] :
-       {std::pair{sig.input_ids, "input_ids"}, std::pair{sig.attention_mask, "attention_mask"},
-        std::pair{sig.position_ids, "position_ids"}})
+       {std::pair{sig.input_ids, "input_ids"}, std::pair{sig.attention_mask, "attention_mask"}})
     if (index < 0)
       return absl::InvalidArgumentError(absl::StrCat(
           "--decode-context needs a KV-cache decoder with inputs input_ids, attention_mask and "
-          "position_ids (optimum's names); this model has no input '",
+          "(unless its caches are GroupQueryAttention's) position_ids (optimum's names); this "
+          "model has no input '",
           name, "'"));
-  const Node& ids = *g.inputs()[sig.input_ids];
-  const Node& positions = *g.inputs()[sig.position_ids];
-  const Dim* b = DimAt(ids, 0);
-  const Dim* s = DimAt(ids, 1);
-  if (ids.output_info(0).type.rank() != 2 || !s->is_symbol())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--decode-context: input_ids must be [batch, sequence] with a symbolic sequence (the "
-        "prompt lengths: give them with --profile sequence=..., not --shape), got ",
-        ids.output_info(0).type.ToString()));
-  sig.batch = b->is_symbol() ? b->symbol() : "";  // a fixed batch (--shape batch=N) is fine
-  sig.sequence = s->symbol();
-  if (positions.output_info(0).type.dtype != DType::kI64 ||
-      positions.output_info(0).type.rank() != 2)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--decode-context: position_ids must be int64 [batch, sequence], got ",
-                     positions.output_info(0).type.ToString()));
+  bool concats = false;  // a cache appended by Concat: its slots are position_ids
   for (size_t o = 0; o < g.outputs().size(); ++o) {
-    const Value v = g.outputs()[o].value;
-    if (!v || v.node->op() != "Concat" || !v.node->domain().empty() || v.node->num_inputs() != 2 ||
-        !v.node->input(0) || !v.node->input(0).node->is_input())
-      continue;
-    const Node& past = *v.node->input(0).node;
+    const Append append = AppendOf(g.outputs()[o].value);
+    if (append.node == nullptr) continue;
+    const Node& past = *append.past;
     const Dim* p = DimAt(past, 2);
-    if (past.output_info(0).type.rank() != 4 || ConcatAxis(*v.node) != 2 || !p->is_symbol())
-      continue;
+    if (past.output_info(0).type.rank() != 4 || !p->is_symbol()) continue;
+    concats |= append.pad == nullptr;
     if (!sig.past.empty() && sig.past != p->symbol())
       return absl::InvalidArgumentError(
           absl::StrCat("--decode-context: past input '", past.output_info(0).name,
@@ -80,7 +95,29 @@ absl::StatusOr<KvSignature> FindKvSignature(const Graph& g) {
     return absl::InvalidArgumentError(
         "--decode-context needs a KV-cache decoder: no graph output is a past input "
         "concatenated with this step's keys or values on axis 2 (present.* = Concat(past.*, "
-        "new), as torch.onnx and optimum export with use_cache=True)");
+        "new), as torch.onnx and optimum export with use_cache=True) or written into it "
+        "(com.microsoft GroupQueryAttention's present)");
+  if (concats) {
+    if (sig.position_ids < 0)
+      return absl::InvalidArgumentError(
+          "--decode-context: the model appends to its cache with Concat, so it needs an input "
+          "position_ids (the cache slot of each new token); it has none");
+    const Type& positions = g.inputs()[sig.position_ids]->output_info(0).type;
+    if (positions.dtype != DType::kI64 || positions.rank() != 2)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--decode-context: position_ids must be int64 [batch, sequence], got ",
+                       positions.ToString()));
+  }
+  const Node& ids = *g.inputs()[sig.input_ids];
+  const Dim* b = DimAt(ids, 0);
+  const Dim* s = DimAt(ids, 1);
+  if (ids.output_info(0).type.rank() != 2 || !s->is_symbol())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--decode-context: input_ids must be [batch, sequence] with a symbolic sequence (the "
+        "prompt lengths: give them with --profile sequence=..., not --shape), got ",
+        ids.output_info(0).type.ToString()));
+  sig.batch = b->is_symbol() ? b->symbol() : "";  // a fixed batch (--shape batch=N) is fine
+  sig.sequence = s->symbol();
   if (sig.past == sig.batch || sig.past == sig.sequence)
     return absl::InvalidArgumentError(
         absl::StrCat("--decode-context: the past length symbol '", sig.past,
@@ -158,7 +195,7 @@ absl::StatusOr<PlanSignature> DecodeSignature(const Plan& plan, const KvSignatur
 
 absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity,
                               const KvPaging& paging) {
-  const Value positions = g.inputs()[sig.position_ids]->output(0);
+  const Value positions = sig.position_ids >= 0 ? g.inputs()[sig.position_ids]->output(0) : Value();
   if (InputIndex(g, kBlockTableInput) >= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("decode program: the model has an input named '", kBlockTableInput,
@@ -175,19 +212,47 @@ absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity
     Node* past = g.inputs()[pair.input];
     const std::string& name = past->output_info(0).name;
     const Value out = g.outputs()[pair.output].value;
-    Node* concat = out.node;
-    if (concat == nullptr || concat->op() != "Concat" || concat->num_inputs() != 2 ||
-        concat->input(0) != past->output(0))
+    const Append append = AppendOf(out);
+    Node* concat = append.node;  // the Concat or TensorScatter
+    if (concat == nullptr || append.past != past)
       return absl::InvalidArgumentError(absl::StrCat(
           "decode program: output '", g.outputs()[pair.output].name, "' is no longer past '", name,
-          "' concatenated with this step's rows after "
+          "' with this step's rows appended after "
           "specialization (",
-          concat ? concat->Describe() : "nothing", ")"));
+          out.node ? out.node->Describe() : "nothing", ")"));
+    Node* reader = append.pad ? append.pad : concat;
     for (const Use& u : past->output_info(0).uses)
-      if (u.user != concat)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "decode program: past input '", name, "' is read by ", u.user->Describe(),
-            " besides the Concat that appends to it, so kiln cannot make it the cache"));
+      if (u.user != reader)
+        return absl::InvalidArgumentError(
+            absl::StrCat("decode program: past input '", name, "' is read by ", u.user->Describe(),
+                         " besides the ", reader->op(),
+                         " that appends to it, so kiln cannot make it the cache"));
+    Value slots = positions;  // [B, 1]: the cache slot of the step's one new row
+    if (append.pad) {
+      // Pad only extends the rows' end (pads [0,0,0,0, 0,0,n,0]); the rows go at slot
+      // rows[b] of batch row b.
+      const std::optional<std::vector<int64_t>> pads =
+          append.pad->num_inputs() > 1 ? rewrite::IntConstant(append.pad->input(1)) : std::nullopt;
+      const std::string* mode = append.pad->attr_string("mode");
+      if (!pads || pads->size() != 8 || (mode && *mode != "constant") ||
+          append.pad->num_inputs() > 2 || append.pad->output_info(0).uses.size() != 1)
+        return absl::InvalidArgumentError(
+            absl::StrCat("decode program: ", append.pad->Describe(), " before the cache write of '",
+                         name, "' does not just add rows at the end of the cache axis"));
+      for (int i = 0; i < 8; ++i)
+        if (i != 6 && (*pads)[i] != 0)
+          return absl::InvalidArgumentError(
+              absl::StrCat("decode program: ", append.pad->Describe(), " pads '", name,
+                           "' on an axis other than the end of the cache axis"));
+      Node* axes = g.InsertNodeBefore(concat, "Constant", {}, 1);
+      axes->set_attr("value", Tensor::FromI64({1}, {1}));
+      axes->set_output_type(0, Type::Static(DType::kI64, {1}));
+      Node* unsqueeze =
+          g.InsertNodeBefore(concat, "Unsqueeze", {concat->input(2), axes->output(0)}, 1);
+      unsqueeze->set_provenance(concat->provenance());
+      slots = unsqueeze->output(0);
+    }
+    if (!slots) return KILN_INTERNAL("decode program: no cache slots for '%s'", name);
     Type cache = past->output_info(0).type;
     if (!cache.is_static() || !concat->output_info(0).type.is_static())
       return KILN_INTERNAL("decode program: '%s' is not static after specialization", name);
@@ -211,13 +276,13 @@ absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity
     (*pool.shape)[0] = Dim::Known(paging.blocks);
     (*pool.shape)[2] = Dim::Known(paging.block_size);
     past->set_output_type(0, pool);
-    Node* write = g.InsertNodeBefore(
-        concat, "CacheWrite", {past->output(0), concat->input(1), positions, table}, 1, "kiln");
+    Node* write = g.InsertNodeBefore(concat, "CacheWrite",
+                                     {past->output(0), concat->input(1), slots, table}, 1, "kiln");
     write->set_output_type(0, pool);
     write->set_output_name(0, concat->output_info(0).name);
     write->set_provenance(concat->provenance());
     g.ReplaceAllUsesWith(concat->output(0), write->output(0));
-    KILN_RETURN_IF_ERROR(g.RemoveNode(concat));
+    rewrite::RemoveIfDead(g, {concat});
   }
   // Each attention over a pool reads it through the table (input 4; the mask may be absent).
   for (const auto& node : g.nodes()) {

@@ -1,13 +1,15 @@
 // The generation programs of a KV-cache decoder (docs/generation.md): finding the cache
 // signature of a graph exported with past key/value inputs and present outputs (optimum's
 // names: input_ids, attention_mask, position_ids; each present.* = Concat(past.*, this
-// step's K/V) on the sequence axis), and rewriting a decode bucket's graph so that each
-// past input is a pool of cache blocks, its Concat a kiln.CacheWrite into it through a
-// block table, and the fused attention reads the keys and values through the same table.
+// step's K/V) on the sequence axis; or, for com.microsoft GroupQueryAttention's import,
+// present.* = TensorScatter(Pad(past.*), this step's K/V, rows) and no position_ids), and
+// rewriting a decode bucket's graph so that each past input is a pool of cache blocks,
+// its Concat (Pad + TensorScatter) a kiln.CacheWrite into it through a block table, and
+// the fused attention reads the keys and values through the same table.
 // Why: appending in place is what makes a decode step cost the new token, not a copy of
 // the whole past; the plan stays one model with two programs sharing weights.
-// Limits: position_ids must be a graph input (slot = position); the cache axis is dim 2
-// of rank-4 [batch, kv_heads, past, head] K/V (optimum's layout).
+// Limits: a Concat cache needs position_ids as a graph input (slot = position); the
+// cache axis is dim 2 of rank-4 [batch, kv_heads, past, head] K/V (optimum's layout).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,8 @@
 namespace kiln::compiler {
 
 struct KvSignature {
-  int input_ids = -1, attention_mask = -1, position_ids = -1;  // graph input indices
+  // Graph input indices; position_ids is -1 when every cache is a TensorScatter one.
+  int input_ids = -1, attention_mask = -1, position_ids = -1;
   std::string batch, sequence, past;  // the symbols of input_ids' dims ("" for a fixed
                                       // batch) and the past length
   std::string total;                  // attention_mask's dim 1 when it is a symbol of its own
@@ -59,10 +62,12 @@ absl::StatusOr<PlanSignature> DecodeSignature(const Plan& plan, const KvSignatur
 // Rewrites a decode bucket's graph (specialized with past = capacity - 1, sequence = 1 and
 // optimized) to the paged cache: a new input `block_table` [B, capacity / block_size]
 // int64; each cache pair's past input becomes the pool [blocks, H, block_size, D], its
-// Concat a kiln.CacheWrite(pool, new, position_ids, block_table), and each kiln.Attention
-// reading that takes the block table too. InvalidArgument naming the input when a past is
-// read by anything but its Concat, or the appended cache by anything but kiln.Attention's
-// keys or values (the pool is not a [B, H, C, D] tensor any other op could read).
+// Concat a kiln.CacheWrite(pool, new, position_ids, block_table) (a Pad + TensorScatter:
+// the same with Unsqueeze(rows, [1]) as the slots), and each kiln.Attention reading that
+// takes the block table too. InvalidArgument naming the input when a past is read by
+// anything but its Concat (Pad), a Pad adds more than rows at the end of the cache axis,
+// or the appended cache is read by anything but kiln.Attention's keys or values (the pool
+// is not a [B, H, C, D] tensor any other op could read).
 absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity,
                               const KvPaging& paging);
 

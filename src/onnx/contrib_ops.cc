@@ -421,10 +421,11 @@ absl::Status ExpandMultiHeadAttention(Node* n, Expansion& e) {
 // cached before; query row s sits at position P + s. Expansion:
 //   heads   Q [B, N, S, D], K/V [B, Nkv, S, D] (packed QKV sliced after the head split);
 //           do_rotary: ONNX RotaryEmbedding of Q and K at positions P + s
-//   present [B, Nkv, C, D], C = max(past length, total_sequence_length): rows [0, P) the
-//           past's, rows [P, P + S) this step's (its padding rows too), the rest 0 — a
-//           GatherElements from Concat(past, new) then a Where (exactly onnxruntime's CPU
-//           buffer, rows past T included)
+//   present [B, Nkv, C, D], C = max(past length, total_sequence_length): the past padded
+//           to C rows (zeros without a past), this step's S rows (its padding rows too)
+//           written at row P by ONNX TensorScatter. Rows [0, T) are onnxruntime's; the rows
+//           after P + S hold the past's there where onnxruntime zeroes them (both
+//           unspecified by its contract; they differ only in a ragged batch)
 //   scores  Q · repeat_kv(K)ᵀ · scale (default 1/sqrt(D)), softcap · tanh(x / softcap),
 //           + attention_bias (its T columns padded to C), + 0 / -inf where the key is
 //           after the query's position (or, local_window_size W > 0, at or before it - W;
@@ -536,24 +537,24 @@ absl::Status ExpandGroupQueryAttention(Node* n, Expansion& e) {
     k = e.Op("RotaryEmbedding", {k, n->input(7), n->input(8), position}, attrs);
   }
 
-  // present row t of batch b: past row t (t < P) or new row t - P, 0 from P + S on.
-  const Value key_row = e.Op("Unsqueeze", {keys, e.I64({0})});       // [1, C]
-  const Value past_col = e.Op("Unsqueeze", {past_len, e.I64({1})});  // [B, 1]
-  const Value offset = e.Op("Sub", {key_row, past_col});             // [B, C]
-  const Value from_new = e.Op("Add", {past_buf, e.Op("Min", {offset, e.Op("Sub", {seq, one})})});
-  const Value source =
-      e.Op("Unsqueeze", {e.Op("Where", {e.Op("Less", {key_row, past_col}), key_row, from_new}),
-                         e.I64({1, 3})});  // [B, 1, C, 1]
-  const Value written = e.Op("Unsqueeze", {e.Op("Less", {offset, seq}), e.I64({1, 3})});
+  // present: the past (zeros without one) padded to C rows, this step's S rows written at
+  // row P of each batch row: ONNX's KV-cache update, which a generation plan's decode
+  // program turns into kiln.CacheWrite into its paged cache.
   auto present = [&](Value past, Value fresh) {
-    const Value joined = past ? e.Op("Concat", {past, fresh}, {{"axis", int64_t{2}}}) : fresh;
-    const Value shape = e.Op("Shape", {joined});
-    const Value to =
-        e.Op("Concat", {dims(shape, 0, 2), e.Op("Reshape", {cap, e.I64({1})}), dims(shape, 3, 4)},
-             {{"axis", int64_t{0}}});
-    const Value rows =
-        e.Op("GatherElements", {joined, e.Op("Expand", {source, to})}, {{"axis", int64_t{2}}});
-    return e.Op("Where", {written, rows, e.Op("CastLike", {e.F32(0.f), rows})});
+    Value base;
+    if (past) {
+      const Value more = e.Op("Reshape", {e.Op("Sub", {cap, past_buf}), e.I64({1})});
+      base = e.Op("Pad", {past, e.Op("Concat", {e.I64({0, 0, 0, 0, 0, 0}), more, e.I64({0})},
+                                     {{"axis", int64_t{0}}})});
+    } else {
+      const Value shape = e.Op("Shape", {fresh});
+      base = e.Op("Expand",
+                  {e.Op("CastLike", {e.F32(0.f), fresh}),
+                   e.Op("Concat",
+                        {dims(shape, 0, 2), e.Op("Reshape", {cap, e.I64({1})}), dims(shape, 3, 4)},
+                        {{"axis", int64_t{0}}})});
+    }
+    return e.Op("TensorScatter", {base, fresh, past_len}, {{"axis", int64_t{2}}});
   };
   const Value present_k = present(Has(n, 3) ? n->input(3) : Value(), k);
   const Value present_v = present(Has(n, 4) ? n->input(4) : Value(), v);

@@ -59,14 +59,13 @@ absl::StatusOr<std::unique_ptr<GenerationSession>> GenerationSession::Create(
   s->mask_ = FindInput(plan.inputs, "attention_mask");
   s->positions_ = FindInput(plan.inputs, "position_ids");
   s->table_ = FindInput(dio.inputs, "block_table");
-  if (s->ids_ < 0 || s->mask_ < 0 || s->positions_ < 0)
-    return NotADecoder("the plan lacks input_ids, attention_mask or position_ids");
+  if (s->ids_ < 0 || s->mask_ < 0) return NotADecoder("the plan lacks input_ids or attention_mask");
   if (s->table_ < 0 || dio.inputs.size() != plan.inputs.size() + 1 ||
       dio.outputs.size() != plan.outputs.size())
     return NotADecoder("the decode program's inputs are not the model's and a block table");
   for (int i : {s->ids_, s->mask_, s->positions_})
-    if (plan.inputs[i].dtype != DType::kI64 || plan.inputs[i].dims.size() != 2 ||
-        dio.inputs[i].name != plan.inputs[i].name)
+    if (i >= 0 && (plan.inputs[i].dtype != DType::kI64 || plan.inputs[i].dims.size() != 2 ||
+                   dio.inputs[i].name != plan.inputs[i].name))
       return NotADecoder(absl::StrCat("input '", plan.inputs[i].name, "' is not int64 [batch, n]"));
   for (size_t o = 0; o < plan.outputs.size(); ++o)
     if (plan.outputs[o].name == "logits") s->logits_ = static_cast<int>(o);
@@ -234,7 +233,7 @@ absl::StatusOr<GenerationSession::PrefillRun> GenerationSession::RunPrefill(
   std::vector<TensorView> in(plan.inputs.size());
   in[ids_] = {DType::kI64, {nb, s}, ids.data()};
   in[mask_] = {DType::kI64, {nb, s}, mask.data()};
-  in[positions_] = {DType::kI64, {nb, s}, pos.data()};
+  if (positions_ >= 0) in[positions_] = {DType::kI64, {nb, s}, pos.data()};
   for (const Cache& c : caches_) in[c.input] = {DType::kF32, {nb, c.heads, 0, c.head}, nullptr};
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i].dtype == DType::kUndefined)
@@ -401,7 +400,7 @@ absl::StatusOr<Tensor> GenerationSession::Decode(std::span<const int64_t> next_i
   std::vector<MutableTensorView> out(io.outputs.size());
   in[ids_] = {DType::kI64, {nb, 1}, ids.data()};
   in[mask_] = {DType::kI64, {nb, capacity}, mask.data()};
-  in[positions_] = {DType::kI64, {nb, 1}, pos.data()};
+  if (positions_ >= 0) in[positions_] = {DType::kI64, {nb, 1}, pos.data()};
   in[table_] = {DType::kI64, {nb, width}, table.data()};
   out[logits_] = {DType::kF32, {nb, 1, vocab_}, logits.raw()};
   for (Cache& c : caches_) {
