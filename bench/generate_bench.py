@@ -120,6 +120,21 @@ def pad_prompts(prompts):
     return b, lens, ids, mask
 
 
+def bound_step(sess, feeds, pasts):
+    """One onnxruntime run through IO binding: the numpy `feeds` and the OrtValues `pasts`
+    bound as they are, every output left on the CPU as onnxruntime allocates it; returns
+    {output name: OrtValue} (a present to bind as the next step's past, no numpy copy)."""
+    io = sess.io_binding()
+    for name, array in feeds.items():
+        io.bind_cpu_input(name, array)
+    for name, value in pasts.items():
+        io.bind_ortvalue_input(name, value)
+    for o in sess.get_outputs():
+        io.bind_output(o.name, "cpu")
+    sess.run_with_iobinding(io)
+    return dict(zip([o.name for o in sess.get_outputs()], io.get_outputs()))
+
+
 def ort_generate_bound(sess, args, prompts, new_tokens):
     """ort_generate through IO binding: each step's present.* OrtValues are bound as the next
     step's past inputs as they are (no numpy round trip), the other outputs allocated by
@@ -131,15 +146,7 @@ def ort_generate_bound(sess, args, prompts, new_tokens):
     s = ids.shape[1]
 
     def step(feeds, pasts):
-        io = sess.io_binding()
-        for name, array in feeds.items():
-            io.bind_cpu_input(name, array)
-        for name, value in pasts.items():
-            io.bind_ortvalue_input(name, value)
-        for o in sess.get_outputs():
-            io.bind_output(o.name, "cpu")
-        sess.run_with_iobinding(io)
-        return dict(zip([o.name for o in sess.get_outputs()], io.get_outputs()))
+        return bound_step(sess, feeds, pasts)
 
     empty = {n: ort.OrtValue.ortvalue_from_numpy(
         np.zeros((b, args.kv_heads, 0, args.head_dim), np.float32)) for n in past_names}

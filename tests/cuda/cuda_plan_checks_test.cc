@@ -41,6 +41,9 @@ TEST(CudaPlanChecks, FixturesAreRefusedCleanlyWithoutAGpu) {
     // The image towers (models/fixtures/vision/): the cuda target has no conv kernel yet,
     // so their compile is refused naming the Conv (CompileCuda checks the message).
     if (e.path().parent_path().filename() == "vision") continue;
+    // The onnxruntime-genai files: no cuda kernel for GroupQueryAttention's cache update
+    // yet (CompileCuda.GenaiFilesAreRefusedNamingTheCacheUpdate).
+    if (e.path().parent_path().parent_path().filename() == "genai") continue;
     absl::StatusOr<Plan> plan = Compile(e.path().string(), o);
     ASSERT_TRUE(plan.ok()) << e.path() << ": " << plan.status();
     auto exec = Executor::Create(std::make_shared<const Plan>(*std::move(plan)));

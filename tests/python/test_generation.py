@@ -73,7 +73,7 @@ def test_errors(plan_path, tiny_bert, tmp_path):
         gen.fork(0, 3)
     with pytest.raises(kiln.FailedPrecondition, match="no decode program"):
         kiln.compile(tiny_bert, symbols={"batch": 1, "sequence": 8}).generator()
-    with pytest.raises(kiln.InvalidArgument, match="position_ids"):
+    with pytest.raises(kiln.InvalidArgument, match="needs a KV-cache decoder"):
         kiln.compile(tiny_bert, symbols={"batch": 1, "sequence": 8}, decode_context=[16])
     with pytest.raises(TypeError):
         kiln.compile(tiny_bert, decode_context=["16"])
