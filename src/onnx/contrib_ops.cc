@@ -36,9 +36,12 @@
 //                                 (keys at or past the count masked); masked scores get
 //                                 mask_filter_value added. unidirectional: keys after the
 //                                 query masked the same way.
-//   MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?)
+//   MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?,
+//                      past_key?, past_value?)
 //                                 the same heads' attention on separate Q, K, V (bias a
-//                                 constant split in thirds); packed and past forms refused
+//                                 constant split in thirds; K/V may be heads already), a
+//                                 past concatenated in front (the present outputs);
+//                                 packed QKV/KV refused
 //   MatMulNBits(A, B, scales, zero_points?, g_idx?, bias?){K, N, bits, block_size}
 //                                 A · DequantizeLinear(B as u4/u2/u8 [N, K], blocked)ᵀ + bias
 //   GroupQueryAttention(query, key?, value?, past_key?, past_value?, seqlens_k,
@@ -206,7 +209,13 @@ absl::Status ExpandEmbedLayerNorm(Node* n, Expansion& e) {
 }
 
 absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Value v, Value scale,
-                                  Value keys, int mask_at, int bias_at);
+                                  Value queries, Value keys, int mask_at, int bias_at);
+
+// A scalar: dim i of x.
+Value DimOf(Expansion& e, Value x, int64_t i) {
+  return e.Op("Gather", {e.Op("Shape", {x}), e.Const(Tensor::ScalarI64(i))},
+              {{"axis", int64_t{0}}});
+}
 
 absl::Status ExpandAttention(Node* n, Expansion& e) {
   if (Has(n, 4)) return Unsupported(n, "the past state input is not supported");
@@ -254,35 +263,34 @@ absl::Status ExpandAttention(Node* n, Expansion& e) {
   // 0 (the default) means 1/sqrt(head size).
   float scale = n->attr_float_or("scale", 0.f);
   if (scale == 0.f) scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  KILN_ASSIGN_OR_RETURN(Value ctx,
-                        AttendHeads(n, e, qkv[0], qkv[1], qkv[2], e.F32(scale), x, 3, 5));
+  const Value tokens = DimOf(e, x, 1);  // self-attention: as many keys as queries
+  KILN_ASSIGN_OR_RETURN(
+      Value ctx, AttendHeads(n, e, qkv[0], qkv[1], qkv[2], e.F32(scale), tokens, tokens, 3, 5));
   e.Bind(0, e.Op("Reshape", {ctx, e.I64({0, 0, sizes[2]})}));
   return absl::OkStatus();
 }
 
 // The heads' attention shared by Attention and MultiHeadAttention: q [B, N, S, D], kt
 // [B, N, D, T], v [B, N, T, Dv] -> [B, S, N, Dv] (heads not merged): Q·Kᵀ · scale, the
-// key mask at input `mask_at` ([B, T] 0/1 or [B] valid key counts, T read from `keys`' dim
-// 1), the causal mask when `unidirectional`, the additive bias at input `bias_at`,
-// Softmax, · V. Masked scores get mask_filter_value added, as onnxruntime does.
+// key mask at input `mask_at` ([B, T] 0/1 or [B] valid key counts), the causal mask when
+// `unidirectional` (query i sits at key position T - S + i: with a past, after it), the
+// additive bias at input `bias_at`, Softmax, · V. Masked scores get mask_filter_value
+// added, as onnxruntime does. `queries` (S) and `keys` (T) are scalars the caller reads
+// from the op's inputs, not from the heads (a value read outside the attention block
+// would keep it from fusing).
 absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Value v, Value scale,
-                                  Value keys, int mask_at, int bias_at) {
+                                  Value queries, Value keys, int mask_at, int bias_at) {
   Value scores = e.Op("Mul", {e.Op("MatMul", {q, kt}), scale});
   const float filter = n->attr_float_or("mask_filter_value", -10000.0f);
-  const Value x = keys;
   if (Has(n, mask_at)) {
     const Type& mt = n->input(mask_at).type();
     Value keep;  // [B, T] of 0/1, as f32
     if (mt.has_rank() && mt.rank() == 2) {
       keep = e.Op("Cast", {n->input(mask_at)}, {{"to", int64_t{1}}});
     } else if (mt.has_rank() && mt.rank() == 1) {
-      // Valid key counts: key j is kept while j < count[b]. The keys are the input's
-      // positions (no past): T = dim 1 of the input, read there and not from the heads
-      // (a value read outside the attention block would keep it from fusing).
-      Value shape = e.Op("Shape", {x});
-      Value t = e.Op("Gather", {shape, e.Const(Tensor::ScalarI64(1))}, {{"axis", int64_t{0}}});
+      // Valid key counts: key j is kept while j < count[b].
       Value range =
-          e.Op("Range", {e.Const(Tensor::ScalarI64(0)), t, e.Const(Tensor::ScalarI64(1))});
+          e.Op("Range", {e.Const(Tensor::ScalarI64(0)), keys, e.Const(Tensor::ScalarI64(1))});
       Value counts = e.Op("Cast", {n->input(mask_at)}, {{"to", int64_t{7}}});
       Value less = e.Op("Less", {range, e.Op("Unsqueeze", {counts, e.I64({1})})});
       keep = e.Op("Cast", {less}, {{"to", int64_t{1}}});
@@ -297,11 +305,12 @@ absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Valu
     scores = e.Op("Add", {scores, bias});
   }
   if (n->attr_int_or("unidirectional", 0) != 0) {
-    // 1 where the key comes after the query: (1 - tril(ones [S, S])) · filter.
-    Value seq = e.Op("Slice", {e.Op("Shape", {x}), e.I64({1}), e.I64({2}), e.I64({0})});
-    Value st = e.Op("Concat", {seq, seq}, {{"axis", int64_t{0}}});
+    // 1 where the key comes after the query: (1 - tril(ones [S, T], T - S)) · filter.
+    Value st = e.Op("Concat",
+                    {e.Op("Reshape", {queries, e.I64({1})}), e.Op("Reshape", {keys, e.I64({1})})},
+                    {{"axis", int64_t{0}}});
     Value ones = e.Op("ConstantOfShape", {st}, {{"value", Tensor::FromF32({1}, {1.0f})}});
-    Value tril = e.Op("Trilu", {ones}, {{"upper", int64_t{0}}});
+    Value tril = e.Op("Trilu", {ones, e.Op("Sub", {keys, queries})}, {{"upper", int64_t{0}}});
     scores = e.Op("Add", {scores, e.Op("Mul", {e.Op("Sub", {e.F32(1.0f), tril}), e.F32(filter)})});
   }
   if (Has(n, bias_at)) scores = e.Op("Add", {scores, n->input(bias_at)});
@@ -367,39 +376,66 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
   return absl::OkStatus();
 }
 
-// MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?): separate
-// [B, S, H], [B, T, H], [B, T, Hv] inputs (bias [H + H + Hv] a constant split in thirds),
-// heads split by num_heads, then AttendHeads. Refused by name: packed QKV/KV, 4-D keys,
-// past/present state.
+// MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?,
+// past_key?, past_value?): separate [B, S, H] queries and [B, L, H], [B, L, Hv] keys and
+// values (bias [H + H + Hv] a constant split in thirds), heads split by num_heads — or
+// keys and values already heads [B, N, L, D] (a cross-attention cache: only Q's bias
+// applies, as onnxruntime does) — with a past, K/V = Concat(past, this step's heads) on the
+// key axis, which are the present outputs; then AttendHeads over T = past + L keys.
+// Refused by name: packed QKV/KV (onnxruntime's CPU kernel refuses them too), the
+// past_sequence_length (shared buffer) and cache_indirection inputs, the qk output.
 absl::Status ExpandMultiHeadAttention(Node* n, Expansion& e) {
   if (!Has(n, 1) || !Has(n, 2))
     return Unsupported(n, "packed QKV or KV (key or value omitted) is not supported");
-  for (int i : {1, 2}) {
+  const auto rank_of = [&](int i) {
     const Type& t = n->input(i).type();
-    if (t.has_rank() && t.rank() != 3)
-      return Unsupported(n, "key and value must be [batch, kv_sequence, hidden] (3-D)");
-  }
-  if (Has(n, 6) || Has(n, 7) || (n->num_outputs() > 1 && (e.Wanted(1) || e.Wanted(2))))
-    return Unsupported(n, "past/present key and value are not supported");
+    return t.has_rank() ? t.rank() : -1;
+  };
+  const int kv_rank = rank_of(1);
+  if ((kv_rank != 3 && kv_rank != 4) || rank_of(2) != kv_rank)
+    return Unsupported(n,
+                       "key and value must both be [batch, kv_sequence, hidden] or both "
+                       "[batch, heads, kv_sequence, head] (ranks known at import)");
+  if (Has(n, 8) || Has(n, 9))
+    return Unsupported(n,
+                       "the past_sequence_length (shared cache buffer) and cache_indirection "
+                       "inputs are not supported");
+  if (Has(n, 6) != Has(n, 7))
+    return absl::InvalidArgumentError(
+        absl::StrCat(n->Describe(), ": past_key and past_value must both be given, or neither"));
+  const bool past = Has(n, 6);
+  if (past && kv_rank == 4)
+    return Unsupported(n, "a past together with [batch, heads, kv_sequence, head] keys");
+  if (e.Wanted(3)) return Unsupported(n, "the qk output is not supported");
+  if (!past && (e.Wanted(1) || e.Wanted(2)))
+    return Unsupported(n, "present key and value without a past are not supported");
   const int64_t heads = n->attr_int_or("num_heads", 0);
   if (heads < 1)
     return absl::InvalidArgumentError(absl::StrCat(n->Describe(), ": num_heads must be >= 1"));
   std::vector<Value> qkv = {n->input(0), n->input(1), n->input(2)};
+  const int projected = kv_rank == 3 ? 3 : 1;  // the inputs still [B, S, width]
   if (Has(n, 3)) {
     const std::optional<std::vector<int64_t>> b = ConstDims(n, 3);
     if (!b || b->size() != 1 || (*b)[0] % 3 != 0)
       return Unsupported(n, "the bias must be a constant [3 · hidden] (equal Q, K, V widths)");
     const int64_t h = (*b)[0] / 3;
-    for (int part = 0; part < 3; ++part)
+    for (int part = 0; part < projected; ++part)
       qkv[part] = e.Op("Add", {qkv[part], e.Op("Slice", {n->input(3), e.I64({part * h}),
                                                          e.I64({(part + 1) * h}), e.I64({0})})});
   }
-  for (int part = 0; part < 3; ++part) {
-    const std::vector<int64_t> perm =
-        part == 1 ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3};
+  const std::vector<int64_t> to_heads = {0, 2, 1, 3};
+  for (int part = 0; part < projected; ++part)
     qkv[part] = e.Op("Transpose", {e.Op("Reshape", {qkv[part], e.I64({0, 0, heads, -1})})},
-                     {{"perm", perm}});
+                     {{"perm", to_heads}});
+  Value keys = kv_rank == 3 ? DimOf(e, n->input(1), 1) : DimOf(e, n->input(1), 2);
+  if (past) {
+    for (int part : {1, 2}) {
+      qkv[part] = e.Op("Concat", {n->input(5 + part), qkv[part]}, {{"axis", int64_t{2}}});
+      e.Bind(part, qkv[part]);
+    }
+    keys = e.Op("Add", {DimOf(e, n->input(6), 2), keys});
   }
+  const Value kt = e.Op("Transpose", {qkv[1]}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
   Value scale;
   if (const float s = n->attr_float_or("scale", 0.f); s != 0.f) {
     scale = e.F32(s);
@@ -407,8 +443,8 @@ absl::Status ExpandMultiHeadAttention(Node* n, Expansion& e) {
     Value d = e.Op("Slice", {e.Op("Shape", {qkv[0]}), e.I64({3}), e.I64({4}), e.I64({0})});
     scale = e.Op("Reciprocal", {e.Op("Sqrt", {e.Op("Cast", {d}, {{"to", int64_t{1}}})})});
   }
-  KILN_ASSIGN_OR_RETURN(Value ctx,
-                        AttendHeads(n, e, qkv[0], qkv[1], qkv[2], scale, n->input(1), 4, 5));
+  KILN_ASSIGN_OR_RETURN(Value ctx, AttendHeads(n, e, qkv[0], kt, qkv[2], scale,
+                                               DimOf(e, n->input(0), 1), keys, 4, 5));
   e.Bind(0, e.Op("Reshape", {ctx, e.I64({0, 0, -1})}));
   return absl::OkStatus();
 }

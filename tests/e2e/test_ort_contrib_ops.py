@@ -4,7 +4,8 @@ transformer optimizer writes (tests/e2e/test_ort_optimized.py) and the ones it d
 write for the fixtures — Attention with a 0/1 mask, unidirectional, an attention bias and
 uneven qkv_hidden_sizes, the simplified norms, QuickGelu, FastGelu without bias,
 RotaryEmbedding (3-D and 4-D, halves and interleaved), MultiHeadAttention (bias, both mask
-formats, an attention bias, causal, cross-attention), GroupQueryAttention (separate and
+formats, an attention bias, causal, cross-attention, heads-form K/V, a past cache with
+masks and causality), GroupQueryAttention (separate and
 packed QKV, with and without a past cache, ragged batches, rotary halves / interleaved /
 partial, local window, softcap, scale, attention bias, causal=0), MatMulNBits (4-bit, with and without
 zero points, a padded last block) (and
@@ -166,15 +167,20 @@ def test_rotary_embedding(kiln_bin, tmp_path, rank, interleaved):
 
 
 @pytest.mark.parametrize("case", ["plain", "bias_mask2d", "bias_attn_bias", "mask1d", "causal",
-                                  "cross"])
+                                  "cross", "heads_kv_bias"])
 def test_multi_head_attention(kiln_bin, tmp_path, case):
-    """com.microsoft.MultiHeadAttention with separate Q, K, V: the shared heads' attention."""
+    """com.microsoft.MultiHeadAttention with separate Q, K, V: the shared heads' attention
+    (heads_kv_bias: K and V given as heads [B, N, L, D], where only Q's bias applies)."""
     b, s, heads, d = 2, 5, 2, 4
     h = heads * d
-    t = 3 if case == "cross" else s
-    inputs = [f32("q", [b, s, h]), f32("k", [b, t, h]), f32("v", [b, t, h])]
-    feeds = {"q": rand(b, s, h), "k": rand(b, t, h), "v": rand(b, t, h)}
+    t = 3 if case in ("cross", "heads_kv_bias") else s
+    kv_shape = [b, heads, t, d] if case == "heads_kv_bias" else [b, t, h]
+    inputs = [f32("q", [b, s, h]), f32("k", kv_shape), f32("v", kv_shape)]
+    feeds = {"q": rand(b, s, h), "k": rand(*kv_shape), "v": rand(*kv_shape)}
     ins, inits, attrs = ["q", "k", "v"], [], {"num_heads": heads}
+    if case == "heads_kv_bias":
+        inits.append(numpy_helper.from_array(rand(3 * h, scale=0.5), "bias"))
+        ins.append("bias")
     if case == "mask1d":
         inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [b]))
         feeds["mask"] = np.array([5, 3], np.int32)
@@ -308,6 +314,67 @@ def test_group_query_attention_refused(kiln_bin, tmp_path, case, message):
     node = helper.make_node("GroupQueryAttention", ins, ["y"], domain=MS, **attrs)
     path = tmp_path / "m.onnx"
     onnx.save(model([node], inputs, [f32("y", None)]), str(path))
+    p = subprocess.run([kiln_bin, "compile", str(path), "-o", str(tmp_path / "m.kiln")],
+                       capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert p.returncode != 0
+    assert message in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("case", ["past", "past_causal", "past_mask", "past_bias_counts"])
+def test_multi_head_attention_with_past(kiln_bin, tmp_path, case):
+    """MultiHeadAttention with past_key/past_value [B, N, P, D]: K/V = Concat(past, this
+    step's heads), the present outputs; the masks cover past + new keys, and a causal query
+    i sits at position P + i."""
+    b, s, heads, d, past = 2, 3, 2, 4, 5
+    h, total = heads * d, past + s
+    inputs = [f32("q", [b, s, h]), f32("k", [b, s, h]), f32("v", [b, s, h]),
+              f32("past_k", [b, heads, past, d]), f32("past_v", [b, heads, past, d])]
+    feeds = {"q": rand(b, s, h), "k": rand(b, s, h), "v": rand(b, s, h),
+             "past_k": rand(b, heads, past, d), "past_v": rand(b, heads, past, d)}
+    ins, inits, attrs = ["q", "k", "v", "", "", ""], [], {"num_heads": heads}
+    if case == "past_causal":
+        attrs["unidirectional"] = 1
+    if case == "past_mask":
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [b, total]))
+        feeds["mask"] = np.array([[1] * total, [0, 1, 1, 1, 1, 1, 0, 1]], np.int32)
+        ins[4] = "mask"
+    if case == "past_bias_counts":
+        inits.append(numpy_helper.from_array(rand(3 * h, scale=0.5), "bias"))
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [b]))
+        feeds["mask"] = np.array([total, 6], np.int32)
+        ins[3], ins[4] = "bias", "mask"
+        attrs["unidirectional"] = 1
+    ins += ["past_k", "past_v"]
+    node = helper.make_node("MultiHeadAttention", ins, ["y", "present_k", "present_v"],
+                            domain=MS, **attrs)
+    outs = [f32("y", [b, s, h]), f32("present_k", [b, heads, total, d]),
+            f32("present_v", [b, heads, total, d])]
+    check(kiln_bin, tmp_path, model([node], inputs, outs, inits), feeds)
+
+
+@pytest.mark.parametrize("case,message", [
+    ("packed", "packed QKV or KV (key or value omitted) is not supported"),
+    ("shared_buffer", "the past_sequence_length (shared cache buffer) and cache_indirection "
+                      "inputs are not supported"),
+    ("qk", "the qk output is not supported"),
+    ("lone_past", "past_key and past_value must both be given, or neither"),
+])
+def test_multi_head_attention_refused(kiln_bin, tmp_path, case, message):
+    ins, outs = ["x", "x", "x"], ["y"]
+    inputs = [f32("x", [1, 3, 8]), f32("past", [1, 2, 4, 4]),
+              helper.make_tensor_value_info("len", TensorProto.INT32, [1])]
+    if case == "packed":
+        ins = ["x"]
+    elif case == "shared_buffer":
+        ins += ["", "", "", "past", "past", "len"]
+    elif case == "qk":
+        outs = ["y", "", "", "qk"]
+    else:
+        ins += ["", "", "", "past"]
+    node = helper.make_node("MultiHeadAttention", ins, outs, domain=MS, num_heads=2)
+    path = tmp_path / "m.onnx"
+    outputs = [f32(o, None) for o in outs if o]
+    onnx.save(model([node], inputs, outputs), str(path))
     p = subprocess.run([kiln_bin, "compile", str(path), "-o", str(tmp_path / "m.kiln")],
                        capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
     assert p.returncode != 0
