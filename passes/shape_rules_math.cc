@@ -1,7 +1,7 @@
 // Shape rules of the math family: MatMul (1-D operands and batch broadcasting),
 // MatMulInteger, Gemm,
 // the Reduce* ops (opset-18 form: optional `axes` input, keepdims, noop_with_empty_axes)
-// ArgMax, Einsum, and the decoder ops RotaryEmbedding and TensorScatter (input 0's type).
+// ArgMax, Einsum, and the decoder ops RotaryEmbedding (input 0's type) and TensorScatter.
 // Reductions whose axes input is not a known constant keep what can still be
 // said (the rank with keepdims; dims that are already 1).
 #include <algorithm>
@@ -407,9 +407,34 @@ absl::StatusOr<std::vector<Type>> MelWeightMatrixRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(*dt, Shape{rows, cols}));
 }
 
-// RotaryEmbedding, TensorScatter: input 0's type.
+// RotaryEmbedding: input 0's type.
 absl::StatusOr<std::vector<Type>> FirstInputType(const RuleContext& ctx) {
   return Outputs(ctx, ctx.input_type(0));
+}
+
+// TensorScatter(past_cache, update, write_indices?){axis = -2}: past_cache's type, where a
+// dim off the batch and the scatter axis that the cache leaves symbolic or unknown is the
+// update's when that is known (they must be equal: a KV cache whose head size is a symbol
+// of its own, as onnxruntime-genai's files declare it, gets the size of the heads written
+// into it). Known dims that differ are an error naming the node.
+absl::StatusOr<std::vector<Type>> TensorScatterRule(const RuleContext& ctx) {
+  Type out = ctx.input_type(0);
+  const Type& update = ctx.input_type(1);
+  if (!out.has_rank() || !update.has_rank() || out.rank() != update.rank() || out.rank() < 2)
+    return Outputs(ctx, out);
+  KILN_ASSIGN_OR_RETURN(const int64_t axis,
+                        NormalizeAxis(ctx, ctx.node().attr_int_or("axis", -2), out.rank()));
+  for (int i = 1; i < out.rank(); ++i) {
+    if (i == axis) continue;
+    Dim& d = (*out.shape)[i];
+    const Dim& u = (*update.shape)[i];
+    if (!u.is_known()) continue;
+    if (d.is_known() && d.value() != u.value())
+      return ctx.Error(
+          absl::StrCat("update dim ", i, " is ", u.value(), ", the cache's ", d.value()));
+    d = u;
+  }
+  return Outputs(ctx, out);
 }
 
 const absl::flat_hash_map<std::string, ShapeRule>& Table() {
@@ -437,7 +462,7 @@ const absl::flat_hash_map<std::string, ShapeRule>& Table() {
     (*t)["MelWeightMatrix"] = &MelWeightMatrixRule;
     for (const char* op : {"HannWindow", "HammingWindow", "BlackmanWindow"}) (*t)[op] = &WindowRule;
     (*t)["RotaryEmbedding"] = &FirstInputType;
-    (*t)["TensorScatter"] = &FirstInputType;
+    (*t)["TensorScatter"] = &TensorScatterRule;
     return t;
   }();
   return *table;

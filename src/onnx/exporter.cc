@@ -3,13 +3,16 @@
 // Identity node when the value carries a different name. Attributes map one to one.
 #include "kiln/onnx/exporter.h"
 
+#include <algorithm>
 #include <fstream>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kiln/ir/narrow.h"
+#include "kiln/ir/ops.h"
 #include "kiln/support/status.h"
 #include "onnx/onnx_pb.h"
 
@@ -73,16 +76,32 @@ absl::Status AttrToProto(const std::string& name, const Attribute& a, onnx::Attr
   return absl::OkStatus();
 }
 
+// The default-domain opset of an exported graph: kExportOpset, or the opset that
+// introduced the newest op in it (the importer maps older versions onto kiln's forms,
+// which later opsets keep: an op import added from a newer opset, e.g. the TensorScatter
+// of a GroupQueryAttention expansion, needs its own opset to read back). The IR version
+// is the one that opset came with (onnx's helper.VERSION_TABLE).
+std::pair<int64_t, int64_t> ExportVersions(const Graph& g) {
+  int64_t opset = kExportOpset;
+  for (const auto& n : g.nodes())
+    if (n->domain().empty())
+      if (const OpInfo* info = FindOp("", n->op()))
+        opset = std::max<int64_t>(opset, info->since_opset);
+  const int64_t ir = opset <= 21 ? 9 : opset == 22 ? 10 : opset == 23 ? 11 : opset == 24 ? 12 : 13;
+  return {opset, ir};
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ExportOnnxBytes(const Graph& g) {
   onnx::ModelProto model;
-  model.set_ir_version(9);
+  const auto [opset_version, ir_version] = ExportVersions(g);
+  model.set_ir_version(ir_version);
   model.set_producer_name("kiln");
   model.set_producer_version(KILN_VERSION);
   auto* opset = model.add_opset_import();
   opset->set_domain("");
-  opset->set_version(kExportOpset);
+  opset->set_version(opset_version);
   bool uses_kiln_domain = false;
   onnx::GraphProto* gp = model.mutable_graph();
   gp->set_name(g.name().empty() ? "kiln" : g.name());

@@ -175,6 +175,41 @@ TEST(FusedRoundTripTest, TrailingOmittedInputIsDroppedOnImport) {
 })")));
 }
 
+// The default-domain opset (and IR version) of an export is kExportOpset, or the opset of
+// the newest op in the graph — here TensorScatter (opset 24), which the import of
+// com.microsoft GroupQueryAttention adds to a model of any opset: at 21 the file would not
+// read back.
+TEST(FusedRoundTripTest, ExportOpsetCoversTheNewestOp) {
+  const auto versions = [](const std::string& text) -> std::pair<int64_t, int64_t> {
+    auto g = MustParse(text);
+    if (!g) return {-1, -1};
+    absl::StatusOr<std::string> bytes = ExportOnnxBytes(*g);
+    onnx::ModelProto model;
+    if (!bytes.ok() || !model.ParseFromString(*bytes)) return {-1, -1};
+    for (const auto& imp : model.opset_import())
+      if (imp.domain().empty()) return {imp.version(), model.ir_version()};
+    return {-1, -1};
+  };
+  EXPECT_EQ(versions(R"(graph g opset=21 {
+  %0 = Input() : f32[2,3] "x"
+  %1 = Relu(%0) : f32[2,3]
+  return "y": %1
+})"),
+            (std::pair<int64_t, int64_t>{kExportOpset, 9}));
+  const std::string scatter = R"(graph g opset=21 {
+  %0 = Input() : f32[1,2,4,3] "cache"
+  %1 = Input() : f32[1,2,1,3] "new"
+  %2 = Input() : i64[1] "at"
+  %3 = TensorScatter(%0, %1, %2) {axis=2} : f32[1,2,4,3]
+  return "y": %3
+})";
+  EXPECT_EQ(versions(scatter), (std::pair<int64_t, int64_t>{24, 12}));
+  auto g = MustParse(scatter);
+  ASSERT_TRUE(g);
+  absl::StatusOr<std::unique_ptr<Graph>> back = RoundTrip(*g);
+  ASSERT_TRUE(back.ok()) << back.status();
+}
+
 TEST(FusedRoundTripTest, OtherKilnDomainVersionsAreUnimplemented) {
   auto g = MustParse(FusedText());
   ASSERT_TRUE(g);

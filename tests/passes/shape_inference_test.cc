@@ -520,6 +520,34 @@ TEST(ShapeInferenceTest, IndexingOps) {
 })");
 }
 
+// TensorScatter: the cache's type, its symbolic dims off the batch and the scatter axis
+// taken from the update where that knows them (onnxruntime-genai's caches declare the head
+// size as a symbol of their own); known dims that disagree are an error.
+TEST(ShapeInferenceTest, TensorScatterTakesTheUpdatesKnownDims) {
+  ExpectRewrite(kPass, R"(graph g opset=24 {
+  %0 = Input() : f32[b,2,p,hd] "cache"
+  %1 = Input() : f32[b,2,1,16] "new"
+  %2 = Input() : i64[b] "at"
+  %3 = TensorScatter(%0, %1, %2) {axis=2}
+  return "y": %3
+})",
+                R"(graph g opset=24 {
+  %0 = Input() : f32[b,2,p,hd] "cache"
+  %1 = Input() : f32[b,2,1,16] "new"
+  %2 = Input() : i64[b] "at"
+  %3 = TensorScatter(%0, %1, %2) {axis=2} : f32[b,2,p,16]
+  return "y": %3
+})");
+  const absl::Status bad = RunStatus(R"(graph g opset=24 {
+  %0 = Input() : f32[1,2,4,8] "cache"
+  %1 = Input() : f32[1,2,1,16] "new"
+  %2 = TensorScatter(%0, %1) {axis=2}
+  return "y": %2
+})");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_NE(bad.message().find("update dim 3 is 16, the cache's 8"), std::string::npos) << bad;
+}
+
 // ---------------------------------------------------------------------------------------
 // Specialization.
 
