@@ -42,7 +42,7 @@ struct Append {
 Append AppendOf(Value v) {
   Append a;
   Node* n = v.node;
-  if (n == nullptr || !n->domain().empty() || !n->input(0)) return a;
+  if (n == nullptr || !n->domain().empty() || n->num_inputs() < 2 || !n->input(0)) return a;
   if (n->op() == "Concat" && n->num_inputs() == 2 && ConcatAxis(*n) == 2) {
     a.past = n->input(0).node;
   } else if (n->op() == "TensorScatter" && n->num_inputs() == 3 && n->input(2) &&

@@ -525,10 +525,6 @@ absl::Status ExpandGroupQueryAttention(Node* n, Expansion& e) {
 
   const Value query = n->input(0);
   const Value zero = e.Const(Tensor::ScalarI64(0)), one = e.Const(Tensor::ScalarI64(1));
-  auto dim = [&](Value x, int64_t i) {  // a scalar: x's dim i
-    return e.Op("Gather", {e.Op("Shape", {x}), e.Const(Tensor::ScalarI64(i))},
-                {{"axis", int64_t{0}}});
-  };
   auto dims = [&](Value shape, int64_t from, int64_t to) {
     return e.Op("Slice", {shape, e.I64({from}), e.I64({to}), e.I64({0})});
   };
@@ -554,10 +550,10 @@ absl::Status ExpandGroupQueryAttention(Node* n, Expansion& e) {
   }
 
   // Per batch row: T (total), P (cached before this step); C, the present length.
-  const Value seq = dim(query, 1);
+  const Value seq = DimOf(e, query, 1);
   const Value total = e.Op("Add", {e.Op("Cast", {n->input(5)}, {{"to", int64_t{7}}}), one});
   const Value past_len = e.Op("Sub", {total, e.Op("Min", {total, seq})});
-  const Value past_buf = Has(n, 3) ? dim(n->input(3), 2) : zero;
+  const Value past_buf = Has(n, 3) ? DimOf(e, n->input(3), 2) : zero;
   const Value total_max =
       e.Op("Reshape", {e.Op("Cast", {n->input(6)}, {{"to", int64_t{7}}}), e.I64({})});
   const Value cap = e.Op("Max", {past_buf, total_max});
@@ -611,10 +607,10 @@ absl::Status ExpandGroupQueryAttention(Node* n, Expansion& e) {
   if (const float s = n->attr_float_or("scale", 0.f); s != 0.f) {
     scale = e.Op("CastLike", {e.F32(s), query});
   } else {  // 1/sqrt(D), D read from Q's heads
-    scale =
-        e.Op("CastLike",
-             {e.Op("Reciprocal", {e.Op("Sqrt", {e.Op("Cast", {dim(q, 3)}, {{"to", int64_t{1}}})})}),
-              query});
+    scale = e.Op(
+        "CastLike",
+        {e.Op("Reciprocal", {e.Op("Sqrt", {e.Op("Cast", {DimOf(e, q, 3)}, {{"to", int64_t{1}}})})}),
+         query});
   }
   Value scores = e.Op("Mul", {e.Op("MatMul", {q, kt}), scale});
   if (softcap > 0.f) {
