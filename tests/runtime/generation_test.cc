@@ -1,5 +1,7 @@
 // kiln::GenerationSession and the generation plans (--decode-context) on the KV-cache
-// fixtures (models/fixtures/kv/: 2-layer Llama and Qwen2, 4 cached K/V, vocab 256): the
+// fixtures (models/fixtures/kv/: 2-layer Llama and Qwen2, 4 cached K/V, vocab 256; and
+// the onnxruntime-genai files of models/fixtures/genai/, the same sizes, whose cache is
+// GroupQueryAttention's and which have no position_ids input): the
 // plan holds prefill buckets (an empty past) and decode buckets (one token, the cache as
 // past and present, kiln.CacheWrite steps); a greedy prefill + decode matches re-running
 // the model's prefill program over the whole growing prefix at every step, through a cache
@@ -15,9 +17,12 @@
 // tests/e2e/test_generation.py.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kiln/generation.h"
@@ -32,11 +37,57 @@ using ::testing::HasSubstr;
 const std::string kKv = std::string(KILN_SOURCE_DIR) + "/models/fixtures/kv/";
 constexpr float kTol = 1e-4f;
 
-CompileOptions GenerationOptions(std::vector<int64_t> capacities) {
+// A KV-cache decoder fixture and the names its export gives the dims. The torch exports
+// append with Concat and take position_ids; the onnxruntime-genai files
+// (models/fixtures/genai/) append with GroupQueryAttention's TensorScatter, derive the
+// positions from the mask and declare the head size as a symbol of its own.
+struct KvModel {
+  std::string name, path;
+  std::string batch, sequence, past, total;
+  std::map<std::string, int64_t> symbols;  // what else a compile binds
+};
+
+void PrintTo(const KvModel& m, std::ostream* os) { *os << m.name; }
+
+const KvModel kLlamaKv = {"llama_kv_dynamo_sdpa",
+                          kKv + "llama_kv_dynamo_sdpa.onnx",
+                          "batch",
+                          "sequence",
+                          "past_sequence",
+                          "total_sequence",
+                          {}};
+
+std::vector<KvModel> KvModels() {
+  const std::string genai = std::string(KILN_SOURCE_DIR) + "/models/fixtures/genai/";
+  std::vector<KvModel> out = {kLlamaKv,
+                              {"qwen2_kv_torchscript_eager",
+                               kKv + "qwen2_kv_torchscript_eager.onnx",
+                               "batch",
+                               "sequence",
+                               "past_sequence",
+                               "total_sequence",
+                               {}}};
+  for (const char* name : {"llama_fp32", "qwen2_int4"})
+    out.push_back({absl::StrCat("genai_", name),
+                   absl::StrCat(genai, name, "/model.onnx"),
+                   "batch_size",
+                   "sequence_length",
+                   "past_sequence_length",
+                   "total_sequence_length",
+                   {{"kv_cache_dim", 16}}});
+  return out;
+}
+
+CompileOptions GenerationOptions(const KvModel& m, std::vector<int64_t> capacities) {
   CompileOptions o;
-  o.profile = {{"batch", {1, 2}}, {"sequence", {1, 2, 3, 4, 5, 6, 7, 8, 9}}};
+  o.profile = {{m.batch, {1, 2}}, {m.sequence, {1, 2, 3, 4, 5, 6, 7, 8, 9}}};
+  o.symbols = m.symbols;
   o.decode_context = std::move(capacities);
   return o;
+}
+
+CompileOptions GenerationOptions(std::vector<int64_t> capacities) {
+  return GenerationOptions(kLlamaKv, std::move(capacities));
 }
 
 std::shared_ptr<const Executor> CompileAndCreate(const std::string& model,
@@ -74,25 +125,25 @@ Tensor RerunPrefix(const std::shared_ptr<const Executor>& e, std::vector<int64_t
   return *std::move(t);
 }
 
-class Generation : public ::testing::TestWithParam<std::string> {};
+class Generation : public ::testing::TestWithParam<KvModel> {};
 
 TEST_P(Generation, PlanHasPrefillAndDecodePrograms) {
-  absl::StatusOr<Plan> plan = Compile(kKv + GetParam(), GenerationOptions({6, 10}));
+  absl::StatusOr<Plan> plan = Compile(GetParam().path, GenerationOptions(GetParam(), {6, 10}));
   ASSERT_TRUE(plan.ok()) << plan.status();
   int prefill = 0, decode = 0;
   for (const PlanBucket& b : plan->buckets) {
     if (b.program == PlanProgram::kModel) {
       ++prefill;
-      EXPECT_EQ(b.bindings.at("past_sequence"), 0);
-      EXPECT_EQ(b.bindings.at("total_sequence"), b.bindings.at("sequence"));
+      EXPECT_EQ(b.bindings.at(GetParam().past), 0);
+      EXPECT_EQ(b.bindings.at(GetParam().total), b.bindings.at(GetParam().sequence));
       EXPECT_TRUE(b.in_place.empty());
       continue;
     }
     ++decode;
-    EXPECT_EQ(b.bindings.at("sequence"), 1);
-    const int64_t c = b.bindings.at("past_sequence");
+    EXPECT_EQ(b.bindings.at(GetParam().sequence), 1);
+    const int64_t c = b.bindings.at(GetParam().past);
     EXPECT_TRUE(c == 6 || c == 10) << c;
-    EXPECT_EQ(b.bindings.at("total_sequence"), c);
+    EXPECT_EQ(b.bindings.at(GetParam().total), c);
     ASSERT_EQ(b.in_place.size(), 4u);  // 2 layers x (key, value)
     int writes = 0;
     for (const PlanStep& s : b.steps) writes += s.kernel == "cache_write";
@@ -123,7 +174,7 @@ TEST_P(Generation, PlanHasPrefillAndDecodePrograms) {
 
 TEST_P(Generation, GreedyDecodeMatchesRerunningThePrefix) {
   std::shared_ptr<const Executor> e =
-      CompileAndCreate(kKv + GetParam(), GenerationOptions({6, 10}));
+      CompileAndCreate(GetParam().path, GenerationOptions(GetParam(), {6, 10}));
   ASSERT_NE(e, nullptr);
   auto s = GenerationSession::Create(e);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -160,7 +211,8 @@ TEST_P(Generation, GreedyDecodeMatchesRerunningThePrefix) {
 }
 
 TEST_P(Generation, BatchedSequencesOfDifferentLengthsMatchAlone) {
-  std::shared_ptr<const Executor> e = CompileAndCreate(kKv + GetParam(), GenerationOptions({10}));
+  std::shared_ptr<const Executor> e =
+      CompileAndCreate(GetParam().path, GenerationOptions(GetParam(), {10}));
   ASSERT_NE(e, nullptr);
   const std::vector<std::vector<int64_t>> prompts = {{9, 8, 7}, {1, 2, 3, 4, 5}};
   auto batched = GenerationSession::Create(e);
@@ -193,7 +245,8 @@ TEST_P(Generation, BatchedSequencesOfDifferentLengthsMatchAlone) {
 }
 
 TEST_P(Generation, RestartAndForkMatchFreshSequences) {
-  std::shared_ptr<const Executor> e = CompileAndCreate(kKv + GetParam(), GenerationOptions({10}));
+  std::shared_ptr<const Executor> e =
+      CompileAndCreate(GetParam().path, GenerationOptions(GetParam(), {10}));
   ASSERT_NE(e, nullptr);
   auto s = GenerationSession::Create(e);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -243,7 +296,8 @@ TEST_P(Generation, RestartAndForkMatchFreshSequences) {
 }
 
 TEST_P(Generation, BadInputsAreErrors) {
-  std::shared_ptr<const Executor> e = CompileAndCreate(kKv + GetParam(), GenerationOptions({6}));
+  std::shared_ptr<const Executor> e =
+      CompileAndCreate(GetParam().path, GenerationOptions(GetParam(), {6}));
   ASSERT_NE(e, nullptr);
   auto s = GenerationSession::Create(e);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -284,9 +338,9 @@ TEST_P(Generation, BadInputsAreErrors) {
 }
 
 TEST_P(Generation, APoolOutOfBlocksIsAnErrorThatChangesNothing) {
-  CompileOptions o = GenerationOptions({10});
+  CompileOptions o = GenerationOptions(GetParam(), {10});
   o.kv_cache_blocks = 6;  // 5 blocks of 2 slots for sequences, and the scratch block
-  std::shared_ptr<const Executor> e = CompileAndCreate(kKv + GetParam(), o);
+  std::shared_ptr<const Executor> e = CompileAndCreate(GetParam().path, o);
   ASSERT_NE(e, nullptr);
   auto s = GenerationSession::Create(e);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -316,21 +370,16 @@ TEST_P(Generation, APoolOutOfBlocksIsAnErrorThatChangesNothing) {
   EXPECT_EQ(*gen.length(1), 2);
   // The pool must hold one sequence at the largest capacity.
   o.kv_cache_blocks = 5;
-  EXPECT_THAT(Compile(kKv + GetParam(), o).status().message(),
+  EXPECT_THAT(Compile(GetParam().path, o).status().message(),
               HasSubstr("needs 5 blocks of 2, plus the scratch block"));
   o.kv_cache_blocks = 0;
   o.kv_block_size = 4;
-  EXPECT_THAT(Compile(kKv + GetParam(), o).status().message(),
+  EXPECT_THAT(Compile(GetParam().path, o).status().message(),
               HasSubstr("--kv-block-size 4 does not divide the decode capacity 10"));
 }
 
-INSTANTIATE_TEST_SUITE_P(KvFixtures, Generation,
-                         ::testing::Values("llama_kv_dynamo_sdpa.onnx",
-                                           "qwen2_kv_torchscript_eager.onnx"),
-                         [](const auto& info) {
-                           std::string n = info.param.substr(0, info.param.find('.'));
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(KvFixtures, Generation, ::testing::ValuesIn(KvModels()),
+                         [](const auto& info) { return info.param.name; });
 
 TEST(GenerationPlan, ModelRunsNeverPickDecodeBuckets) {
   std::shared_ptr<const Executor> e =
