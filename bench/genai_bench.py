@@ -9,8 +9,8 @@ The model: a Qwen2-shaped decoder from config with seeded random weights (no dow
 converted by onnxruntime-genai's model builder at --precision fp32 or int4 (MatMulNBits,
 block 32, accuracy_level 4 as the builder writes it for the CPU). kiln computes an int4
 file's projections in fp32 (the weights are dequantized once at compile time: no int4
-kernel yet), onnxruntime with its int4 kernels; the weights column says what each reads
-per token.
+kernel yet), or in int8 / bf16 with --kiln-precision (its GEMM weights requantized from
+those fp32 values; the LM head stays fp32), onnxruntime with its int4 kernels.
 
 Per (batch, prompt, new tokens): TTFT (prefill + the first argmax, after one untimed
 two-token warm-up on both sides) and decode tokens/s (the decode steps' wall time), medians
@@ -113,6 +113,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--precision", choices=["fp32", "int4"], default="int4")
     kv_decode_bench.add_model_args(ap)
+    ap.add_argument("--kiln-precision", choices=["fp32", "bf16", "int8"], default="fp32",
+                    help="kiln compile --precision for kiln's plan (the file stays as built)")
+    ap.add_argument("--accept", help="kiln compile --accept (the accuracy gate; random "
+                                     "weights can miss the default by a hair)")
     ap.add_argument("--cases", default="1x128x64", help="BATCHxPROMPTxNEW,...")
     ap.add_argument("--context", default="256", help="--decode-context capacity")
     ap.add_argument("--threads", type=int, default=2)
@@ -126,14 +130,16 @@ def main(argv=None):
     head = args.hidden // args.heads
     geometry = (args.layers, args.kv_heads, head)
     cases = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",") if c]
-    plan = os.path.join(work, f"qwen2_{args.precision}.kiln")
+    plan = os.path.join(work, f"qwen2_{args.precision}_{args.kiln_precision}.kiln")
     batches = sorted({c[0] for c in cases})
     prompts = sorted({c[1] for c in cases})
     t0 = time.perf_counter()
     subprocess.run([args.kiln, "compile", model, "-o", plan, "--quiet", "--profile",
                     f"batch_size={':'.join(map(str, batches))},"
                     f"sequence_length={':'.join(map(str, prompts))}",
-                    "--shape", f"kv_cache_dim={head}", "--decode-context", args.context],
+                    "--shape", f"kv_cache_dim={head}", "--decode-context", args.context,
+                    "--precision", args.kiln_precision,
+                    *(["--accept", args.accept] if args.accept else [])],
                    check=True)
     compile_s = time.perf_counter() - t0
     import onnxruntime as ort
@@ -144,7 +150,8 @@ def main(argv=None):
     sess = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     onnx_bytes = sum(os.path.getsize(os.path.join(os.path.dirname(model), f))
                      for f in os.listdir(os.path.dirname(model)) if f.startswith("model.onnx"))
-    print(f"qwen2 {args.precision}: layers {args.layers}, hidden {args.hidden}, heads "
+    print(f"qwen2 {args.precision} (kiln plan {args.kiln_precision}): layers {args.layers}, "
+          f"hidden {args.hidden}, heads "
           f"{args.heads}/{args.kv_heads}, ffn {args.ffn}, vocab {args.vocab}; "
           f"file {onnx_bytes / 2**20:.0f} MiB, plan {os.path.getsize(plan) / 2**20:.0f} MiB "
           f"(compile {compile_s:.1f} s); threads {args.threads}; medians of {args.repeats}")

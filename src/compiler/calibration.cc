@@ -218,7 +218,7 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
 }
 
 absl::StatusOr<std::vector<absl::flat_hash_map<std::string, Tensor>>> CalibrationSets(
-    const Graph& g, const CompileOptions& options) {
+    const Graph& g, const CompileOptions& options, const KvSignature* kv) {
   std::vector<PlanTensorSig> sigs;
   std::vector<std::vector<int64_t>> dims;
   std::map<std::string, int64_t> values = options.symbols;
@@ -228,6 +228,10 @@ absl::StatusOr<std::vector<absl::flat_hash_map<std::string, Tensor>>> Calibratio
       values[sym] = *std::min_element(v.begin(), v.end());
       free_symbols.insert(sym);
     }
+  if (kv != nullptr) {  // a prefill bucket's past: empty (its total follows the sequence)
+    values[kv->past] = 0;
+    free_symbols.erase(kv->past);
+  }
   // The reference executor runs these sets (in double, ~1 GMAC/s): keep each input's
   // symbols' product at most kMaxCalibrationElements, halving the largest profile symbol
   // (batch 8 x sequence 128 becomes 8 x 16; 1 x 256 stays).
@@ -249,6 +253,8 @@ absl::StatusOr<std::vector<absl::flat_hash_map<std::string, Tensor>>> Calibratio
       values[largest] /= 2;
     }
   }
+  if (kv != nullptr && !kv->total.empty() && values.count(kv->sequence))
+    values[kv->total] = values[kv->sequence];
   for (Node* in : g.inputs()) {
     const Type& t = in->output_info(0).type;
     PlanTensorSig sig;

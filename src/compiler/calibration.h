@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "compiler/generation.h"
 #include "kiln/ir/graph.h"
 #include "kiln/ir/tensor.h"
 #include "kiln/kiln.h"
@@ -48,8 +49,10 @@ absl::StatusOr<std::vector<std::map<std::string, Tensor>>> ReadInputSets(
 // The input sets a compile calibrates with: options.calib_dir's, else two seeded random
 // valid sets with every symbol at its smallest value (a fixed value, else the smallest of
 // its profile, else 1), profile symbols then halved until no input holds more than 256
-// elements of symbolic extent — small, since the reference executor runs them.
+// elements of symbolic extent — small, since the reference executor runs them. For a
+// generation compile (`kv`, the decoder's cache signature) the symbols kiln binds itself
+// are those of a prefill bucket: an empty past, the mask as long as the prompt.
 absl::StatusOr<std::vector<absl::flat_hash_map<std::string, Tensor>>> CalibrationSets(
-    const Graph& g, const CompileOptions& options);
+    const Graph& g, const CompileOptions& options, const KvSignature* kv = nullptr);
 
 }  // namespace kiln::compiler

@@ -365,7 +365,14 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   std::vector<absl::flat_hash_map<std::string, Tensor>> calibration;
   if (precision == Precision::kFp16 || precision == Precision::kInt8) {
     t0 = Clock::now();
-    KILN_ASSIGN_OR_RETURN(calibration, compiler::CalibrationSets(*graph, options));
+    // A generation compile calibrates on prefill inputs (an empty past); a model that is
+    // not a KV-cache decoder fails below with the reason.
+    std::optional<compiler::KvSignature> kv_calib;
+    if (!options.decode_context.empty())
+      if (absl::StatusOr<compiler::KvSignature> sig = compiler::FindKvSignature(*graph); sig.ok())
+        kv_calib = *std::move(sig);
+    KILN_ASSIGN_OR_RETURN(
+        calibration, compiler::CalibrationSets(*graph, options, kv_calib ? &*kv_calib : nullptr));
     say(absl::StrFormat("calibration: %d input sets (%s)", calibration.size(),
                         options.calib_dir.empty() ? "seeded random, the smallest profile shape"
                                                   : options.calib_dir));

@@ -378,6 +378,37 @@ TEST_P(Generation, APoolOutOfBlocksIsAnErrorThatChangesNothing) {
               HasSubstr("--kv-block-size 4 does not divide the decode capacity 10"));
 }
 
+// A generation plan below fp32: int8 calibrates on prefill-shaped inputs (an empty past,
+// the mask as long as the prompt; before, the past and mask lengths kiln binds itself were
+// left at 1, which made the calibration run fail), passes its default gate (cosine >= 0.99
+// per output, checked by the compile) and decodes, each step's logits within that cosine
+// of the fp32 plan's on the same tokens.
+TEST_P(Generation, Int8PlanCalibratesOnPrefillInputsAndDecodes) {
+  CompileOptions o = GenerationOptions(GetParam(), {10});
+  o.profile[GetParam().sequence] = {4, 8};
+  std::shared_ptr<const Executor> f32 = CompileAndCreate(GetParam().path, o);
+  o.precision = "int8";
+  std::shared_ptr<const Executor> i8 = CompileAndCreate(GetParam().path, o);
+  ASSERT_NE(f32, nullptr);
+  ASSERT_NE(i8, nullptr);
+  auto a = GenerationSession::Create(f32), b = GenerationSession::Create(i8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<std::vector<int64_t>> prompts = {{5, 17, 42}};
+  absl::StatusOr<Tensor> la = (*a)->Prefill(prompts), lb = (*b)->Prefill(prompts);
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_TRUE(la.ok() && lb.ok()) << la.status() << lb.status();
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t j = 0; j < la->NumElements(); ++j) {
+      const double x = la->data<float>()[j], y = lb->data<float>()[j];
+      dot += x * y, na += x * x, nb += y * y;
+    }
+    EXPECT_GE(dot / std::sqrt(na * nb), 0.99) << "step " << step;
+    const std::vector<int64_t> next = {Argmax(*la, 0)};
+    la = (*a)->Decode(next);
+    lb = (*b)->Decode(next);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KvFixtures, Generation, ::testing::ValuesIn(KvModels()),
                          [](const auto& info) { return info.param.name; });
 
