@@ -246,14 +246,18 @@ std::string DimsString(const std::vector<Dim>& dims) {
 Value ProjectionInput(Value proj) {
   if (!proj) return {};
   Node* n = proj.node;
-  if (n->domain() == "kiln" && n->op() == "Linear") return n->input(0);
+  auto linear = [](const Node* p) {
+    return p && p->domain() == "kiln" && (p->op() == "Linear" || p->op() == "BlockQuantLinear");
+  };
+  if (linear(n)) return n->input(0);
   if (IsOp(n, "MatMul")) return n->input(0);
   if (IsOp(n, "Split")) return n->input(0);
   if (IsOp(n, "Add") && n->num_inputs() == 2) {
-    for (int i = 0; i < 2; ++i)
-      if (Node* mm = ProducerIs(n->input(i), "MatMul")) {
-        if (ConstantOf(n->input(1 - i)) != nullptr) return mm->input(0);
-      }
+    for (int i = 0; i < 2; ++i) {
+      Node* p = n->input(i).node;
+      if ((IsOp(p, "MatMul") || linear(p)) && ConstantOf(n->input(1 - i)) != nullptr)
+        return p->input(0);
+    }
   }
   return {};
 }

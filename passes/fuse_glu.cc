@@ -47,8 +47,8 @@ struct GluMatch {
 };
 
 bool ProjectionLike(const Node* n) {
-  return n && ((n->domain() == "kiln" && n->op() == "Linear") || IsOp(n, "MatMul") ||
-               (IsOp(n, "Add") && n->num_inputs() == 2));
+  return n && ((n->domain() == "kiln" && (n->op() == "Linear" || n->op() == "BlockQuantLinear")) ||
+               IsOp(n, "MatMul") || (IsOp(n, "Add") && n->num_inputs() == 2));
 }
 
 // SiLU(g) = Mul(g, Sigmoid(g)) (either order) or Gelu(g): fills gate, activation, act.

@@ -23,6 +23,8 @@
 // [B,S,h,d] -> [B*S,h*d] before fuse-attention), the first Reshape becomes
 // Reshape(x, [0,..,0,K]). Runs before the activation absorption so that a following Gelu
 // is absorbed too.
+// kiln.BlockQuantLinear (int4 weight-only, imported from MatMulNBits) takes a following
+// constant [N] bias Add into its bias input, and the Reshape pairs and activations as above.
 // Limits: a batched (rank > 2) weight, MatMul(W, x) with the constant first, and
 // activations other than the four listed stay unfused; a Reshape pair that changes the
 // leading dims (or whose types are unknown) stays.
@@ -255,9 +257,61 @@ class LinearRule final : public fusion::FusionRule<LinearMatch> {
   }
 };
 
+// kiln.Linear or kiln.BlockQuantLinear: [..., K] -> [..., N] row by row, with an
+// `activation` epilogue.
 bool IsLinear(const Node* n) {
-  return n->op() == "Linear" && n->domain() == "kiln" && n->num_outputs() == 1;
+  return (n->op() == "Linear" || n->op() == "BlockQuantLinear") && n->domain() == "kiln" &&
+         n->num_outputs() == 1;
 }
+
+// BlockQuantLinear(x, ...) + constant [N] -> BlockQuantLinear(x, ..., b): MatMulNBits files
+// whose bias is an Add after the op (onnxruntime's quantizer leaves the model's Add).
+struct QuantBias {
+  Node* lin = nullptr;
+  Node* add = nullptr;
+  Tensor bias;
+};
+
+class BlockQuantBiasRule final : public fusion::FusionRule<QuantBias> {
+ public:
+  bool IsRoot(const Node& n) const override {
+    return n.op() == "BlockQuantLinear" && n.domain() == "kiln" && n.num_outputs() == 1;
+  }
+
+  std::optional<QuantBias> Recognize(const Graph& g, Node* lin, fusion::FusionSession&) override {
+    if (lin->num_inputs() < 3 || (lin->num_inputs() > 4 && lin->input(4))) return std::nullopt;
+    const std::string* act = lin->attr_string("activation");
+    if (act != nullptr && *act != "none") return std::nullopt;
+    const Tensor* w = ConstantOf(lin->input(1));
+    auto [add, b] = ConstantAddAfter(g, lin->output(0));
+    if (w == nullptr || w->rank() != 2 || add == nullptr) return std::nullopt;
+    std::optional<Tensor> v = BiasVector(b, w->dims()[0], RankOr1(lin->output(0)), DType::kF32);
+    if (!v) return std::nullopt;
+    return QuantBias{lin, add, *std::move(v)};
+  }
+
+  std::string Check(const Graph&, QuantBias&, fusion::FusionSession&) override { return ""; }
+
+  absl::Status Rewrite(Graph& g, QuantBias& q, fusion::FusionSession& s) override {
+    Node* c = rewrite::InsertConstant(g, q.lin, absl::StrCat(q.lin->output_info(0).name, "_bias"),
+                                      std::move(q.bias));
+    while (q.lin->num_inputs() < 4) g.AddNodeInput(q.lin, Value());
+    if (q.lin->num_inputs() == 4)
+      g.AddNodeInput(q.lin, c->output(0));
+    else
+      g.SetInput(q.lin, 4, c->output(0));
+    rewrite::UnionProvenance(q.lin, q.add);
+    q.lin->set_output_type(0, q.add->output_info(0).type);
+    q.lin->set_output_name(0, q.add->output_info(0).name);
+    g.ReplaceAllUsesWith(q.add->output(0), q.lin->output(0));
+    s.RemoveIfDead(g, {q.add});
+    s.Count("bias into BlockQuantLinear");
+    return absl::OkStatus();
+  }
+
+  std::string_view Kind(const QuantBias&) const override { return ""; }
+  std::vector<const Node*> Involved(const QuantBias& q) const override { return {q.lin, q.add}; }
+};
 
 // Reshape(Linear(Reshape(x, _), ...), _) around a Linear, with what the rewrite needs.
 struct ReshapePair {
@@ -412,12 +466,14 @@ class FuseLinearPass final : public fusion::FusionPass {
  protected:
   absl::StatusOr<bool> RunImpl(Graph& g, const PassContext& ctx) override {
     LinearRule linear;
+    BlockQuantBiasRule quant_bias;
     SinkReshapesRule reshapes;
     ActivationRule activations;
     KILN_ASSIGN_OR_RETURN(const bool fused, Apply(g, ctx, linear));
+    KILN_ASSIGN_OR_RETURN(const bool biased, Apply(g, ctx, quant_bias));
     KILN_ASSIGN_OR_RETURN(const bool sunk, Apply(g, ctx, reshapes));
     KILN_ASSIGN_OR_RETURN(const bool absorbed, Apply(g, ctx, activations));
-    return fused || sunk || absorbed;
+    return fused || biased || sunk || absorbed;
   }
 };
 

@@ -328,6 +328,10 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
       note(*n, "int8", "");
       continue;
     }
+    if (n->domain() == "kiln" && n->op() == "BlockQuantLinear") {  // the file's own int4
+      note(*n, "int4", "weight-only int4 from the model (MatMulNBits), activations fp32");
+      continue;
+    }
     const OpInfo* info = FindOp(n->domain(), n->op());
     if (info == nullptr || info->precision != PrecisionPolicy::kLower) continue;
     if (!IsLinear(n)) {

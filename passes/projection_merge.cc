@@ -13,13 +13,41 @@ using rewrite::IsOp;
 using rewrite::ProducerIs;
 
 static bool IsLinear(const Node* n) { return n && n->domain() == "kiln" && n->op() == "Linear"; }
+static bool IsBlockQuant(const Node* n) {
+  return n && n->domain() == "kiln" && n->op() == "BlockQuantLinear";
+}
+static bool HasInput(const Node* n, int i) { return i < n->num_inputs() && n->input(i); }
+
+// A kiln.BlockQuantLinear without activation: its constant operands into p ("" when ok).
+static std::string AnalyzeBlockQuant(Node* n, const char* which, Projection* p) {
+  const std::string* act = n->attr_string("activation");
+  if (act && *act != "none")
+    return absl::StrFormat("the %s projection has a fused activation (%s)", which, *act);
+  p->block_quant = true;
+  p->trans_w = 1;
+  p->x = n->input(0);
+  p->w = HasInput(n, 1) ? ConstantOf(n->input(1)) : nullptr;
+  p->scales = HasInput(n, 2) ? ConstantOf(n->input(2)) : nullptr;
+  p->zero_points = HasInput(n, 3) ? ConstantOf(n->input(3)) : nullptr;
+  p->block_size = n->attr_int_or("block_size", 0);
+  if (p->w == nullptr || p->w->dtype() != DType::kU4 || p->w->rank() != 2 || p->scales == nullptr ||
+      p->scales->rank() != 2 || p->scales->dims()[0] != p->n() ||
+      (HasInput(n, 3) &&
+       (p->zero_points == nullptr || p->zero_points->dims() != p->scales->dims())))
+    return absl::StrFormat("the %s projection's int4 weights are not constants", which);
+  return "";
+}
 
 std::string Analyze(const Graph& g, Value v, const char* which, Projection* p) {
   p->out = v;
   Node* n = v.node;
   Node* mm = nullptr;
   Value bias;
-  if (IsLinear(n)) {
+  if (IsBlockQuant(n)) {
+    if (std::string why = AnalyzeBlockQuant(n, which, p); !why.empty()) return why;
+    if (HasInput(n, 4)) bias = n->input(4);
+    p->nodes = {n};
+  } else if (IsLinear(n)) {
     const std::string* act = n->attr_string("activation");
     if (act && *act != "none")
       return absl::StrFormat("the %s projection has a fused activation (%s)", which, *act);
@@ -32,28 +60,40 @@ std::string Analyze(const Graph& g, Value v, const char* which, Projection* p) {
     p->nodes = {n};
   } else {
     if (IsOp(n, "Add") && n->num_inputs() == 2) {
-      for (int i = 0; i < 2 && mm == nullptr; ++i)
+      for (int i = 0; i < 2 && mm == nullptr; ++i) {
+        Node* q = n->input(i).node;
+        if (IsBlockQuant(q) && !HasInput(q, 4) && rewrite::HasSingleUse(g, q->output(0))) {
+          if (std::string why = AnalyzeBlockQuant(q, which, p); !why.empty()) return why;
+          bias = n->input(1 - i);
+          p->nodes = {q, n};
+          break;
+        }
         if ((mm = ProducerIs(n->input(i), "MatMul"))) bias = n->input(1 - i);
-      if (mm == nullptr || !rewrite::HasSingleUse(g, mm->output(0)))
+      }
+      if (!p->block_quant && (mm == nullptr || !rewrite::HasSingleUse(g, mm->output(0))))
         return absl::StrFormat("the %s projection is an Add, not MatMul + bias", which);
-      p->nodes = {mm, n};
+      if (!p->block_quant) p->nodes = {mm, n};
     } else if (IsOp(n, "MatMul")) {
       mm = n;
       p->nodes = {n};
     } else {
       return absl::StrFormat("the %s projection is %s, not a Linear or MatMul", which, n->op());
     }
-    if (mm->num_inputs() != 2) return "malformed MatMul";
-    p->x = mm->input(0);
-    p->w = ConstantOf(mm->input(1));
-    if (!p->x.type().has_rank() || p->x.type().rank() < 2)
-      return absl::StrFormat("the %s projection's input rank is unknown or below 2", which);
+    if (!p->block_quant) {
+      if (mm->num_inputs() != 2) return "malformed MatMul";
+      p->x = mm->input(0);
+      p->w = ConstantOf(mm->input(1));
+      if (!p->x.type().has_rank() || p->x.type().rank() < 2)
+        return absl::StrFormat("the %s projection's input rank is unknown or below 2", which);
+    }
   }
-  if (p->w == nullptr || p->w->rank() != 2 || !IsFloat(p->w->dtype()))
+  if (!p->block_quant && (p->w == nullptr || p->w->rank() != 2 || !IsFloat(p->w->dtype())))
     return absl::StrFormat("the %s projection's weight is not a constant float matrix", which);
+  // The bias has the output's dtype: the weight's, or f32 for int4 codes.
+  const DType out_dtype = p->block_quant ? DType::kF32 : p->w->dtype();
   if (bias) {
     p->bias = ConstantOf(bias);
-    if (p->bias == nullptr || p->bias->NumElements() != p->n() || p->bias->dtype() != p->w->dtype())
+    if (p->bias == nullptr || p->bias->NumElements() != p->n() || p->bias->dtype() != out_dtype)
       return absl::StrFormat("the %s projection's bias is not a constant vector of size %d", which,
                              p->n());
     for (int64_t d : p->bias->dims())
@@ -90,6 +130,25 @@ static Tensor ConcatWeights(const std::vector<Projection>& ps) {
   return w;
 }
 
+// Rows (output channels) of each projection's tensor `part` one after the other; a null
+// part (absent zero points) is written out as `fill`.
+static Tensor ConcatRows(const std::vector<Projection>& ps, const Tensor* Projection::*part,
+                         DType dt, int64_t cols, uint8_t fill) {
+  int64_t total = 0;
+  for (const Projection& p : ps) total += p.n();
+  Tensor t(dt, {total, cols});
+  std::byte* dst = t.raw();
+  for (const Projection& p : ps) {
+    const size_t bytes = static_cast<size_t>(p.n() * cols) * DTypeSize(dt);
+    if (p.*part != nullptr)
+      std::memcpy(dst, (p.*part)->raw(), bytes);
+    else
+      std::memset(dst, fill, bytes);
+    dst += bytes;
+  }
+  return t;
+}
+
 static Tensor ConcatBiases(const std::vector<Projection>& ps) {
   int64_t total = 0;
   for (const Projection& p : ps) total += p.n();
@@ -123,6 +182,11 @@ std::string CheckGroup(const std::vector<Projection>& ps, const std::string& wha
   if (!all_same)
     return rest_same && ps.size() > 2 ? cross : what + " projections read different inputs";
   for (const Projection& p : ps) {
+    if (p.block_quant != ps[0].block_quant)
+      return "some projections have int4 weights and some do not";
+    if (p.block_quant &&
+        (p.block_size != ps[0].block_size || p.scales->dims()[1] != ps[0].scales->dims()[1]))
+      return "the int4 projections differ in block size";
     if (p.trans_w != ps[0].trans_w) return "the projections differ in trans_w";
     if (p.w->dtype() != ps[0].w->dtype()) return "the projection weights differ in dtype";
     if (p.k() != ps[0].k())
@@ -154,16 +218,33 @@ Node* InsertMerged(Graph& g, const std::vector<Projection>& ps, const rewrite::N
   auto named = [&](const char* suffix) { return name.empty() ? "" : name + suffix; };
   std::vector<Value> inputs = {ps[0].x,
                                ConstantBefore(g, first, ConcatWeights(ps), named("_weight"))};
+  const bool quant = ps[0].block_quant;
+  if (quant) {
+    const int64_t kb = ps[0].scales->dims()[1];
+    inputs.push_back(ConstantBefore(
+        g, first, ConcatRows(ps, &Projection::scales, DType::kF32, kb, 0), named("_scales")));
+    bool any_zero = false;
+    for (const Projection& p : ps) any_zero |= p.zero_points != nullptr;
+    inputs.push_back(
+        any_zero
+            ? ConstantBefore(g, first, ConcatRows(ps, &Projection::zero_points, DType::kU4, kb, 8),
+                             named("_zero_points"))
+            : Value());
+  }
   if (ps[0].bias) inputs.push_back(ConstantBefore(g, first, ConcatBiases(ps), named("_bias")));
-  Node* lin = g.InsertNodeBefore(first, "Linear", inputs, 1, "kiln");
-  lin->set_attr("trans_w", ps[0].trans_w);
+  while (!inputs.back()) inputs.pop_back();  // no zero points and no bias
+  Node* lin = g.InsertNodeBefore(first, quant ? "BlockQuantLinear" : "Linear", inputs, 1, "kiln");
+  if (quant)
+    lin->set_attr("block_size", ps[0].block_size);
+  else
+    lin->set_attr("trans_w", ps[0].trans_w);
   lin->set_attr("activation", std::string("none"));
   int64_t total = 0;
   for (const Projection& p : ps) total += p.n();
   Type t = ps[0].out.type();
   if (!t.has_rank()) {
     t = ps[0].x.type();
-    t.dtype = ps[0].w->dtype();
+    t.dtype = quant ? DType::kF32 : ps[0].w->dtype();
   }
   if (t.shape && !t.shape->empty()) t.shape->back() = Dim::Known(total);
   lin->set_output_type(0, t);

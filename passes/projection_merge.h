@@ -1,7 +1,10 @@
 // Merging projections of one input into one kiln.Linear with concatenated weights, shared
 // by fuse-qkv (Q, K, V) and fuse-glu (gate and up): what a projection is (kiln.Linear
-// without activation, MatMul(x, W), MatMul + constant bias), whether a group can merge,
-// and the merged Linear. Algebra: [x·W1 + b1, x·W2 + b2] = x·[W1 | W2] + [b1 | b2].
+// without activation, MatMul(x, W), MatMul + constant bias, or kiln.BlockQuantLinear
+// without activation, alone or + constant bias), whether a group can merge, and the merged
+// Linear (or BlockQuantLinear: codes, scales, zero points and biases concatenated by output
+// channel, absent zero points written out as 8). Algebra: [x·W1 + b1, x·W2 + b2] =
+// x·[W1 | W2] + [b1 | b2].
 #pragma once
 
 #include <string>
@@ -19,6 +22,11 @@ struct Projection {
   const Tensor* w = nullptr;
   const Tensor* bias = nullptr;
   int64_t trans_w = 0;
+  // kiln.BlockQuantLinear: w is its u4 codes [N, K] (trans_w = 1), with these.
+  bool block_quant = false;
+  const Tensor* scales = nullptr;       // f32 [N, KB]
+  const Tensor* zero_points = nullptr;  // u4 [N, KB], or null (8)
+  int64_t block_size = 0;
   std::vector<Node*> nodes;  // the nodes the merged Linear replaces
   int64_t k() const { return w->dims()[trans_w ? 1 : 0]; }
   int64_t n() const { return w->dims()[trans_w ? 0 : 1]; }

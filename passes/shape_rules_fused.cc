@@ -1,4 +1,4 @@
-// Shape rules of kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear,
+// Shape rules of kiln's fused ops (domain "kiln", docs/fused-ops.md): Linear, BlockQuantLinear,
 // SkipLayerNorm, RMSNorm, SkipRMSNorm, Rotary, MultiHeadAttention, Attention, EmbedLayerNorm, Pool,
 // CacheWrite and the packed-token ops. The fusion passes set output types themselves, but the -O2
 // cleanup runs shape inference again after fusing (and --shape specializes graphs that already hold
@@ -88,6 +88,43 @@ Rule QuantLinearRule(const RuleContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckVector(ctx, 2, n, "w_scale"));
   KILN_RETURN_IF_ERROR(CheckVector(ctx, 3, n, "B"));
   KILN_RETURN_IF_ERROR(CheckVector(ctx, 4, LastDim(x), "x_mul"));
+  if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
+  Shape out(x.shape->begin(), x.shape->end() - 1);
+  out.push_back(n);
+  return Outputs(ctx, MakeType(x.dtype, std::move(out)));
+}
+
+// kiln.BlockQuantLinear(X [..., K] f32, W [N, K] u4, scales [N, KB] f32, zero_points
+// [N, KB] u4?, B [N]?){block_size} -> Y [..., N], KB = ceil(K / block_size).
+Rule BlockQuantLinearRule(const RuleContext& ctx) {
+  const Type& x = ctx.input_type(0);
+  const Type& w = ctx.input_type(1);
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 1, 2, "W"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 2, 2, "scales"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, 3, 2, "zero_points"));
+  if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
+  if (x.dtype != DType::kUndefined && x.dtype != DType::kF32)
+    return ctx.Error(absl::StrCat("X must be f32, got ", x.ToString()));
+  if (w.dtype != DType::kUndefined && w.dtype != DType::kU4)
+    return ctx.Error(absl::StrCat("W must be uint4, got ", w.ToString()));
+  const int64_t bs = ctx.node().attr_int_or("block_size", 0);
+  if (bs < 16 || (bs & (bs - 1)) != 0)
+    return ctx.Error(absl::StrCat("block_size must be a power of two >= 16, got ", bs));
+  Dim n;
+  if (w.has_rank()) {
+    n = (*w.shape)[0];
+    KILN_RETURN_IF_ERROR(Agree(ctx, LastDim(x), (*w.shape)[1], "X and W disagree on K"));
+    const Dim& k = (*w.shape)[1];
+    for (int i : {2, 3}) {
+      if (!ctx.has_input(i) || !ctx.input_type(i).has_rank()) continue;
+      const Shape& s = *ctx.input_type(i).shape;
+      KILN_RETURN_IF_ERROR(Agree(ctx, s[0], n, "W and its scales disagree on N"));
+      if (k.is_known())
+        KILN_RETURN_IF_ERROR(Agree(ctx, s[1], Dim::Known((k.value() + bs - 1) / bs),
+                                   "scales' blocks differ from K"));
+    }
+  }
+  KILN_RETURN_IF_ERROR(CheckVector(ctx, 4, n, "B"));
   if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
   Shape out(x.shape->begin(), x.shape->end() - 1);
   out.push_back(n);
@@ -390,6 +427,7 @@ ShapeRule FindFusedRule(std::string_view op) {
   static const auto* rules = new absl::flat_hash_map<std::string, ShapeRule>{
       {"Linear", &LinearRule},
       {"QuantLinear", &QuantLinearRule},
+      {"BlockQuantLinear", &BlockQuantLinearRule},
       {"SkipLayerNorm", &SkipLayerNormRule},
       {"RMSNorm", &RMSNormRule},
       {"SkipRMSNorm", &SkipRMSNormRule},

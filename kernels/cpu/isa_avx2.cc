@@ -2,6 +2,7 @@
 // discipline). Only reached when IsaSupported(kAvx2).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -62,6 +63,12 @@ struct V {
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+  }
+  // lo[i] = p[i] & 15, hi[i] = p[i] >> 4 for the W bytes at p, as floats.
+  static void Nibbles(const uint8_t* p, T& lo, T& hi) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
+    hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
   }
 };
 

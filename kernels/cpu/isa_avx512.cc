@@ -4,6 +4,7 @@
 // IsaSupported(kAvx512).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -53,6 +54,12 @@ struct V {
   }
   static float ReduceAdd(T v) { return _mm512_reduce_add_ps(v); }
   static float ReduceMax(T v) { return _mm512_reduce_max_ps(v); }
+  // lo[i] = p[i] & 15, hi[i] = p[i] >> 4 for the W bytes at p, as floats.
+  static void Nibbles(const uint8_t* p, T& lo, T& hi) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
+    hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+  }
 };
 
 #include "kernels/cpu/isa_impl.inc"

@@ -54,6 +54,27 @@ struct GemmTile {
   int activation = 0;  // 0 none, 1 gelu (erf), 2 gelu (tanh), 3 relu, 4 tanh
 };
 
+// One register tile of kiln's int4 weight-only GEMM (blockq_impl.inc, blockq_gemm.h):
+// c[r, j] = Σ_p a[r, p] · w[p, j] + bias[j] for r < mr, j < nr, with w[p, j] = (code − zero)
+// · scale of p's block, computed in f32 (DequantizeLinear's value). `b` is one packed panel of
+// 2·W columns, [k][W] bytes: byte i of row p holds column i's code in its low nibble and
+// column W + i's in its high one; `scale` holds [ceil(k / block)][2·W] floats and `zero`
+// (null: every zero point 8) [ceil(k / block)][W] bytes, nibbles as the codes'.
+struct BlockQuantTile {
+  const float* a = nullptr;  // row r at a + r * lda
+  int64_t lda = 0;
+  const uint8_t* b = nullptr;
+  const float* scale = nullptr;
+  const uint8_t* zero = nullptr;
+  const float* dequantized = nullptr;  // non-null: the panel as f32 [k][2·W], b unused
+  const float* bias = nullptr;         // 2·W floats, or null
+  float* c = nullptr;                  // row r at c + r * ldc
+  int64_t ldc = 0;
+  int64_t k = 0, block = 0;
+  int mr = 0;  // 1 .. blockq_mr
+  int nr = 0;  // 1 .. 2·W valid columns
+};
+
 struct IsaKernels {
   int vector_width;  // floats per vector register
   // y = (x - mean) / sqrt(var + eps) * gamma (+ beta); y may alias x.
@@ -96,6 +117,10 @@ struct IsaKernels {
   int gemm_mr;  // rows of a GEMM register tile
   int gemm_nr;  // columns of a GEMM register tile (the packed panel width)
   void (*gemm_tile)(const GemmTile& t);
+  int blockq_mr;  // rows of an int4 GEMM register tile (its panel is 2 · vector_width wide)
+  void (*blockq_tile)(const BlockQuantTile& t);
+  // out = the panel of t (b, scale, zero, k, block) dequantized to f32, [k][2·W].
+  void (*blockq_dequantize)(const BlockQuantTile& t, float* out);
   // y = act(y) for n floats, act as GemmTile::activation (0 none: nothing to do).
   void (*activate_row)(float* y, int64_t n, int act);
 };

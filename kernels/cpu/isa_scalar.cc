@@ -1,6 +1,7 @@
 // Portable build of the inner loops in isa_impl.inc: a one-lane "vector" of plain floats,
 // compiled for the baseline target. The fallback on CPUs without AVX2, and the path tests
 // force to check the vector ones.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -37,6 +38,11 @@ struct V {
   static T SelectNonNeg(T x, T a, T b) { return x >= 0 ? a : b; }
   static float ReduceAdd(T v) { return v; }
   static float ReduceMax(T v) { return v; }
+  // lo = p[0] & 15, hi = p[0] >> 4, as floats.
+  static void Nibbles(const uint8_t* p, T& lo, T& hi) {
+    lo = static_cast<float>(p[0] & 15);
+    hi = static_cast<float>(p[0] >> 4);
+  }
 };
 
 #include "kernels/cpu/isa_impl.inc"

@@ -89,7 +89,8 @@ bool IsWeight(Value v) {
   return v && v.node->is_constant();
 }
 
-// The epilogue activation of a kiln.Linear / kiln.QuantLinear the linear kernels apply;
+// The epilogue activation of a kiln.Linear / QuantLinear / BlockQuantLinear the linear
+// kernels apply;
 // nullopt for one they do not.
 std::optional<std::string> LinearActivation(const Node& n) {
   const std::string* act = n.attr_string("activation");
@@ -97,6 +98,16 @@ std::optional<std::string> LinearActivation(const Node& n) {
   if (activation != "none" && activation != "gelu" && activation != "gelu_tanh" &&
       activation != "relu" && activation != "tanh")
     return std::nullopt;
+  return activation;
+}
+
+// The activation of a Linear-like node whose output maps x's rows to nn columns; nullopt
+// when the kernels do not apply it or the output is not [x's leading dims, nn].
+std::optional<std::string> LinearEpilogue(const Node& n, const Dims& x, int64_t nn) {
+  std::optional<std::string> activation = LinearActivation(n);
+  Dims y(x.begin(), x.end() - 1);
+  y.push_back(nn);
+  if (!activation || OutDims(n, 0) != y) return std::nullopt;
   return activation;
 }
 
@@ -111,11 +122,8 @@ std::optional<KernelChoice> Linear(const Node& n, PlanTarget t) {
   const int64_t k = x.back();
   const int64_t wk = trans ? w[1] : w[0], nn = trans ? w[0] : w[1];
   if (wk != k || !VectorOk(n, 2, nn, true)) return std::nullopt;
-  const std::optional<std::string> activation = LinearActivation(n);
+  const std::optional<std::string> activation = LinearEpilogue(n, x, nn);
   if (!activation) return std::nullopt;
-  Dims y(x.begin(), x.end() - 1);
-  y.push_back(nn);
-  if (OutDims(n, 0) != y) return std::nullopt;
   return Emit(t, "linear", n,
               {Int("m", Product(x, 0, x.size() - 1)), Int("k", k), Int("n", nn),
                Int("trans_w", trans), Str("activation", *activation)});
@@ -138,15 +146,34 @@ std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
   const int64_t nn = w[0];
   if (!VectorOk(n, 2, nn, false) || !VectorOk(n, 3, nn, true) || !VectorOk(n, 4, x.back(), true))
     return std::nullopt;
-  const std::optional<std::string> activation = LinearActivation(n);
+  const std::optional<std::string> activation = LinearEpilogue(n, x, nn);
   if (!activation) return std::nullopt;
-  Dims y(x.begin(), x.end() - 1);
-  y.push_back(nn);
-  if (OutDims(n, 0) != y) return std::nullopt;
   std::vector<PlanParam> params = {Int("m", Product(x, 0, x.size() - 1)), Int("k", x.back()),
                                    Int("n", nn), Str("activation", *activation)};
   if (fixed) params.push_back(Real("x_absmax", x_absmax));
   return Emit(t, "quant_linear", n, std::move(params));
+}
+
+// kiln.BlockQuantLinear(X, W [N, K] u4, scales [N, KB], zero_points [N, KB]?, B?){block_size,
+// activation}.
+std::optional<KernelChoice> BlockQuantLinear(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
+    return std::nullopt;
+  for (int i = 1; i < n.num_inputs(); ++i)
+    if (Present(n, i) && !IsWeight(n.input(i))) return std::nullopt;
+  const int64_t bs = n.attr_int_or("block_size", 0);
+  if (bs < 16 || (bs & (bs - 1)) != 0) return std::nullopt;
+  const Dims x = InDims(n, 0), w = InDims(n, 1);
+  if (x.empty() || w.size() != 2 || w[1] != x.back()) return std::nullopt;
+  const int64_t nn = w[0], kb = (x.back() + bs - 1) / bs;
+  if (InDims(n, 2) != Dims{nn, kb} || (Present(n, 3) && InDims(n, 3) != Dims{nn, kb}) ||
+      !VectorOk(n, 4, nn, true))
+    return std::nullopt;
+  const std::optional<std::string> activation = LinearEpilogue(n, x, nn);
+  if (!activation) return std::nullopt;
+  return Emit(t, "block_quant_linear", n,
+              {Int("m", Product(x, 0, x.size() - 1)), Int("k", x.back()), Int("n", nn),
+               Int("block_size", bs), Str("activation", *activation)});
 }
 
 std::optional<KernelChoice> LayerNorm(const Node& n, PlanTarget t) {
@@ -469,6 +496,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
       k = Linear(n, target);
     else if (n.op() == "QuantLinear")
       k = QuantLinear(n, target);
+    else if (n.op() == "BlockQuantLinear")
+      k = BlockQuantLinear(n, target);
     else if (n.op() == "SkipLayerNorm" || n.op() == "SkipRMSNorm")
       k = SkipNorm(n, target, n.op() == "SkipRMSNorm");
     else if (n.op() == "RMSNorm")
@@ -506,9 +535,15 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
     known = false;
   }
   if (!k && !known) return ChooseStandardKernel(n, target, why_not);
-  if (!k && why_not)
+  if (!k && why_not) {
     *why_not =
         known ? "its dtypes or shapes are outside the kernel's rule" : "no kernel for this op";
+    // The quantized Linears' kernels exist for cpu only: say so rather than blame the shapes.
+    for (const auto& [op, id] : {std::pair{"QuantLinear", "quant_linear"},
+                                 std::pair{"BlockQuantLinear", "block_quant_linear"}})
+      if (n.domain() == "kiln" && n.op() == op && FindKernelContract(target, id) == nullptr)
+        *why_not = absl::StrCat("no ", std::string(PlanTargetName(target)), " kernel '", id, "'");
+  }
   return k;
 }
 

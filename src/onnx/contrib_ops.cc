@@ -93,6 +93,18 @@ class Expansion {
     return n->output(0);
   }
 
+  // An op of kiln's own domain (docs/fused-ops.md).
+  Value KilnOp(const std::string& op, std::vector<Value> in,
+               std::vector<std::pair<std::string, Attribute>> attrs = {}) {
+    Node* n = g_.AddNode(op, std::move(in), 1, "kiln");
+    n->set_provenance(origin_->provenance());
+    for (auto& [k, v] : attrs) n->set_attr(k, std::move(v));
+    const std::string name = Fresh(op);
+    n->set_output_name(0, name);
+    names_[name] = n->output(0);
+    return n->output(0);
+  }
+
   Value Const(Tensor t) {
     const std::string name = Fresh("const");
     Node* c = g_.AddConstant(name, std::move(t));
@@ -323,7 +335,9 @@ absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Valu
 // block-quantized weight-only MatMul. The constant B [N, k_blocks, blob] (codes packed
 // low-first along K) becomes a u4/u2/u8 tensor [N, K] and Y = A · DequantizeLinear(B,
 // scales [N, k_blocks], zero points, axis 1, block_size)ᵀ (+ bias): kiln's blocked
-// DequantizeLinear, which constant folding turns into the f32 weight a plan multiplies.
+// DequantizeLinear, which constant folding turns into the f32 weight a plan multiplies —
+// except 4 bits with constant f32 scales, which become kiln.BlockQuantLinear(A, codes,
+// scales [N, k_blocks], zero points?, bias?){block_size} and stay 4-bit in the plan.
 // Zero points: absent (2^(bits-1)) or packed like B; float zero points and g_idx refused.
 absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
   const int64_t k = n->attr_int_or("K", 0), nn = n->attr_int_or("N", 0);
@@ -350,6 +364,11 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
     std::memcpy(w.data<uint8_t>() + r * k, row.data(), static_cast<size_t>(k));
   }
   Tensor zp(code, {nn, kb});
+  const Tensor* sc = n->input(2).node->constant_value();
+  // 4-bit with f32 constant scales: kept in 4 bits as kiln.BlockQuantLinear, whose cpu kernel
+  // dequantizes in registers (2 and 8 bits, f16 scales: dequantized by constant folding).
+  const bool keep_int4 =
+      bits == 4 && sc != nullptr && sc->dtype() == DType::kF32 && sc->NumElements() == nn * kb;
   if (!Has(n, 3)) {
     std::memset(zp.raw(), 1 << (bits - 1), zp.NumBytes());
   } else {
@@ -364,6 +383,16 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
                     zr.data());
       std::memcpy(zp.data<uint8_t>() + r * kb, zr.data(), static_cast<size_t>(kb));
     }
+  }
+  if (keep_int4) {  // absent zero points stay absent: the op's default is MatMulNBits' 8
+    Tensor scales(DType::kF32, {nn, kb});
+    std::memcpy(scales.raw(), sc->raw(), scales.NumBytes());
+    e.Bind(0, e.KilnOp(
+                  "BlockQuantLinear",
+                  {n->input(0), e.Const(std::move(w)), e.Const(std::move(scales)),
+                   Has(n, 3) ? e.Const(std::move(zp)) : Value(), Has(n, 5) ? n->input(5) : Value()},
+                  {{"block_size", bs}}));
+    return absl::OkStatus();
   }
   const Value scales = e.Op("Reshape", {n->input(2), e.I64({nn, kb})});
   const Value weight =

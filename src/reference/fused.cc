@@ -9,6 +9,7 @@
 // bf16 and int8 plans' GEMMs); MultiHeadAttention materializes one [S, S] score row block per
 // (batch, head).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -283,6 +284,85 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
       y[r * n + j] = act(v);
     }
   }
+  return std::vector<Tensor>{FromDoubles(DType::kF32, std::move(out_dims), y)};
+}
+
+// ---------------------------------------------------------------------------------------
+// kiln.BlockQuantLinear(X, W, scales, zero_points?, B?) {block_size, activation}: a weight-only
+// int4 Linear (onnxruntime's MatMulNBits, 4 bits). W u4 [N, K], scales f32 [N, KB] and zero_points
+// u4 [N, KB] (absent: 8) with KB = ceil(K / block_size): weight [n, k] = (W[n,k] − zp[n, k / bs]) ·
+// scales[n, k / bs] in f32 (what DequantizeLinear gives), then Y[r, n] = act(Σ_k X[r,k] ·
+// weight[n,k] + B[n]), act as kiln.Linear's.
+
+// The checks the kernels share (kernel_rules.cc repeats them for plan steps): (K, N, KB).
+absl::StatusOr<std::array<int64_t, 3>> CheckBlockQuant(const Tensor& x, const Tensor& w,
+                                                       const Tensor& scales, const Tensor* zp,
+                                                       int64_t bs) {
+  if (x.dtype() != DType::kF32)
+    return absl::UnimplementedError(absl::StrCat("X has dtype ", DName(x.dtype()), "; only f32"));
+  if (w.dtype() != DType::kU4)
+    return absl::InvalidArgumentError(absl::StrCat("W must be uint4, got ", DName(w.dtype())));
+  if (scales.dtype() != DType::kF32)
+    return absl::InvalidArgumentError(
+        absl::StrCat("scales must be f32, got ", DName(scales.dtype())));
+  if (zp != nullptr && zp->dtype() != DType::kU4)
+    return absl::InvalidArgumentError(
+        absl::StrCat("zero_points must be uint4, got ", DName(zp->dtype())));
+  if (bs < 16 || (bs & (bs - 1)) != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_size must be a power of two >= 16, got ", bs));
+  if (x.rank() < 1) return absl::InvalidArgumentError("X must have rank >= 1, got a scalar");
+  if (w.rank() != 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat("W must have rank 2 ([N, K]), got shape ", DimsStr(w.dims())));
+  const int64_t k = x.dims().back(), n = w.dims()[0], kb = (k + bs - 1) / bs;
+  if (w.dims()[1] != k)
+    return absl::InvalidArgumentError(
+        absl::StrCat("X ", DimsStr(x.dims()), " and W ", DimsStr(w.dims()), " disagree on K"));
+  const std::vector<int64_t> blocks = {n, kb};
+  if (scales.dims() != blocks)
+    return absl::InvalidArgumentError(
+        absl::StrCat("scales must have shape ", DimsStr(blocks), ", got ", DimsStr(scales.dims())));
+  if (zp != nullptr && zp->dims() != blocks)
+    return absl::InvalidArgumentError(absl::StrCat("zero_points must have shape ", DimsStr(blocks),
+                                                   ", got ", DimsStr(zp->dims())));
+  return std::array<int64_t, 3>{k, n, kb};
+}
+
+Result BlockQuantLinearKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, "W"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* sc, Arg(in, 2, "scales"));
+  const Tensor* zp = OptArg(in, 3);
+  const Tensor* b = OptArg(in, 4);
+  KILN_ASSIGN_OR_RETURN(const int64_t bs, IntAttr(node, "block_size", std::nullopt));
+  KILN_ASSIGN_OR_RETURN(const auto sizes, CheckBlockQuant(*x, *w, *sc, zp, bs));
+  KILN_ASSIGN_OR_RETURN(std::string act_name, StringAttr(node, "activation", "none"));
+  KILN_ASSIGN_OR_RETURN(auto act, Activation(act_name));
+  const auto [k, n, kb] = sizes;
+  KILN_RETURN_IF_ERROR(SameDType(*x, b, "X", "B"));
+  KILN_RETURN_IF_ERROR(RequireVector(b, n, "B"));
+  std::vector<int64_t> out_dims(x->dims().begin(), x->dims().end() - 1);
+  out_dims.push_back(n);
+  KILN_RETURN_IF_ERROR(CheckBufferSize(out_dims, "output"));
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < x->dims().size(); ++i) rows *= x->dims()[i];
+  std::vector<double> wf(static_cast<size_t>(n * k));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t blk = j * kb + i / bs;
+      const int zero = zp ? zp->data<uint8_t>()[blk] : 8;
+      wf[j * k + i] = static_cast<float>(w->data<uint8_t>()[j * k + i] - zero) *
+                      sc->data<float>()[blk];  // f32 product: DequantizeLinear's value
+    }
+  const float* xp = x->data<float>();
+  std::vector<double> y(static_cast<size_t>(rows * n));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = b ? b->data<float>()[j] : 0.0;
+      for (int64_t i = 0; i < k; ++i) acc += double{xp[r * k + i]} * wf[j * k + i];
+      y[r * n + j] = act(acc);
+    }
   return std::vector<Tensor>{FromDoubles(DType::kF32, std::move(out_dims), y)};
 }
 
@@ -1113,6 +1193,7 @@ void RegisterFusedKernels(KernelTable& table) {
   auto add = [&](const char* op, KernelFn fn) { table[KernelKey("kiln", op)] = fn; };
   add("Linear", &LinearKernel);
   add("QuantLinear", &QuantLinearKernel);
+  add("BlockQuantLinear", &BlockQuantLinearKernel);
   add("SkipLayerNorm", &SkipLayerNormKernel);
   add("RMSNorm", &RMSNormKernel);
   add("SkipRMSNorm", &SkipRMSNormKernel);

@@ -130,6 +130,36 @@ absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c) {
   return r;
 }
 
+absl::StatusOr<BlockQuantLinearRule> CheckBlockQuantLinear(const StepChecker& c) {
+  BlockQuantLinearRule r;
+  r.m = c.Int("m");
+  r.k = c.Int("k");
+  r.n = c.Int("n");
+  r.block_size = c.Int("block_size");
+  if (r.block_size < 16 || (r.block_size & (r.block_size - 1)) != 0)
+    return c.Err("block_size %lld is not a power of two >= 16",
+                 static_cast<long long>(r.block_size));
+  r.blocks = (r.k + r.block_size - 1) / r.block_size;
+  KILN_ASSIGN_OR_RETURN(r.activation, CheckActivation(c));
+  const PlanBuffer *x = c.In(0), *w = c.In(1), *scales = c.In(2), *zp = c.In(3), *bias = c.In(4),
+                   *y = c.Out(0);
+  KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));
+  KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({r.m, r.n}, "m*n"));
+  KILN_ASSIGN_OR_RETURN(const int64_t nk, c.Product({r.n, r.k}, "n*k"));
+  KILN_ASSIGN_OR_RETURN(const int64_t nb, c.Product({r.n, r.blocks}, "n*blocks"));
+  KILN_RETURN_IF_ERROR(c.N(x, mk, "x"));
+  KILN_RETURN_IF_ERROR(c.LastDim(x, r.k, "x", "k"));
+  KILN_RETURN_IF_ERROR(c.N(w, nk, "w"));
+  KILN_RETURN_IF_ERROR(c.N(scales, nb, "scales"));
+  KILN_RETURN_IF_ERROR(c.N(zp, nb, "zero_points"));
+  KILN_RETURN_IF_ERROR(c.N(bias, r.n, "bias"));
+  KILN_RETURN_IF_ERROR(c.N(y, mn, "y"));
+  KILN_RETURN_IF_ERROR(c.LastDim(y, r.n, "y", "n"));
+  r.has_zero_points = zp != nullptr;
+  r.has_bias = bias != nullptr;
+  return r;
+}
+
 absl::StatusOr<MatMulRule> CheckMatMul(const StepChecker& c) {
   MatMulRule r;
   r.batch = c.Int("batch");

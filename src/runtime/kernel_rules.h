@@ -46,6 +46,15 @@ struct QuantLinearRule {
 };
 absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c);
 
+// block_quant_linear: int4 weight-only Linear; w u4 [n,k], scales (and zero points) [n, kb].
+struct BlockQuantLinearRule {
+  int64_t m = 0, k = 0, n = 0, block_size = 0, blocks = 0;
+  ActivationKind activation = ActivationKind::kNone;
+  bool has_zero_points = false;
+  bool has_bias = false;
+};
+absl::StatusOr<BlockQuantLinearRule> CheckBlockQuantLinear(const StepChecker& c);
+
 // conv: 2-D NCHW convolution (cpu), its geometry as params.
 struct ConvRule {
   int64_t batch = 0, in_ch = 0, in_h = 0, in_w = 0, out_ch = 0, out_h = 0, out_w = 0;

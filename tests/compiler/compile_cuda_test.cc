@@ -56,9 +56,15 @@ bool IsVision(const std::string& model) {
 
 // The onnxruntime-genai files (models/fixtures/genai/<name>/model.onnx): GroupQueryAttention's
 // cache update (Pad, TensorScatter) has no cuda kernel yet, so their cuda compile is refused
-// naming the Pad.
+// naming the Pad — and the int4 file's MatMulNBits (kiln.BlockQuantLinear) before it.
 bool IsGenai(const std::string& model) {
   return std::filesystem::path(model).parent_path().parent_path().filename() == "genai";
+}
+bool IsGenaiFp32(const std::string& model) {
+  return IsGenai(model) && model.find("int4") == std::string::npos;
+}
+bool IsGenaiInt4(const std::string& model) {
+  return IsGenai(model) && model.find("int4") != std::string::npos;
 }
 
 // Each of the `count` fixtures `pick` selects: its fp16 cuda compile with `symbols` is
@@ -81,13 +87,15 @@ void ExpectCudaRefuses(bool (*pick)(const std::string&), std::map<std::string, i
 }
 
 TEST(CompileCuda, GenaiFilesAreRefusedNamingTheCacheUpdate) {
-  ExpectCudaRefuses(&IsGenai,
-                    {{"batch_size", 2},
-                     {"sequence_length", 3},
-                     {"past_sequence_length", 5},
-                     {"total_sequence_length", 8},
-                     {"kv_cache_dim", 16}},
-                    {"GroupQueryAttention' (Pad, opset "}, 2);
+  const std::map<std::string, int64_t> symbols = {{"batch_size", 2},
+                                                  {"sequence_length", 3},
+                                                  {"past_sequence_length", 5},
+                                                  {"total_sequence_length", 8},
+                                                  {"kv_cache_dim", 16}};
+  ExpectCudaRefuses(&IsGenaiFp32, symbols, {"GroupQueryAttention' (Pad, opset "}, 1);
+  ExpectCudaRefuses(&IsGenaiInt4, symbols,
+                    {"MatMul_Q4' (kiln.BlockQuantLinear", "no cuda kernel 'block_quant_linear'"},
+                    1);
 }
 
 TEST(CompileCuda, ImageTowersAreRefusedNamingTheConv) {

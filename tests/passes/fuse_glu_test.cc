@@ -168,5 +168,44 @@ TEST(FuseGlu, LeavesOtherMulsAlone) {
   ExpectNoChange(kPass, Edit(kSwiGlu, "%7 = Mul(%5, %6)", "%7 = Mul(%3, %6)"));
 }
 
+// Int4 projections (MatMulNBits files): gate and up as kiln.BlockQuantLinear, one with zero
+// points and one without, merge into one BlockQuantLinear (codes, scales and zero points
+// stacked by output channel, the missing zero points written out as 8) read by kiln.Glu.
+constexpr char kInt4SwiGlu[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,32] "x"
+  %1 = Constant() {value=tensor<u4[2,32]>[7, 4, 11, 15, 2, 0, 15, 8, 7, 6, 15, 15, 12, 4, 7, 4, 12, 0, 2, 5, 1, 9, 0, 8, 15, 12, 13, 12, 14, 4, 11, 3, 1, 4, 15, 6, 8, 13, 9, 13, 12, 11, 13, 7, 10, 0, 8, 5, 10, 3, 6, 8, 9, 3, 2, 15, 15, 2, 11, 2, 13, 4, 0, 9]} : u4[2,32] "wg"
+  %2 = Constant() {value=tensor<f32[2,2]>[0.091, 0.089, 0.033, 0.125]} : f32[2,2] "sg"
+  %3 = Constant() {value=tensor<u4[2,2]>[1, 12, 10, 8]} : u4[2,2] "zg"
+  %4 = Constant() {value=tensor<u4[2,32]>[7, 1, 9, 0, 2, 3, 1, 6, 13, 9, 8, 4, 1, 10, 10, 11, 4, 12, 12, 14, 12, 3, 8, 13, 7, 9, 13, 8, 9, 10, 0, 13, 10, 0, 12, 4, 1, 10, 14, 11, 11, 8, 15, 0, 1, 0, 11, 8, 14, 9, 10, 5, 11, 5, 10, 11, 8, 9, 12, 3, 0, 4, 9, 7]} : u4[2,32] "wu"
+  %5 = Constant() {value=tensor<f32[2,2]>[0.134, 0.061, 0.072, 0.139]} : f32[2,2] "su"
+  %6 = kiln.BlockQuantLinear(%0, %1, %2, %3) {block_size=16} : f32[2,3,2] "gate" @ "gate_proj"
+  %7 = Sigmoid(%6) : f32[2,3,2] @ "sigmoid"
+  %8 = Mul(%6, %7) : f32[2,3,2] @ "silu"
+  %9 = kiln.BlockQuantLinear(%0, %4, %5) {block_size=16} : f32[2,3,2] @ "up_proj"
+  %10 = Mul(%8, %9) : f32[2,3,2] "y" @ "mul"
+  return "y": %10
+})";
+
+TEST(FuseGlu, Int4ProjectionsMergeIntoOneBlockQuantLinear) {
+  ExpectNumericallyEquivalent(kPass, kInt4SwiGlu);
+  const testing::FusionRun r = RunWithReport({kPass}, kInt4SwiGlu);
+  EXPECT_EQ(r.report.kinds().at("glu").fused, 1);
+  const std::string text = PrintGraph(*r.graph);
+  EXPECT_THAT(text, ::testing::HasSubstr("kiln.BlockQuantLinear(%0, "));
+  EXPECT_THAT(text, ::testing::HasSubstr("{activation=\"none\", block_size=16} : f32[2,3,4]"));
+  EXPECT_THAT(text, ::testing::HasSubstr(": u4[4,2] \"gate/gate_up_zero_points\""));
+  EXPECT_THAT(text, ::testing::HasSubstr("kiln.Glu("));
+  // Different block sizes do not merge, and say why.
+  const std::string mixed =
+      Edit(Edit(kInt4SwiGlu, "%9 = kiln.BlockQuantLinear(%0, %4, %5) {block_size=16}",
+                "%9 = kiln.BlockQuantLinear(%0, %4, %11) {block_size=32}"),
+           "  %6 = kiln.BlockQuantLinear",
+           "  %11 = Constant() {value=tensor<f32[2,1]>[0.1, 0.2]} : f32[2,1] \"s32\"\n  %6 = "
+           "kiln.BlockQuantLinear");
+  const testing::FusionRun m = RunWithReport({kPass}, mixed);
+  ASSERT_EQ(m.report.kinds().at("glu").missed.size(), 1u);
+  EXPECT_THAT(m.report.kinds().at("glu").missed[0].reason, ::testing::HasSubstr("block size"));
+}
+
 }  // namespace
 }  // namespace kiln

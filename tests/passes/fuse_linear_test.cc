@@ -344,5 +344,29 @@ TEST(FuseLinear, DoesNothingWithoutConstantWeights) {
 })");
 }
 
+// An int4 projection (kiln.BlockQuantLinear, from MatMulNBits) takes the following constant
+// bias Add ([1, N] here) into its bias input as [N], and then a Gelu into its epilogue.
+constexpr char kBlockQuantBiasGelu[] = R"(graph g opset=17 {
+  %0 = Input() : f32[2,3,16] "x"
+  %1 = Constant() {value=tensor<u4[3,16]>[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 8, 8, 8, 8, 0, 15, 0, 15, 3, 5, 7, 9, 11, 13, 2, 4]} : u4[3,16] "w"
+  %2 = Constant() {value=tensor<f32[3,1]>[0.1, 0.05, 0.2]} : f32[3,1] "s"
+  %3 = kiln.BlockQuantLinear(%0, %1, %2) {block_size=16} : f32[2,3,3] @ "proj"
+  %4 = Constant() {value=tensor<f32[1,3]>[0.5, -0.25, 1]} : f32[1,3] "b"
+  %5 = Add(%3, %4) : f32[2,3,3] @ "bias"
+  %6 = Gelu(%5) : f32[2,3,3] "y" @ "act"
+  return "y": %6
+})";
+
+TEST(FuseLinear, BlockQuantLinearTakesBiasAndActivation) {
+  ExpectNumericallyEquivalent(kPass, kBlockQuantBiasGelu);
+  const testing::FusionRun r = RunWithReport({kPass}, kBlockQuantBiasGelu);
+  const std::string text = PrintGraph(*r.graph);
+  EXPECT_NE(text.find("kiln.BlockQuantLinear(%0, %1, %2, _, %"), std::string::npos) << text;
+  EXPECT_NE(text.find("{activation=\"gelu\", block_size=16} : f32[2,3,3] \"y\""), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("Add("), std::string::npos) << text;
+  EXPECT_EQ(r.counters.at("bias into BlockQuantLinear"), 1);
+}
+
 }  // namespace
 }  // namespace kiln

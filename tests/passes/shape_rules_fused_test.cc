@@ -30,7 +30,7 @@ TEST(ShapeRulesFusedTest, EveryKilnCatalogueOpHasARule) {
     EXPECT_NE(shape_inference::FindFusedRule(op.name), nullptr)
         << "no shape rule for kiln." << op.name;
   }
-  EXPECT_EQ(kiln_ops, 15);
+  EXPECT_EQ(kiln_ops, 16);
 }
 
 TEST(ShapeRulesFusedTest, SymbolicShapesForEveryOp) {
@@ -65,6 +65,27 @@ TEST(ShapeRulesFusedTest, SymbolicShapesForEveryOp) {
   %12 = kiln.Linear(%3, %11) {trans_w=1} : f32[batch,seq,36]
   %13, %14 = kiln.SkipRMSNorm(%8, %0, %5, %5) : f32[batch,seq,36], f32[batch,seq,36]
   return "y": %10, "z": %6, "w": %12, "r": %13, "rs": %14
+})");
+}
+
+TEST(ShapeRulesFusedTest, BlockQuantLinearMapsKToN) {
+  ExpectRewrite(kPass, R"(graph g opset=21 {
+  %0 = Input() : f32[batch,seq,40] "x"
+  %1 = Input() : u4[6,40] "w"
+  %2 = Input() : f32[6,3] "s"
+  %3 = Input() : u4[6,3] "z"
+  %4 = Input() : f32[6] "b"
+  %5 = kiln.BlockQuantLinear(%0, %1, %2, %3, %4) {block_size=16}
+  return "y": %5
+})",
+                R"(graph g opset=21 {
+  %0 = Input() : f32[batch,seq,40] "x"
+  %1 = Input() : u4[6,40] "w"
+  %2 = Input() : f32[6,3] "s"
+  %3 = Input() : u4[6,3] "z"
+  %4 = Input() : f32[6] "b"
+  %5 = kiln.BlockQuantLinear(%0, %1, %2, %3, %4) {block_size=16} : f32[batch,seq,6]
+  return "y": %5
 })");
 }
 
@@ -180,6 +201,32 @@ TEST(ShapeRulesFusedTest, ContractViolationsAreErrorsNamingTheNode) {
   %3 = Input() : f32[4] "b"
   %1 = kiln.Linear(%0, %2, %3) @ "n")",
        "B length differs from the hidden size: 4 vs 3"},
+      {R"(%0 = Input() : f32[2,40] "x"
+  %2 = Input() : u4[6,40] "w"
+  %3 = Input() : f32[6,2] "s"
+  %1 = kiln.BlockQuantLinear(%0, %2, %3) {block_size=16} @ "n")",
+       "scales' blocks differ from K: 2 vs 3"},
+      {R"(%0 = Input() : f32[2,40] "x"
+  %2 = Input() : u4[6,32] "w"
+  %3 = Input() : f32[6,2] "s"
+  %1 = kiln.BlockQuantLinear(%0, %2, %3) {block_size=16} @ "n")",
+       "X and W disagree on K: 40 vs 32"},
+      {R"(%0 = Input() : f32[2,40] "x"
+  %2 = Input() : u4[6,40] "w"
+  %3 = Input() : f32[6,3] "s"
+  %4 = Input() : u4[5,3] "z"
+  %1 = kiln.BlockQuantLinear(%0, %2, %3, %4) {block_size=16} @ "n")",
+       "W and its scales disagree on N: 5 vs 6"},
+      {R"(%0 = Input() : f32[2,40] "x"
+  %2 = Input() : u4[6,40] "w"
+  %3 = Input() : f32[6,3] "s"
+  %1 = kiln.BlockQuantLinear(%0, %2, %3) {block_size=24} @ "n")",
+       "block_size must be a power of two >= 16, got 24"},
+      {R"(%0 = Input() : f32[2,40] "x"
+  %2 = Input() : i8[6,40] "w"
+  %3 = Input() : f32[6,3] "s"
+  %1 = kiln.BlockQuantLinear(%0, %2, %3) {block_size=16} @ "n")",
+       "W must be uint4"},
       {R"(%0 = Input() : f32[2,5,4] "x"
   %2 = Input() : f32[5] "g"
   %1 = kiln.SkipLayerNorm(%0, %0, %2) @ "n")",

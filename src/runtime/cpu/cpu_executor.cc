@@ -26,6 +26,12 @@ alignas(64) std::byte kEmptyData[64];
 
 constexpr MemoryKind kHostOnly[] = {MemoryKind::kHost};
 
+// Whether input i of a step of `kernel` is a weight read only to pack it at Create (its
+// steps then read their packed copy): the Linear weights and the int4 codes.
+bool ReadOnlyToPack(const std::string& kernel, size_t i) {
+  return i == 1 && (kernel == "linear" || kernel == "block_quant_linear");
+}
+
 }  // namespace
 
 CpuExecutor::Block::~Block() { std::free(data); }
@@ -53,14 +59,14 @@ absl::Status CpuExecutor::Prepare(const ExecutorOptions& options) {
   const Plan& plan = *plan_;
   ctx_.num_threads = options.num_threads > 0 ? options.num_threads : cpu::DefaultNumThreads();
   FindReleasableWeightPages();
-  CpuPrepareEnv env{ctx_, linears_, quant_linears_};
+  CpuPrepareEnv env{ctx_, linears_, quant_linears_, block_quant_linears_};
   auto table = [&](const std::string& id)
       -> std::function<absl::StatusOr<std::unique_ptr<CpuStep>>(const StepChecker&)> {
     const CpuPrepareFn fn = FindCpuKernel(id);
     if (fn == nullptr) return nullptr;
     return [this, fn, &env](const StepChecker& c) {
       absl::StatusOr<std::unique_ptr<CpuStep>> step = fn(c, env);
-      if (step.ok() && c.step().kernel == "linear") {  // packed now: drop its plain pages
+      if (step.ok() && ReadOnlyToPack(c.step().kernel, 1)) {  // packed: drop its plain pages
         const PlanBuffer& w = c.bucket().buffers[c.step().inputs[1]];
         ReleaseWeightPages(w.offset, w.bytes);
       }
@@ -101,7 +107,7 @@ void CpuExecutor::FindReleasableWeightPages() {
           continue;
         const PlanBuffer& buf = bucket.buffers[step.inputs[i]];
         if (buf.kind != PlanBufferKind::kWeight || buf.bytes <= 0) continue;
-        if (step.kernel == "linear" && i == 1) {
+        if (ReadOnlyToPack(step.kernel, i)) {
           // Only pages wholly inside the weight: the edges may hold a neighbour.
           for (int64_t p = (buf.offset + page - 1) / page; p < (buf.offset + buf.bytes) / page; ++p)
             if (releasable_[p] == 0) releasable_[p] = 1;

@@ -61,6 +61,7 @@ class CpuExecutor final : public Executor {
   std::vector<std::vector<PreparedStep>> steps_;  // per bucket
   LinearCache linears_;
   QuantCache quant_linears_;
+  BlockQuantCache block_quant_linears_;
   mutable ResourcePool<Block> pool_;
   std::vector<uint8_t> releasable_;  // per weights page: 0 unused, 1 releasable, 2 kept
   int64_t page_bytes_ = 4096;

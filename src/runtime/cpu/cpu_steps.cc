@@ -192,6 +192,44 @@ absl::StatusOr<StepPtr> PrepareQuantLinear(const StepChecker& c, CpuPrepareEnv& 
       new QuantLinearStep(it->second.get(), r.m, static_cast<int>(ActivationOf(r.activation))));
 }
 
+// block_quant_linear: kiln's int4 weight-only GEMM (kernels/cpu/blockq_gemm.h), weights
+// packed once per plan.
+class BlockQuantLinearStep final : public CpuStep {
+ public:
+  BlockQuantLinearStep(const cpu::BlockQuantGemm* gemm, int64_t m, int activation)
+      : gemm_(gemm), m_(m), activation_(activation), impl_(gemm->ImplName()) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    return gemm_->Run(ctx, io.In<float>(0), m_, io.Out<float>(0), activation_);
+  }
+  std::string_view Impl() const override { return impl_; }
+
+ private:
+  const cpu::BlockQuantGemm* gemm_;
+  int64_t m_;
+  int activation_;
+  std::string impl_;
+};
+
+absl::StatusOr<StepPtr> PrepareBlockQuantLinear(const StepChecker& c, CpuPrepareEnv& env) {
+  KILN_ASSIGN_OR_RETURN(const BlockQuantLinearRule r, CheckBlockQuantLinear(c));
+  const PlanBuffer *w = c.In(1), *scales = c.In(2), *zp = c.In(3), *bias = c.In(4);
+  const BlockQuantKey key{
+      w->offset, scales->offset, zp ? zp->offset : -1, bias ? bias->offset : -1, r.k,
+      r.n,       r.block_size};
+  auto it = env.block_quant_linears.find(key);
+  if (it == env.block_quant_linears.end()) {
+    const uint8_t* blob = c.plan().weights.data();
+    auto packed = cpu::BlockQuantGemm::Pack(
+        env.ctx.isa, r.k, r.n, r.block_size, blob + w->offset,
+        reinterpret_cast<const float*>(blob + scales->offset), zp ? blob + zp->offset : nullptr,
+        bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr);
+    if (!packed.ok()) return c.Err("packing the int4 weights: %s", packed.status().message());
+    it = env.block_quant_linears.emplace(key, *std::move(packed)).first;
+  }
+  return StepPtr(new BlockQuantLinearStep(it->second.get(), r.m,
+                                          static_cast<int>(ActivationOf(r.activation))));
+}
+
 // matmul: one oneDNN batched matmul (primitive cached on first run); a broadcast `a` runs
 // item by item (b is never broadcast with batch > 1: lowering folds a's batch into m).
 class MatMulStep final : public CpuStep {
@@ -818,6 +856,7 @@ constexpr Entry kTable[] = {
     {"linear", PrepareLinear},
     {"conv", PrepareConv},
     {"quant_linear", PrepareQuantLinear},
+    {"block_quant_linear", PrepareBlockQuantLinear},
     {"matmul", PrepareMatMul},
     {"layer_norm", PrepareLayerNorm},
     {"skip_layer_norm", PrepareSkipLayerNorm},

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/cpu/blockq_gemm.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/qgemm.h"
@@ -33,10 +34,16 @@ using LinearCache = std::map<LinearKey, std::unique_ptr<cpu::PackedLinear>>;
 using QuantKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float>;
 using QuantCache = std::map<QuantKey, std::unique_ptr<cpu::QuantGemm>>;
 
+// Packed int4 weights shared across buckets: (w, scales, zero points or -1, bias or -1
+// offsets, k, n, block size).
+using BlockQuantKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+using BlockQuantCache = std::map<BlockQuantKey, std::unique_ptr<cpu::BlockQuantGemm>>;
+
 struct CpuPrepareEnv {
   const cpu::CpuContext& ctx;
   LinearCache& linears;
   QuantCache& quant_linears;
+  BlockQuantCache& block_quant_linears;
 };
 
 // Shapes already warmed up at Create (see CpuStep::WarmUp).

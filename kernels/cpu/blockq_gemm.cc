@@ -1,0 +1,171 @@
+// BlockQuantGemm (blockq_gemm.h): weight packing and the parallel tile loop over the
+// per-ISA register tile (blockq_impl.inc).
+#include "kernels/cpu/blockq_gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/isa_kernels.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Rows of X per row block: 384 KiB of f32, as PanelGemm, so a block stays in L2 while every
+// panel streams past it.
+constexpr int64_t kXBlockBytes = 384 * 1024;
+
+template <typename T>
+T* Alloc(int64_t n) {
+  const size_t bytes = (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64;
+  return static_cast<T*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)));
+}
+
+}  // namespace
+
+void BlockQuantGemm::Free::operator()(void* p) const { std::free(p); }
+BlockQuantGemm::~BlockQuantGemm() = default;
+
+absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
+    Isa isa, int64_t k, int64_t n, int64_t block, const uint8_t* codes, const float* scales,
+    const uint8_t* zero_points, const float* bias) {
+  if (k <= 0 || n <= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlockQuantGemm needs K > 0 and N > 0, got K=", k, " N=", n));
+  if (block < 16 || (block & (block - 1)) != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("BlockQuantGemm block size ", block, " is not a power of two >= 16"));
+  if (codes == nullptr || scales == nullptr)
+    return absl::InvalidArgumentError("BlockQuantGemm codes or scales pointer is null");
+  for (int64_t i = 0; i < n * k; ++i)
+    if (codes[i] > 15)
+      return absl::InvalidArgumentError(absl::StrCat("BlockQuantGemm code [", i / k, ", ", i % k,
+                                                     "] is ", int{codes[i]}, ", not 4-bit"));
+  const int64_t kb = (k + block - 1) / block;
+  for (int64_t i = 0; zero_points != nullptr && i < n * kb; ++i)
+    if (zero_points[i] > 15)
+      return absl::InvalidArgumentError(absl::StrCat("BlockQuantGemm zero point [", i / kb, ", ",
+                                                     i % kb, "] is ", int{zero_points[i]},
+                                                     ", not 4-bit"));
+  CpuContext probe;
+  probe.isa = isa;
+  std::unique_ptr<BlockQuantGemm> g(new BlockQuantGemm);
+  g->isa_ = probe.ResolvedIsa();
+  g->kernels_ = &internal::KernelsFor(probe);
+  const int64_t w = g->kernels_->vector_width, nr = 2 * w;
+  g->k_ = k;
+  g->n_ = n;
+  g->block_ = block;
+  g->blocks_ = (k + block - 1) / block;
+  g->panels_ = (n + nr - 1) / nr;
+  const int64_t per_panel = g->blocks_ * nr;
+  g->codes_.reset(Alloc<uint8_t>(g->panels_ * k * w));
+  g->scale_.reset(Alloc<float>(g->panels_ * per_panel));
+  if (zero_points != nullptr) g->zero_.reset(Alloc<uint8_t>(g->panels_ * g->blocks_ * w));
+  if (bias != nullptr) g->bias_.reset(Alloc<float>(g->panels_ * nr));
+  if (!g->codes_ || !g->scale_ || (zero_points != nullptr && !g->zero_) ||
+      (bias != nullptr && !g->bias_))
+    return absl::ResourceExhaustedError("BlockQuantGemm: out of memory packing weights");
+  // Columns past N: code 0, zero 0, scale 0, so their weights are 0.
+  std::memset(g->codes_.get(), 0, static_cast<size_t>(g->panels_ * k * w));
+  std::fill_n(g->scale_.get(), g->panels_ * per_panel, 0.0f);
+  if (g->zero_) std::memset(g->zero_.get(), 0, static_cast<size_t>(g->panels_ * g->blocks_ * w));
+  for (int64_t j = 0; j < n; ++j) {
+    // Column jj of a panel: byte jj % W of each row, low nibble for jj < W.
+    const int64_t pn = j / nr, jj = j % nr, byte = jj % w, shift = jj < w ? 0 : 4;
+    uint8_t* panel = g->codes_.get() + pn * k * w;
+    for (int64_t i = 0; i < k; ++i)
+      panel[i * w + byte] |= static_cast<uint8_t>(codes[j * k + i] << shift);
+    float* sp = g->scale_.get() + pn * per_panel;
+    for (int64_t b = 0; b < g->blocks_; ++b) sp[b * nr + jj] = scales[j * g->blocks_ + b];
+    if (g->zero_) {
+      uint8_t* zp = g->zero_.get() + pn * g->blocks_ * w;
+      for (int64_t b = 0; b < g->blocks_; ++b)
+        zp[b * w + byte] |= static_cast<uint8_t>(zero_points[j * g->blocks_ + b] << shift);
+    }
+  }
+  if (bias != nullptr) {
+    std::fill_n(g->bias_.get(), g->panels_ * nr, 0.0f);
+    std::memcpy(g->bias_.get(), bias, static_cast<size_t>(n) * sizeof(float));
+  }
+  return g;
+}
+
+std::string BlockQuantGemm::ImplName() const {
+  return absl::StrCat("kiln:", std::string(IsaName(isa_)), ":", kernels_->blockq_mr, "x",
+                      2 * kernels_->vector_width);
+}
+
+int64_t BlockQuantGemm::packed_bytes() const {
+  const int64_t nr = 2 * kernels_->vector_width;
+  return panels_ * (k_ * nr / 2 + blocks_ * nr * int64_t{sizeof(float)} +
+                    (zero_ ? blocks_ * nr / 2 : 0) + (bias_ ? nr * int64_t{sizeof(float)} : 0));
+}
+
+absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t m, float* y,
+                                 int activation) const {
+  if (m < 0) return absl::InvalidArgumentError(absl::StrCat("BlockQuantGemm got M=", m));
+  if (m == 0) return absl::OkStatus();
+  if (x == nullptr || y == nullptr)
+    return absl::InvalidArgumentError("BlockQuantGemm input or output pointer is null");
+  if (activation < 0 || activation > 4)
+    return absl::InvalidArgumentError(absl::StrCat("BlockQuantGemm activation ", activation));
+  const internal::IsaKernels& kt = *kernels_;
+  const int64_t w = kt.vector_width, nr = 2 * w, mr = kt.blockq_mr;
+  const int64_t per_panel = blocks_ * nr;
+  // Row blocks that fit in L2 next to the panel being read, as many as a multiple of the
+  // threads once there are several, and of equal size (QuantGemm's blocking): the items
+  // split contiguously, so each thread gets whole blocks and the same rows (M = 128, K = 896
+  // as blocks of 104 + 24 rows left one thread a fifth of the work).
+  const int threads = ctx.threads();
+  const int64_t fit_rows = std::max<int64_t>(mr, kXBlockBytes / (k_ * int64_t{sizeof(float)}));
+  int64_t row_blocks = (m + fit_rows - 1) / fit_rows;
+  if (row_blocks > 1) row_blocks = (row_blocks + threads - 1) / threads * threads;
+  if (panels_ < threads) row_blocks = std::max<int64_t>(row_blocks, threads);
+  int64_t block_rows = (m + row_blocks - 1) / row_blocks;
+  block_rows = std::max<int64_t>(mr, (block_rows + mr - 1) / mr * mr);
+  row_blocks = (m + block_rows - 1) / block_rows;
+  const int64_t items = row_blocks * panels_;  // block-major: item = block · panels + panel
+  // Split only when each thread gets >= ~0.5 M multiply-adds (a fork/join costs a few µs).
+  const double item_macs = static_cast<double>(std::min(m, block_rows)) * nr * k_;
+  const int64_t min_chunk = std::max<int64_t>(1, static_cast<int64_t>(5e5 / item_macs));
+  // Row blocks of more than two tiles read a panel dequantized once into this scratch.
+  const bool dequantize = block_rows > 2 * mr && m > 2 * mr;
+  ParallelFor(ctx, items, min_chunk, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> panel;
+    if (dequantize && panel.size() < static_cast<size_t>(k_ * nr)) panel.resize(k_ * nr);
+    internal::BlockQuantTile t;
+    t.lda = k_;
+    t.ldc = n_;
+    t.k = k_;
+    t.block = block_;
+    for (int64_t it = begin; it < end; ++it) {
+      const int64_t blk = it / panels_, pn = it % panels_;
+      const int64_t j0 = pn * nr;
+      t.b = codes_.get() + pn * k_ * w;
+      t.scale = scale_.get() + pn * per_panel;
+      t.zero = zero_ ? zero_.get() + pn * blocks_ * w : nullptr;
+      t.bias = bias_ ? bias_.get() + j0 : nullptr;
+      t.nr = static_cast<int>(std::min<int64_t>(nr, n_ - j0));
+      t.dequantized = nullptr;
+      if (dequantize) {
+        kt.blockq_dequantize(t, panel.data());
+        t.dequantized = panel.data();
+      }
+      const int64_t r_end = std::min(m, (blk + 1) * block_rows);
+      for (int64_t r = blk * block_rows; r < r_end; r += mr) {
+        t.mr = static_cast<int>(std::min<int64_t>(mr, r_end - r));
+        t.a = x + r * k_;
+        t.c = y + r * n_ + j0;
+        kt.blockq_tile(t);
+        if (activation != 0)
+          for (int i = 0; i < t.mr; ++i) kt.activate_row(t.c + i * n_, t.nr, activation);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace kiln::cpu

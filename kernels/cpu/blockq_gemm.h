@@ -1,0 +1,63 @@
+// kiln's int4 weight-only GEMM, the kernel of kiln.BlockQuantLinear (onnxruntime's
+// MatMulNBits with 4 bits; docs/fused-ops.md): Y[M, N] = X[M, K] · Wᵀ (+ bias) where W [N, K]
+// is held as 4-bit codes with a scale and a zero point per block of `block` consecutive k
+// of each output channel, w = (code − zero) · scale. The weights stay 4-bit in memory —
+// packed once into panels of 2·W channels, two codes per byte — and are dequantized in
+// registers (blockq_impl.inc), so a decode step (M = 1) reads half a byte per weight (and
+// a f32 scale per block) where the f32 plan of the same file reads four. With many rows
+// (prefill) each panel is dequantized once per row block into an f32 scratch panel that the
+// same register tile then reads. X and Y stay f32; every weight equals
+// DequantizeLinear's f32 value, so results match the dequantized f32 GEMM up to summation
+// order. Parallel over (row block, panel) items as PanelGemm.
+// Limits: X and Y dense row-major; codes in [0, 15]; block a power of two >= 16.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/cpu/cpu_context.h"
+
+namespace kiln::cpu {
+namespace internal {
+struct IsaKernels;
+}
+
+class BlockQuantGemm {
+ public:
+  // Packs codes ([N, K], one per byte), scales ([N, ceil(K / block)]), zero points (the
+  // same shape, one per byte; null: 8) and bias ([N], may be null) for the tile of `isa`
+  // (a path this CPU can run; kAuto = the best one).
+  static absl::StatusOr<std::unique_ptr<BlockQuantGemm>> Pack(Isa isa, int64_t k, int64_t n,
+                                                              int64_t block, const uint8_t* codes,
+                                                              const float* scales,
+                                                              const uint8_t* zero_points,
+                                                              const float* bias);
+  ~BlockQuantGemm();
+
+  // y[m, N] = act(x[m, K] · Wᵀ + bias); activation as PanelGemm (0 none, 1 gelu, 2
+  // gelu_tanh, 3 relu, 4 tanh), applied to each tile while it is in L1. Thread-safe.
+  absl::Status Run(const CpuContext& ctx, const float* x, int64_t m, float* y,
+                   int activation = 0) const;
+
+  // "kiln:avx512:8x32" (path and register tile), for traces and benches.
+  std::string ImplName() const;
+  int64_t packed_bytes() const;
+
+ private:
+  BlockQuantGemm() = default;
+  struct Free {
+    void operator()(void* p) const;
+  };
+  Isa isa_ = Isa::kScalar;
+  const internal::IsaKernels* kernels_ = nullptr;
+  int64_t k_ = 0, n_ = 0, block_ = 0, blocks_ = 0, panels_ = 0;
+  std::unique_ptr<uint8_t, Free> codes_;  // panels_ · k_ · W bytes
+  std::unique_ptr<float, Free> scale_;    // panels_ · blocks_ · 2W
+  std::unique_ptr<uint8_t, Free> zero_;   // panels_ · blocks_ · W nibble pairs, or null (8)
+  std::unique_ptr<float, Free> bias_;     // panels_ · 2W, or null
+};
+
+}  // namespace kiln::cpu
