@@ -113,8 +113,21 @@ absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t 
   if (activation < 0 || activation > 4)
     return absl::InvalidArgumentError(absl::StrCat("BlockQuantGemm activation ", activation));
   const internal::IsaKernels& kt = *kernels_;
-  const int64_t w = kt.vector_width, nr = 2 * w, mr = kt.blockq_mr;
+  // More than two tiles of rows: each panel dequantized once per row block into an f32
+  // scratch panel; else the tile reads the codes, with each row's block sums.
+  const bool dequantize = m > 2 * kt.blockq_mr;
+  const int64_t w = kt.vector_width, nr = 2 * w;
+  const int64_t mr = dequantize ? kt.blockq_mr : kt.blockq_codes_mr;
   const int64_t per_panel = blocks_ * nr;
+  // The calling thread's block sums [m][blocks_], read by the workers through `sums` (a
+  // thread_local named inside the lambda would be each worker's own, empty one).
+  thread_local std::vector<float> xsum;
+  if (!dequantize) {
+    xsum.assign(static_cast<size_t>(m * blocks_), 0.0f);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t i = 0; i < k_; ++i) xsum[r * blocks_ + i / block_] += x[r * k_ + i];
+  }
+  const float* sums = xsum.data();
   // Row blocks that fit in L2 next to the panel being read, as many as a multiple of the
   // threads once there are several, and of equal size (QuantGemm's blocking): the items
   // split contiguously, so each thread gets whole blocks and the same rows (M = 128, K = 896
@@ -131,8 +144,6 @@ absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t 
   // Split only when each thread gets >= ~0.5 M multiply-adds (a fork/join costs a few µs).
   const double item_macs = static_cast<double>(std::min(m, block_rows)) * nr * k_;
   const int64_t min_chunk = std::max<int64_t>(1, static_cast<int64_t>(5e5 / item_macs));
-  // Row blocks of more than two tiles read a panel dequantized once into this scratch.
-  const bool dequantize = block_rows > 2 * mr && m > 2 * mr;
   ParallelFor(ctx, items, min_chunk, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> panel;
     if (dequantize && panel.size() < static_cast<size_t>(k_ * nr)) panel.resize(k_ * nr);
@@ -141,6 +152,7 @@ absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t 
     t.ldc = n_;
     t.k = k_;
     t.block = block_;
+    t.ldxs = blocks_;
     for (int64_t it = begin; it < end; ++it) {
       const int64_t blk = it / panels_, pn = it % panels_;
       const int64_t j0 = pn * nr;
@@ -158,6 +170,7 @@ absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t 
       for (int64_t r = blk * block_rows; r < r_end; r += mr) {
         t.mr = static_cast<int>(std::min<int64_t>(mr, r_end - r));
         t.a = x + r * k_;
+        t.xsum = dequantize ? nullptr : sums + r * blocks_;
         t.c = y + r * n_ + j0;
         kt.blockq_tile(t);
         if (activation != 0)

@@ -4,11 +4,13 @@
 // of each output channel, w = (code − zero) · scale. The weights stay 4-bit in memory —
 // packed once into panels of 2·W channels, two codes per byte — and are dequantized in
 // registers (blockq_impl.inc), so a decode step (M = 1) reads half a byte per weight (and
-// a f32 scale per block) where the f32 plan of the same file reads four. With many rows
-// (prefill) each panel is dequantized once per row block into an f32 scratch panel that the
-// same register tile then reads. X and Y stay f32; every weight equals
-// DequantizeLinear's f32 value, so results match the dequantized f32 GEMM up to summation
-// order. Parallel over (row block, panel) items as PanelGemm.
+// an f32 scale per block) where the f32 plan of the same file reads four: with few rows the
+// tile multiplies the codes themselves and applies zero point and scale once per block
+// (scale · (Σ x·code − zero · Σ x)); with many rows (prefill) each panel is dequantized
+// once per row block into an f32 scratch panel, each weight (code − zero) · scale rounded
+// // once (DequantizeLinear's value), that a plain f32 tile reads. X and Y stay f32 (no
+// activation quantization): results match the dequantized f32 GEMM up to rounding. Parallel
+// over (row block, panel) items as PanelGemm.
 // Limits: X and Y dense row-major; codes in [0, 15]; block a power of two >= 16.
 #pragma once
 

@@ -56,7 +56,8 @@ struct GemmTile {
 
 // One register tile of kiln's int4 weight-only GEMM (blockq_impl.inc, blockq_gemm.h):
 // c[r, j] = Σ_p a[r, p] · w[p, j] + bias[j] for r < mr, j < nr, with w[p, j] = (code − zero)
-// · scale of p's block, computed in f32 (DequantizeLinear's value). `b` is one packed panel of
+// · scale of p's block: from `dequantized` (f32, mr ≤ blockq_mr), or from the codes with
+// the rows' block sums `xsum` (mr ≤ blockq_codes_mr). `b` is one packed panel of
 // 2·W columns, [k][W] bytes: byte i of row p holds column i's code in its low nibble and
 // column W + i's in its high one; `scale` holds [ceil(k / block)][2·W] floats and `zero`
 // (null: every zero point 8) [ceil(k / block)][W] bytes, nibbles as the codes'.
@@ -67,8 +68,10 @@ struct BlockQuantTile {
   const float* scale = nullptr;
   const uint8_t* zero = nullptr;
   const float* dequantized = nullptr;  // non-null: the panel as f32 [k][2·W], b unused
-  const float* bias = nullptr;         // 2·W floats, or null
-  float* c = nullptr;                  // row r at c + r * ldc
+  const float* xsum = nullptr;         // else: row r's Σ a over block b at xsum[r * ldxs + b]
+  int64_t ldxs = 0;
+  const float* bias = nullptr;  // 2·W floats, or null
+  float* c = nullptr;           // row r at c + r * ldc
   int64_t ldc = 0;
   int64_t k = 0, block = 0;
   int mr = 0;  // 1 .. blockq_mr
@@ -117,7 +120,8 @@ struct IsaKernels {
   int gemm_mr;  // rows of a GEMM register tile
   int gemm_nr;  // columns of a GEMM register tile (the packed panel width)
   void (*gemm_tile)(const GemmTile& t);
-  int blockq_mr;  // rows of an int4 GEMM register tile (its panel is 2 · vector_width wide)
+  int blockq_mr;        // rows of an int4 GEMM tile over a dequantized panel (2·W wide)
+  int blockq_codes_mr;  // rows of an int4 GEMM tile over the codes
   void (*blockq_tile)(const BlockQuantTile& t);
   // out = the panel of t (b, scale, zero, k, block) dequantized to f32, [k][2·W].
   void (*blockq_dequantize)(const BlockQuantTile& t, float* out);
