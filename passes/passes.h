@@ -17,6 +17,7 @@ std::unique_ptr<Pass> CreateTransposeEliminationPass();   // transpose_eliminati
 std::unique_ptr<Pass> CreateReshapeSimplificationPass();  // reshape_simplification.cc
 // Fusions (docs/fused-ops.md) and the canonicalization that runs before them.
 std::unique_ptr<Pass> CreateDequantizePass();          // dequantize.cc (quantized ONNX in)
+std::unique_ptr<Pass> CreateBlockQuantWeightsPass();   // block_quant_weights.cc
 std::unique_ptr<Pass> CreateWidenFp16Pass();           // widen_fp16.cc (cpu: fp16 exports)
 std::unique_ptr<Pass> CreateCanonicalizePass();        // canonicalize.cc
 std::unique_ptr<Pass> CreateFuseLayerNormPass();       // fuse_layernorm.cc (+ RMSNorm)

@@ -48,6 +48,12 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
        1,
        "types and shapes (symbolic or specialized by --shape) for every value",
        "first: every other pass reads types and shapes"},
+      {{"block-quant-weights", "dce"},
+       1,
+       "int4 weights of MatMul (QDQ) as kiln.BlockQuantLinear, kept 4-bit for its int4 GEMM "
+       "(docs/precision.md)",
+       "after shape-inference (x must be f32), before constant folding (which would widen the "
+       "weights to f32)"},
       {{"constant-folding", "shape-inference", "reshape-simplification", "transpose-elimination",
         "cse", "dce"},
        8,

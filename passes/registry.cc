@@ -23,6 +23,7 @@ constexpr Entry kPasses[] = {
     {"transpose-elimination", CreateTransposeEliminationPass},
     {"reshape-simplification", CreateReshapeSimplificationPass},
     {"dequantize", CreateDequantizePass},
+    {"block-quant-weights", CreateBlockQuantWeightsPass},
     {"widen-fp16", CreateWidenFp16Pass},
     {"canonicalize", CreateCanonicalizePass},
     {"fuse-layernorm", CreateFuseLayerNormPass},

@@ -188,22 +188,29 @@ def test_plans_match_onnxruntime_on_the_quantized_file(kiln_bin, quantized, kind
 
 
 @pytest.mark.parametrize("symmetric", [True, False])
-def test_matmul_nbits_int4(kiln_bin, tmp_path, symmetric):
-    """onnxruntime's int4 weight-only quantizer (MatMulNBits, blocks of 32; asymmetric adds
-    packed zero points) on the fixture: the reference run and the compiled plan both match
-    onnxruntime running the same file to 1e-5 (measured <= 1.2e-6: the same dequantized
-    weights, float sums in another order), and the plan fuses exactly like the float
-    fixture — biases, GELU, Q/K/V merge and attention — with each Linear an int4
-    `block_quant_linear` step (the weights stay 4-bit)."""
+@pytest.mark.parametrize("form", ["MatMulNBits", "QDQ"])
+def test_int4_weight_only(kiln_bin, tmp_path, symmetric, form):
+    """onnxruntime's int4 weight-only quantizer on the fixture, blocks of 32, in its two
+    output forms: MatMulNBits (asymmetric adds packed zero points), and QDQ —
+    DequantizeLinear of an int4 (symmetric) or uint4 + zero point (asymmetric) [K, N]
+    weight blocked on axis 0, then MatMul. The reference run and the compiled plan both
+    match onnxruntime running the same file to 1e-5 (measured <= 1.2e-6: the same
+    dequantized weights, float sums in another order), and the plan fuses exactly like the
+    float fixture — biases, GELU, Q/K/V merge and attention — with each Linear an int4
+    `block_quant_linear` step (the weights stay 4-bit: MatMulNBits at import, the QDQ form
+    by block-quant-weights before constant folding)."""
     import onnx
+    from onnxruntime.quantization import QuantFormat
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-    quantizer = MatMulNBitsQuantizer(onnx.load(str(FIXTURE)), block_size=32,
-                                     is_symmetric=symmetric)
+    quantizer = MatMulNBitsQuantizer(
+        onnx.load(str(FIXTURE)), block_size=32, is_symmetric=symmetric,
+        quant_format=QuantFormat.QDQ if form == "QDQ" else QuantFormat.QOperator)
     quantizer.process()
     model = tmp_path / "int4.onnx"
     onnx.save(quantizer.model.model, str(model))
-    assert "MatMulNBits" in {n.op_type for n in onnx.load(str(model)).graph.node}
+    ops = {n.op_type for n in onnx.load(str(model)).graph.node}
+    assert ("MatMulNBits" if form == "MatMulNBits" else "DequantizeLinear") in ops
     feeds = feeds_for(3)
     want = run_onnxruntime(model, feeds)
     proc, outdir = run_kiln(kiln_bin, model, feeds, tmp_path / "ref")
