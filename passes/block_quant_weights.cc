@@ -116,13 +116,12 @@ class BlockQuantWeightsPass final : public Pass {
       Node* dq = mm->input(1).node;
       std::optional<Int4Weight> w = AsBlockQuant(*dq);
       if (!w) continue;
-      const std::string base = dq->output_info(0).name.empty()
-                                   ? absl::StrCat("dq", dq->id())
-                                   : dq->output_info(0).name;
-      const Value codes = rewrite::InsertConstant(g, mm, base + "/codes", std::move(w->codes))
-                              ->output(0);
-      const Value scales = rewrite::InsertConstant(g, mm, base + "/scales", std::move(w->scales))
-                               ->output(0);
+      const std::string base =
+          dq->output_info(0).name.empty() ? absl::StrCat("dq", dq->id()) : dq->output_info(0).name;
+      const Value codes =
+          rewrite::InsertConstant(g, mm, base + "/codes", std::move(w->codes))->output(0);
+      const Value scales =
+          rewrite::InsertConstant(g, mm, base + "/scales", std::move(w->scales))->output(0);
       const Value zeros =
           rewrite::InsertConstant(g, mm, base + "/zero_points", std::move(w->zero_points))
               ->output(0);

@@ -74,8 +74,10 @@ TEST(BlockQuantWeights, LeavesOtherWeightsAlone) {
   // Blocked along N: not a block of K.
   ExpectNoChange(kPass, Edit(kBlocked, "{axis=0, block_size=16}", "{axis=1, block_size=16}"));
   // The weight on the left (x · W needs it on the right).
-  std::string left = Edit(kBlocked, "%5 = MatMul(%0, %4) : f32[2,3,6]", "%5 = MatMul(%4, %6) : f32[40,2]");
-  left = Edit(left, "  %4 = DequantizeLinear", "  %6 = Input() : f32[6,2] \"r\"\n  %4 = DequantizeLinear");
+  std::string left =
+      Edit(kBlocked, "%5 = MatMul(%0, %4) : f32[2,3,6]", "%5 = MatMul(%4, %6) : f32[40,2]");
+  left = Edit(left, "  %4 = DequantizeLinear",
+              "  %6 = Input() : f32[6,2] \"r\"\n  %4 = DequantizeLinear");
   ExpectNoChange(kPass, left);
 }
 
