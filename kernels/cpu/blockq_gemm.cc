@@ -128,18 +128,11 @@ absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t 
       for (int64_t i = 0; i < k_; ++i) xsum[r * blocks_ + i / block_] += x[r * k_ + i];
   }
   const float* sums = xsum.data();
-  // Row blocks that fit in L2 next to the panel being read, as many as a multiple of the
-  // threads once there are several, and of equal size (QuantGemm's blocking): the items
-  // split contiguously, so each thread gets whole blocks and the same rows (M = 128, K = 896
-  // as blocks of 104 + 24 rows left one thread a fifth of the work).
-  const int threads = ctx.threads();
-  const int64_t fit_rows = std::max<int64_t>(mr, kXBlockBytes / (k_ * int64_t{sizeof(float)}));
-  int64_t row_blocks = (m + fit_rows - 1) / fit_rows;
-  if (row_blocks > 1) row_blocks = (row_blocks + threads - 1) / threads * threads;
-  if (panels_ < threads) row_blocks = std::max<int64_t>(row_blocks, threads);
-  int64_t block_rows = (m + row_blocks - 1) / row_blocks;
-  block_rows = std::max<int64_t>(mr, (block_rows + mr - 1) / mr * mr);
-  row_blocks = (m + block_rows - 1) / block_rows;
+  // Equal row blocks that fit in L2 next to the panel being read (M = 128, K = 896 as
+  // blocks of 104 + 24 rows left one thread a fifth of the work).
+  const int64_t block_rows =
+      GemmBlockRows(m, kXBlockBytes / (k_ * int64_t{sizeof(float)}), mr, panels_, ctx.threads());
+  const int64_t row_blocks = (m + block_rows - 1) / block_rows;
   const int64_t items = row_blocks * panels_;  // block-major: item = block · panels + panel
   // Split only when each thread gets >= ~0.5 M multiply-adds (a fork/join costs a few µs).
   const double item_macs = static_cast<double>(std::min(m, block_rows)) * nr * k_;

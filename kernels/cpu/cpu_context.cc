@@ -112,6 +112,15 @@ void ParallelForWorkers(const CpuContext& ctx, int64_t n, int64_t min_chunk,
   }
 }
 
+int64_t GemmBlockRows(int64_t m, int64_t fit_rows, int64_t mr, int64_t panels, int threads) {
+  fit_rows = std::max(mr, fit_rows);
+  int64_t blocks = (m + fit_rows - 1) / fit_rows;
+  if (blocks > 1) blocks = (blocks + threads - 1) / threads * threads;
+  if (panels < threads) blocks = std::max<int64_t>(blocks, threads);
+  const int64_t rows = (m + blocks - 1) / blocks;
+  return std::max(mr, (rows + mr - 1) / mr * mr);
+}
+
 void ParallelFor(const CpuContext& ctx, int64_t n, int64_t min_chunk,
                  const std::function<void(int64_t, int64_t)>& fn) {
   ParallelForWorkers(ctx, n, min_chunk, [&](int64_t b, int64_t e, int) { fn(b, e); });

@@ -60,6 +60,15 @@ struct CpuContext {
 void ParallelFor(const CpuContext& ctx, int64_t n, int64_t min_chunk,
                  const std::function<void(int64_t, int64_t)>& fn);
 
+// Rows of M for a GEMM's (row block, panel) work items, split block-major by ParallelFor:
+// blocks of at most about `fit_rows` rows (what stays in L2 beside a panel), as many as a
+// multiple of the threads once there are several (at least the threads when there are
+// fewer panels than threads), of equal size in multiples of the tile's `mr` rows. Equal
+// blocks matter: the items split contiguously, so each thread gets whole blocks and the
+// same rows (blocks of 336 + 336 + 336 + 16 rows at M = 1024 gave one thread 672 rows and
+// the other 352). Returns the block's rows; the count is ceil(m / rows).
+int64_t GemmBlockRows(int64_t m, int64_t fit_rows, int64_t mr, int64_t panels, int threads);
+
 // As ParallelFor, and tells fn which worker (0 .. ctx.threads()-1) runs the range, for
 // per-worker scratch buffers owned by the caller.
 void ParallelForWorkers(const CpuContext& ctx, int64_t n, int64_t min_chunk,

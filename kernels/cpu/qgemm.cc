@@ -151,18 +151,10 @@ absl::Status QuantGemm::Run(const CpuContext& ctx, const float* x, int64_t m, fl
   });
 
   const int mr = kt.mr, nr = kt.nr;
-  const int threads = ctx.threads();
-  // Row blocks that fit kXBlockBytes, as many as a multiple of the threads once there are
-  // several, and of equal size: the items split contiguously, so each thread then gets
-  // whole blocks and the same rows (blocks of 336 + 336 + 336 + 16 rows at M = 1024, K = 768
-  // gave one thread 672 rows and the other 352: 2 threads ran at 1.5x one).
-  const int64_t fit_rows = std::max<int64_t>(mr, kXBlockBytes / k4_);
-  int64_t blocks = (m + fit_rows - 1) / fit_rows;
-  if (blocks > 1) blocks = (blocks + threads - 1) / threads * threads;
-  if (panels_ < threads) blocks = std::max<int64_t>(blocks, threads);
-  int64_t block_rows = (m + blocks - 1) / blocks;
-  block_rows = std::max<int64_t>(mr, (block_rows + mr - 1) / mr * mr);
-  blocks = (m + block_rows - 1) / block_rows;
+  // Equal row blocks that fit kXBlockBytes (with unequal ones, M = 1024, K = 768 ran 2
+  // threads at 1.5x one).
+  const int64_t block_rows = GemmBlockRows(m, kXBlockBytes / k4_, mr, panels_, ctx.threads());
+  const int64_t blocks = (m + block_rows - 1) / block_rows;
   const int64_t items = blocks * panels_;  // block-major, as PanelGemm
   // Split only when each thread gets ≥ ~0.5 M multiply-adds (a fork/join costs ~1 µs; 4 M
   // kept batch-1 GEMMs on one thread: 172-200 GOP/s at M = 1 on 1 or 2 threads).
