@@ -25,6 +25,16 @@ absl::Status Pool(const CpuContext& ctx, const PoolArgs& a) {
       float* out = a.y + b * h;
       if (a.mode == PoolMode::kCls) {
         std::copy(a.hidden + b * s * h, a.hidden + b * s * h + h, out);
+      } else if (a.mode == PoolMode::kLast) {
+        int64_t last = s - 1;
+        auto masked_out = [&](int64_t t) {
+          return a.mask ? a.mask[b * s + t] == 0.0f : a.mask_i64 && a.mask_i64[b * s + t] == 0;
+        };
+        while (last >= 0 && masked_out(last)) --last;
+        if (last < 0)
+          std::fill(out, out + h, 0.0f);
+        else
+          std::copy(a.hidden + (b * s + last) * h, a.hidden + (b * s + last + 1) * h, out);
       } else {
         std::fill(out, out + h, 0.0f);
         float count = 0;

@@ -15,7 +15,14 @@ __global__ void __launch_bounds__(kThreads) PoolKernel(PoolArgs a) {
   const T* hid = static_cast<const T*>(a.hidden) + b * S * H;
   T* y = static_cast<T*>(a.y) + b * H;
   float denom = 1.f;
-  if (!a.cls) {
+  int64_t last = -1;  // last: the row taken (-1: none, zeros)
+  if (a.last) {
+    float at = -1.f;  // exact: S < 2^24 (the contract's sizes)
+    for (int64_t s = threadIdx.x; s < S; s += blockDim.x)
+      if (!a.mask || LoadAsDouble(a.mask, a.mask_type, b * S + s) != 0.0)
+        at = static_cast<float>(s);
+    last = static_cast<int64_t>(BlockMax(at, scratch));
+  } else if (!a.cls) {
     float m = 0.f;
     if (a.mask) {
       for (int64_t s = threadIdx.x; s < S; s += blockDim.x)
@@ -31,6 +38,8 @@ __global__ void __launch_bounds__(kThreads) PoolKernel(PoolArgs a) {
     float acc;
     if (a.cls) {
       acc = ToFloat(hid[c]);
+    } else if (a.last) {
+      acc = last >= 0 ? ToFloat(hid[last * H + c]) : 0.f;
     } else {
       acc = 0.f;
       for (int64_t s = 0; s < S; ++s) {
@@ -63,7 +72,8 @@ cudaError_t LaunchT(const PoolArgs& a, cudaStream_t stream) {
 
 cudaError_t Pool(const PoolArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.hidden_size == 0) return cudaSuccess;
-  if (a.batch > 0x7fffffff || (a.cls && a.seq == 0)) return cudaErrorInvalidValue;
+  if (a.batch > 0x7fffffff || (a.cls && a.seq == 0) || (a.last && a.seq >= (1 << 24)))
+    return cudaErrorInvalidValue;
   if (a.normalize && a.hidden_size > kPoolMaxNormalizedHidden) return cudaErrorInvalidValue;
   switch (a.dtype) {
     case ElemType::kF32:

@@ -1,4 +1,5 @@
-// Pool (kiln.Pool): masked mean over the sequence, or the CLS row, optionally L2-normalized
+// Pool (kiln.Pool): masked mean over the sequence, the CLS row, or the row of the last
+// nonzero mask entry (zeros if none), optionally L2-normalized
 // (sentence-transformers' Normalize); fp32 / fp16 / bf16 hidden states, fp32 sums.
 // How: one block per batch row, threads over the hidden columns, each summing its columns
 // down the sequence (coalesced rows); the mask sum and the squared norm are block
@@ -22,8 +23,9 @@ struct PoolArgs {
   const void* mask = nullptr;       // [B, S] of mask_type, or null (every position counts)
   ElemType mask_type = ElemType::kF32;
   int64_t batch = 0, seq = 0, hidden_size = 0;
-  bool cls = false, normalize = false;
-  void* y = nullptr;  // [B, H]
+  bool cls = false, last = false, normalize = false;  // last: the block's max of the
+                                                      // unmasked rows, S < 2^24
+  void* y = nullptr;                                  // [B, H]
 };
 
 cudaError_t Pool(const PoolArgs& a, cudaStream_t stream);

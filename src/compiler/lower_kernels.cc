@@ -373,7 +373,8 @@ std::optional<KernelChoice> Pool(const Node& n, PlanTarget t) {
   if (Present(n, 1) && InDims(n, 1) != Dims{b, s}) return std::nullopt;
   const std::string* mode = n.attr_string("mode");
   const int64_t normalize = n.attr_int_or("normalize", 0);
-  if (!mode || (*mode != "mean" && *mode != "cls") || (normalize != 0 && normalize != 1))
+  if (!mode || (*mode != "mean" && *mode != "cls" && *mode != "last") ||
+      (normalize != 0 && normalize != 1))
     return std::nullopt;
   if (*mode == "cls" && s < 1) return std::nullopt;
   if (OutDims(n, 0) != Dims{b, h}) return std::nullopt;

@@ -154,8 +154,9 @@ std::vector<KernelContract> CpuContracts() {
                           Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kI64))},
                .outputs = {Req("y", kF32Only)},
                .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("hidden"),
-                          StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
-               .doc = "hidden [B,S,H], mask [B,S] → y [B,H]"});
+                          StringParam("mode", {"mean", "cls", "last"}), FlagParam("normalize")},
+               .doc = "hidden [B,S,H], mask [B,S] → y [B,H]; last: the row of the last "
+                      "nonzero mask entry (zeros if none)"});
   // Packed-token programs (docs/packing.md): tokens [1, T, ...], lengths [N] int64, checked
   // at run time (no negative length, no more than T tokens in all).
   t.push_back({.name = "packed_attention",

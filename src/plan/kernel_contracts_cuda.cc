@@ -129,8 +129,10 @@ std::vector<KernelContract> CudaContracts() {
                                           DTypeBit(DType::kI32))},
                .outputs = {Same("y", 0)},
                .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("hidden"),
-                          StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
-               .doc = "hidden [B,S,H], mask [B,S] → y [B,H]; normalize needs H ≤ 12256"});
+                          StringParam("mode", {"mean", "cls", "last"}), FlagParam("normalize")},
+               .doc = "hidden [B,S,H], mask [B,S] → y [B,H]; last: the row of the last "
+                      "nonzero mask entry (zeros if none), S < 2^24; normalize needs H ≤ "
+                      "12256"});
   t.push_back({.name = "glu",
                .inputs = {Req("x", kFloatTypes)},
                .outputs = {Same("y", 0)},

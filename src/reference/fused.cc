@@ -936,32 +936,34 @@ void NormalizeL2(double* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) x[j] /= denom;
 }
 
-// kiln.Pool's and kiln.PackedPool's attributes: mode "mean" or "cls", normalize 0 or 1.
+// kiln.Pool's and kiln.PackedPool's attributes: mode "mean" or "cls" (kiln.Pool also
+// "last"), normalize 0 or 1.
 struct PoolAttrs {
   std::string mode;
   int64_t normalize = 0;
 };
-absl::StatusOr<PoolAttrs> ReadPoolAttrs(const Node& node) {
+absl::StatusOr<PoolAttrs> ReadPoolAttrs(const Node& node, bool last_ok) {
   PoolAttrs a;
   KILN_ASSIGN_OR_RETURN(a.mode, StringAttr(node, "mode", std::nullopt));
   KILN_ASSIGN_OR_RETURN(a.normalize, IntAttr(node, "normalize", 0));
-  if (a.mode != "mean" && a.mode != "cls")
-    return absl::InvalidArgumentError(
-        absl::StrCat("mode must be \"mean\" or \"cls\", got \"", a.mode, "\""));
+  if (a.mode != "mean" && a.mode != "cls" && !(last_ok && a.mode == "last"))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mode must be \"mean\", \"cls\"", last_ok ? " or \"last\"" : "", ", got \"", a.mode, "\""));
   if (a.normalize != 0 && a.normalize != 1)
     return absl::InvalidArgumentError(absl::StrCat("normalize must be 0 or 1, got ", a.normalize));
   return a;
 }
 
 // ---------------------------------------------------------------------------------------
-// kiln.Pool(hidden, mask?): mean: Σ_s h·m / max(Σ_s m, 1e-9); cls: hidden[:, 0];
+// kiln.Pool(hidden, mask?): mean: Σ_s h·m / max(Σ_s m, 1e-9); cls: hidden[:, 0]; last:
+// hidden[b, the last s with m != 0] (zeros when there is none; S - 1 without a mask);
 // normalize=1 divides each row by max(‖Y[b]‖₂, 1e-12).
 
 Result PoolKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* hidden, Arg(in, 0, "hidden"));
   const Tensor* mask = OptArg(in, 1);
   KILN_RETURN_IF_ERROR(RequireFloat(*hidden, "hidden"));
-  KILN_ASSIGN_OR_RETURN(const PoolAttrs attrs, ReadPoolAttrs(node));
+  KILN_ASSIGN_OR_RETURN(const PoolAttrs attrs, ReadPoolAttrs(node, /*last_ok=*/true));
   const std::string& mode = attrs.mode;
   const int64_t normalize = attrs.normalize;
   if (hidden->rank() != 3)
@@ -985,6 +987,12 @@ Result PoolKernel(const Node& node, Inputs in) {
     double* out = &y[b * h];
     if (mode == "cls") {
       for (int64_t j = 0; j < h; ++j) out[j] = hv[(b * s) * h + j];
+    } else if (mode == "last") {
+      int64_t last = -1;
+      for (int64_t t = 0; t < s; ++t)
+        if (!mask || mask->GetAsDouble(b * s + t) != 0.0) last = t;
+      if (last >= 0)
+        for (int64_t j = 0; j < h; ++j) out[j] = hv[(b * s + last) * h + j];
     } else {
       double count = 0;
       for (int64_t t = 0; t < s; ++t) {
@@ -1148,7 +1156,7 @@ Result PackedPoolKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* hidden, Arg(in, 0, "hidden"));
   KILN_ASSIGN_OR_RETURN(const Tensor* lengths, Arg(in, 1, "lengths"));
   KILN_RETURN_IF_ERROR(RequireFloat(*hidden, "hidden"));
-  KILN_ASSIGN_OR_RETURN(const PoolAttrs attrs, ReadPoolAttrs(node));
+  KILN_ASSIGN_OR_RETURN(const PoolAttrs attrs, ReadPoolAttrs(node, /*last_ok=*/false));
   const std::string& mode = attrs.mode;
   const int64_t normalize = attrs.normalize;
   KILN_RETURN_IF_ERROR(RequirePackedRows(*hidden, "hidden", 3));

@@ -374,6 +374,7 @@ absl::StatusOr<PoolRule> CheckPool(const StepChecker& c) {
   r.seq = c.Int("seq");
   r.hidden = c.Int("hidden");
   r.cls = c.String("mode") == "cls";
+  r.last = c.String("mode") == "last";
   r.normalize = c.Flag("normalize");
   KILN_ASSIGN_OR_RETURN(const int64_t tokens, c.Product({r.batch, r.seq}, "B*S"));
   KILN_ASSIGN_OR_RETURN(const int64_t h_elems, c.Product({tokens, r.hidden}, "B*S*hidden"));

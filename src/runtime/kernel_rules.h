@@ -125,8 +125,8 @@ absl::StatusOr<EmbedRule> CheckEmbedLayerNorm(const StepChecker& c);
 
 struct PoolRule {
   int64_t batch = 0, seq = 0, hidden = 0;
-  bool cls = false, normalize = false;
-  DType mask_dtype = DType::kUndefined;  // kUndefined: no mask
+  bool cls = false, last = false, normalize = false;  // mode "cls" / "last" (else "mean")
+  DType mask_dtype = DType::kUndefined;               // kUndefined: no mask
 };
 absl::StatusOr<PoolRule> CheckPool(const StepChecker& c);
 

@@ -125,7 +125,7 @@ TEST_P(EmbedPoolTest, PoolMatchesReference) {
       std::vector<int64_t> mask(nb * s);
       for (int64_t i = 0; i < nb * s; ++i) mask[i] = (i % s) < (s * (i / s + 1)) / nb ? 1 : 0;
       std::vector<float> maskf(mask.begin(), mask.end());
-      for (int mode = 0; mode < 2; ++mode) {
+      for (int mode = 0; mode < 3; ++mode) {
         for (bool normalize : {false, true}) {
           for (int mask_kind = 0; mask_kind < 3; ++mask_kind) {  // none, f32, i64
             PoolArgs a;
@@ -135,16 +135,16 @@ TEST_P(EmbedPoolTest, PoolMatchesReference) {
             a.batch = nb;
             a.seq = s;
             a.hidden_size = h;
-            a.mode = mode == 0 ? PoolMode::kMean : PoolMode::kCls;
+            const char* name = mode == 0 ? "mean" : mode == 1 ? "cls" : "last";
+            a.mode = mode == 0 ? PoolMode::kMean : mode == 1 ? PoolMode::kCls : PoolMode::kLast;
             a.normalize = normalize;
             std::vector<float> y(nb * h);
             a.y = y.data();
             ASSERT_TRUE(Pool(Ctx(), a).ok());
             Tensor ht = F32({nb, s, h}, hid), mt = Tensor::FromI64({nb, s}, mask);
-            auto ref = testing::RunReferenceOp("kiln", "Pool",
-                                               {{"mode", std::string(mode == 0 ? "mean" : "cls")},
-                                                {"normalize", int64_t{normalize}}},
-                                               {&ht, mask_kind == 0 ? nullptr : &mt});
+            auto ref = testing::RunReferenceOp(
+                "kiln", "Pool", {{"mode", std::string(name)}, {"normalize", int64_t{normalize}}},
+                {&ht, mask_kind == 0 ? nullptr : &mt});
             ASSERT_EQ(ref.size(), 1u);
             testing::ExpectClose(y.data(), ref[0], 2e-6, 1e-5,
                                  absl::StrCat("s=", s, " h=", h, " mode=", mode,

@@ -866,23 +866,58 @@ TEST(PoolTest, MeanWithoutMaskAndFloatMask) {
              f);
 }
 
-TEST(PoolTest, ClsMatchesGatherWithAndWithoutNormalize) {
-  ExpectSame(absl::StrCat(kPoolInputs, R"(
-  %2 = kiln.Pool(%0, %1) {mode="cls"} : f32[3,6]
-  %3 = kiln.Pool(%0) {mode="cls", normalize=1} : f32[3,6]
-  return "y": %2, "z": %3
-})"),
-             absl::StrCat(kPoolInputs, R"(
-  %2 = Constant() {value=tensor<i64[]>[0]} : i64[]
+// Row `s` of every sequence (%3) and that row divided by max(its L2 norm, 1e-12) (%18),
+// decomposed: what cls and last pooling with normalize=1 are.
+std::string GatheredRow(int64_t s, const std::string& returns) {
+  return absl::StrCat(kPoolInputs, "  %2 = Constant() {value=tensor<i64[]>[", s, R"(]} : i64[]
   %3 = Gather(%0, %2) {axis=1}
   %14 = Constant() {value=tensor<i64[1]>[-1]} : i64[1]
   %15 = ReduceL2(%3, %14) {keepdims=1}
   %16 = Constant() {value=tensor<f32[]>[1e-12]} : f32[]
   %17 = Clip(%15, %16, _)
   %18 = Div(%3, %17)
-  return "y": %3, "z": %18
+  return )",
+                      returns, "\n}");
+}
+
+TEST(PoolTest, ClsMatchesGatherWithAndWithoutNormalize) {
+  ExpectSame(absl::StrCat(kPoolInputs, R"(
+  %2 = kiln.Pool(%0, %1) {mode="cls"} : f32[3,6]
+  %3 = kiln.Pool(%0) {mode="cls", normalize=1} : f32[3,6]
+  return "y": %2, "z": %3
 })"),
-             PoolFeeds());
+             GatheredRow(0, "\"y\": %3, \"z\": %18"), PoolFeeds());
+}
+
+// last: the row of the last nonzero mask entry (rows 1 and 3 here; the all-zero row 2
+// pools to zeros), the last row without a mask; copied exactly, then normalized if asked.
+TEST(PoolTest, LastTakesTheLastUnmaskedRow) {
+  Feeds f = PoolFeeds();
+  f["fmask"] = Values(DType::kF32, {3, 4}, {1, 0, 1, 0, 0.5, 0, 0, 0, 0, 0, 0, 0});
+  std::vector<Tensor> y = MustRun(absl::StrCat(kPoolInputs, R"(
+  %5 = Input() : f32[3,4] "fmask"
+  %2 = kiln.Pool(%0, %1) {mode="last"} : f32[3,6]
+  %3 = kiln.Pool(%0, %5) {mode="last"} : f32[3,6]
+  %4 = kiln.Pool(%0) {mode="last"} : f32[3,6]
+  return "y": %2, "z": %3, "w": %4
+})"),
+                                  f);
+  ASSERT_EQ(y.size(), 3u);
+  const Tensor& h = f.at("h");
+  auto row = [&](int64_t b, int64_t s, int64_t j) { return h.GetAsDouble((b * 4 + s) * 6 + j); };
+  const int64_t mask_last[3] = {1, 3, -1}, fmask_last[3] = {2, 0, -1};
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t j = 0; j < 6; ++j) {
+      EXPECT_EQ(y[0].GetAsDouble(b * 6 + j), mask_last[b] < 0 ? 0.0 : row(b, mask_last[b], j));
+      EXPECT_EQ(y[1].GetAsDouble(b * 6 + j), fmask_last[b] < 0 ? 0.0 : row(b, fmask_last[b], j));
+      EXPECT_EQ(y[2].GetAsDouble(b * 6 + j), row(b, 3, j));
+    }
+  // normalize=1 divides the taken row by its norm, as for cls.
+  ExpectSame(absl::StrCat(kPoolInputs, R"(
+  %2 = kiln.Pool(%0) {mode="last", normalize=1} : f32[3,6]
+  return "y": %2
+})"),
+             GatheredRow(3, "\"y\": %18"), PoolFeeds());
 }
 
 TEST(PoolTest, LowPrecisionRoundsOnceAndErrors) {
@@ -898,7 +933,7 @@ TEST(PoolTest, LowPrecisionRoundsOnceAndErrors) {
                         "}\n  return \"y\": %2\n}");
   };
   ExpectError(pool("mode=\"max\""), PoolFeeds(), absl::StatusCode::kInvalidArgument,
-              "mode must be \"mean\" or \"cls\"");
+              "mode must be \"mean\", \"cls\" or \"last\", got \"max\"");
   ExpectError(pool("normalize=1"), PoolFeeds(), absl::StatusCode::kInvalidArgument,
               "attribute 'mode' is required");
   ExpectError(pool("mode=\"mean\", normalize=2"), PoolFeeds(), absl::StatusCode::kInvalidArgument,

@@ -555,7 +555,7 @@ absl::StatusOr<StepPtr> PreparePool(const StepChecker& c, CpuPrepareEnv&) {
   a.batch = r.batch;
   a.seq = r.seq;
   a.hidden_size = r.hidden;
-  a.mode = r.cls ? cpu::PoolMode::kCls : cpu::PoolMode::kMean;
+  a.mode = r.cls ? cpu::PoolMode::kCls : r.last ? cpu::PoolMode::kLast : cpu::PoolMode::kMean;
   a.normalize = r.normalize;
   return StepPtr(new PoolStep(a, r.mask_dtype == DType::kI64));
 }

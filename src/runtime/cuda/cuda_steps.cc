@@ -514,6 +514,7 @@ absl::StatusOr<StepPtr> PreparePool(const StepChecker& c) {
   a.seq = r.seq;
   a.hidden_size = r.hidden;
   a.cls = r.cls;
+  a.last = r.last;
   a.normalize = r.normalize;
   return StepPtr(new PoolStep(a));
 }
