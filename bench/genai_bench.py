@@ -7,10 +7,10 @@ same prompt, same run.
 
 The model: a Qwen2-shaped decoder from config with seeded random weights (no download),
 converted by onnxruntime-genai's model builder at --precision fp32 or int4 (MatMulNBits,
-block 32, accuracy_level 4 as the builder writes it for the CPU). kiln computes an int4
-file's projections in fp32 (the weights are dequantized once at compile time: no int4
-kernel yet), or in int8 / bf16 with --kiln-precision (its GEMM weights requantized from
-those fp32 values; the LM head stays fp32), onnxruntime with its int4 kernels.
+block 32, accuracy_level 4 as the builder writes it for the CPU). kiln keeps an int4
+file's weights 4-bit (kiln.BlockQuantLinear: f32 activations, the weights dequantized in
+the GEMM), onnxruntime runs its int4 kernels (int8 activations at accuracy_level 4).
+--kiln-precision int8 / bf16 lowers an fp32 file's GEMMs (the LM head stays fp32).
 
 Per (batch, prompt, new tokens): TTFT (prefill + the first argmax, after one untimed
 two-token warm-up on both sides) and decode tokens/s (the decode steps' wall time), medians
@@ -117,6 +117,9 @@ def main(argv=None):
                     help="kiln compile --precision for kiln's plan (the file stays as built)")
     ap.add_argument("--accept", help="kiln compile --accept (the accuracy gate; random "
                                      "weights can miss the default by a hair)")
+    ap.add_argument("--prefill-logits", choices=["last", "all"], default="last",
+                    help="kiln compile --prefill-logits (all: the LM head over every prompt "
+                         "row, as before last-token logits)")
     ap.add_argument("--cases", default="1x128x64", help="BATCHxPROMPTxNEW,...")
     ap.add_argument("--context", default="256", help="--decode-context capacity")
     ap.add_argument("--threads", type=int, default=2)
@@ -130,7 +133,8 @@ def main(argv=None):
     head = args.hidden // args.heads
     geometry = (args.layers, args.kv_heads, head)
     cases = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",") if c]
-    plan = os.path.join(work, f"qwen2_{args.precision}_{args.kiln_precision}.kiln")
+    plan = os.path.join(work, f"qwen2_{args.precision}_{args.kiln_precision}_"
+                              f"{args.prefill_logits}.kiln")
     batches = sorted({c[0] for c in cases})
     prompts = sorted({c[1] for c in cases})
     t0 = time.perf_counter()
@@ -138,7 +142,7 @@ def main(argv=None):
                     f"batch_size={':'.join(map(str, batches))},"
                     f"sequence_length={':'.join(map(str, prompts))}",
                     "--shape", f"kv_cache_dim={head}", "--decode-context", args.context,
-                    "--precision", args.kiln_precision,
+                    "--precision", args.kiln_precision, "--prefill-logits", args.prefill_logits,
                     *(["--accept", args.accept] if args.accept else [])],
                    check=True)
     compile_s = time.perf_counter() - t0
@@ -154,7 +158,8 @@ def main(argv=None):
           f"hidden {args.hidden}, heads "
           f"{args.heads}/{args.kv_heads}, ffn {args.ffn}, vocab {args.vocab}; "
           f"file {onnx_bytes / 2**20:.0f} MiB, plan {os.path.getsize(plan) / 2**20:.0f} MiB "
-          f"(compile {compile_s:.1f} s); threads {args.threads}; medians of {args.repeats}")
+          f"(compile {compile_s:.1f} s, --prefill-logits {args.prefill_logits}); threads "
+          f"{args.threads}; medians of {args.repeats}")
     print("| batch x prompt, new | kiln TTFT ms | ort TTFT ms | kiln/ort | kiln tok/s | "
           "ort tok/s | kiln/ort | same tokens |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")

@@ -215,6 +215,9 @@ def main(argv=None):
                     help="memory read bandwidth for the floor, GB/s (default: measured)")
     ap.add_argument("--nocache-tokens", type=int, default=8,
                     help="tokens for the kiln-without-cache column (0: skip it)")
+    ap.add_argument("--prefill-logits", choices=["last", "all"], default="last",
+                    help="kiln compile --prefill-logits (all: the LM head over every prompt "
+                         "row, as before last-token logits)")
     ap.add_argument("--onnx", help="an existing KV-cache export instead of the Qwen2 one")
     ap.add_argument("--arch", choices=["qwen2", "gpt2-small"], default="qwen2",
                     help="the model to export (gpt2-small ignores the size flags)")
@@ -240,19 +243,22 @@ def main(argv=None):
     lengths = {c[1] for c in cases}
     if args.nocache_tokens:  # a prefill bucket per prefix of the no-cache column (unpadded)
         lengths |= {c[1] + i for c in cases if c[0] == 1 for i in range(args.nocache_tokens)}
-    plan = os.path.join(work, os.path.splitext(os.path.basename(model))[0] + ".kiln")
+    plan = os.path.join(work, os.path.splitext(os.path.basename(model))[0] +
+                        f"_{args.prefill_logits}.kiln")
     t0 = time.perf_counter()
     subprocess.run([args.kiln, "compile", model, "-o", plan, "--quiet", "--profile",
                     f"batch={':'.join(map(str, batches))},"
                     f"sequence={':'.join(map(str, sorted(lengths)))}",
-                    "--decode-context", args.context], check=True)
+                    "--decode-context", args.context, "--prefill-logits", args.prefill_logits],
+                   check=True)
     compile_s = time.perf_counter() - t0
     sess = benchlib.ort_session(model, args.threads)
     head_dim = args.head_dim
     print(f"{os.path.basename(model)}: layers {args.layers}, kv heads {args.kv_heads}, head "
           f"{head_dim}, vocab {args.vocab}, weights {weight_bytes / 2**20:.1f} MiB; threads "
           f"{args.threads}; read bandwidth {args.bandwidth:.1f} GB/s; --decode-context "
-          f"{args.context} (compile {compile_s:.1f} s); medians of {args.repeats}")
+          f"{args.context}, --prefill-logits {args.prefill_logits} (compile {compile_s:.1f} s); "
+          f"medians of {args.repeats}")
     print("| batch x prompt, new | kiln TTFT ms | ort TTFT ms | kiln/ort | kiln tok/s | "
           "ort tok/s | ort bound tok/s | kiln/best ort | kiln no-cache tok/s | floor tok/s | "
           "kiln/floor | kiln cache MiB | same tokens |")

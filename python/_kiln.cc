@@ -514,8 +514,10 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
                    std::vector<int64_t> decode_context, int64_t kv_block_size,
                    int64_t kv_cache_blocks, std::optional<nb::callable> progress,
                    std::optional<std::string> accept, std::string calib,
-                   std::string int8_activations, std::string observer, double percentile) {
+                   std::string int8_activations, std::string observer, double percentile,
+                   std::string prefill_logits) {
   CompileOptions options;
+  options.prefill_logits = std::move(prefill_logits);
   options.int8_activations = std::move(int8_activations);
   options.observer = std::move(observer);
   options.percentile = percentile;
@@ -631,6 +633,7 @@ NB_MODULE(_kiln, m) {
         nb::arg("disabled_passes"), nb::arg("decode_context"), nb::arg("kv_block_size"),
         nb::arg("kv_cache_blocks"), nb::arg("progress").none(), nb::arg("accept").none(),
         nb::arg("calib"), nb::arg("int8_activations"), nb::arg("observer"), nb::arg("percentile"),
+        nb::arg("prefill_logits"),
         "Internal: kiln.compile() validates its arguments and calls this.");
 
   nb::class_<PyPlan>(m, "Plan",

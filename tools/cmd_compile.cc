@@ -113,6 +113,10 @@ constexpr char kHelp[] =
     "                           sequences (default: largest batch x largest capacity /\n"
     "                           block size, + 1 scratch block); reserved address space,\n"
     "                           committed as blocks fill\n"
+    "  --prefill-logits M       generation plans: last (default: output logits is\n"
+    "                           [batch, 1, vocab], each sequence's last token, and the LM\n"
+    "                           head runs on that row only) or all ([batch, sequence,\n"
+    "                           vocab] as exported: every prompt position scored)\n"
     "  --disable-pass NAME      skip an optimization pass wherever the pipeline has it\n"
     "                           (repeatable; `kiln opt --list-passes` lists them)\n"
     "  --verbose, -v            print progress (passes, fusions, buckets) from the start\n"
@@ -303,6 +307,10 @@ int RunCompile(int argc, char** argv) {
     }
     if (args.Option("--calib", &v)) {
       vo.calib_dir = co.calib_dir = v;
+      continue;
+    }
+    if (args.Option("--prefill-logits", &v)) {
+      co.prefill_logits = v;
       continue;
     }
     if (args.Option("--int8-activations", &v)) {

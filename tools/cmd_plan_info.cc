@@ -135,6 +135,12 @@ int RunPlanInfo(int argc, char** argv) {
           "generate)\n",
           "");
     }
+    for (const PlanTensorSig& out : plan.outputs)
+      if (out.name == "logits" && out.dims.size() == 3)
+        std::printf("%-13s prefill logits: %s\n", "",
+                    out.dims[1].is_known() && out.dims[1].value() == 1
+                        ? "each sequence's last token ([batch, 1, vocab])"
+                        : "every prompt position (--prefill-logits all)");
   }
   // A packed program (docs/packing.md): its own signature.
   for (const PlanSignature& ps : plan.signatures) {

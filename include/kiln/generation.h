@@ -44,7 +44,7 @@ class GenerationSession {
  public:
   // FailedPrecondition when the executor's plan has no decode program or its signature is
   // not a KV-cache decoder's (input_ids, attention_mask, position_ids, past/present pairs,
-  // logits [batch, sequence, vocab]).
+  // logits [batch, 1, vocab], or [batch, sequence, vocab] from --prefill-logits all).
   static absl::StatusOr<std::unique_ptr<GenerationSession>> Create(
       std::shared_ptr<const Executor> executor);
 

@@ -111,6 +111,12 @@ struct CompileOptions {
   // every sequence of the largest batch at the largest capacity, plus the scratch block).
   int64_t kv_block_size = 0;
   int64_t kv_cache_blocks = 0;
+  // A generation plan's prefill logits: "last" (the default): output `logits` is [batch, 1,
+  // vocab], each sequence's logits at its last token (the last nonzero attention_mask
+  // position), and the LM head (with the row-wise ops before it) runs on that row only;
+  // "all": [batch, sequence, vocab] as exported (every prompt position scored, e.g. for
+  // prompt log-probabilities). docs/generation.md.
+  std::string prefill_logits = "last";
   // Receives one line per compile phase (pass summaries, bucket n/m, ...). Null: silent.
   std::function<void(std::string_view)> progress;
 };

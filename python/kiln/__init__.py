@@ -78,6 +78,7 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
             disabled_passes: Optional[Sequence[str]] = None,
             decode_context: Optional[Sequence[int]] = None,
             kv_block_size: int = 0, kv_cache_blocks: int = 0,
+            prefill_logits: str = "last",
             progress: Union[bool, Callable[[str], None]] = False,
             accept: Optional[str] = None, calib: Optional[PathLike] = None,
             int8_activations: str = "dynamic", observer: str = "percentile",
@@ -109,6 +110,10 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         the largest power of two <= 128 dividing every capacity) and blocks per K/V pool (0:
         largest batch x largest capacity / block size, + 1 scratch block), as
         `kiln compile --kv-block-size/--kv-cache-blocks`.
+    prefill_logits: generation plans: "last" (default: the prefill's `logits` output is
+        [batch, 1, vocab], each sequence's last token, and the LM head runs on that row
+        only) or "all" ([batch, sequence, vocab] as exported), as `kiln compile
+        --prefill-logits`.
     progress: True prints one line per compile phase to stderr; a callable receives them.
     accept: cpu plans below fp32: the accuracy gate, checked after compiling by running the
         plan beside the model's fp32 plan, e.g. "cosine>=0.999,logits:rank_agreement>=0.99"
@@ -132,7 +137,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
     elif not callable(progress):
         raise TypeError(f"progress must be a bool or a callable, got {type(progress).__name__}")
     for name, value in (("precision", precision), ("target", target),
-                        ("int8_activations", int8_activations), ("observer", observer)):
+                        ("int8_activations", int8_activations), ("observer", observer),
+                        ("prefill_logits", prefill_logits)):
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if isinstance(opt_level, bool) or not isinstance(opt_level, int):
@@ -147,7 +153,7 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         _count("kv_block_size", kv_block_size), _count("kv_cache_blocks", kv_cache_blocks),
         progress,
         None if accept is None else str(accept), "" if calib is None else os.fspath(calib),
-        int8_activations, observer, float(percentile))
+        int8_activations, observer, float(percentile), prefill_logits)
 
 
 def __getattr__(name):

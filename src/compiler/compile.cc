@@ -127,6 +127,12 @@ absl::Status ValidateOptions(const CompileOptions& o) {
     return absl::InvalidArgumentError(
         "--profile tokens=... packs encoders; a generation plan (--decode-context) cannot be "
         "packed");
+  if (o.prefill_logits != "last" && o.prefill_logits != "all")
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prefill-logits '", o.prefill_logits, "': give last (the default) or all"));
+  if (o.prefill_logits != "last" && o.decode_context.empty())
+    return absl::InvalidArgumentError(
+        "--prefill-logits applies to generation plans (--decode-context) only");
   if (!o.decode_context.empty() && o.target != PlanTarget::kCpu)
     return absl::UnimplementedError(
         "--decode-context: the decode program's cache append (kiln.CacheWrite) has no CUDA "
@@ -310,7 +316,8 @@ std::string CompileOptionsString(const CompileOptions& o) {
       o.decode_context.empty()
           ? ""
           : absl::StrCat(" decode_context={", absl::StrJoin(SortedUnique(o.decode_context), ","),
-                         "}"));
+                         "}"),
+      o.prefill_logits == "last" ? "" : absl::StrCat(" prefill_logits=", o.prefill_logits));
 }
 
 namespace {
@@ -477,6 +484,19 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
                        ")"));
   for (const GraphOutput& out : graph->outputs()) plan.outputs.push_back(OutputSig(out));
   plan.paddable_symbols = compiler::PaddableSymbols(plan, *graph, symbols);
+  // A generation plan's prefill gives the logits at each sequence's last token only
+  // (RewriteForLastToken, per bucket below): [batch, 1, vocab].
+  const int logits_output = kv ? compiler::LogitsOutput(*graph) : -1;
+  const bool last_token_logits = logits_output >= 0 && options.prefill_logits == "last";
+  if (last_token_logits) {
+    std::vector<Dim>& dims = plan.outputs[logits_output].dims;
+    if (dims.size() != 3)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--decode-context: output 'logits' has ", dims.size(),
+                       " dims, not [batch, sequence, vocab] (or compile with --prefill-logits "
+                       "all)"));
+    dims[1] = Dim::Known(1);
+  }
 
   // One bucket per profile point (generation plans: prefill with an empty past, then one
   // decode bucket per capacity and profile point without the sequence): specialize,
@@ -616,6 +636,17 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
       s = compiler::RewriteForDecode(*bg, *kv, buckets[b].capacity, paging);
       if (s.ok()) s = InferShapes(*bg, bctx);
     }
+    std::string last_token;
+    if (s.ok() && last_token_logits && buckets[b].program == PlanProgram::kModel) {
+      absl::StatusOr<compiler::LastTokenRewrite> r = compiler::RewriteForLastToken(*bg, *kv);
+      s = r.status();
+      if (s.ok()) s = InferShapes(*bg, bctx);
+      if (r.ok())
+        last_token = r->nodes == 0
+                         ? ", logits: the last row of the full logits (nothing before them "
+                           "runs per row)"
+                         : absl::StrFormat(", logits: %d nodes on the last token", r->nodes);
+    }
     if (s.ok() && !VerifyGraph(*bg).ok())
       s = absl::InternalError(absl::StrCat("the specialized graph fails verification: ",
                                            std::string(VerifyGraph(*bg).message())));
@@ -642,10 +673,10 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     lowered->program = buckets[b].program;
     if (buckets[b].program == PlanProgram::kDecode) lowered->in_place = kv->caches;
     say(absl::StrFormat(
-        "bucket %d (%d of %d)%s: %d steps, arena %.2f MiB (no reuse %.2f MiB) "
+        "bucket %d (%d of %d)%s: %d steps, arena %.2f MiB (no reuse %.2f MiB)%s "
         "(%.2f s)",
         b, b + 1, buckets.size(), label.empty() ? "" : " " + label, lowered->steps.size(),
-        MiB(lowered->arena_bytes), MiB(lowered->no_reuse_bytes), Seconds(t0)));
+        MiB(lowered->arena_bytes), MiB(lowered->no_reuse_bytes), last_token, Seconds(t0)));
     plan.buckets.push_back(*std::move(lowered));
   }
   say(absl::StrFormat("weights: %d unique constants, %.1f MiB", weights.num_unique(),

@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+
 #include "absl/strings/str_cat.h"
+#include "kiln/ir/ops.h"
 #include "kiln/support/status.h"
 #include "passes/rewrite_util.h"
 
@@ -300,6 +304,148 @@ absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity
     g.AddNodeInput(n, table);
   }
   return g.TopoSort();  // the new input was added after the nodes that read it
+}
+
+int LogitsOutput(const Graph& g) {
+  for (size_t o = 0; o < g.outputs().size(); ++o)
+    if (g.outputs()[o].name == "logits") return static_cast<int>(o);
+  return -1;
+}
+
+namespace {
+
+// A value of the rows the last-token rewrite narrows: static [B, S, ...] of rank 3.
+bool IsRows(const Type& t, int64_t b, int64_t s) {
+  const std::optional<std::vector<int64_t>> d = t.StaticDims();
+  return d && d->size() == 3 && (*d)[0] == b && (*d)[1] == s;
+}
+
+// Whether `n` computes each [b, s] row of its outputs from the same row of its non-constant
+// inputs alone (and constants read whole, not broadcast over the rows), all of them rows.
+bool RowWise(const Node& n, int64_t b, int64_t s) {
+  const OpInfo* info = FindOp(n.domain(), n.op());
+  if (info == nullptr || !(info->traits & (kRowwise | kElementwise))) return false;
+  if ((info->traits & kRowwise) && n.has_attr("axis")) {
+    const int64_t axis = n.attr_int_or("axis", -1);
+    if (axis != -1 && axis != 2) return false;
+  }
+  int rows = 0;
+  for (const Value& v : n.inputs()) {
+    if (!v) continue;
+    if (!v.node->is_constant()) {
+      if (!IsRows(v.type(), b, s)) return false;
+      ++rows;
+      continue;
+    }
+    if (info->traits & kRowwise) continue;  // weights, gamma: read whole
+    // An elementwise constant must not stretch over the rows (dims 0 and 1 of rank 3).
+    const Type& t = v.type();
+    if (!t.has_rank() || t.rank() > 3) return false;
+    for (int i = 0; i < t.rank(); ++i) {
+      const int at = 3 - t.rank() + i;
+      const Dim& d = (*t.shape)[i];
+      if (at < 2 && !(d.is_known() && d.value() == 1)) return false;
+    }
+  }
+  if (rows == 0) return false;
+  for (int o = 0; o < n.num_outputs(); ++o)
+    if (!n.output_info(o).uses.empty() && !IsRows(n.output_info(o).type, b, s)) return false;
+  return IsRows(n.output_info(0).type, b, s);
+}
+
+}  // namespace
+
+absl::StatusOr<LastTokenRewrite> RewriteForLastToken(Graph& g, const KvSignature& sig) {
+  const int out = LogitsOutput(g);
+  const Type& ids = g.inputs()[sig.input_ids]->output_info(0).type;
+  const std::optional<std::vector<int64_t>> id_dims = ids.StaticDims();
+  if (out < 0 || !id_dims || id_dims->size() != 2)
+    return KILN_INTERNAL("prefill program: no output 'logits' or input_ids %s not static",
+                         ids.ToString());
+  const int64_t b = (*id_dims)[0], s = (*id_dims)[1];
+  const Value logits = g.outputs()[out].value;
+  if (!IsRows(logits.type(), b, s) || logits.type().dtype != DType::kF32)
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefill program: output 'logits' is ", logits.type().ToString(),
+                     ", not f32 [batch, sequence, vocab] = [", b, ", ", s,
+                     ", vocab] (compile with --prefill-logits all to keep it as exported)"));
+  const Value mask = g.inputs()[sig.attention_mask]->output(0);
+  const Type& mask_type = mask.type();
+  if (mask_type.StaticDims() != std::vector<int64_t>{b, s})
+    return absl::InvalidArgumentError(absl::StrCat("prefill program: attention_mask is ",
+                                                   mask_type.ToString(), ", not [", b, ", ", s,
+                                                   "] (an empty past)"));
+
+  // The nodes that may run on the last row: decided consumers first (reverse topological
+  // order), each needing every use of its results to be such a node or the logits output.
+  absl::flat_hash_set<const Node*> narrowed;
+  absl::flat_hash_map<const Node*, int> graph_outputs;  // producer -> outputs it gives
+  for (const GraphOutput& o : g.outputs())
+    if (o.value) ++graph_outputs[o.value.node];
+  for (auto it = g.nodes().rbegin(); it != g.nodes().rend(); ++it) {
+    const Node& n = **it;
+    if (n.is_input() || n.is_constant() || !RowWise(n, b, s)) continue;
+    bool feeds = false, only = true;
+    if (auto go = graph_outputs.find(&n); go != graph_outputs.end()) {
+      only = go->second == 1 && logits.node == &n;
+      feeds = only;
+    }
+    for (int o = 0; o < n.num_outputs() && only; ++o)
+      for (const Use& u : n.output_info(o).uses) {
+        only &= narrowed.count(u.user) > 0;
+        feeds = true;
+      }
+    if (feeds && only) narrowed.insert(&n);
+  }
+  // The values read into that set from outside it: the cut the rows are taken at.
+  std::vector<Value> cut;
+  for (const auto& node : g.nodes()) {
+    if (!narrowed.count(node.get())) continue;
+    for (const Value& v : node->inputs())
+      if (v && !v.node->is_constant() && !narrowed.count(v.node) &&
+          std::find(cut.begin(), cut.end(), v) == cut.end())
+        cut.push_back(v);
+  }
+  const bool f32 = std::all_of(cut.begin(), cut.end(),
+                               [](const Value& v) { return v.type().dtype == DType::kF32; });
+  if (narrowed.empty() || !f32) {
+    narrowed.clear();
+    cut = {logits};
+  }
+  LastTokenRewrite done{static_cast<int>(narrowed.size()), static_cast<int>(cut.size())};
+  for (size_t i = 0; i < cut.size(); ++i) {
+    const Value v = cut[i];
+    const Type& t = v.type();
+    const int64_t h = (*t.shape)[2].value();
+    const std::string base =
+        v.name().empty() ? absl::StrCat("last_token", i) : absl::StrCat(v.name(), ".last_token");
+    // Appended: the TopoSort below puts them after the value's producer.
+    Node* pool = g.AddNode("Pool", {v, mask}, 1, "kiln");
+    pool->set_attr("mode", std::string("last"));
+    pool->set_output_type(0, Type::Static(t.dtype, {b, h}));
+    pool->set_output_name(0, base);
+    pool->set_provenance(v.node->provenance());
+    Node* axes = g.AddConstant(absl::StrCat(base, ".axes"), Tensor::FromI64({1}, {1}));
+    Node* row = g.AddNode("Unsqueeze", {pool->output(0), axes->output(0)}, 1);
+    row->set_output_type(0, Type::Static(t.dtype, {b, 1, h}));
+    row->set_output_name(0, absl::StrCat(base, ".row"));
+    row->set_provenance(v.node->provenance());
+    if (narrowed.empty()) {  // the logits themselves
+      g.SetOutputValue(out, row->output(0));
+      continue;
+    }
+    for (const auto& node : g.nodes())
+      if (narrowed.count(node.get()))
+        for (int k = 0; k < node->num_inputs(); ++k)
+          if (node->input(k) == v) g.SetInput(node.get(), k, row->output(0));
+  }
+  // The narrowed nodes' types are inferred again ([B, 1, ...]).
+  for (const auto& node : g.nodes())
+    if (narrowed.count(node.get()))
+      for (int o = 0; o < node->num_outputs(); ++o)
+        node->set_output_type(o, Type{node->output_info(o).type.dtype, std::nullopt});
+  KILN_RETURN_IF_ERROR(g.TopoSort());
+  return done;
 }
 
 }  // namespace kiln::compiler

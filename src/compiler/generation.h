@@ -71,4 +71,30 @@ absl::StatusOr<PlanSignature> DecodeSignature(const Plan& plan, const KvSignatur
 absl::Status RewriteForDecode(Graph& g, const KvSignature& sig, int64_t capacity,
                               const KvPaging& paging);
 
+// The graph output a generation session reads: "logits", f32 [batch, sequence, vocab];
+// -1 when the graph has none.
+int LogitsOutput(const Graph& g);
+
+// What RewriteForLastToken did: the nodes it now runs on one row per sequence, and the
+// values it takes that row of (kiln.Pool{mode="last"} + Unsqueeze each).
+struct LastTokenRewrite {
+  int nodes = 0, cuts = 0;
+};
+
+// Rewrites a prefill bucket's graph (specialized: static [B, S, ...] shapes, an empty past)
+// so that `logits` is [B, 1, V], the logits at each sequence's last token (the last
+// position whose attention_mask is nonzero), which is all a generation session reads.
+// Why: the LM head over every prompt row is a quarter of a prefill's work at LLM vocab
+// sizes (896 × 151936 against ~15 M MACs a layer for Qwen2-0.5B); per row it is wasted on
+// all but one. How: walking back from the logits, every node that is row-wise (the
+// catalogue's kRowwise ops over the last axis, elementwise ops whose other inputs are
+// constants not broadcast over the rows) with [B, S, ...] rows in and out, and whose
+// results feed only such nodes and the logits, runs on the last row instead: each value it
+// reads from outside that set (and not a constant) goes through kiln.Pool{mode="last"}
+// with the attention mask, then Unsqueeze to [B, 1, H]. The present K/V outputs and
+// everything they depend on are untouched. Where no node qualifies (or a cut value is not
+// f32) the Pool sits on the logits themselves: the same [B, 1, V], computed in full.
+// InvalidArgument when `logits` is not [B, S, V] with input_ids' B and S.
+absl::StatusOr<LastTokenRewrite> RewriteForLastToken(Graph& g, const KvSignature& sig);
+
 }  // namespace kiln::compiler

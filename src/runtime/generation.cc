@@ -275,8 +275,11 @@ void GenerationSession::TakePrefillRow(const PrefillRun& run, int64_t src, int64
                     present + ((src * c.heads + h) * s + j) * c.head,
                     static_cast<size_t>(std::min(block_size_, len - j) * c.head) * sizeof(float));
   }
-  std::memcpy(logits_row, run.outputs[logits_].data<float>() + (src * s + len - 1) * vocab_,
-              vocab_ * sizeof(float));
+  // [nb, 1, vocab] (the plan's default: the prefill scored each sequence's last token
+  // only) or [nb, s, vocab] (--prefill-logits all).
+  const Tensor& logits = run.outputs[logits_];
+  const int64_t row = logits.dims()[1] == 1 ? src : src * s + len - 1;
+  std::memcpy(logits_row, logits.data<float>() + row * vocab_, vocab_ * sizeof(float));
   lengths_[dst] = len;
 }
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -166,6 +167,30 @@ absl::StatusOr<std::vector<Tensor>> RunOn(const Executor& exec,
   for (Tensor& t : outs) views.push_back({t.dtype(), t.dims(), t.raw()});
   KILN_RETURN_IF_ERROR(exec.Run(in, views));
   return outs;
+}
+
+// A generation plan's prefill gives `logits` at each sequence's last token ([B, 1, V],
+// docs/generation.md) where the fp32 plan it is compared with gives every position
+// ([B, S, V]): the fp32 rows it is to match are those at the last nonzero attention_mask
+// position of each sequence (kiln.Pool{mode="last"}'s rule; zeros for a mask of none).
+// nullopt when `want` is not that case.
+std::optional<Tensor> LastTokenRows(const Tensor& want, const Tensor& got,
+                                    const std::map<std::string, Tensor>& set) {
+  auto mask = set.find("attention_mask");
+  if (want.rank() != 3 || got.rank() != 3 || want.dtype() != DType::kF32 ||
+      got.dims() != std::vector<int64_t>{want.dims()[0], 1, want.dims()[2]} || mask == set.end() ||
+      mask->second.rank() != 2 || mask->second.dims()[0] != want.dims()[0] ||
+      mask->second.dims()[1] != want.dims()[1])
+    return std::nullopt;
+  const int64_t b = want.dims()[0], s = want.dims()[1], v = want.dims()[2];
+  Tensor rows(DType::kF32, {b, 1, v});
+  for (int64_t i = 0; i < b; ++i) {
+    int64_t last = s - 1;
+    while (last >= 0 && mask->second.GetAsDouble(i * s + last) == 0.0) --last;
+    for (int64_t j = 0; j < v; ++j)
+      rows.data<float>()[i * v + j] = last < 0 ? 0.0f : want.data<float>()[(i * s + last) * v + j];
+  }
+  return rows;
 }
 
 }  // namespace
@@ -394,6 +419,7 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
       o.profile.clear();
       o.symbols.clear();
       o.decode_context.clear();
+      o.prefill_logits = "last";  // the option of generation plans only
       o.gemm_group_precision.clear();
       o.int8_activations = "dynamic";
       o.calib_dir.clear();
@@ -416,6 +442,9 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
     for (const auto& [name, t] : set)
       if (absl::AsciiStrToLower(name).find("mask") != std::string::npos && t.rank() == 2) mask = &t;
     for (size_t o = 0; o < acc.size(); ++o) {
+      if (io.outputs[o].name == "logits" && HasProgram(*plan, PlanProgram::kDecode))
+        if (std::optional<Tensor> rows = LastTokenRows(want[o], (*got)[o], set))
+          want[o] = *std::move(rows);
       if (want[o].dims() != (*got)[o].dims()) {
         // The executor sizes each output from the plan: a mismatch is the plan's error.
         report.failures.push_back(absl::StrCat(io.outputs[o].name, ": input set ", s,

@@ -119,6 +119,36 @@ def test_plan_info_shows_both_programs(kiln_bin, plans):
     assert f"paged: blocks of {BLOCK} slots" in text, text
     decode_in = [s for s in info["signatures"] if s["program"] == "decode"][0]["inputs"]
     assert decode_in[-1]["name"] == "block_table", decode_in
+    assert "prefill logits: each sequence's last token" in text, text
+    logits = [o for o in info["outputs"] if o["name"] == "logits"][0]
+    assert logits["dims"] == ["batch", 1, 256], logits
+
+
+def test_prefill_logits_flag(kiln_bin, plans, tmp_path):
+    """--prefill-logits all keeps the exported [batch, sequence, vocab] and generates the
+    same tokens (logits within 1e-5: the LM head GEMM over 1 row instead of 8); a bad value
+    or the flag without --decode-context is exit 2."""
+    model = KV_FIXTURES[0]
+    plan = tmp_path / "all.kiln"
+    base = [kiln_bin, "compile", str(model), "-o", str(plan), "--quiet", "--profile",
+            "batch=1:2,sequence=8:16"]
+    subprocess.run([*base, "--decode-context", str(CONTEXT), "--prefill-logits", "all"],
+                   check=True, timeout=TIMEOUT_S)
+    text = subprocess.run([kiln_bin, "plan-info", str(plan)], capture_output=True, text=True,
+                          timeout=TIMEOUT_S, check=True).stdout
+    assert "prefill logits: every prompt position" in text, text
+    assert "logits f32[batch,sequence,256]" in text, text
+    prompt = [[5, 17, 42, 7]]
+    got, got_logits = generate(kiln_bin, plans[model.stem], prompt, tmp_path / "last")
+    want, want_logits = generate(kiln_bin, plan, prompt, tmp_path / "all")
+    assert got["tokens"] == want["tokens"]
+    assert float(np.max(np.abs(got_logits - want_logits))) <= 1e-5
+    for extra, message in ((["--decode-context", str(CONTEXT), "--prefill-logits", "first"],
+                            "give last (the default) or all"),
+                           (["--prefill-logits", "all"], "generation plans")):
+        proc = subprocess.run([*base, *extra], capture_output=True, text=True,
+                              timeout=TIMEOUT_S, check=False)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("model", KV_FIXTURES, ids=[p.stem for p in KV_FIXTURES])

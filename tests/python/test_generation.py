@@ -79,3 +79,22 @@ def test_errors(plan_path, tiny_bert, tmp_path):
         kiln.compile(tiny_bert, decode_context=["16"])
     with pytest.raises(TypeError):
         kiln.compile(tiny_bert, decode_context=[16], kv_block_size="4")
+
+
+def test_prefill_logits_all_scores_every_prompt_position(source_dir, plan_path):
+    """prefill_logits="all" keeps the exported [batch, sequence, vocab] logits; the default
+    plan's prefill gives the same last-position row (1e-5: the LM head GEMM sees 1 row
+    instead of 8 and may block its sums differently)."""
+    full = kiln.compile(source_dir / KV, profile={"batch": [1], "sequence": [8]},
+                        decode_context=[32], prefill_logits="all")
+    assert [o for o in full.outputs if o["name"] == "logits"][0]["dims"][1] == "sequence"
+    last = kiln.Plan.load(plan_path)
+    assert [o for o in last.outputs if o["name"] == "logits"][0]["dims"][1] == 1
+    want = full.generator().prefill([[5, 17, 42]])
+    got = last.generator().prefill([[5, 17, 42]])
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    with pytest.raises(kiln.InvalidArgument, match="give last .the default. or all"):
+        kiln.compile(source_dir / KV, profile={"batch": [1], "sequence": [8]},
+                     decode_context=[32], prefill_logits="first")
+    with pytest.raises(TypeError):
+        kiln.compile(source_dir / KV, decode_context=[32], prefill_logits=1)

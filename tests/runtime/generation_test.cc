@@ -164,6 +164,11 @@ TEST_P(Generation, PlanHasPrefillAndDecodePrograms) {
   }
   EXPECT_EQ(prefill, 18);  // batch 1, 2 x sequence 1..9
   EXPECT_EQ(decode, 4);    // batch 1, 2 x capacity 6, 10
+  // The prefill scores each sequence's last token only: logits [batch, 1, vocab].
+  for (const PlanTensorSig& out : plan->outputs)
+    if (out.name == "logits")
+      EXPECT_EQ(out.dims,
+                (std::vector<Dim>{Dim::Symbol(GetParam().batch), Dim::Known(1), Dim::Known(256)}));
   // The programs and the in-place pairs survive the file.
   absl::StatusOr<std::string> bytes = SerializePlan(*plan);
   ASSERT_TRUE(bytes.ok()) << bytes.status();
@@ -208,6 +213,63 @@ TEST_P(Generation, GreedyDecodeMatchesRerunningThePrefix) {
   EXPECT_EQ(gen.blocks_in_use(), 5);  // 9 tokens in blocks of 2
   EXPECT_EQ(gen.cache_bytes(), small_cache / 2 * 5);
   EXPECT_EQ(gen.max_context(), 10);
+}
+
+// --prefill-logits last (the default) against all: the prefill's LM head, and the row-wise
+// nodes before it, run on each sequence's last token, and the logits are those of the full
+// plan at that position. Tolerance 1e-5: the same f32 arithmetic per row, but the GEMMs see
+// 2 rows instead of 2 x 9 and may block K differently (a few ulp at |logits| ~ 1).
+TEST_P(Generation, LastTokenLogitsAreTheFullPlansAtTheLastPosition) {
+  CompileOptions last = GenerationOptions(GetParam(), {10}), all = last;
+  all.prefill_logits = "all";
+  absl::StatusOr<Plan> plan = Compile(GetParam().path, last);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // In the batch 2 x sequence 9 prefill bucket the last layer's o_proj, gate/up and down
+  // GEMMs and the LM head (the last GEMM, n = vocab) take 2 rows, every other GEMM 18; the
+  // last token's row is taken from two values (the last attention's output and the
+  // residual stream before it) by `pool` steps.
+  for (const PlanBucket& b : plan->buckets) {
+    if (b.program != PlanProgram::kModel || b.bindings.at(GetParam().batch) != 2 ||
+        b.bindings.at(GetParam().sequence) != 9)
+      continue;
+    int pools = 0;
+    std::vector<std::pair<int64_t, int64_t>> gemms;  // (m, n)
+    for (const PlanStep& step : b.steps) {
+      pools += step.kernel == "pool";
+      std::map<std::string, int64_t> ints;
+      for (const PlanParam& p : step.params)
+        if (const int64_t* v = std::get_if<int64_t>(&p.value)) ints[p.name] = *v;
+      if (ints.count("m") && ints.count("n")) gemms.push_back({ints["m"], ints["n"]});
+    }
+    EXPECT_EQ(pools, 2);
+    ASSERT_FALSE(gemms.empty());
+    EXPECT_EQ(gemms.back(), (std::pair<int64_t, int64_t>{2, 256}));
+    EXPECT_EQ(std::count_if(gemms.begin(), gemms.end(), [](auto g) { return g.first == 2; }), 4);
+    EXPECT_EQ(std::count_if(gemms.begin(), gemms.end(), [](auto g) { return g.first == 18; }),
+              static_cast<int64_t>(gemms.size()) - 4);
+  }
+  std::shared_ptr<const Executor> e_last = CompileAndCreate(GetParam().path, last);
+  std::shared_ptr<const Executor> e_all = CompileAndCreate(GetParam().path, all);
+  ASSERT_NE(e_last, nullptr);
+  ASSERT_NE(e_all, nullptr);
+  for (const PlanTensorSig& out : e_all->plan().outputs)
+    if (out.name == "logits") EXPECT_EQ(out.dims[1], Dim::Symbol(GetParam().sequence));
+  const std::vector<std::vector<int64_t>> prompts = {{9, 8, 7}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+  auto s_last = GenerationSession::Create(e_last);
+  auto s_all = GenerationSession::Create(e_all);
+  ASSERT_TRUE(s_last.ok() && s_all.ok());
+  absl::StatusOr<Tensor> a = (*s_last)->Prefill(prompts), b = (*s_all)->Prefill(prompts);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  for (int64_t seq = 0; seq < 2; ++seq) {
+    EXPECT_LE(MaxDiff(*a, seq, *b, seq), 1e-5f) << "sequence " << seq;
+    EXPECT_GT(MaxDiff(*a, seq, *b, 1 - seq), 100 * kTol) << "the comparison is sensitive";
+  }
+  const std::vector<int64_t> next = {Argmax(*a, 0), Argmax(*a, 1)};
+  a = (*s_last)->Decode(next);
+  b = (*s_all)->Decode(next);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int64_t seq = 0; seq < 2; ++seq) EXPECT_LE(MaxDiff(*a, seq, *b, seq), 1e-5f);
 }
 
 TEST_P(Generation, BatchedSequencesOfDifferentLengthsMatchAlone) {

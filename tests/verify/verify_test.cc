@@ -257,6 +257,49 @@ TEST(VerifyPlan, GivenSetsEmptySequencesAndUnmeasurableGates) {
   EXPECT_THAT(unmeasured->failures[0], HasSubstr("no output defines rank_agreement"));
 }
 
+// A generation plan's prefill logits are each sequence's last token ([B, 1, V]); the fp32
+// plan it is compared with gives [B, S, V]: the gate compares the fp32 rows at the last
+// nonzero mask position (here 3 and 8 of a 2 x 8 batch), so an fp32 generation plan
+// matches within float noise (1e-4: the same arithmetic but GEMMs over 2 rows instead of
+// 16) — a row off by one position differs by far more.
+TEST(VerifyPlan, GenerationPlansCompareTheLastTokenRows) {
+  const std::string model =
+      std::string(KILN_SOURCE_DIR) + "/models/fixtures/kv/llama_kv_dynamo_sdpa.onnx";
+  CompileOptions o;
+  o.profile = {{"batch", {2}}, {"sequence", {8}}};
+  o.decode_context = {16};
+  auto plan = Compile(model, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto shared = std::make_shared<const Plan>(*std::move(plan));
+  VerifyOptions v;
+  v.gates = *ParseAccuracyGates("max_abs<=1e-4");
+  std::vector<int64_t> ids(16), mask(16), pos(16);
+  for (int64_t i = 0; i < 16; ++i) {
+    ids[i] = 3 + 7 * i % 200;
+    mask[i] = i < 3 || i >= 8 ? 1 : 0;  // 3 tokens, then 8
+    pos[i] = i % 8;
+  }
+  std::map<std::string, Tensor> set = {{"input_ids", Tensor::FromI64({2, 8}, ids)},
+                                       {"attention_mask", Tensor::FromI64({2, 8}, mask)},
+                                       {"position_ids", Tensor::FromI64({2, 8}, pos)}};
+  for (int l = 0; l < 2; ++l)
+    for (const char* kv : {"key", "value"})
+      set[absl::StrCat("past_key_values.", l, ".", kv)] = Tensor(DType::kF32, {2, 4, 0, 16});
+  v.input_sets = {set};
+  auto report = VerifyPlan(model, shared, v);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->ok()) << report->Text();
+  ASSERT_EQ(report->outputs[0].name, "logits");
+  EXPECT_EQ(report->outputs[0].rows, 2);
+  // The second sequence's last token moved one position earlier: the plan's row is now a
+  // different one from the fp32 row compared.
+  mask[15] = 0;
+  v.input_sets[0]["attention_mask"] = Tensor::FromI64({2, 8}, mask);
+  auto shifted = VerifyPlan(model, shared, v);
+  ASSERT_TRUE(shifted.ok()) << shifted.status();
+  EXPECT_TRUE(shifted->ok()) << "both sides follow the mask: " << shifted->Text();
+}
+
 TEST(CompileToFileGated, AGateNotMetWritesNothing) {
   const std::string dir = TmpDir("gated");
   const std::string path = dir + "/model.kiln";
