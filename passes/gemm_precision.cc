@@ -21,7 +21,8 @@
 //     or fp32, noted as such.
 //   - Kept fp32, with the reason noted in the PrecisionReport: an output head (a Linear
 //     whose result reaches a graph output through layout ops and one-input elementwise ops
-//     only: a classifier's logits, a pooler, an LM head — its error is the score's error);
+//     only: a classifier's logits, a pooler, an LM head — its error is the score's error;
+//     PassContext::head_precision, `--head-precision`, puts it at int8, bf16 or fp32 instead);
 //     a Linear whose W or B is not a constant, whose X is not f32, or whose W holds inf/NaN;
 //     at int8, one whose K is above kQuantLinearMaxK;
 //     and every other compute op (PrecisionPolicy::kLower), with its catalogue reason.
@@ -152,7 +153,8 @@ std::vector<float> SmoothingFactors(const std::vector<float>& x_absmax, const Te
 
 // Why Linear `n` stays f32 in a low-precision cpu plan, or "" when its weights may go low
 // (or, bf16: already are: `weight_dtype` is the dtype a converted W has; kUndefined: none).
-std::string KeepReason(const Graph& g, const Node& n, DType weight_dtype) {
+// An output head stays f32 unless `lower_heads` (--head-precision).
+std::string KeepReason(const Graph& g, const Node& n, DType weight_dtype, bool lower_heads) {
   const Value x = n.input(0);
   if (!x || x.type().dtype != DType::kF32)
     return absl::StrCat("X is ", x ? std::string(DTypeName(x.type().dtype)) : "absent",
@@ -165,10 +167,28 @@ std::string KeepReason(const Graph& g, const Node& n, DType weight_dtype) {
   if (!AllFinite(*w)) return "W holds inf or NaN";
   if (n.num_inputs() > 2 && n.input(2) && !rewrite::ConstantOf(n.input(2)))
     return "B is not a constant";
-  if (ReachesOutputDirectly(g, const_cast<Node&>(n).output(0)))
+  if (!lower_heads && ReachesOutputDirectly(g, const_cast<Node&>(n).output(0)))
     return "output head: its result is a graph output (through layout and activation ops "
            "only), so its error is the output's error";
   return "";
+}
+
+// The note of an output head at --head-precision's precision; "" for any other GEMM.
+std::string HeadWhy(const Graph& g, const PassContext& ctx, Node* n) {
+  if (!ctx.head_precision || !ReachesOutputDirectly(g, n->output(0))) return "";
+  return absl::StrCat("--head-precision ", std::string(PrecisionName(*ctx.head_precision)),
+                      ": an output head, at this precision on request");
+}
+
+// Whether Linear `n` becomes an int8 QuantLinear in this plan: the plan's or its output
+// head's precision is int8, its group was not moved, and nothing keeps it f32.
+bool GoesInt8(const Graph& g, const PassContext& ctx, Node* n) {
+  const bool head = ctx.head_precision && ReachesOutputDirectly(g, n->output(0));
+  if (head)
+    return *ctx.head_precision == Precision::kInt8 &&
+           KeepReason(g, *n, DType::kUndefined, true).empty();
+  return ctx.precision == Precision::kInt8 && !ctx.gemm_group_precision.count(GemmGroup(n)) &&
+         KeepReason(g, *n, DType::kUndefined, false).empty();
 }
 
 // W (f32 [K, N], or [N, K] when trans_w), its input channel k times smooth[k] (may be
@@ -270,7 +290,6 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
   if (ctx.target != PlanTarget::kCpu) return false;
   if (ctx.precision != Precision::kBf16 && ctx.precision != Precision::kInt8) return false;
   const bool int8 = ctx.precision == Precision::kInt8;
-  const std::string low(PrecisionName(ctx.precision));
   auto note = [&](const Node& n, const std::string& precision, const std::string& reason) {
     if (ctx.precision_report) ctx.precision_report->Note(n, precision, reason);
   };
@@ -282,8 +301,7 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
   if (int8 && ctx.calibration_inputs != nullptr && !ctx.calibration_inputs->empty()) {
     std::map<std::pair<int, int>, std::vector<int>> readers;  // X value -> Linear ids
     for (const auto& p : g.nodes())
-      if (IsLinear(p.get()) && KeepReason(g, *p, DType::kUndefined).empty() &&
-          !ctx.gemm_group_precision.count(GemmGroup(p.get()))) {
+      if (IsLinear(p.get()) && GoesInt8(g, ctx, p.get())) {
         const Value x = p->input(0);
         readers[{x.node->id(), x.index}].push_back(p->id());
       }
@@ -324,8 +342,8 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
   std::vector<Node*> order;
   for (const auto& p : g.nodes()) order.push_back(p.get());
   for (Node* n : order) {
-    if (n->domain() == "kiln" && n->op() == "QuantLinear") {
-      note(*n, "int8", "");
+    if (n->domain() == "kiln" && n->op() == "QuantLinear") {  // a second run, or the file's
+      note(*n, "int8", HeadWhy(g, ctx, n));
       continue;
     }
     if (n->domain() == "kiln" && n->op() == "BlockQuantLinear") {  // the file's own int4
@@ -338,17 +356,19 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
       note(*n, "fp32", std::string(info->keep_f32_reason));
       continue;
     }
-    // The Linear's precision: the plan's, unless --precision auto moved its group.
-    Precision target = ctx.precision;
-    std::string group_why;
+    // The Linear's precision: the plan's, unless --precision auto moved its group, or an
+    // output head's from --head-precision.
+    std::string group_why = HeadWhy(g, ctx, n);
+    const bool head = !group_why.empty();
+    Precision target = head ? *ctx.head_precision : ctx.precision;
     if (auto it = ctx.gemm_group_precision.find(GemmGroup(n));
-        it != ctx.gemm_group_precision.end()) {
+        !head && it != ctx.gemm_group_precision.end()) {
       target = it->second;
       group_why = absl::StrCat("--precision auto: the ", it->first, " GEMMs at ",
                                std::string(PrecisionName(target)));
     }
     std::string why =
-        KeepReason(g, *n, target == Precision::kBf16 ? DType::kBF16 : DType::kUndefined);
+        KeepReason(g, *n, target == Precision::kBf16 ? DType::kBF16 : DType::kUndefined, head);
     if (why.empty() && target == Precision::kFp32) why = group_why;
     if (!why.empty()) {
       Count("linears kept fp32");
@@ -418,7 +438,7 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
     KILN_RETURN_IF_ERROR(g.RemoveNode(n));
     KILN_RETURN_IF_ERROR(DropIfUnused(g, w_node));
     Count("linears quantized");
-    if (ctx.precision_report) ctx.precision_report->Note(*ql, low, "", fixed);
+    if (ctx.precision_report) ctx.precision_report->Note(*ql, "int8", group_why, fixed);
     changed = true;
   }
   return changed;

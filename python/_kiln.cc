@@ -515,9 +515,10 @@ PyPlan CompilePlan(const std::filesystem::path& model, std::optional<std::filesy
                    int64_t kv_cache_blocks, std::optional<nb::callable> progress,
                    std::optional<std::string> accept, std::string calib,
                    std::string int8_activations, std::string observer, double percentile,
-                   std::string prefill_logits) {
+                   std::string prefill_logits, std::string head_precision) {
   CompileOptions options;
   options.prefill_logits = std::move(prefill_logits);
+  options.head_precision = std::move(head_precision);
   options.int8_activations = std::move(int8_activations);
   options.observer = std::move(observer);
   options.percentile = percentile;
@@ -633,7 +634,7 @@ NB_MODULE(_kiln, m) {
         nb::arg("disabled_passes"), nb::arg("decode_context"), nb::arg("kv_block_size"),
         nb::arg("kv_cache_blocks"), nb::arg("progress").none(), nb::arg("accept").none(),
         nb::arg("calib"), nb::arg("int8_activations"), nb::arg("observer"), nb::arg("percentile"),
-        nb::arg("prefill_logits"),
+        nb::arg("prefill_logits"), nb::arg("head_precision"),
         "Internal: kiln.compile() validates its arguments and calls this.");
 
   nb::class_<PyPlan>(m, "Plan",

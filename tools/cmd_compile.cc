@@ -82,6 +82,10 @@ constexpr char kHelp[] =
     "                           then bf16, then fp32: the first that meets its gate.\n"
     "                           cuda fp16/bf16: the compute path in 16 bits, fp32\n"
     "                           statistics inside the kernels.\n"
+    "  --head-precision P       cpu int8/bf16/auto: the output heads' GEMMs (an LM head, a\n"
+    "                           classifier: a Linear whose result is a graph output) at\n"
+    "                           int8, bf16 or fp32 (default fp32). An int8 LM head reads a\n"
+    "                           quarter of the fp32 bytes per generated token\n"
     "  --accept SPEC            below fp32: the accuracy gate, checked after compiling by\n"
     "                           running the plan beside the model's fp32 plan (kiln verify);\n"
     "                           not met: no plan is written, exit 4. Default: bf16/fp16\n"
@@ -307,6 +311,10 @@ int RunCompile(int argc, char** argv) {
     }
     if (args.Option("--calib", &v)) {
       vo.calib_dir = co.calib_dir = v;
+      continue;
+    }
+    if (args.Option("--head-precision", &v)) {
+      co.head_precision = v;
       continue;
     }
     if (args.Option("--prefill-logits", &v)) {

@@ -69,6 +69,11 @@ struct CompileOptions {
   // output projections) or "ffn" (the others) -> "bf16" or "fp32": --precision auto's
   // fallbacks.
   std::map<std::string, std::string> gemm_group_precision;
+  // cpu int8/bf16 plans (and "auto"): the output heads' GEMMs (a Linear whose result is a
+  // graph output through layout and activation ops only: an LM head, a classifier) at
+  // "int8", "bf16" or "fp32". Empty: fp32, their error being the output's error. An int8 LM
+  // head reads a quarter of the fp32 bytes per decoded token. docs/precision.md.
+  std::string head_precision;
   // Input sets for the passes that run the model while compiling (numeric-safety's range
   // calibration of fp16 plans): a folder of .npz files / sub-folders of .npy files, as
   // `kiln verify --calib`. Empty: two seeded random valid sets at the smallest profile

@@ -73,7 +73,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
             profile: Optional[Mapping[str, Sequence[int]]] = None,
             shapes: Optional[Mapping[str, Sequence[int]]] = None,
             symbols: Optional[Mapping[str, int]] = None,
-            precision: str = "fp32", target: str = "cpu", opt_level: int = 2,
+            precision: str = "fp32", head_precision: Optional[str] = None,
+            target: str = "cpu", opt_level: int = 2,
             cuda_sms: Optional[Sequence[int]] = None, allow_tf32: bool = False,
             disabled_passes: Optional[Sequence[str]] = None,
             decode_context: Optional[Sequence[int]] = None,
@@ -98,6 +99,9 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         fp32), or "auto" (int8, then int8 with the attention GEMMs in bf16, then bf16, then
         fp32: the first that meets its accuracy gate); "fp16" or "bf16" on cuda
         (docs/precision.md).
+    head_precision: cpu int8/bf16/auto plans: the output heads' GEMMs (an LM head, a
+        classifier) at "int8", "bf16" or "fp32"; None: fp32 (as `kiln compile
+        --head-precision`).
     target: "cpu" (default) or "cuda".
     opt_level: 0..3 as `kiln opt -O<n>` (default 2, every fusion).
     cuda_sms: cuda plans: the SM architectures, e.g. [90] (default 80 and 90).
@@ -138,7 +142,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         raise TypeError(f"progress must be a bool or a callable, got {type(progress).__name__}")
     for name, value in (("precision", precision), ("target", target),
                         ("int8_activations", int8_activations), ("observer", observer),
-                        ("prefill_logits", prefill_logits)):
+                        ("prefill_logits", prefill_logits),
+                        ("head_precision", "" if head_precision is None else head_precision)):
         if not isinstance(value, str):
             raise TypeError(f"{name} must be a str, got {type(value).__name__}")
     if isinstance(opt_level, bool) or not isinstance(opt_level, int):
@@ -153,7 +158,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
         _count("kv_block_size", kv_block_size), _count("kv_cache_blocks", kv_cache_blocks),
         progress,
         None if accept is None else str(accept), "" if calib is None else os.fspath(calib),
-        int8_activations, observer, float(percentile), prefill_logits)
+        int8_activations, observer, float(percentile), prefill_logits,
+        "" if head_precision is None else head_precision)
 
 
 def __getattr__(name):

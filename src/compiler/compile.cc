@@ -76,6 +76,15 @@ absl::Status ValidateOptions(const CompileOptions& o) {
       return absl::InvalidArgumentError(
           "GEMM group precisions apply to cpu int8 and bf16 plans only");
   }
+  if (!o.head_precision.empty()) {
+    if (o.head_precision != "int8" && o.head_precision != "bf16" && o.head_precision != "fp32")
+      return absl::InvalidArgumentError(
+          absl::StrCat("--head-precision '", o.head_precision, "': give int8, bf16 or fp32"));
+    if (o.target != PlanTarget::kCpu || (*p != Precision::kInt8 && *p != Precision::kBf16))
+      return absl::InvalidArgumentError(
+          "--head-precision applies to cpu int8 and bf16 plans (--precision int8, bf16 or "
+          "auto)");
+  }
   if (o.int8_activations != "dynamic" && o.int8_activations != "static")
     return absl::InvalidArgumentError(
         absl::StrCat("int8 activations '", o.int8_activations, "': want dynamic or static"));
@@ -317,7 +326,8 @@ std::string CompileOptionsString(const CompileOptions& o) {
           ? ""
           : absl::StrCat(" decode_context={", absl::StrJoin(SortedUnique(o.decode_context), ","),
                          "}"),
-      o.prefill_logits == "last" ? "" : absl::StrCat(" prefill_logits=", o.prefill_logits));
+      o.prefill_logits == "last" ? "" : absl::StrCat(" prefill_logits=", o.prefill_logits),
+      o.head_precision.empty() ? "" : absl::StrCat(" head_precision=", o.head_precision));
 }
 
 namespace {
@@ -394,6 +404,8 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   ctx.precision_report = &precision_report;
   for (const auto& [group, value] : options.gemm_group_precision)
     ctx.gemm_group_precision[group] = *PrecisionFromName(value);
+  if (!options.head_precision.empty())
+    ctx.head_precision = *PrecisionFromName(options.head_precision);
   ctx.static_activations.enabled = options.int8_activations == "static";
   ctx.static_activations.observer = options.observer;
   ctx.static_activations.percentile = options.percentile;
@@ -626,6 +638,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     bctx.precision = precision;
     bctx.precision_report = &precision_report;  // a fusion only a bucket's shapes allow
     bctx.gemm_group_precision = ctx.gemm_group_precision;
+    bctx.head_precision = ctx.head_precision;
     bctx.symbol_values = options.symbols;
     for (const auto& [sym, v] : buckets[b].specialize) bctx.symbol_values[sym] = v;
     bctx.input_shapes = options.input_shapes;

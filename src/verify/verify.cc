@@ -421,6 +421,7 @@ absl::StatusOr<AccuracyReport> VerifyPlan(const std::string& model_path,
       o.decode_context.clear();
       o.prefill_logits = "last";  // the option of generation plans only
       o.gemm_group_precision.clear();
+      o.head_precision.clear();
       o.int8_activations = "dynamic";
       o.calib_dir.clear();
       o.input_shapes.clear();
@@ -530,6 +531,10 @@ absl::Status GatedLoop(
     c.gemm_group_precision = attempts[a].groups;
     if (compile.precision == "auto" && c.precision != "int8")
       c.int8_activations = "dynamic";  // auto's bf16 / fp32 attempts
+    // auto's fallbacks never keep a head below the attempt's precision.
+    if (compile.precision == "auto" && c.precision == "fp32") c.head_precision.clear();
+    if (compile.precision == "auto" && c.precision == "bf16" && c.head_precision == "int8")
+      c.head_precision = "bf16";
     const std::vector<AccuracyGate> gates =
         verify.default_gates ? DefaultAccuracyGates(c.precision) : verify.gates;
     absl::StatusOr<std::shared_ptr<const Plan>> plan = compile_one(c);

@@ -119,6 +119,38 @@ TEST(GemmPrecision, Int8QuantizesPerOutputChannel) {
   EXPECT_FALSE(testing::RunPass(kPass, *g, At(Precision::kInt8))) << "second run changed it";
 }
 
+// --head-precision: the head (trans_w=1, as a tied LM head) goes to int8 too, with its own
+// note; bf16 in an int8 plan; and an explicit fp32 keeps it with that reason.
+TEST(GemmPrecision, HeadPrecisionLowersTheOutputHeadOnRequest) {
+  for (Precision head : {Precision::kInt8, Precision::kBf16, Precision::kFp32}) {
+    SCOPED_TRACE(std::string(PrecisionName(head)));
+    auto g = Parse(kTwoLinears);
+    ASSERT_TRUE(g);
+    PrecisionReport report;
+    PassContext ctx = At(Precision::kInt8, &report);
+    ctx.head_precision = head;
+    ASSERT_TRUE(testing::RunPass(kPass, *g, ctx));
+    const std::string text = PrintGraph(*g);
+    ASSERT_EQ(report.notes().size(), 3u);
+    EXPECT_EQ(report.notes()[2].precision, std::string(PrecisionName(head)));
+    EXPECT_EQ(report.notes()[2].reason,
+              absl::StrCat("--head-precision ", std::string(PrecisionName(head)),
+                           ": an output head, at this precision on "
+                           "request"));
+    if (head == Precision::kInt8) {
+      EXPECT_TRUE(absl::StrContains(text, "{x_quant=\"dynamic_row\"} : f32[2,2] \"logits\""))
+          << text;
+      EXPECT_FALSE(absl::StrContains(text, "kiln.Linear(")) << text;
+    } else if (head == Precision::kBf16) {
+      EXPECT_TRUE(absl::StrContains(text, "bf16[2,4] \"w2\"")) << text;
+    } else {
+      EXPECT_TRUE(absl::StrContains(text, R"(kiln.Linear(%6, %7) {trans_w=1} : f32[2,2] "logits")"))
+          << text;
+    }
+    EXPECT_FALSE(testing::RunPass(kPass, *g, ctx)) << "second run changed it";
+  }
+}
+
 TEST(GemmPrecision, WeightsThatAreNotConstantsStayF32) {
   PrecisionReport report;
   const std::string text = R"(

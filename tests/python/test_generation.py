@@ -98,3 +98,22 @@ def test_prefill_logits_all_scores_every_prompt_position(source_dir, plan_path):
                      decode_context=[32], prefill_logits="first")
     with pytest.raises(TypeError):
         kiln.compile(source_dir / KV, decode_context=[32], prefill_logits=1)
+
+
+def test_head_precision(source_dir):
+    """head_precision="int8" lowers the LM head of an int8 plan too (its note says so) and
+    the plan passes int8's default gate; a bad value or an fp32 plan is refused."""
+    plan = kiln.compile(source_dir / KV, profile={"batch": [1], "sequence": [8]},
+                        decode_context=[32], precision="int8", head_precision="int8")
+    notes = json.dumps(plan.info())
+    assert "--head-precision int8: an output head" in notes
+    logits = plan.generator().prefill([[5, 17, 42]])
+    assert logits.shape == (1, 256) and np.isfinite(logits).all()
+    with pytest.raises(kiln.InvalidArgument, match="give int8, bf16 or fp32"):
+        kiln.compile(source_dir / KV, profile={"batch": [1], "sequence": [8]},
+                     decode_context=[32], precision="int8", head_precision="int4")
+    with pytest.raises(kiln.InvalidArgument, match="cpu int8 and bf16 plans"):
+        kiln.compile(source_dir / KV, profile={"batch": [1], "sequence": [8]},
+                     decode_context=[32], head_precision="int8")
+    with pytest.raises(TypeError):
+        kiln.compile(source_dir / KV, decode_context=[32], head_precision=8)

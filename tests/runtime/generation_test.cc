@@ -445,30 +445,61 @@ TEST_P(Generation, APoolOutOfBlocksIsAnErrorThatChangesNothing) {
 // left at 1, which made the calibration run fail), passes its default gate (cosine >= 0.99
 // per output, checked by the compile) and decodes, each step's logits within that cosine
 // of the fp32 plan's on the same tokens.
+// With --head-precision int8 the LM head is a QuantLinear too (noted so) and the same bound
+// holds.
 TEST_P(Generation, Int8PlanCalibratesOnPrefillInputsAndDecodes) {
   CompileOptions o = GenerationOptions(GetParam(), {10});
   o.profile[GetParam().sequence] = {4, 8};
   std::shared_ptr<const Executor> f32 = CompileAndCreate(GetParam().path, o);
-  o.precision = "int8";
-  std::shared_ptr<const Executor> i8 = CompileAndCreate(GetParam().path, o);
   ASSERT_NE(f32, nullptr);
-  ASSERT_NE(i8, nullptr);
-  auto a = GenerationSession::Create(f32), b = GenerationSession::Create(i8);
-  ASSERT_TRUE(a.ok() && b.ok());
-  const std::vector<std::vector<int64_t>> prompts = {{5, 17, 42}};
-  absl::StatusOr<Tensor> la = (*a)->Prefill(prompts), lb = (*b)->Prefill(prompts);
-  for (int step = 0; step < 4; ++step) {
-    ASSERT_TRUE(la.ok() && lb.ok()) << la.status() << lb.status();
-    double dot = 0, na = 0, nb = 0;
-    for (int64_t j = 0; j < la->NumElements(); ++j) {
-      const double x = la->data<float>()[j], y = lb->data<float>()[j];
-      dot += x * y, na += x * x, nb += y * y;
+  o.precision = "int8";
+  int kept_heads = 0;  // without --head-precision: the fp32 output heads (the LM head
+                       // unless the file's own is int4, and V projections a present reads)
+  for (const char* head : {"", "int8"}) {
+    SCOPED_TRACE(absl::StrCat("head precision '", head, "'"));
+    o.head_precision = head;
+    std::shared_ptr<const Executor> i8 = CompileAndCreate(GetParam().path, o);
+    ASSERT_NE(i8, nullptr);
+    int kept = 0, lowered = 0;
+    for (const PlanPrecisionNote& n : i8->plan().precision_notes) {
+      kept += n.precision == "fp32" && n.reason.rfind("output head", 0) == 0;
+      lowered += n.precision == "int8" && n.reason.rfind("--head-precision int8", 0) == 0;
     }
-    EXPECT_GE(dot / std::sqrt(na * nb), 0.99) << "step " << step;
-    const std::vector<int64_t> next = {Argmax(*la, 0)};
-    la = (*a)->Decode(next);
-    lb = (*b)->Decode(next);
+    if (*head == '\0') {
+      kept_heads = kept;
+      EXPECT_EQ(lowered, 0);
+    } else {
+      EXPECT_EQ(kept, 0);
+      EXPECT_EQ(lowered, kept_heads);
+      // Not vacuous: every fixture but the int4 one (its LM head is the file's int4) has an
+      // fp32 LM head to lower.
+      if (GetParam().name != "genai_qwen2_int4") EXPECT_GE(lowered, 1);
+    }
+    auto a = GenerationSession::Create(f32), b = GenerationSession::Create(i8);
+    ASSERT_TRUE(a.ok() && b.ok());
+    const std::vector<std::vector<int64_t>> prompts = {{5, 17, 42}};
+    absl::StatusOr<Tensor> la = (*a)->Prefill(prompts), lb = (*b)->Prefill(prompts);
+    for (int step = 0; step < 4; ++step) {
+      ASSERT_TRUE(la.ok() && lb.ok()) << la.status() << lb.status();
+      double dot = 0, na = 0, nb = 0;
+      for (int64_t j = 0; j < la->NumElements(); ++j) {
+        const double x = la->data<float>()[j], y = lb->data<float>()[j];
+        dot += x * y, na += x * x, nb += y * y;
+      }
+      EXPECT_GE(dot / std::sqrt(na * nb), 0.99) << "step " << step;
+      const std::vector<int64_t> next = {Argmax(*la, 0)};
+      la = (*a)->Decode(next);
+      lb = (*b)->Decode(next);
+    }
   }
+  // --head-precision needs a cpu int8/bf16 plan and a known precision.
+  o.head_precision = "int4";
+  EXPECT_THAT(Compile(GetParam().path, o).status().message(),
+              HasSubstr("--head-precision 'int4': give int8, bf16 or fp32"));
+  o.head_precision = "int8";
+  o.precision = "fp32";
+  EXPECT_THAT(Compile(GetParam().path, o).status().message(),
+              HasSubstr("--head-precision applies to cpu int8 and bf16 plans"));
 }
 
 INSTANTIATE_TEST_SUITE_P(KvFixtures, Generation, ::testing::ValuesIn(KvModels()),

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,10 @@ struct PassContext {
   // cpu bf16/int8 plans: GEMM groups ("attention", "ffn") at another precision (bf16 or
   // fp32) than `precision` — --precision auto's fallbacks (gemm-precision).
   std::map<std::string, Precision> gemm_group_precision;
+  // cpu bf16/int8 plans: the output heads' precision (a Linear whose result reaches a graph
+  // output directly: an LM head, a classifier), which stay fp32 without it
+  // (--head-precision; gemm-precision).
+  std::optional<Precision> head_precision;
   // cpu int8 plans: static activations — each QuantLinear's input quantized with one range
   // chosen by `observer` ("minmax", "percentile" of |x| at `percentile`, "entropy") from the
   // calibration runs (gemm-precision, passes/observers.h) instead of per row at run time.
