@@ -98,7 +98,7 @@ std::string GemmGroup(Node* linear) {
 }
 
 // Does `v` reach a graph output through layout ops and elementwise ops with one run-time
-// input only (no residual add, no norm, no other GEMM)?
+// input only (no residual add, no norm, no other GEMM, no Concat with other run-time data)?
 bool ReachesOutputDirectly(const Graph& g, Value v) {
   std::vector<Value> todo = {v};
   std::set<std::pair<int, int>> seen;
@@ -110,6 +110,11 @@ bool ReachesOutputDirectly(const Graph& g, Value v) {
     for (const Use& u : cur.node->output_info(cur.index).uses) {
       const OpInfo* info = FindOp(u.user->domain(), u.user->op());
       bool passes = HasTrait(info, kLayoutOnly);
+      // A Concat with other run-time data (a KV decoder's present = Concat(past, new)) is
+      // not this GEMM's result alone: its output is a cache, not a head.
+      if (passes && u.user->domain().empty() && u.user->op() == "Concat")
+        for (const Value& in : u.user->inputs())
+          if (in && in != cur && !in.node->is_constant()) passes = false;
       if (!passes && HasTrait(info, kElementwise)) {
         int runtime_inputs = 0;
         for (const Value& in : u.user->inputs())

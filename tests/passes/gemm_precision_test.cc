@@ -151,6 +151,27 @@ TEST(GemmPrecision, HeadPrecisionLowersTheOutputHeadOnRequest) {
   }
 }
 
+// A KV decoder's present = Concat(past, this step's V projection) is a cache, not a head:
+// the projection is quantized like any other (before, V projections stayed fp32 as
+// "output heads" while K, behind its rotary, went int8).
+TEST(GemmPrecision, ACacheConcatIsNotAnOutputHead) {
+  auto g = Parse(R"(
+graph g opset=21 {
+  %0 = Input() : f32[2,3] "x"
+  %1 = Input() : f32[5,4] "past"
+  %2 = Constant() {value=tensor<f32[3,4]>[1,2,3,4,5,6,7,8,9,10,11,12]} : f32[3,4] "wv"
+  %3 = kiln.Linear(%0, %2) : f32[2,4] "v"
+  %4 = Concat(%1, %3) {axis=0} : f32[7,4] "present"
+  return "present": %4
+})");
+  ASSERT_TRUE(g);
+  PrecisionReport report;
+  ASSERT_TRUE(testing::RunPass(kPass, *g, At(Precision::kInt8, &report)));
+  EXPECT_TRUE(absl::StrContains(PrintGraph(*g), "kiln.QuantLinear(")) << PrintGraph(*g);
+  ASSERT_EQ(report.notes().size(), 1u);
+  EXPECT_EQ(report.notes()[0].precision, "int8");
+}
+
 TEST(GemmPrecision, WeightsThatAreNotConstantsStayF32) {
   PrecisionReport report;
   const std::string text = R"(
