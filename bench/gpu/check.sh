@@ -11,6 +11,8 @@
 #   4. the fused attention kernels vs PyTorch SDPA on issue 10's shapes (attn_bench.py);
 #   5. the benchmarks vs PyTorch eager and torch.compile (torch_bench.py), with the fused
 #      attention's end-to-end effect (plans with and without --no-flash-attention);
+#   6. re-ranking with realistic lengths: a packed cuda plan vs its padded buckets vs
+#      PyTorch eager padded and length-sorted (rerank_gpu.py, issue 16);
 # then prints one short table (summary.py). Results and logs go to $OUT (the device tool's
 # return folder) or /tmp/kiln-gpu. Each stage runs even when an earlier one fails; the exit
 # status is 1 if any failed. Budget: <= 8 minutes on an H200 (KILN_GPU_QUICK=1 skips
@@ -79,6 +81,11 @@ say "5. benchmarks vs PyTorch"
 PYTHONUNBUFFERED=1 timeout "${KILN_GPU_BENCH_TIMEOUT:-270}" python3 bench/gpu/torch_bench.py \
   --kiln "$B/wrap/kiln" --gpu-bench "$B/wrap/kiln_gpu_bench" --json "$OUT/bench.json" \
   > "$OUT/bench.log" 2>&1 || { status=1; tail -n 20 "$OUT/bench.log" | tee -a "$LOG"; }
+
+say "6. re-ranking with realistic lengths: packed vs padded vs PyTorch"
+PYTHONUNBUFFERED=1 timeout "${KILN_GPU_RERANK_TIMEOUT:-150}" python3 bench/gpu/rerank_gpu.py \
+  --kiln "$B/wrap/kiln" --gpu-bench "$B/wrap/kiln_gpu_bench" --json "$OUT/rerank.json" \
+  > "$OUT/rerank.log" 2>&1 || { status=1; tail -n 20 "$OUT/rerank.log" | tee -a "$LOG"; }
 
 say "summary ($(( $(date +%s) - T0 )) s)"
 python3 bench/gpu/summary.py "$OUT" | tee "$OUT/summary.txt"

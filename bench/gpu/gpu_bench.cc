@@ -19,6 +19,15 @@
 //       per case the flash kernel at every instantiated launch shape and the simple kernel:
 //       p50 ms and TFLOP/s (4·B·N·S²·D, halved when causal, as FlashAttention counts),
 //       and max |flash - simple| over the outputs (inputs in ±[0.125, 1)).
+//   rerank PLAN.kiln --lengths FILE [--runs N] [--warmup N]
+//       the re-ranking scenario of docs/packing.md on a plan with a packed program: FILE
+//       holds one (query, passage) pair length per line, the pair laid out as a
+//       cross-encoder takes it (token types 0 for the first `query` tokens, where the
+//       second column gives the query length, then 1); batches of 32 in file order, each
+//       padded to its own longest pair; ids in [0, 100). Wall time of running every batch
+//       with host I/O (Run synchronizes), packed (the default) and padded (pack = false),
+//       sides interleaved: p50/min ms per pass over all candidates, and how many batches
+//       ran packed.
 // Medians over --runs after --warmup; every CUDA call checked (exit 1 with the error).
 #include <algorithm>
 #include <chrono>
@@ -403,13 +412,103 @@ int AttentionBench(int runs) {
   return 0;
 }
 
+struct RerankBatch {
+  std::vector<kiln::Tensor> inputs;  // the plan's model signature, padded to the longest
+};
+
+int RerankBench(const std::string& path, const std::string& lengths_file, int runs, int warmup) {
+  constexpr int64_t kBatch = 32;
+  std::vector<std::pair<int64_t, int64_t>> pairs;  // (pair length, query length)
+  {
+    FILE* f = std::fopen(lengths_file.c_str(), "r");
+    if (f == nullptr) Die("cannot read --lengths " + lengths_file);
+    long long len = 0, query = 0;
+    while (std::fscanf(f, "%lld %lld", &len, &query) == 2) {
+      if (len < 1 || query < 0 || query > len) Die("bad pair length in " + lengths_file);
+      pairs.emplace_back(len, query);
+    }
+    std::fclose(f);
+  }
+  if (pairs.empty()) Die("no pair lengths in " + lengths_file);
+  absl::StatusOr<kiln::Plan> plan = kiln::LoadPlanFile(path);
+  if (!plan.ok()) Die(std::string(plan.status().message()));
+  if (!kiln::HasProgram(*plan, kiln::PlanProgram::kPacked))
+    Die(path + " has no packed program (compile it with --profile tokens=...)");
+  auto exec = kiln::Executor::Create(std::make_shared<const kiln::Plan>(*std::move(plan)));
+  if (!exec.ok()) Die(std::string(exec.status().message()));
+  const kiln::Plan& p = (*exec)->plan();
+  std::mt19937 gen(1);
+  std::vector<RerankBatch> batches;
+  for (size_t first = 0; first < pairs.size(); first += kBatch) {
+    const size_t end = std::min(pairs.size(), first + static_cast<size_t>(kBatch));
+    const int64_t b = static_cast<int64_t>(end - first);
+    int64_t s = 0;
+    for (size_t i = first; i < end; ++i) s = std::max(s, pairs[i].first);
+    RerankBatch rb;
+    for (const kiln::PlanTensorSig& sig : p.inputs) {
+      if (sig.dims.size() != 2) Die("input '" + sig.name + "' is not [batch, sequence]");
+      kiln::Tensor t(sig.dtype, {b, s});
+      const bool mask = sig.name.find("mask") != std::string::npos;
+      const bool types = sig.name.find("type") != std::string::npos;
+      for (int64_t r = 0; r < b; ++r)
+        for (int64_t c = 0; c < s; ++c) {
+          const auto [len, query] = pairs[first + r];
+          double v = 0;
+          if (mask)
+            v = c < len ? 1 : 0;
+          else if (types)
+            v = c < query || c >= len ? 0 : 1;
+          else
+            v = c < len ? static_cast<double>(gen() % 100) : 0;
+          t.SetFromDouble(r * s + c, v);
+        }
+      rb.inputs.push_back(std::move(t));
+    }
+    batches.push_back(std::move(rb));
+  }
+  int packed_batches = 0;
+  auto pass = [&](bool pack) {
+    kiln::RunOptions o;
+    o.pack = pack;
+    packed_batches = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const RerankBatch& rb : batches) {
+      std::vector<kiln::TensorView> views;
+      for (const kiln::Tensor& t : rb.inputs) views.push_back({t.dtype(), t.dims(), t.raw()});
+      kiln::RunStats stats;
+      auto out = (*exec)->Run(views, &stats, o);
+      if (!out.ok()) Die(std::string(out.status().message()));
+      packed_batches += stats.packed;
+    }
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int i = 0; i < warmup; ++i) pass(true), pass(false);
+  std::vector<double> packed_ms, padded_ms;
+  int packed_count = 0;
+  for (int i = 0; i < runs; ++i) {
+    packed_ms.push_back(pass(true));
+    packed_count = packed_batches;
+    padded_ms.push_back(pass(false));
+  }
+  const Stats pk = Summarize(packed_ms), pd = Summarize(padded_ms);
+  int64_t tokens = 0;
+  for (const auto& pr : pairs) tokens += pr.first;
+  std::printf(
+      "{\"mode\": \"rerank\", \"plan\": \"%s\", \"candidates\": %zu, \"tokens\": %lld, "
+      "\"batches\": %zu, \"packed_batches\": %d, \"packed_p50_ms\": %.4f, "
+      "\"packed_min_ms\": %.4f, \"padded_p50_ms\": %.4f, \"padded_min_ms\": %.4f}\n",
+      path.c_str(), pairs.size(), static_cast<long long>(tokens), batches.size(), packed_count,
+      pk.p50, pk.min, pd.p50, pd.min);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2)
-    Die("usage: kiln_gpu_bench plan|create|kernels|attention ... (see bench/gpu/README.md)");
+    Die("usage: kiln_gpu_bench plan|create|kernels|attention|rerank ... (see bench/gpu/README.md)");
   const std::string mode = argv[1];
-  std::string path, shape;
+  std::string path, shape, lengths;
   int runs = 100, warmup = 20;
   int64_t rows = 8192, hidden = 768;
   bool graphs = true;
@@ -429,6 +528,8 @@ int main(int argc, char** argv) {
       rows = std::atoll(next().c_str());
     else if (a == "--hidden")
       hidden = std::atoll(next().c_str());
+    else if (a == "--lengths")
+      lengths = next();
     else if (a == "--no-cuda-graph")
       graphs = false;
     else if (path.empty() && a[0] != '-')
@@ -441,5 +542,6 @@ int main(int argc, char** argv) {
   if (mode == "create") return CreateBench(path);
   if (mode == "kernels") return KernelBench(rows, hidden, runs);
   if (mode == "attention") return AttentionBench(runs);
+  if (mode == "rerank") return RerankBench(path, lengths, runs, warmup);
   Die("unknown mode " + mode);
 }

@@ -40,15 +40,25 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a, 
   __shared__ float k_s[KT][MAX_D + 1];
   __shared__ float v_s[KT][MAX_D + 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t S = a.seq, L = lay.keys, D = a.head_size, N = a.heads;
+  const int64_t D = a.head_size, N = a.heads;
   const int64_t NKV = a.kv_heads > 0 ? a.kv_heads : N;
   const int64_t b = blockIdx.z, h = blockIdx.y, kvh = h / (N / NKV);
+  // This batch item's lengths, its first token (of y, as [tokens, N·D]) and Q/K/V offsets.
+  int64_t S = a.seq, L = lay.keys, y_tok = b * a.seq;
+  int64_t q_off = b * lay.q_batch, kv_off = b * lay.kv_batch;
+  if (a.cu_seqlens != nullptr) {
+    y_tok = a.cu_seqlens[b];
+    S = L = a.cu_seqlens[b + 1] - y_tok;
+    q_off = y_tok * lay.q_row;
+    kv_off = y_tok * lay.kv_row;
+  }
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kWarps;
+  if (q0 >= S) return;          // the whole block: past this sequence's queries
   const int64_t i = q0 + warp;  // this warp's query row
   const bool active = i < S;
-  const T* base = static_cast<const T*>(lay.q) + b * lay.q_batch + h * lay.q_head;  // token 0
-  const T* kbase = static_cast<const T*>(lay.k) + b * lay.kv_batch + kvh * lay.kv_head;
-  const T* vbase = static_cast<const T*>(lay.v) + b * lay.kv_batch + kvh * lay.kv_head;
+  const T* base = static_cast<const T*>(lay.q) + q_off + h * lay.q_head;  // token 0
+  const T* kbase = static_cast<const T*>(lay.k) + kv_off + kvh * lay.kv_head;
+  const T* vbase = static_cast<const T*>(lay.v) + kv_off + kvh * lay.kv_head;
   const int64_t causal_offset = L - S;  // query i sees keys j <= i + L - S
   const int64_t R = a.cos ? a.rotary_dim : 0;
   const T* cos_b = static_cast<const T*>(a.cos) + b * a.rotary_batch_stride;
@@ -117,7 +127,7 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a, 
   if (!active) return;
   // Every key masked: zeros (even where a masked key's V is inf/NaN); a NaN sum stays NaN.
   const float inv = l == 0.f ? 0.f : 1.f / l;
-  T* y = static_cast<T*>(a.y) + (b * S + i) * N * D + h * D;
+  T* y = static_cast<T*>(a.y) + (y_tok + i) * N * D + h * D;
 #pragma unroll
   for (int t = 0; t < PER_LANE; ++t) {
     const int64_t d = lane + 32 * t;
@@ -152,6 +162,7 @@ cudaError_t Attention(const AttentionArgs& a, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (a.mask && a.mask_type != ElemType::kF32 && a.mask_type != ElemType::kBool)
     return cudaErrorInvalidValue;
+  if (a.cu_seqlens && (!a.qkv || a.mask || a.cos || a.causal)) return cudaErrorInvalidValue;
   const int64_t S = a.seq, D = a.head_size, N = a.heads;
   const int64_t NKV = a.kv_heads > 0 ? a.kv_heads : N;
   Layout lay;

@@ -14,7 +14,7 @@
 // masked (bool, causal or -inf) yields zeros; a finite large negative additive mask is a
 // score like any other (the decomposed graph's behaviour).
 // kiln.Attention's head layout (q, k, v given apart, S queries over L keys) runs the same
-// kernel on other strides.
+// kernel on other strides; packed tokens (cu_seqlens) run it per sequence.
 // Limits: head_size ≤ kAttentionMaxHeadSize; no tensor cores (the fused flash kernel is
 // its own issue). Cost O(S²·D) per head on CUDA cores.
 #pragma once
@@ -50,7 +50,12 @@ struct AttentionArgs {
   const void* mask = nullptr;  // f32 (additive) or bool, or null
   ElemType mask_type = ElemType::kF32;
   int64_t mask_stride[4] = {0, 0, 0, 0};  // elements per step of b, h, query, key
-  void* y = nullptr;                      // [B, S, N·D]; must not overlap qkv
+  // Packed variable-length form (kiln.PackedAttention, packed.h): qkv and y are [T, ...]
+  // tokens and batch item b is tokens [cu_seqlens[b], cu_seqlens[b+1]), attending only to
+  // itself; `seq` is then an upper bound of the lengths (T). qkv only; no mask, rotary or
+  // causality.
+  const int32_t* cu_seqlens = nullptr;
+  void* y = nullptr;  // [B, S, N·D]; must not overlap qkv
 };
 
 cudaError_t Attention(const AttentionArgs& a, cudaStream_t stream);

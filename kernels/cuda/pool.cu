@@ -11,8 +11,13 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads) PoolKernel(PoolArgs a) {
   __shared__ float scratch[32];
   extern __shared__ float row[];  // [H] when normalizing: the fp32 row, rounded once
-  const int64_t b = blockIdx.x, S = a.seq, H = a.hidden_size;
-  const T* hid = static_cast<const T*>(a.hidden) + b * S * H;
+  const int64_t b = blockIdx.x, H = a.hidden_size;
+  int64_t S = a.seq, first = b * a.seq;  // this row's tokens [first, first + S) of hidden
+  if (a.cu_seqlens != nullptr) {
+    first = a.cu_seqlens[b];
+    S = a.cu_seqlens[b + 1] - first;
+  }
+  const T* hid = static_cast<const T*>(a.hidden) + first * H;
   T* y = static_cast<T*>(a.y) + b * H;
   float denom = 1.f;
   int64_t last = -1;  // last: the row taken (-1: none, zeros)
@@ -37,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) PoolKernel(PoolArgs a) {
   for (int64_t c = threadIdx.x; c < H; c += blockDim.x) {
     float acc;
     if (a.cls) {
-      acc = ToFloat(hid[c]);
+      acc = S > 0 ? ToFloat(hid[c]) : 0.f;  // packed: an empty sequence pools to zeros
     } else if (a.last) {
       acc = last >= 0 ? ToFloat(hid[last * H + c]) : 0.f;
     } else {
@@ -72,7 +77,8 @@ cudaError_t LaunchT(const PoolArgs& a, cudaStream_t stream) {
 
 cudaError_t Pool(const PoolArgs& a, cudaStream_t stream) {
   if (a.batch == 0 || a.hidden_size == 0) return cudaSuccess;
-  if (a.batch > 0x7fffffff || (a.cls && a.seq == 0) || (a.last && a.seq >= (1 << 24)))
+  if (a.batch > 0x7fffffff || (a.cls && a.seq == 0 && !a.cu_seqlens) ||
+      (a.last && a.seq >= (1 << 24)) || (a.cu_seqlens && (a.mask || a.last)))
     return cudaErrorInvalidValue;
   if (a.normalize && a.hidden_size > kPoolMaxNormalizedHidden) return cudaErrorInvalidValue;
   switch (a.dtype) {

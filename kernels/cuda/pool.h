@@ -25,7 +25,10 @@ struct PoolArgs {
   int64_t batch = 0, seq = 0, hidden_size = 0;
   bool cls = false, last = false, normalize = false;  // last: the block's max of the
                                                       // unmasked rows, S < 2^24
-  void* y = nullptr;                                  // [B, H]
+  // Packed tokens (kiln.PackedPool, packed.h): hidden is [T, H] and row b pools tokens
+  // [cu_seqlens[b], cu_seqlens[b+1]) (an empty one gives zeros); no mask, not `last`.
+  const int32_t* cu_seqlens = nullptr;
+  void* y = nullptr;  // [B, H]
 };
 
 cudaError_t Pool(const PoolArgs& a, cudaStream_t stream);

@@ -128,10 +128,6 @@ absl::Status ValidateOptions(const CompileOptions& o) {
     if (c < 2)
       return absl::InvalidArgumentError(absl::StrCat(
           "--decode-context ", c, ": a decode cache needs at least 2 slots (e.g. 256,1024)"));
-  if (o.profile.count(compiler::kTokensSymbol) && o.target != PlanTarget::kCpu)
-    return absl::UnimplementedError(
-        "--profile tokens=...: packed programs have no CUDA kernels yet; compile them for the "
-        "cpu target");
   if (o.profile.count(compiler::kTokensSymbol) && !o.decode_context.empty())
     return absl::InvalidArgumentError(
         "--profile tokens=... packs encoders; a generation plan (--decode-context) cannot be "

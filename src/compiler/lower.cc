@@ -268,6 +268,8 @@ class BucketLowering {
       AddTf32(n, s);
       // --no-flash-attention: the simple kernel, same operands and parameters.
       if (s.kernel == "flash_attention" && !options_.flash_attention) s.kernel = "attention";
+      if (s.kernel == "packed_flash_attention" && !options_.flash_attention)
+        s.kernel = "packed_attention";
     } else {
       KILN_ASSIGN_OR_RETURN(std::string text, RefNodeText(n));
       s.kernel = "ref";

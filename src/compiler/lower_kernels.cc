@@ -446,6 +446,9 @@ std::optional<KernelChoice> PackedAttention(const Node& n, PlanTarget t) {
                                    Int("num_heads", *heads), Int("head_size", d),
                                    Real("scale", *scale)};
   if (kv != *heads) params.push_back(Int("kv_heads", kv));
+  // cuda: 16-bit at a flash head size on the flash kernel's variable-length form.
+  if (t == PlanTarget::kCuda && FlashAttentionHeadSizeOk(d))
+    if (auto k = Emit(t, "packed_flash_attention", n, params)) return k;
   return Emit(t, "packed_attention", n, std::move(params));
 }
 

@@ -150,6 +150,41 @@ std::vector<KernelContract> CudaContracts() {
                .params = {SizeParam("rows"), SizeParam("n")},
                .inplace_ok = true,
                .doc = "x [rows,n], over the last axis"});
+  // Packed-token programs (docs/packing.md): tokens [1, T, ...], lengths [N] int64, checked
+  // on the device (a data error: no negative length, no more than T tokens in all).
+  const std::vector<ParamSpec> packed_attention_params = {
+      SizeParam("tokens", "< 2^31"),
+      SizeParam("sequences", "1..65535"),
+      PositiveParam("num_heads"),
+      PositiveParam("head_size"),
+      FloatParam("scale"),
+      OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")};
+  t.push_back({.name = "packed_attention",
+               .inputs = {Req("qkv", kFloatTypes), Req("lengths", DTypeBit(DType::kI64))},
+               .outputs = {Same("y", 0)},
+               .params = packed_attention_params,
+               .doc = "qkv [1,T,(N+2·Nkv)·D] → y [1,T,N·D]: attention within each sequence on "
+                      "attention's kernel (head_size ≤ 256); tokens of no sequence get zeros"});
+  t.push_back({.name = "packed_flash_attention",
+               .inputs = {Req("qkv", DTypeBit(DType::kF16) | DTypeBit(DType::kBF16)),
+                          Req("lengths", DTypeBit(DType::kI64))},
+               .outputs = {Same("y", 0)},
+               .params = packed_attention_params,
+               .doc = "packed_attention on the flash kernel's variable-length form (fp16/bf16, "
+                      "head_size 8, 16, 32, 64 or 128)"});
+  t.push_back(
+      {.name = "packed_pool",
+       .inputs = {Req("hidden", kFloatTypes), Req("lengths", DTypeBit(DType::kI64))},
+       .outputs = {Same("y", 0)},
+       .params = {SizeParam("tokens", "< 2^31"), SizeParam("sequences"), SizeParam("hidden"),
+                  StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
+       .doc = "hidden [1,T,H] → y [N,H]: each sequence's mean or first token (zeros "
+              "for an empty one); normalize needs H ≤ 12256"});
+  t.push_back({.name = "packed_positions",
+               .inputs = {Req("lengths", DTypeBit(DType::kI64)), Req("tokens", kIndexTypes)},
+               .outputs = {Req("y", DTypeBit(DType::kI64))},
+               .params = {SizeParam("tokens", "< 2^31"), SizeParam("sequences")},
+               .doc = "y [1,T]: each token's position in its sequence (0 for tokens of none)"});
   t.push_back(EltwiseContract());
   for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));
   t.push_back(GatherContract());

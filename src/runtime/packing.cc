@@ -134,6 +134,22 @@ std::vector<std::pair<int64_t, int64_t>> PackedRoute::Chunks(
   return chunks;
 }
 
+absl::StatusOr<bool> PackedRoute::RunModel(const Executor& exec, const PlanSession& session,
+                                           std::span<const MemoryKind> memory,
+                                           std::span<const TensorView> inputs,
+                                           std::span<const MutableTensorView> outputs,
+                                           RunStats* stats, const RunOptions& options) const {
+  KILN_RETURN_IF_ERROR(session.Bind(inputs, outputs, memory, PlanProgram::kModel).status());
+  RunOptions packed = options;
+  packed.program = PlanProgram::kPacked;
+  auto run = [&](std::span<const TensorView> in, std::span<const MutableTensorView> out,
+                 RunStats* st) { return exec.Run(in, out, st, packed); };
+  auto dims = [&](std::span<const std::vector<int64_t>> d) {
+    return session.OutputDims(d, PlanProgram::kPacked);
+  };
+  return Run(inputs, outputs, run, dims, stats);
+}
+
 absl::StatusOr<bool> PackedRoute::Run(std::span<const TensorView> inputs,
                                       std::span<const MutableTensorView> outputs,
                                       const RunPacked& run, const PackedDims& dims,

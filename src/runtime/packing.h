@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "kiln/kiln.h"
 #include "kiln/plan/plan.h"
+#include "runtime/plan_session.h"
 
 namespace kiln::runtime {
 
@@ -42,6 +43,14 @@ class PackedRoute {
   absl::StatusOr<bool> Run(std::span<const TensorView> inputs,
                            std::span<const MutableTensorView> outputs, const RunPacked& run,
                            const PackedDims& dims, RunStats* stats) const;
+  // An executor's model-program Run through the route: checks the call against the model
+  // program (memory kinds `memory`), then runs it packed on `exec`'s packed program; false
+  // where packing does not apply (the caller then runs the padded buckets).
+  absl::StatusOr<bool> RunModel(const Executor& exec, const PlanSession& session,
+                                std::span<const MemoryKind> memory,
+                                std::span<const TensorView> inputs,
+                                std::span<const MutableTensorView> outputs, RunStats* stats,
+                                const RunOptions& options) const;
 
  private:
   int mask_ = -1;                // model input index of the attention mask

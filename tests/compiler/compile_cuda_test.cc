@@ -164,6 +164,56 @@ TEST(CompileCuda, EveryFixtureAtEveryPrecisionHasNoHostStep) {
   }
 }
 
+// A tokens profile gives cuda plans a packed program too (docs/packing.md): every packable
+// fixture (the ones whose cpu compile packs) lowers its packed buckets to the cuda kernels
+// of their contracts — packed_flash_attention at fp16/bf16 (packed_attention with
+// --no-flash-attention, and at fp32), packed_pool, packed_positions — and no host step.
+TEST(CompileCuda, PackedProgramsLowerToTheVariableLengthKernels) {
+  const std::map<std::string, std::vector<int64_t>> profile = {
+      {"batch", {1, 4}}, {"sequence", {8, 16}}, {"tokens", {16, 32}}};
+  int packable = 0;
+  for (const std::string& model : AllFixtures()) {
+    if (IsVision(model) || IsGenai(model) ||
+        std::filesystem::path(model).parent_path().filename() == "kv")
+      continue;
+    CompileOptions cpu;
+    cpu.profile = profile;
+    absl::StatusOr<Plan> ref = Compile(model, cpu);
+    ASSERT_TRUE(ref.ok()) << model << ": " << ref.status();
+    if (!HasProgram(*ref, PlanProgram::kPacked)) continue;
+    ++packable;
+    for (const auto& [precision, flash] : {std::pair{"fp32", true}, std::pair{"fp16", true},
+                                           std::pair{"bf16", true}, std::pair{"fp16", false}}) {
+      SCOPED_TRACE(model + " at " + precision + (flash ? "" : " without flash"));
+      CompileOptions o = Cuda(precision);
+      o.symbols.clear();
+      o.profile = profile;
+      o.cuda_flash_attention = flash;
+      absl::StatusOr<Plan> plan = Compile(model, o);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      ASSERT_TRUE(HasProgram(*plan, PlanProgram::kPacked));
+      EXPECT_EQ(IoOf(*plan, PlanProgram::kPacked).inputs.size(),
+                IoOf(*ref, PlanProgram::kPacked).inputs.size());
+      const bool want_flash = flash && std::string(precision) != "fp32";
+      std::map<std::string, int> kernels;
+      for (const PlanBucket& b : plan->buckets) {
+        if (b.program != PlanProgram::kPacked) continue;
+        for (const PlanStep& s : b.steps) {
+          const KernelContract* c = FindKernelContract(PlanTarget::kCuda, s.kernel);
+          ASSERT_NE(c, nullptr) << "step kernel '" << s.kernel << "' is not a cuda kernel";
+          EXPECT_TRUE(CheckStepContract(*c, b, s).ok()) << s.kernel;
+          ++kernels[s.kernel];
+        }
+      }
+      // Every fixture that packs has attention; the flash head sizes cover them all.
+      EXPECT_GT(kernels[want_flash ? "packed_flash_attention" : "packed_attention"], 0);
+      EXPECT_EQ(kernels[want_flash ? "packed_attention" : "packed_flash_attention"], 0);
+      EXPECT_EQ(kernels["attention"] + kernels["flash_attention"], 0);
+    }
+  }
+  EXPECT_GE(packable, 20);  // every BERT, DistilBERT and sentence-transformers fixture
+}
+
 TEST(CompileCuda, SixteenBitWeightsHalveTheBlob) {
   const std::string model = kFixtures + "default.onnx";
   absl::StatusOr<Plan> f32 = Compile(model, Cuda("fp32"));

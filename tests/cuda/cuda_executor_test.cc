@@ -7,7 +7,8 @@
 // inputs and outputs in device memory give the same bytes as host memory; CUDA graph
 // replays are bit-identical to step-by-step launches; 4 threads x 100 runs on one executor
 // are bit-identical to one thread; an out-of-range token id fails the run naming the step;
-// traces have one event per step.
+// traces have one event per step; packed programs (tokens profile) against padded runs, and
+// their lengths checks.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -257,6 +258,114 @@ TEST(CudaExecutor, OutOfRangeTokenIdFailsNamingTheStep) {
   // The executor is still usable.
   in[0].SetFromDouble(3, 5);
   EXPECT_TRUE((*exec)->Run(Views(in)).ok());
+}
+
+// Padded host inputs for `lengths` (mask rows prefixes of ones) over a plan's model
+// signature at sequence `seq`: ids in [0, 50), token types 0/1.
+std::vector<Tensor> PaddedBatch(const Plan& p, const std::vector<int64_t>& lengths, int64_t seq,
+                                uint32_t seed) {
+  const int64_t batch = static_cast<int64_t>(lengths.size());
+  std::vector<Tensor> in = Inputs(p, {{"batch", batch}, {"sequence", seq}}, seed);
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    if (p.inputs[i].name.find("mask") != std::string::npos)
+      for (int64_t e = 0; e < in[i].NumElements(); ++e)
+        in[i].SetFromDouble(e, e % seq < lengths[e / seq] ? 1 : 0);
+  return in;
+}
+
+// Packed programs (docs/packing.md) on the GPU: a plan with a tokens profile packs padded
+// host inputs (RunStats::packed; 49 tokens over buckets of 16 and 32 take several packed
+// calls) and gives the padded buckets' outputs on the real positions, zeros at the padding.
+// fp32 within 1e-5: the same kernels per row, only the GEMM algorithm cuBLASLt picks per M
+// and the attention kernel's key tiling differ; fp16 within 2e-2 and cosine 0.9999: the
+// same differences rounded to 16-bit activations after every GEMM.
+TEST(CudaExecutor, PackedRunsMatchPaddedRunsOnTheRealPositions) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t kSeq = 16;
+  for (const char* fixture : {"variants/st_mean_tiny_opset14.onnx", "bert_tiny_opset14_pooler.onnx",
+                              "torch/bert_dynamo_sdpa.onnx"})
+    for (const auto& [precision, max_abs, min_cos] :
+         {std::tuple{"fp32", 1e-5, 0.999999}, std::tuple{"fp16", 2e-2, 0.9999}}) {
+      SCOPED_TRACE(std::string(fixture) + " at " + precision);
+      auto plan = CompileFor(Fixture(fixture), PlanTarget::kCuda, precision,
+                             {{"batch", {1, 4}}, {"sequence", {8, kSeq}}, {"tokens", {16, 32}}});
+      ASSERT_TRUE(plan);
+      ASSERT_TRUE(HasProgram(*plan, PlanProgram::kPacked));
+      auto exec = Executor::Create(plan);
+      ASSERT_TRUE(exec.ok()) << exec.status();
+      for (const std::vector<int64_t>& lengths :
+           {std::vector<int64_t>{16, 1, 9, 5}, {16, 16, 16, 1}, {3}}) {
+        const std::vector<Tensor> in = PaddedBatch(*plan, lengths, kSeq, 11);
+        RunStats packed_stats, padded_stats;
+        RunOptions no_pack;
+        no_pack.pack = false;
+        auto packed = (*exec)->Run(Views(in), &packed_stats);
+        auto padded = (*exec)->Run(Views(in), &padded_stats, no_pack);
+        ASSERT_TRUE(packed.ok() && padded.ok()) << packed.status() << padded.status();
+        EXPECT_TRUE(packed_stats.packed);
+        EXPECT_FALSE(padded_stats.packed);
+        // Per-token outputs [B, S, ...]: padding positions are zeros in the packed run and
+        // excluded from the comparison (the padded program computes something there).
+        std::vector<Tensor> a = *std::move(packed), b = *std::move(padded);
+        for (size_t o = 0; o < a.size(); ++o) {
+          const std::vector<int64_t>& d = a[o].dims();
+          if (d.size() < 3 || d[1] != kSeq || !IsFloat(a[o].dtype())) continue;
+          const int64_t row = a[o].NumElements() / (d[0] * d[1]);
+          for (int64_t e = 0; e < a[o].NumElements(); ++e)
+            if ((e / row) % kSeq >= lengths[e / row / kSeq]) {
+              EXPECT_EQ(a[o].GetAsDouble(e), 0.0) << "output " << o << " padding element " << e;
+              b[o].SetFromDouble(e, 0.0);
+            }
+        }
+        const Diff diff = Compare(a, b);
+        EXPECT_LE(diff.max_abs, max_abs);
+        EXPECT_GE(diff.min_cos, min_cos);
+      }
+    }
+}
+
+// Direct runs of the packed program: lengths that do not add up are refused with the
+// numbers when they are host memory, and fail the run naming the packed step when they are
+// device memory (the kernels check them; nothing is read past the bucket).
+TEST(CudaExecutor, PackedLengthsAreChecked) {
+  SKIP_WITHOUT_GPU();
+  auto plan = CompileFor(Fixture("variants/st_mean_tiny_opset14.onnx"), PlanTarget::kCuda, "fp32",
+                         {{"batch", {2}}, {"sequence", {8}}, {"tokens", {16}}});
+  ASSERT_TRUE(plan);
+  auto exec = Executor::Create(plan);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const PlanIo io = IoOf(*plan, PlanProgram::kPacked);
+  std::vector<Tensor> in;
+  for (const PlanTensorSig& sig : io.inputs)
+    in.push_back(sig.name == "sequence_lengths"
+                     ? Tensor::FromI64({2}, {5, 11})
+                     : Tensor::FromI64({16}, std::vector<int64_t>(16, 1)));
+  RunOptions o;
+  o.program = PlanProgram::kPacked;
+  ASSERT_TRUE((*exec)->Run(Views(in), nullptr, o).ok());
+  for (size_t i = 0; i < io.inputs.size(); ++i)
+    if (io.inputs[i].name == "sequence_lengths") in[i].data<int64_t>()[1] = -11;
+  auto host = (*exec)->Run(Views(in), nullptr, o);
+  EXPECT_EQ(host.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(host.status().message()), ::testing::HasSubstr("sequence_lengths[1]"));
+  std::vector<void*> dev;
+  std::vector<TensorView> vin;
+  for (const Tensor& t : in) {
+    void* p = nullptr;
+    ASSERT_EQ(cudaMalloc(&p, std::max<size_t>(t.NumBytes(), 1)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(p, t.raw(), t.NumBytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    dev.push_back(p);
+    vin.push_back({t.dtype(), t.dims(), p, MemoryKind::kCuda});
+  }
+  auto device = (*exec)->Run(vin, nullptr, o);
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(device.status().message()),
+              ::testing::HasSubstr("sequence_lengths has a negative entry"));
+  for (void* p : dev) cudaFree(p);
+  // The executor is still usable.
+  for (size_t i = 0; i < io.inputs.size(); ++i)
+    if (io.inputs[i].name == "sequence_lengths") in[i].data<int64_t>()[1] = 11;
+  EXPECT_TRUE((*exec)->Run(Views(in), nullptr, o).ok());
 }
 
 TEST(CudaExecutor, TraceHasOneEventPerStep) {

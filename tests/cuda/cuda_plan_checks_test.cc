@@ -1,7 +1,8 @@
 // The CUDA executor's Create on any machine: the kernel table against the cuda contracts
-// (each id in both), every fixture's cuda plan refused cleanly where no GPU answers (and
-// accepted where one does), and one malformed hand-made cuda plan per host-side rule, each
-// InvalidArgument naming the step before any device is looked for.
+// (each id in both), every fixture's cuda plan (and the packable ones' packed plans)
+// refused cleanly where no GPU answers (and accepted where one does), and one malformed hand-made
+// cuda plan per host-side rule, each InvalidArgument naming the step before any device is looked
+// for.
 #include <filesystem>
 
 #include "gmock/gmock.h"
@@ -56,6 +57,33 @@ TEST(CudaPlanChecks, FixturesAreRefusedCleanlyWithoutAGpu) {
     }
   }
   EXPECT_GE(n, 31);
+}
+
+// Packed programs (docs/packing.md) prepare on the host like every other cuda plan: each
+// packable fixture's cuda plan with a tokens profile, fp32 and fp16, is refused only for the
+// missing GPU (accepted where one answers).
+TEST(CudaPlanChecks, PackedPlansPrepareOnTheHost) {
+  const CudaDeviceInfo dev = QueryCudaDevice(0);
+  for (const char* fixture : {"variants/st_mean_tiny_opset14.onnx", "bert_tiny_opset14_pooler.onnx",
+                              "torch/distilbert_dynamo_sdpa.onnx"})
+    for (const char* precision : {"fp32", "fp16"}) {
+      SCOPED_TRACE(std::string(fixture) + " at " + precision);
+      CompileOptions o;
+      o.target = PlanTarget::kCuda;
+      o.precision = precision;
+      o.profile = {{"batch", {1, 4}}, {"sequence", {8, 16}}, {"tokens", {16, 32}}};
+      absl::StatusOr<Plan> plan =
+          Compile(std::string(KILN_SOURCE_DIR) + "/models/fixtures/" + fixture, o);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      ASSERT_TRUE(HasProgram(*plan, PlanProgram::kPacked));
+      auto exec = Executor::Create(std::make_shared<const Plan>(*std::move(plan)));
+      if (dev.available) {
+        EXPECT_TRUE(exec.ok()) << exec.status();
+      } else {
+        ASSERT_FALSE(exec.ok());
+        EXPECT_EQ(exec.status().code(), absl::StatusCode::kFailedPrecondition) << exec.status();
+      }
+    }
 }
 
 // A cuda plan around one step with input x, output y (and more inputs where the case
@@ -210,6 +238,30 @@ TEST(CudaPlanChecks, ComputeKernelLimits) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
     EXPECT_THAT(std::string(st.message()), HasSubstr("flash_attention")) << st;
   }
+  // The packed attention kernels (qkv [1, T, 3·N·D], lengths [N]): the flash kernel's head
+  // sizes, the simple kernel's grid.
+  auto packed = [](const char* kernel, DType t, int64_t seqs, int64_t d) {
+    OneStep s;
+    const int64_t tokens = 2;
+    s.pb.Input("qkv", t, {Dim::Known(1), Dim::Known(tokens), Dim::Known(3 * d)});
+    s.pb.Input("lengths", DType::kI64, {Dim::Known(seqs)});
+    s.pb.Output("y", t, {Dim::Known(1), Dim::Known(tokens), Dim::Known(d)});
+    s.pb.Bucket({});
+    s.pb.Step(kernel, {s.pb.In(0, {1, tokens, 3 * d}, t), s.pb.In(1, {seqs}, DType::kI64)},
+              {s.pb.Out(0, {1, tokens, d}, t)},
+              {P("tokens", tokens), P("sequences", seqs), P("num_heads", int64_t{1}),
+               P("head_size", d), P("scale", 0.1)});
+    return s.Create();
+  };
+  ExpectInvalid(packed("packed_flash_attention", DType::kF16, 1, 96),
+                "head_size 96: the flash kernel takes 8, 16, 32, 64 or 128");
+  ExpectInvalid(packed("packed_attention", DType::kF32, 70000, 64),
+                "sequences 70000 or num_heads 1 exceeds the kernel's grid (65535)");
+  ExpectInvalid(packed("packed_attention", DType::kF32, 1, 300),
+                "head_size 300 is beyond the CUDA attention kernel's 256");
+  for (absl::Status st : {packed("packed_flash_attention", DType::kBF16, 2, 64),
+                          packed("packed_attention", DType::kF16, 2, 96)})
+    EXPECT_NE(st.code(), absl::StatusCode::kInvalidArgument) << st;
   // MatMul whose operands are smaller than batch x m x k says.
   {
     OneStep s;

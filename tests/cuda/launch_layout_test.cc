@@ -3,7 +3,8 @@
 // direct numpy-broadcast index computation on random shapes, the strided copy's dim
 // collapsing (CollapseCopy) against the uncollapsed walk, and the launch tables of the
 // norm and softmax kernels (ChooseNormLaunch, SoftmaxThreads): vector width, threads per
-// block, and rows up to the kernel's limit covered.
+// block, and rows up to the kernel's limit covered; the packed kernels' token -> sequence
+// lookup (SegmentOf).
 #include <random>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/movement.h"
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/packed.h"
 #include "kernels/cuda/softmax.h"
 
 namespace kiln::cuda {
@@ -194,6 +196,28 @@ TEST(SoftmaxLaunch, ThreadsPerRow) {
   EXPECT_EQ(SoftmaxThreads(128), 32);
   EXPECT_EQ(SoftmaxThreads(512), 64);
   EXPECT_EQ(SoftmaxThreads(1 << 20), 1024);
+}
+
+// The packed kernels' token -> sequence lookup against a direct walk of the lengths, with
+// empty sequences anywhere (first, between, last) and tokens of no sequence after them.
+TEST(PackedSegments, SegmentOfEveryToken) {
+  std::mt19937 gen(4);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t n = 1 + gen() % 9;
+    std::vector<int64_t> lengths(n);
+    for (int64_t& l : lengths) l = gen() % 3 == 0 ? 0 : gen() % 6;
+    std::vector<int32_t> cu(n + 1, 0);
+    for (int64_t s = 0; s < n; ++s) cu[s + 1] = cu[s] + static_cast<int32_t>(lengths[s]);
+    const int64_t tokens = cu[n] + gen() % 4;  // padding tokens belong to no sequence
+    int64_t t = 0;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t i = 0; i < lengths[s]; ++i, ++t) {
+        ASSERT_EQ(SegmentOf(cu.data(), n, t), s) << "token " << t << " trial " << trial;
+        EXPECT_EQ(t - cu[s], i);
+      }
+    for (; t < tokens; ++t) EXPECT_EQ(SegmentOf(cu.data(), n, t), -1);
+    EXPECT_EQ(SegmentOf(cu.data(), n, -1), -1);
+  }
 }
 
 }  // namespace

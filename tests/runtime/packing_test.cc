@@ -190,12 +190,8 @@ TEST(Packing, RefusedModelsCompileWithoutAPackedProgram) {
                          "warning: not packed (padded execution only): packing:")));
 }
 
-TEST(Packing, CudaAndGenerationPlansRefuseATokensProfile) {
+TEST(Packing, GenerationPlansRefuseATokensProfile) {
   CompileOptions o = PackedOptions();
-  o.target = PlanTarget::kCuda;
-  EXPECT_EQ(Compile(Fixture("bert_tiny_opset14_pooler.onnx"), o).status().code(),
-            absl::StatusCode::kUnimplemented);
-  o = PackedOptions();
   o.decode_context = {64};
   EXPECT_EQ(Compile(Fixture("bert_tiny_opset14_pooler.onnx"), o).status().code(),
             absl::StatusCode::kInvalidArgument);

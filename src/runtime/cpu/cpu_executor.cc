@@ -147,15 +147,8 @@ absl::Status CpuExecutor::Run(std::span<const TensorView> inputs,
                               std::span<const MutableTensorView> outputs, RunStats* stats,
                               const RunOptions& options) const {
   if (options.program == PlanProgram::kModel && options.pack && route_) {
-    KILN_RETURN_IF_ERROR(session_.Bind(inputs, outputs, kHostOnly, options.program).status());
-    RunOptions packed = options;
-    packed.program = PlanProgram::kPacked;
-    auto run = [&](std::span<const TensorView> in, std::span<const MutableTensorView> out,
-                   RunStats* st) { return Run(in, out, st, packed); };
-    auto dims = [&](std::span<const std::vector<int64_t>> d) {
-      return session_.OutputDims(d, PlanProgram::kPacked);
-    };
-    KILN_ASSIGN_OR_RETURN(const bool done, route_->Run(inputs, outputs, run, dims, stats));
+    KILN_ASSIGN_OR_RETURN(const bool done, route_->RunModel(*this, session_, kHostOnly, inputs,
+                                                            outputs, stats, options));
     if (done) return absl::OkStatus();
   }
   const auto t0 = std::chrono::steady_clock::now();

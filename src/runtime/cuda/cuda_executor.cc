@@ -80,13 +80,10 @@ CudaExecutor::~CudaExecutor() {
 absl::StatusOr<std::unique_ptr<Executor>> CudaExecutor::Create(std::shared_ptr<const Plan> plan,
                                                                const ExecutorOptions& options) {
   KILN_RETURN_IF_ERROR(plan_internal::ValidatePlan(*plan, plan->weights.size()));
-  // Its buckets bind a signature of their own, which this executor's staging does not read.
-  if (HasProgram(*plan, PlanProgram::kPacked))
-    return absl::UnimplementedError(
-        "the plan has a packed program, which the CUDA executor does not run yet");
   KILN_ASSIGN_OR_RETURN(PlanSession session,
                         PlanSession::Create(*plan, SessionOptions{true, kAlign}));
   std::unique_ptr<CudaExecutor> e(new CudaExecutor(std::move(plan), std::move(session)));
+  e->route_ = PackedRoute::Of(*e->plan_);
   KILN_RETURN_IF_ERROR(e->PrepareSteps());  // host only: bad plans fail here, GPU or not
   KILN_RETURN_IF_ERROR(e->InitDevice(options));
   return std::unique_ptr<Executor>(std::move(e));
@@ -117,14 +114,14 @@ absl::Status CudaExecutor::PrepareSteps() {
 }
 
 absl::InlinedVector<std::byte*, 16> CudaExecutor::DeviceBases(std::byte* block, int b) const {
-  const Plan& plan = *plan_;
+  const PlanIo pio = session_.io(b);  // the bucket's program's signature
   const BucketIo& io = session_.bucket(b);
-  const int nin = static_cast<int>(plan.inputs.size());
-  absl::InlinedVector<std::byte*, 16> bases(3 + plan.inputs.size() + plan.outputs.size(), nullptr);
+  const int nin = static_cast<int>(pio.inputs.size());
+  absl::InlinedVector<std::byte*, 16> bases(3 + pio.inputs.size() + pio.outputs.size(), nullptr);
   bases[kArenaSlot] = block;
   bases[kWeightSlot] = weights_;
   for (int i = 0; i < nin; ++i) bases[BaseSlotOfInput(i)] = block + io.staging_in[i];
-  for (size_t o = 0; o < plan.outputs.size(); ++o)
+  for (size_t o = 0; o < pio.outputs.size(); ++o)
     bases[BaseSlotOfOutput(nin, static_cast<int>(o))] = block + io.staging_out[o];
   return bases;
 }
@@ -264,11 +261,21 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> CudaExecutor::OutputDims(
 absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
                                std::span<const MutableTensorView> outputs, RunStats* stats,
                                const RunOptions& options) const {
-  const Plan& plan = *plan_;
-  const size_t nin = plan.inputs.size(), nout = plan.outputs.size();
+  if (options.program == PlanProgram::kModel && options.pack && route_) {
+    KILN_ASSIGN_OR_RETURN(const bool done, route_->RunModel(*this, session_, kHostOrDevice, inputs,
+                                                            outputs, stats, options));
+    if (done) return absl::OkStatus();
+  }
   KILN_ASSIGN_OR_RETURN(const RunBinding r,
                         session_.Bind(inputs, outputs, kHostOrDevice, options.program));
+  // Host lengths are checked here, with the numbers; device ones by the packed kernels.
+  if (options.program == PlanProgram::kPacked &&
+      std::all_of(inputs.begin(), inputs.end(),
+                  [](const TensorView& v) { return v.memory == MemoryKind::kHost; }))
+    KILN_RETURN_IF_ERROR(CheckPackedInputs(*plan_, inputs));
   const int b = r.bucket;
+  const PlanIo pio = session_.io(b);  // the bucket's program's signature
+  const size_t nin = pio.inputs.size(), nout = pio.outputs.size();
   const BucketIo& io = session_.bucket(b);
   KILN_CUDA_TRY(cudaSetDevice(device_), "cudaSetDevice");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Slot> leased, pool_.Acquire([this] { return NewSlot(); }));
@@ -295,8 +302,8 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
       const int64_t bytes = io.input_bytes[i];
       const bool pad = !std::equal(v.dims.begin(), v.dims.end(), io.input_dims[i].begin(),
                                    io.input_dims[i].end());
-      const size_t elem = DTypeSize(plan.inputs[i].dtype);
-      const std::string what = absl::StrCat("staging input '", plan.inputs[i].name, "'");
+      const size_t elem = DTypeSize(pio.inputs[i].dtype);
+      const std::string what = absl::StrCat("staging input '", pio.inputs[i].name, "'");
       if (bytes == 0) continue;
       if (v.memory == MemoryKind::kHost) {
         std::byte* p = slot.pinned + pin;
@@ -339,7 +346,7 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
       const int64_t bytes = io.output_bytes[o];
       const bool cut = !std::equal(v.dims.begin(), v.dims.end(), io.output_dims[o].begin(),
                                    io.output_dims[o].end());
-      const std::string what = absl::StrCat("copying out output '", plan.outputs[o].name, "'");
+      const std::string what = absl::StrCat("copying out output '", pio.outputs[o].name, "'");
       if (bytes == 0) continue;
       if (v.memory == MemoryKind::kHost) {
         std::byte* p = slot.pinned + pin;
@@ -350,7 +357,7 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
         host_outs.push_back({o, p});
       } else if (cut) {
         KILN_RETURN_IF_ERROR(PadCopy(src, v.data, v.dims, io.output_dims[o],
-                                     static_cast<int>(DTypeSize(plan.outputs[o].dtype)),
+                                     static_cast<int>(DTypeSize(pio.outputs[o].dtype)),
                                      /*to_big=*/false, stream));
       } else {
         KILN_CUDA_TRY(cudaMemcpyAsync(v.data, src, static_cast<size_t>(bytes),
@@ -387,7 +394,7 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
   for (const HostOut& h : host_outs) {
     const MutableTensorView& v = outputs[h.o];
     CopyBlock(h.pinned, static_cast<std::byte*>(v.data), v.dims, io.output_dims[h.o],
-              DTypeSize(plan.outputs[h.o].dtype), /*to_big=*/false);
+              DTypeSize(pio.outputs[h.o].dtype), /*to_big=*/false);
   }
   if (trace) {
     stats->trace.clear();
@@ -415,6 +422,7 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
   if (stats != nullptr) {
     stats->bucket = b;
     stats->padded = r.padded;
+    stats->packed = options.program == PlanProgram::kPacked;
   }
   return absl::OkStatus();
 }

@@ -14,12 +14,16 @@
 // (device arena + staging + cuBLASLt workspace + error word, pinned host staging, a stream,
 // a cuBLASLt handle, and the graphs captured over exactly those addresses), so replays
 // stay valid and concurrent runs never share memory.
+// Packed programs (docs/packing.md): a model-program Run over host inputs packs the batch
+// by its mask (runtime/packing.h) and runs the packed buckets, as the CPU executor does;
+// device-memory inputs take the padded buckets.
 // Limits: one device per executor; Run blocks until the outputs are written (the work is
 // ordered on the caller's stream when one is given); traced runs launch step by step with
 // an event pair per step instead of replaying the graph.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -29,6 +33,7 @@
 #include "absl/container/inlined_vector.h"
 #include "kiln/kiln.h"
 #include "runtime/cuda/cuda_steps.h"
+#include "runtime/packing.h"
 #include "runtime/plan_session.h"
 #include "runtime/pool.h"
 #include "runtime/prepare_steps.h"
@@ -76,6 +81,7 @@ class CudaExecutor final : public Executor {
   absl::Status DataError(int b, uint32_t code) const;
 
   PlanSession session_;
+  std::optional<PackedRoute> route_;  // a plan with a packed program
   int device_ = 0;
   bool graphs_ = true;
   std::vector<std::vector<PreparedStep>> steps_;  // per bucket

@@ -58,19 +58,34 @@ absl::Status LaunchStatus(cudaError_t e, const char* kernel) {
   return CudaStatus(e, absl::StrCat("launching ", kernel));
 }
 
-namespace {
+absl::StatusOr<cuda::FlashLaunch> InitFlash(const cuda::FlashAttentionArgs& a, int sm,
+                                            const char* kernel) {
+  const cuda::FlashLaunch launch = cuda::ChooseFlashLaunch(sm, a.head_size);
+  if (const char* why = cuda::FlashAttentionUnsupported(a, launch))
+    return absl::InvalidArgumentError(absl::StrCat(kernel, ": ", why));
+  KILN_RETURN_IF_ERROR(CudaStatus(cuda::FlashAttentionInit(a.dtype, a.head_size, launch),
+                                  absl::StrCat(kernel, ": setting its shared-memory size")));
+  return launch;
+}
 
-using StepPtr = std::unique_ptr<CudaStep>;
+void SetFlashQkv(cuda::FlashAttentionArgs& a, const void* qkv) {
+  const int64_t nd = a.heads * a.head_size, kvd = a.kv_heads * a.head_size;
+  const auto* row = static_cast<const std::byte*>(qkv);
+  const int64_t elem = 2;  // fp16 / bf16
+  a.q = row;
+  a.k = row + nd * elem;
+  a.v = row + (nd + kvd) * elem;
+}
 
-// The byte alignment (<= 256) of the device pointer a step gets for buffer `b`: every base
-// the CUDA executor hands out (arena, weights, staging slots) is 256-byte aligned, so it
-// is what the buffer's offset allows. (A hand-made plan may place a GEMM operand at any
-// element-aligned offset; cuBLASLt is told the truth rather than the planner's usual 64.)
 uint32_t PointerAlignment(const PlanBuffer& b) {
   uint32_t a = 256;
   while (a > 1 && b.offset % a != 0) a /= 2;
   return a;
 }
+
+namespace {
+
+using StepPtr = std::unique_ptr<CudaStep>;
 
 // ---- linear / matmul ----------------------------------------------------------------
 
@@ -382,20 +397,12 @@ class FlashAttentionStep final : public CudaStep {
  public:
   explicit FlashAttentionStep(cuda::FlashAttentionArgs a) : a_(a) {}
   absl::Status Init(const CudaInitEnv& env) override {
-    launch_ = cuda::ChooseFlashLaunch(env.sm, a_.head_size);
-    if (const char* why = cuda::FlashAttentionUnsupported(a_, launch_))
-      return absl::InvalidArgumentError(absl::StrCat("flash_attention: ", why));
-    return CudaStatus(cuda::FlashAttentionInit(a_.dtype, a_.head_size, launch_),
-                      "flash_attention: setting its shared-memory size");
+    KILN_ASSIGN_OR_RETURN(launch_, InitFlash(a_, env.sm, "flash_attention"));
+    return absl::OkStatus();
   }
   absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
     cuda::FlashAttentionArgs a = a_;
-    const int64_t nd = a.heads * a.head_size, kvd = a.kv_heads * a.head_size;
-    const auto* qkv = static_cast<const std::byte*>(io.In(0));
-    const int64_t elem = 2;  // fp16 / bf16
-    a.q = qkv;
-    a.k = qkv + nd * elem;
-    a.v = qkv + (nd + kvd) * elem;
+    SetFlashQkv(a, io.In(0));
     a.mask = io.In(1);
     a.y = io.Out(0);
     return LaunchStatus(cuda::FlashAttention(a, launch_, env.stream), "flash_attention");
@@ -543,11 +550,18 @@ absl::StatusOr<StepPtr> PrepareSoftmax(const StepChecker& c) {
   return StepPtr(new SoftmaxStep(a));
 }
 
-// Kernels whose prepare lives in cuda_steps_movement.cc.
+// Kernels whose prepare lives in cuda_steps_movement.cc and cuda_steps_packed.cc.
 template <const char* kId>
 absl::StatusOr<StepPtr> Movement(const StepChecker& c) {
   return PrepareCudaMovement(kId, c);
 }
+template <const char* kId>
+absl::StatusOr<StepPtr> Packed(const StepChecker& c) {
+  return PrepareCudaPacked(kId, c);
+}
+constexpr char kPackedAttention[] = "packed_attention",
+               kPackedFlashAttention[] = "packed_flash_attention", kPackedPool[] = "packed_pool",
+               kPackedPositions[] = "packed_positions";
 constexpr char kCopy[] = "copy", kEltwise[] = "eltwise", kGelu[] = "gelu",
                kTranspose[] = "transpose", kSlice[] = "slice", kExpand[] = "expand",
                kConcat[] = "concat", kGather[] = "gather", kGatherNd[] = "gather_nd",
@@ -584,6 +598,10 @@ constexpr Entry kTable[] = {
     {"gather_elements", Movement<kGatherElements>},
     {"cumsum", Movement<kCumSum>},
     {"reduce", Movement<kReduce>},
+    {"packed_attention", Packed<kPackedAttention>},
+    {"packed_flash_attention", Packed<kPackedFlashAttention>},
+    {"packed_pool", Packed<kPackedPool>},
+    {"packed_positions", Packed<kPackedPositions>},
 };
 
 }  // namespace

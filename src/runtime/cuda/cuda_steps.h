@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cuda/common.h"
+#include "kernels/cuda/flash_attention.h"
 #include "runtime/step_checker.h"
 
 namespace kiln::runtime {
@@ -60,8 +61,27 @@ std::vector<std::string_view> CudaKernelIds();
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view kernel,
                                                               const StepChecker& c);
 
+// cuda_steps_packed.cc: packed_attention, packed_flash_attention, packed_pool,
+// packed_positions (packed-token programs, docs/packing.md).
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPacked(std::string_view kernel,
+                                                            const StepChecker& c);
+
 // DType -> the kernels' element type.
 cuda::ElemType ElemTypeOf(DType t);
+
+// The flash kernel's steps (flash_attention, packed_flash_attention; `kernel` names the
+// step in errors): Init picks the device's launch shape for `a`, checks it and sets the
+// kernel's shared-memory size; SetQkv points Q, K and V at their heads in the qkv row
+// [(N + 2·Nkv)·D] (16-bit) at `qkv`.
+absl::StatusOr<cuda::FlashLaunch> InitFlash(const cuda::FlashAttentionArgs& a, int sm,
+                                            const char* kernel);
+void SetFlashQkv(cuda::FlashAttentionArgs& a, const void* qkv);
+
+// The byte alignment (<= 256) of the device pointer a step gets for buffer `b`: every base
+// the CUDA executor hands out (arena, weights, staging slots) is 256-byte aligned, so it
+// is what the buffer's offset allows. (A hand-made plan may place a GEMM operand at any
+// element-aligned offset; cuBLASLt is told the truth rather than the planner's usual 64.)
+uint32_t PointerAlignment(const PlanBuffer& b);
 
 // Launch-error status for step `kernel`.
 absl::Status LaunchStatus(cudaError_t e, const char* kernel);
