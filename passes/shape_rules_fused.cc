@@ -421,6 +421,19 @@ Rule PackedPositionsRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(DType::kI64, *tokens.shape));
 }
 
+// kiln.PackedCumSum(x [1, T], lengths [Nseq]) {exclusive} -> x's type: CumSum along the
+// tokens within each sequence (RoBERTa's position ids, counted from its input ids).
+Rule PackedCumSumRule(const RuleContext& ctx) {
+  KILN_RETURN_IF_ERROR(CheckPacked(ctx, 0, 2, "x"));
+  KILN_RETURN_IF_ERROR(CheckLengths(ctx, 1));
+  const DType dt = ctx.input_type(0).dtype;
+  if (dt != DType::kUndefined && dt != DType::kI32 && dt != DType::kI64 && dt != DType::kF32)
+    return ctx.Error(absl::StrCat("x must be i32, i64 or f32, got ", std::string(DTypeName(dt))));
+  const int64_t exclusive = ctx.node().attr_int_or("exclusive", 0);
+  if (exclusive != 0 && exclusive != 1) return ctx.Error("exclusive must be 0 or 1");
+  return Outputs(ctx, ctx.input_type(0));
+}
+
 }  // namespace
 
 ShapeRule FindFusedRule(std::string_view op) {
@@ -441,6 +454,7 @@ ShapeRule FindFusedRule(std::string_view op) {
       {"PackedAttention", &PackedAttentionRule},
       {"PackedPool", &PackedPoolRule},
       {"PackedPositions", &PackedPositionsRule},
+      {"PackedCumSum", &PackedCumSumRule},
   };
   auto it = rules->find(std::string(op));
   return it == rules->end() ? nullptr : it->second;

@@ -83,9 +83,12 @@ PYTHONUNBUFFERED=1 timeout "${KILN_GPU_BENCH_TIMEOUT:-270}" python3 bench/gpu/to
   > "$OUT/bench.log" 2>&1 || { status=1; tail -n 20 "$OUT/bench.log" | tee -a "$LOG"; }
 
 say "6. re-ranking with realistic lengths: packed vs padded vs PyTorch"
-PYTHONUNBUFFERED=1 timeout "${KILN_GPU_RERANK_TIMEOUT:-150}" python3 bench/gpu/rerank_gpu.py \
-  --kiln "$B/wrap/kiln" --gpu-bench "$B/wrap/kiln_gpu_bench" --json "$OUT/rerank.json" \
-  > "$OUT/rerank.log" 2>&1 || { status=1; tail -n 20 "$OUT/rerank.log" | tee -a "$LOG"; }
+for arch in bert xlmr; do
+  PYTHONUNBUFFERED=1 timeout "${KILN_GPU_RERANK_TIMEOUT:-150}" python3 bench/gpu/rerank_gpu.py \
+    --arch $arch --kiln "$B/wrap/kiln" --gpu-bench "$B/wrap/kiln_gpu_bench" \
+    --json "$OUT/rerank_$arch.json" > "$OUT/rerank_$arch.log" 2>&1 \
+    || { status=1; tail -n 20 "$OUT/rerank_$arch.log" | tee -a "$LOG"; }
+done
 
 say "summary ($(( $(date +%s) - T0 )) s)"
 python3 bench/gpu/summary.py "$OUT" | tee "$OUT/summary.txt"

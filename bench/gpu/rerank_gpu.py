@@ -5,7 +5,8 @@ The workload of bench/rerank_bench.py (its pair_lengths: a query of 8-16 tokens,
 log-normal with mean 70 tokens, sigma 0.6, the pair capped at 256; seeded), batches of 32
 candidates in the order given, each padded to its own longest pair. The model: a MiniLM-L6
 cross-encoder (transformers BertForSequenceClassification, one label, 384 hidden, 6 layers,
-12 heads, 1536 FFN) from config with seeded random weights, exported with torch.onnx
+12 heads, 1536 FFN; --arch xlmr: XLMRobertaForSequenceClassification of the same size, the
+bge-reranker family) from config with seeded random weights, exported with torch.onnx
 (TorchScript exporter, opset 17) and compiled by `kiln compile --target cuda --precision
 fp16 --profile batch=4:8:16:32,sequence=16:32:64:128:256,tokens=256:512:1024:2048:4096`.
   kiln packed   kiln_gpu_bench rerank: every batch through Executor::Run with host I/O
@@ -53,26 +54,36 @@ def run(cmd, timeout=900):
     return proc.stdout
 
 
-def build_and_export(path):
+def build_and_export(path, arch):
+    """bert: BertForSequenceClassification (token types 0/1); xlmr: XLMRobertaForSequenceClassification
+    (the bge-reranker family: position ids counted from the ids, no token types), both MiniLM-L6
+    sized with a 30522-token vocabulary."""
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=30522, max_position_embeddings=512, num_labels=1,
-                                  **MINILM)
-    model = transformers.BertForSequenceClassification(cfg).eval()
-    ids = torch.randint(0, 1000, (2, 16))
-    mask = torch.ones(2, 16, dtype=torch.int64)
-    types = torch.zeros(2, 16, dtype=torch.int64)
-    names = ["input_ids", "attention_mask", "token_type_ids"]
+    if arch == "bert":
+        cfg = transformers.BertConfig(vocab_size=30522, max_position_embeddings=512, num_labels=1,
+                                      **MINILM)
+        model = transformers.BertForSequenceClassification(cfg).eval()
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+    else:
+        cfg = transformers.XLMRobertaConfig(vocab_size=30522, max_position_embeddings=514,
+                                            type_vocab_size=1, pad_token_id=1, num_labels=1,
+                                            **MINILM)
+        model = transformers.XLMRobertaForSequenceClassification(cfg).eval()
+        names = ["input_ids", "attention_mask"]
+    ids = torch.randint(2, 1000, (2, 16))
+    example = (ids, torch.ones(2, 16, dtype=torch.int64), torch.zeros(2, 16, dtype=torch.int64))
+    example = example[:len(names)]
     dyn = {n: {0: "batch", 1: "sequence"} for n in names}
     dyn["logits"] = {0: "batch"}
     kwargs = dict(input_names=names, output_names=["logits"], dynamic_axes=dyn, opset_version=17)
     try:
-        torch.onnx.export(model, (ids, mask, types), path, dynamo=False, **kwargs)
+        torch.onnx.export(model, example, path, dynamo=False, **kwargs)
     except TypeError:  # older torch without the dynamo argument
-        torch.onnx.export(model, (ids, mask, types), path, **kwargs)
+        torch.onnx.export(model, example, path, **kwargs)
     return model
 
 
-def torch_pass(model, device, lengths, queries, order, rng_seed):
+def torch_pass(model, device, lengths, queries, order, rng_seed, with_types):
     """Wall ms of scoring every candidate in `order`, batches of 32 padded to their longest."""
     gen = np.random.default_rng(rng_seed)
     feeds = []
@@ -82,7 +93,7 @@ def torch_pass(model, device, lengths, queries, order, rng_seed):
         cols = np.arange(s)[None, :]
         mask = (cols < lengths[rows][:, None]).astype(np.int64)
         types = ((cols >= queries[rows][:, None]) & (mask == 1)).astype(np.int64)
-        ids = gen.integers(0, 100, (len(rows), s)) * mask
+        ids = gen.integers(2, 100, (len(rows), s)) * mask + (1 - mask)  # pad id 1 (XLM-R's)
         feeds.append(tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (ids, mask, types)))
 
     def once():
@@ -90,7 +101,7 @@ def torch_pass(model, device, lengths, queries, order, rng_seed):
         with torch.inference_mode():
             for ids, mask, types in feeds:
                 out = model(input_ids=ids.to(device), attention_mask=mask.to(device),
-                            token_type_ids=types.to(device)).logits
+                            token_type_ids=types.to(device) if with_types else None).logits
                 out.float().cpu()
         if device == "cuda":
             torch.cuda.synchronize()
@@ -107,11 +118,12 @@ def main():
     ap.add_argument("--target", default="cuda")
     ap.add_argument("--precision", default="fp16")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--arch", default="bert", choices=["bert", "xlmr"])
     ap.add_argument("--json")
     args = ap.parse_args()
     work = pathlib.Path(tempfile.mkdtemp(prefix="kiln_rerank_gpu_"))
     onnx_path, plan = work / "cross.onnx", work / "cross.kiln"
-    model = build_and_export(str(onnx_path))
+    model = build_and_export(str(onnx_path), args.arch)
     dtype = torch.float16 if args.precision == "fp16" else (
         torch.bfloat16 if args.precision == "bf16" else torch.float32)
     model = model.to(args.device, dtype)
@@ -130,8 +142,9 @@ def main():
                             args.runs, "--warmup", 1]).strip().splitlines()[-1])
         given = np.arange(n)
         by_len = np.argsort(lengths, kind="stable")
-        padded = torch_pass(model, args.device, lengths, queries, given, 7)
-        sorted_ = torch_pass(model, args.device, lengths, queries, by_len, 7)
+        types = args.arch == "bert"
+        padded = torch_pass(model, args.device, lengths, queries, given, 7, types)
+        sorted_ = torch_pass(model, args.device, lengths, queries, by_len, 7, types)
         padded(), sorted_()  # warm-up
         tp, ts = [], []
         for _ in range(args.runs):
@@ -149,7 +162,7 @@ def main():
         log(json.dumps(row))
     hdr = (f"{'N':>5} {'tokens':>7} {'padded tok':>10} {'kiln packed':>11} {'kiln padded':>11} "
            f"{'torch padded':>12} {'torch sorted':>12} {'packed gain':>11} {'vs sorted':>9}")
-    print(f"re-ranking, MiniLM-L6 cross-encoder, {args.target} {args.precision} "
+    print(f"re-ranking, MiniLM-L6 {args.arch} cross-encoder, {args.target} {args.precision} "
           f"(ms per N candidates, median of {args.runs})")
     print(hdr)
     for r in rows:
@@ -159,7 +172,7 @@ def main():
               f"{r['packed_vs_padded']:>10.2f}x {r['packed_vs_torch_sorted']:>8.2f}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(target=args.target, precision=args.precision, rows=rows,
+            json.dump(dict(target=args.target, precision=args.precision, arch=args.arch, rows=rows,
                            device=torch.cuda.get_device_name() if args.device == "cuda"
                            else "cpu"), f, indent=1)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The short table bench/gpu/check.sh prints last, from the files it wrote to OUT:
 cuda_tests.json (GoogleTest), e2e.json (e2e_check.py), attention.json (attn_bench.py),
-bench.json (torch_bench.py) and rerank.json (rerank_gpu.py).
+bench.json (torch_bench.py) and rerank_bert.json / rerank_xlmr.json (rerank_gpu.py).
 Each line: what, the measurement, the issue's target, and whether it is met. Missing files
 (a stage that failed early) show as 'not measured'."""
 
@@ -121,16 +121,17 @@ def main():
         if c9:
             row("9-bucket MiniLM load + Create", f"{c9['load_and_create_ms']:.0f} ms", "<= 500 ms",
                 c9["load_and_create_ms"] <= 500)
-    rr = load(out / "rerank.json")
-    if not rr:
-        row("re-ranking packed vs padded", "not measured")
-    else:
+    for arch in ("bert", "xlmr"):
+        rr = load(out / f"rerank_{arch}.json")
+        if not rr:
+            row(f"re-ranking {arch} packed vs padded", "not measured")
+            continue
         for r in rr["rows"]:
-            n = r["candidates"]
-            row(f"rerank N={n} kiln packed / padded ms",
+            n = f"{arch} N={r['candidates']}"
+            row(f"rerank {n} kiln packed / padded ms",
                 f"{r['kiln_packed_ms']:.1f} / {r['kiln_padded_ms']:.1f} "
                 f"= {r['packed_vs_padded']:.2f}x", ">= 1.6x", r["packed_vs_padded"] >= 1.6)
-            row(f"rerank N={n} packed / torch sorted",
+            row(f"rerank {n} packed / torch sorted",
                 f"{r['kiln_packed_ms']:.1f} / {r['torch_sorted_ms']:.1f} ms"
                 f" (torch padded {r['torch_padded_ms']:.1f})", "< 1", r["packed_vs_torch_sorted"] < 1)
     print(f"{'':44s} {'measured':>26s}  {'target':>18s}")

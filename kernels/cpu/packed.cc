@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/cumsum.h"
 #include "kernels/cpu/isa_kernels.h"
 #include "kiln/support/status.h"
 
@@ -115,6 +117,30 @@ absl::Status PackedPositions(const int64_t* lengths, int64_t sequences, int64_t 
   for (int64_t b = 0; b < sequences; ++b)
     for (int64_t i = 0; i < lengths[b]; ++i) y[t++] = i;
   std::fill(y + used, y + tokens, int64_t{0});
+  return absl::OkStatus();
+}
+
+absl::Status PackedCumSum(const CpuContext& ctx, const PackedCumSumArgs& a) {
+  int64_t used = 0;
+  KILN_RETURN_IF_ERROR(CheckLengths(a.lengths, a.sequences, a.tokens, &used));
+  if (a.tokens > 0 && (a.x == nullptr || a.y == nullptr))
+    return absl::InvalidArgumentError("PackedCumSum: null pointer");
+  const size_t elem = DTypeSize(a.dtype);
+  const auto* x = static_cast<const std::byte*>(a.x);
+  auto* y = static_cast<std::byte*>(a.y);
+  int64_t t = 0;
+  for (int64_t b = 0; b < a.sequences; t += a.lengths[b], ++b) {
+    if (a.lengths[b] == 0) continue;
+    CumSumArgs c;
+    c.x = x + t * elem;
+    c.y = y + t * elem;
+    c.dtype = a.dtype;
+    c.outer = c.inner = 1;
+    c.len = a.lengths[b];
+    c.exclusive = a.exclusive;
+    KILN_RETURN_IF_ERROR(CumSum(ctx, c));
+  }
+  std::memset(y + used * elem, 0, static_cast<size_t>(a.tokens - used) * elem);
   return absl::OkStatus();
 }
 

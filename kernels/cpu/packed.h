@@ -8,6 +8,8 @@
 //   PackedPool: kiln.Pool per sequence (mean over its tokens or its first token; an empty
 //     sequence pools to zeros), summed in token order as the padded kernel does.
 //   PackedPositions: each token's position in its sequence (0 for tokens of none).
+//   PackedCumSum: CumSum along each sequence's tokens (the CumSum kernel per sequence, so
+//     bit for bit the padded program's), 0 for tokens of none.
 // Every kernel checks the lengths first (none negative, at most T tokens in all) and
 // writes nothing when they are wrong.
 // Limits: fp32; PackedAttention runs the sequences one after another, each parallel over
@@ -19,6 +21,7 @@
 #include "absl/status/status.h"
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/pool.h"
+#include "kiln/ir/tensor.h"
 
 namespace kiln::cpu {
 
@@ -43,5 +46,15 @@ struct PackedPoolArgs {
 absl::Status PackedPool(const CpuContext& ctx, const PackedPoolArgs& a);
 
 absl::Status PackedPositions(const int64_t* lengths, int64_t sequences, int64_t tokens, int64_t* y);
+
+struct PackedCumSumArgs {
+  const void* x = nullptr;  // [T] of dtype (f32, i32, i64; any CumSum takes)
+  const int64_t* lengths = nullptr;
+  int64_t tokens = 0, sequences = 0;
+  DType dtype = DType::kF32;
+  bool exclusive = false;
+  void* y = nullptr;  // [T]
+};
+absl::Status PackedCumSum(const CpuContext& ctx, const PackedCumSumArgs& a);
 
 }  // namespace kiln::cpu

@@ -125,11 +125,16 @@ __global__ void CumSumKernel(CumSumArgs a) {
   for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < lines;
        l += step) {
     const int64_t o = l / a.inner, in = l % a.inner;
-    const T* x = static_cast<const T*>(a.x) + o * a.len * a.inner + in;
-    T* y = static_cast<T*>(a.y) + o * a.len * a.inner + in;
+    int64_t first = o * a.len * a.inner + in, len = a.len;
+    if (a.cu_seqlens != nullptr) {  // packed: inner = 1
+      first = a.cu_seqlens[o];
+      len = a.cu_seqlens[o + 1] - first;
+    }
+    const T* x = static_cast<const T*>(a.x) + first;
+    T* y = static_cast<T*>(a.y) + first;
     typename S::Acc acc = 0;
-    for (int64_t k = 0; k < a.len; ++k) {
-      const int64_t j = (a.reverse ? a.len - 1 - k : k) * a.inner;
+    for (int64_t k = 0; k < len; ++k) {
+      const int64_t j = (a.reverse ? len - 1 - k : k) * a.inner;
       const typename S::Acc v = S::Load(x[j]);
       if (a.exclusive) {
         y[j] = S::Store(acc);
@@ -232,6 +237,7 @@ cudaError_t GatherElements(const GatherElementsArgs& a, cudaStream_t stream) {
 cudaError_t CumSum(const CumSumArgs& a, cudaStream_t stream) {
   const int64_t lines = a.outer * a.inner;
   if (lines == 0 || a.len == 0) return cudaSuccess;
+  if (a.cu_seqlens != nullptr && (a.inner != 1 || a.reverse)) return cudaErrorInvalidValue;
   const unsigned grid = GridFor(lines, kThreads);
   switch (a.type) {
     case ElemType::kF32:

@@ -94,6 +94,10 @@ struct CumSumArgs {
   ElemType type = ElemType::kF32;
   int64_t outer = 0, len = 0, inner = 0;
   bool exclusive = false, reverse = false;
+  // Packed tokens (kiln.PackedCumSum, packed.h): line b is tokens [cu_seqlens[b],
+  // cu_seqlens[b+1]) of a dense [T] x, summed as every other line (outer = the sequences,
+  // inner = 1, len = T, not reverse).
+  const int32_t* cu_seqlens = nullptr;
 };
 cudaError_t CumSum(const CumSumArgs& a, cudaStream_t stream);
 

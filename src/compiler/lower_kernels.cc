@@ -474,6 +474,17 @@ std::optional<KernelChoice> PackedPositions(const Node& n, PlanTarget t) {
   return Emit(t, "packed_positions", n, {Int("tokens", tok[1]), Int("sequences", len[0])});
 }
 
+std::optional<KernelChoice> PackedCumSum(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
+  const Dims x = InDims(n, 0), len = InDims(n, 1);
+  const int64_t exclusive = n.attr_int_or("exclusive", 0);
+  if (x.size() != 2 || x[0] != 1 || len.size() != 1 || OutDims(n, 0) != x ||
+      (exclusive != 0 && exclusive != 1))
+    return std::nullopt;
+  return Emit(t, "packed_cumsum", n,
+              {Int("tokens", x[1]), Int("sequences", len[0]), Int("exclusive", exclusive)});
+}
+
 std::optional<KernelChoice> Softmax(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || n.num_outputs() != 1) return std::nullopt;
   const Dims x = InDims(n, 0);
@@ -526,6 +537,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
       k = PackedPool(n, target);
     else if (n.op() == "PackedPositions")
       k = PackedPositions(n, target);
+    else if (n.op() == "PackedCumSum")
+      k = PackedCumSum(n, target);
     else
       known = false;
   } else if (n.domain().empty() && n.op() == "LayerNormalization") {

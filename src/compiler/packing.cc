@@ -166,6 +166,44 @@ Node* AddKilnNode(Graph& g, const std::string& op, std::vector<Value> inputs, co
   return n;
 }
 
+// The one value every element of `v` has when `v` is a constant integer tensor with all
+// elements equal, seen through the ops that only move, repeat or pick elements (BERT-family
+// exports slice, expand or gather a zero `token_type_ids` buffer to the batch's shape when
+// the model takes no token types); nullopt otherwise.
+std::optional<int64_t> UniformConstant(Value v) {
+  // Gathers pick elements of their data input (input 0): all equal, so are the picks (an
+  // index out of range fails the position-table lookup of the same ids in either program).
+  while (v && v.node->domain().empty() &&
+         (v.node->op() == "Expand" || v.node->op() == "Slice" || v.node->op() == "Unsqueeze" ||
+          v.node->op() == "Squeeze" || v.node->op() == "Reshape" || v.node->op() == "Identity" ||
+          v.node->op() == "Cast" || v.node->op() == "Gather" || v.node->op() == "GatherElements"))
+    v = v.node->input(0);
+  const Tensor* c = v ? v.node->constant_value() : nullptr;
+  if (c == nullptr || !IsInteger(c->dtype()) || c->NumElements() == 0) return std::nullopt;
+  const int64_t first = c->GetAsInt64(0);
+  for (int64_t i = 1; i < c->NumElements(); ++i)
+    if (c->GetAsInt64(i) != first) return std::nullopt;
+  return first;
+}
+
+// A CumSum along the sequence axis of a [batch, sequence] value that its packed form
+// computes exactly: forward (a reverse sum would add the padding after a row's tokens), of
+// a dtype both targets' packed_cumsum take.
+bool IsSequenceCumSum(const Node& n, const PackedSignature& sig) {
+  if (!n.domain().empty() || n.op() != "CumSum" || n.num_inputs() != 2 || !n.input(0) ||
+      !n.input(1) || n.attr_int_or("reverse", 0) != 0)
+    return false;
+  const Type& t = n.input(0).type();
+  const DType dt = t.dtype;
+  if (t.rank() != 2 || !IsSym((*t.shape)[1], sig.sequence) ||
+      (dt != DType::kI32 && dt != DType::kI64 && dt != DType::kF32))
+    return false;
+  const Tensor* axis = n.input(1).node->constant_value();
+  if (axis == nullptr || axis->NumElements() != 1 || !IsInteger(axis->dtype())) return false;
+  const int64_t a = axis->GetAsInt64(0);
+  return a == 1 || a == -1;
+}
+
 }  // namespace
 
 absl::StatusOr<PackedSignature> FindPackedSignature(const Graph& g) {
@@ -269,26 +307,42 @@ absl::StatusOr<std::unique_ptr<Graph>> PackGraph(const Graph& g, const PackedSig
       }
       a->set_output_name(0, n->output_info(0).name);
       pg.ReplaceAllUsesWith(n->output(0), a->output(0));
+    } else if (IsSequenceCumSum(*n, sig)) {
+      // Position ids counted from the tokens (RoBERTa: cumsum(ids != pad)): the same sum
+      // within each sequence. Real tokens lead their rows, so each real position sums
+      // exactly what the padded row sums before it.
+      Node* c = AddKilnNode(pg, "PackedCumSum", {n->input(0), lengths}, n);
+      if (n->attr_int_or("exclusive", 0) != 0) c->set_attr("exclusive", int64_t{1});
+      c->set_output_name(0, n->output_info(0).name);
+      pg.ReplaceAllUsesWith(n->output(0), c->output(0));
     } else if (n->domain() == "kiln" && n->op() == "EmbedLayerNorm") {
       if (!rows_like) return Refuse("no per-token input to take the token count from");
-      Node* pos = AddKilnNode(pg, "PackedPositions", {lengths, rows_like}, n);
-      pos->set_output_name(0, absl::StrCat(n->output_info(0).name, "/packed_positions"));
       if (!Present(*n, 2)) {
         // Implicit positions 0..S-1: row s of the position table for position s, which the
         // packed positions index instead.
         if (!n->input(4).node->constant_value())
           return Refuse(absl::StrCat(n->Describe(),
                                      ": its position table is computed, not a constant table"));
+        Node* pos = AddKilnNode(pg, "PackedPositions", {lengths, rows_like}, n);
+        pos->set_output_name(0, absl::StrCat(n->output_info(0).name, "/packed_positions"));
         pg.SetInput(n, 2, pos->output(0));
-      } else {
-        const Value ids = n->input(2);
-        const bool per_token = ids.node->op() == "Unsqueeze" && ids.node->num_inputs() > 0 &&
-                               ids.node->input(0).node->is_input();
-        if (!per_token)
-          return Refuse(absl::StrCat(n->Describe(),
-                                     ": its position ids are neither implicit nor a graph input "
-                                     "(computed ones, such as RoBERTa's from the mask, are not "
-                                     "rewritten yet)"));
+      }
+      // Token types from a constant buffer (one value everywhere): that value per token,
+      // computed from the token ids so that it has the packed rows.
+      if (Present(*n, 1) && n->input(1).node->constant_value() == nullptr) {
+        if (const std::optional<int64_t> type = UniformConstant(n->input(1))) {
+          const DType dt = n->input(1).type().dtype;  // the ids' dtype (its contract)
+          Tensor zero(dt, {}), value(dt, {});
+          zero.SetFromDouble(0, 0.0);
+          value.SetFromDouble(0, static_cast<double>(*type));
+          const std::string name = absl::StrCat(n->output_info(0).name, "/packed_token_types");
+          Node* z = pg.AddConstant(absl::StrCat(name, "_zero"), std::move(zero));
+          Node* v = pg.AddConstant(absl::StrCat(name, "_value"), std::move(value));
+          Node* mul = pg.AddNode("Mul", {n->input(0), z->output(0)}, 1);
+          Node* add = pg.AddNode("Add", {mul->output(0), v->output(0)}, 1);
+          add->set_output_name(0, name);
+          pg.SetInput(n, 1, add->output(0));
+        }
       }
     }
   }
@@ -313,7 +367,7 @@ absl::StatusOr<std::unique_ptr<Graph>> PackGraph(const Graph& g, const PackedSig
   for (const Use& u : mask->output_info(0).uses) {
     const Node& user = *u.user;
     if (user.domain() != "kiln" || (user.op() != "PackedAttention" && user.op() != "PackedPool" &&
-                                    user.op() != "PackedPositions"))
+                                    user.op() != "PackedPositions" && user.op() != "PackedCumSum"))
       return Refuse(absl::StrCat("the attention mask is also read by ", user.Describe(),
                                  ", which packing cannot rewrite"));
   }
@@ -374,8 +428,17 @@ absl::Status CheckPacked(const Graph& g) {
     };
     const OpInfo* info = FindOp(n.domain(), n.op());
     Rows out = kind;
-    if (n.domain() == "kiln" &&
-        (n.op() == "PackedAttention" || n.op() == "PackedPool" || n.op() == "PackedPositions")) {
+    if (n.domain() == "kiln" && n.op() == "EmbedLayerNorm")
+      for (const auto& [i, what] : {std::pair{1, "token type ids"}, std::pair{2, "position ids"}})
+        if (n.input(i) && in[i] != Rows::kTokens)
+          return refuse(absl::StrCat(
+              "takes ", what, " that are not one per packed token (",
+              in[i] == Rows::kNone ? "computed from shapes or constants, they would not restart "
+                                     "at each sequence"
+                                   : "per sequence",
+              ")"));
+    if (n.domain() == "kiln" && (n.op() == "PackedAttention" || n.op() == "PackedPool" ||
+                                 n.op() == "PackedPositions" || n.op() == "PackedCumSum")) {
       const int li = n.op() == "PackedPositions" ? 0 : 1, xi = 1 - li;
       if (in[li] != Rows::kLengths || in[xi] != Rows::kTokens)
         return refuse("does not read packed tokens and the sequence lengths");

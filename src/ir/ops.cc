@@ -314,6 +314,7 @@ const std::vector<OpInfo>& Table() {
               Mixes(PositionMixing::kSegments,
                     Grows({"kiln", "PackedPool", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower}))),
       Mixes(PositionMixing::kSegments, {"kiln", "PackedPositions", 2, 2, 1, 1, kPure}),
+      Mixes(PositionMixing::kSegments, {"kiln", "PackedCumSum", 2, 2, 1, 1, kPure}),
   };
   return *table;
 }

@@ -179,6 +179,7 @@ std::vector<KernelContract> CpuContracts() {
                .outputs = {Req("y", DTypeBit(DType::kI64))},
                .params = {SizeParam("tokens"), SizeParam("sequences")},
                .doc = "y [1,T]: each token's position in its sequence (0 for tokens of none)"});
+  t.push_back(PackedCumSumContract());
   t.push_back(EltwiseContract());
   t.push_back(GatherContract());
   for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));

@@ -185,6 +185,7 @@ std::vector<KernelContract> CudaContracts() {
                .outputs = {Req("y", DTypeBit(DType::kI64))},
                .params = {SizeParam("tokens", "< 2^31"), SizeParam("sequences")},
                .doc = "y [1,T]: each token's position in its sequence (0 for tokens of none)"});
+  t.push_back(PackedCumSumContract());
   t.push_back(EltwiseContract());
   for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));
   t.push_back(GatherContract());

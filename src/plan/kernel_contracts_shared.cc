@@ -48,6 +48,18 @@ KernelContract CumSumContract(DTypeSet types, std::string_view doc) {
           .doc = doc};
 }
 
+KernelContract PackedCumSumContract() {
+  return {
+      .name = "packed_cumsum",
+      .inputs = {Req("x", DTypeBit(DType::kF32) | DTypeBit(DType::kI32) | DTypeBit(DType::kI64)),
+                 Req("lengths", DTypeBit(DType::kI64))},
+      .outputs = {Same("y", 0)},
+      .params = {SizeParam("tokens", "< 2^31"), SizeParam("sequences"), FlagParam("exclusive")},
+      .doc =
+          "x, y [1,T]: the target's cumsum along each sequence's tokens (bit for bit "
+          "the padded program's); 0 for tokens of no sequence"};
+}
+
 std::vector<KernelContract> StridedCopyContracts() {
   std::vector<KernelContract> t;
   t.push_back({.name = "transpose",

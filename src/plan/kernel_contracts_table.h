@@ -57,6 +57,8 @@ std::vector<KernelContract> IndexContracts();
 // cumsum over `types`; `doc` (a literal: contracts keep views) says how the target's
 // kernel sums floats.
 KernelContract CumSumContract(DTypeSet types, std::string_view doc);
+// packed_cumsum (packed programs, docs/packing.md): each target's cumsum per sequence.
+KernelContract PackedCumSumContract();
 
 inline OperandSpec Weight(std::string_view name, DTypeSet dtypes, bool optional = false) {
   return {name, dtypes, optional, -1, true};

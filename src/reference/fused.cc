@@ -7,13 +7,15 @@
 // loops, no blocking or threading (clarity over speed); every float input of an op must share one
 // dtype (no mixed precision), but for Linear's f32 X with bf16 W and QuantLinear's s8 W (the cpu
 // bf16 and int8 plans' GEMMs); MultiHeadAttention materializes one [S, S] score row block per
-// (batch, head).
+// (batch, head). kiln.PackedCumSum accumulates as ONNX CumSum does (floats in their own type,
+// integers wrapping), so a packed program's position ids equal the padded program's.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -1195,6 +1197,53 @@ Result PackedPositionsKernel(const Node&, Inputs in) {
   return std::vector<Tensor>{std::move(out)};
 }
 
+// kiln.PackedCumSum(x [1, T], lengths [Nseq]) {exclusive} -> x's type: ONNX CumSum along the
+// tokens of each sequence (floats in their own type, integers wrapping, as CumSum); tokens
+// of no sequence get 0.
+template <typename T>
+void SegmentCumSum(const T* x, T* y, const std::vector<int64_t>& off, int64_t t, bool exclusive) {
+  // Integers wrap: summed as their unsigned type.
+  using Acc = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                          std::type_identity<T>>::type;
+  std::fill(y, y + t, T(0));
+  for (size_t b = 0; b + 1 < off.size(); ++b) {
+    Acc acc = 0;
+    for (int64_t i = off[b]; i < off[b + 1]; ++i) {
+      if (exclusive) y[i] = static_cast<T>(acc);
+      acc = static_cast<Acc>(acc + static_cast<Acc>(x[i]));
+      if (!exclusive) y[i] = static_cast<T>(acc);
+    }
+  }
+}
+
+Result PackedCumSumKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "x"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* lengths, Arg(in, 1, "lengths"));
+  KILN_RETURN_IF_ERROR(RequirePackedRows(*x, "x", 2));
+  const int64_t t = x->dims()[1];
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> off, SegmentOffsets(lengths, t));
+  const bool exclusive = node.attr_int_or("exclusive", 0) != 0;
+  Tensor out(x->dtype(), x->dims());
+  switch (x->dtype()) {
+    case DType::kI32:
+      SegmentCumSum(x->data<int32_t>(), out.data<int32_t>(), off, t, exclusive);
+      break;
+    case DType::kI64:
+      SegmentCumSum(x->data<int64_t>(), out.data<int64_t>(), off, t, exclusive);
+      break;
+    case DType::kF32:
+      SegmentCumSum(x->data<float>(), out.data<float>(), off, t, exclusive);
+      break;
+    case DType::kF64:
+      SegmentCumSum(x->data<double>(), out.data<double>(), off, t, exclusive);
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("x must be i32, i64, f32 or f64, got ", DName(x->dtype())));
+  }
+  return std::vector<Tensor>{std::move(out)};
+}
+
 }  // namespace
 
 void RegisterFusedKernels(KernelTable& table) {
@@ -1215,6 +1264,7 @@ void RegisterFusedKernels(KernelTable& table) {
   add("PackedAttention", &PackedAttentionKernel);
   add("PackedPool", &PackedPoolKernel);
   add("PackedPositions", &PackedPositionsKernel);
+  add("PackedCumSum", &PackedCumSumKernel);
 }
 
 }  // namespace kiln::reference

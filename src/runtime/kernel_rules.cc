@@ -455,6 +455,14 @@ absl::StatusOr<PackedPositionsRule> CheckPackedPositions(const StepChecker& c) {
   return r;
 }
 
+absl::StatusOr<PackedCumSumRule> CheckPackedCumSum(const StepChecker& c) {
+  PackedCumSumRule r{c.Int("tokens"), c.Int("sequences"), c.In(0)->dtype, c.Flag("exclusive")};
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), r.tokens, "x"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), r.sequences, "lengths"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), r.tokens, "y"));
+  return r;
+}
+
 absl::StatusOr<CacheWriteRule> CheckCacheWrite(const StepChecker& c) {
   CacheWriteRule r{c.Int("batch"), c.Int("heads"), c.Int("slots"), c.Int("seq"), c.Int("row")};
   int64_t cache = 0;

@@ -162,6 +162,13 @@ struct PackedPositionsRule {
   int64_t tokens = 0, sequences = 0;
 };
 absl::StatusOr<PackedPositionsRule> CheckPackedPositions(const StepChecker& c);
+// packed_cumsum: x, y [1, T] of one dtype, lengths [N].
+struct PackedCumSumRule {
+  int64_t tokens = 0, sequences = 0;
+  DType dtype = DType::kUndefined;
+  bool exclusive = false;
+};
+absl::StatusOr<PackedCumSumRule> CheckPackedCumSum(const StepChecker& c);
 
 // cache_write: cache, y [batch, heads, slots, row]; new [batch, heads, seq, row];
 // positions [batch, seq] (int64, checked against `slots` at run time).

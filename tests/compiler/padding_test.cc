@@ -127,7 +127,7 @@ TEST(PaddingTest, CatalogueMixingKinds) {
   // A decode program's cache append writes rows at slots its positions name.
   EXPECT_EQ(FindOp("kiln", "CacheWrite")->mixing, PositionMixing::kNormalizesAxis);
   // The packed-token ops mix within the sequences their lengths delimit (packed programs).
-  for (const char* op : {"PackedAttention", "PackedPool", "PackedPositions"})
+  for (const char* op : {"PackedAttention", "PackedPool", "PackedPositions", "PackedCumSum"})
     EXPECT_EQ(FindOp("kiln", op)->mixing, PositionMixing::kSegments) << op;
   // DynamicQuantizeLinear's scale is the whole tensor's range, padding included.
   EXPECT_EQ(FindOp("", "DynamicQuantizeLinear")->mixing, PositionMixing::kReducesAxes);
@@ -159,7 +159,7 @@ TEST(PaddingTest, CatalogueMixingKinds) {
                          "ReverseSequence",
                          "TensorScatter"})
     EXPECT_EQ(FindOp("", op)->mixing, PositionMixing::kNormalizesAxis) << op;
-  EXPECT_EQ(mixing, 54);
+  EXPECT_EQ(mixing, 55);
 }
 
 }  // namespace

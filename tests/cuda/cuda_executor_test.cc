@@ -283,7 +283,7 @@ TEST(CudaExecutor, PackedRunsMatchPaddedRunsOnTheRealPositions) {
   SKIP_WITHOUT_GPU();
   constexpr int64_t kSeq = 16;
   for (const char* fixture : {"variants/st_mean_tiny_opset14.onnx", "bert_tiny_opset14_pooler.onnx",
-                              "torch/bert_dynamo_sdpa.onnx"})
+                              "torch/bert_dynamo_sdpa.onnx", "variants/roberta_tiny_opset17.onnx"})
     for (const auto& [precision, max_abs, min_cos] :
          {std::tuple{"fp32", 1e-5, 0.999999}, std::tuple{"fp16", 2e-2, 0.9999}}) {
       SCOPED_TRACE(std::string(fixture) + " at " + precision);

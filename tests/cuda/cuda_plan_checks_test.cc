@@ -64,8 +64,9 @@ TEST(CudaPlanChecks, FixturesAreRefusedCleanlyWithoutAGpu) {
 // missing GPU (accepted where one answers).
 TEST(CudaPlanChecks, PackedPlansPrepareOnTheHost) {
   const CudaDeviceInfo dev = QueryCudaDevice(0);
-  for (const char* fixture : {"variants/st_mean_tiny_opset14.onnx", "bert_tiny_opset14_pooler.onnx",
-                              "torch/distilbert_dynamo_sdpa.onnx"})
+  for (const char* fixture :
+       {"variants/st_mean_tiny_opset14.onnx", "bert_tiny_opset14_pooler.onnx",
+        "torch/distilbert_dynamo_sdpa.onnx", "variants/roberta_tiny_opset17.onnx"})
     for (const char* precision : {"fp32", "fp16"}) {
       SCOPED_TRACE(std::string(fixture) + " at " + precision);
       CompileOptions o;

@@ -33,10 +33,10 @@ PACKABLE = sorted(
     ["default.onnx", "variants/distilbert_tiny_opset14.onnx", "variants/st_cls_tiny_opset17.onnx",
      "variants/st_mean_tiny_opset14.onnx"] +
     [p.relative_to(FIXTURES).as_posix() for p in (FIXTURES / "torch").glob("*.onnx")
-     if p.name.split("_")[0] in ("bert", "bertcls", "distilbert")])
+     if p.name.split("_")[0] in ("bert", "bertcls", "distilbert", "roberta")] +
+    ["variants/roberta_tiny_opset17.onnx"])
 # name -> what the compile says instead of packing
 REFUSED = {
-    "variants/roberta_tiny_opset17.onnx": "position ids are neither implicit nor a graph input",
     "torch/gpt2_torchscript_sdpa.onnx": "is not attention_mask's key padding",
     "torch/llama_dynamo_sdpa.onnx": "applies rotary tables",
 }

@@ -1,16 +1,17 @@
 // The packed-token kernels (kernels/cpu/packed.h) against the reference executor's
-// kiln.PackedAttention / PackedPool / PackedPositions, and against the padded kernels run on
-// each sequence alone: tokens of sequences of lengths 5, 0, 1, 9 (an empty one, a single
-// token) laid end to end in T = 20 rows, 5 of them after the last sequence.
-// Tolerances: vs the reference (double accumulation) 2e-5 absolute on O(1) values (fp32
-// dot products of 16 terms and softmax sums); vs the padded kernel on one sequence, exact:
-// the packed kernel runs the same strategy on the same rows.
+// kiln.PackedAttention / PackedPool / PackedPositions / PackedCumSum, and against the padded
+// kernels run on each sequence alone: tokens of sequences of lengths 5, 0, 1, 9 (an empty one, a
+// single token) laid end to end in T = 20 rows, 5 of them after the last sequence. Tolerances: vs
+// the reference (double accumulation) 2e-5 absolute on O(1) values (fp32 dot products of 16 terms
+// and softmax sums); vs the padded kernel on one sequence, exact: the packed kernel runs the same
+// strategy on the same rows.
 #include <cmath>
 #include <cstring>
 
 #include "gmock/gmock.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cumsum.h"
 #include "kernels/cpu/packed.h"
 
 namespace kiln::cpu {
@@ -131,6 +132,65 @@ TEST(PackedPositions, MatchesReference) {
   EXPECT_EQ(y, expect);
 }
 
+// CumSum along each sequence (RoBERTa's position ids): the reference's per-sequence sums, and
+// the padded CumSum kernel on each sequence alone bit for bit (f32: the same sequential
+// sum), exclusive and inclusive, i32 / i64 / f32; tokens of no sequence 0; int32 wraps.
+TEST(PackedCumSum, MatchesReferenceAndThePaddedKernel) {
+  CpuContext ctx;
+  const Tensor lengths = Tensor::FromI64({kN}, kLengths);
+  const std::vector<float> xf = RandomVec(kT, 11);
+  for (const DType dt : {DType::kI32, DType::kI64, DType::kF32})
+    for (const int exclusive : {0, 1}) {
+      SCOPED_TRACE(std::string(DTypeName(dt)) + (exclusive ? " exclusive" : ""));
+      Tensor x(dt, {1, kT});
+      for (int64_t i = 0; i < kT; ++i)
+        x.SetFromDouble(i, dt == DType::kF32 ? xf[i] : i == 2 ? 2147483600.0 : (i * 7) % 5);
+      if (dt == DType::kI64) x.data<int64_t>()[2] = int64_t{1} << 62;
+      const std::vector<Tensor> want = RunReferenceOp(
+          "kiln", "PackedCumSum", {{"exclusive", int64_t{exclusive}}}, {&x, &lengths});
+      ASSERT_EQ(want[0].dims(), (std::vector<int64_t>{1, kT}));
+      Tensor got(dt, {1, kT});
+      std::memset(got.raw(), 0x5a, got.NumBytes());
+      PackedCumSumArgs a;
+      a.x = x.raw();
+      a.lengths = lengths.data<int64_t>();
+      a.tokens = kT;
+      a.sequences = kN;
+      a.dtype = dt;
+      a.exclusive = exclusive != 0;
+      a.y = got.raw();
+      ASSERT_TRUE(PackedCumSum(ctx, a).ok());
+      EXPECT_EQ(std::memcmp(got.raw(), want[0].raw(), got.NumBytes()), 0);
+      // By hand for sequence 3 (tokens 6..14) and the tail.
+      double run = 0;
+      for (int64_t i = 6; i < 15; ++i) {
+        if (exclusive) EXPECT_EQ(got.GetAsDouble(i), dt == DType::kF32 ? float(run) : run);
+        run = dt == DType::kF32 ? float(run + x.GetAsDouble(i)) : run + x.GetAsDouble(i);
+        if (!exclusive) EXPECT_EQ(got.GetAsDouble(i), run);
+      }
+      for (int64_t i = 15; i < kT; ++i) EXPECT_EQ(got.GetAsDouble(i), 0.0);
+      // Each sequence alone through the padded kernel.
+      int64_t t = 0;
+      for (int64_t s = 0; s < kN; t += kLengths[s], ++s) {
+        if (kLengths[s] == 0) continue;
+        Tensor alone(dt, {kLengths[s]});
+        CumSumArgs c;
+        c.x = static_cast<const std::byte*>(x.raw()) + t * DTypeSize(dt);
+        c.y = alone.raw();
+        c.dtype = dt;
+        c.outer = c.inner = 1;
+        c.len = kLengths[s];
+        c.exclusive = exclusive != 0;
+        ASSERT_TRUE(CumSum(ctx, c).ok());
+        EXPECT_EQ(
+            std::memcmp(alone.raw(), static_cast<const std::byte*>(got.raw()) + t * DTypeSize(dt),
+                        alone.NumBytes()),
+            0)
+            << "sequence " << s;
+      }
+    }
+}
+
 TEST(Packed, BadLengthsFailBeforeWriting) {
   CpuContext ctx;
   const int64_t ld = 3 * kD;
@@ -153,6 +213,16 @@ TEST(Packed, BadLengthsFailBeforeWriting) {
     for (float v : y) ASSERT_EQ(v, 7.0f) << "wrote before failing";
     std::vector<int64_t> pos(kT, 99);
     EXPECT_FALSE(PackedPositions(bad.data(), kN, kT, pos.data()).ok());
+    for (int64_t v : pos) ASSERT_EQ(v, 99);
+    const std::vector<int64_t> ids(kT, 3);
+    PackedCumSumArgs cs;
+    cs.x = ids.data();
+    cs.lengths = bad.data();
+    cs.tokens = kT;
+    cs.sequences = kN;
+    cs.dtype = DType::kI64;
+    cs.y = pos.data();
+    EXPECT_FALSE(PackedCumSum(ctx, cs).ok());
     for (int64_t v : pos) ASSERT_EQ(v, 99);
     PackedPoolArgs p;
     p.hidden = qkv.data();

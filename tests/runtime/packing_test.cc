@@ -178,11 +178,56 @@ TEST_F(PackingTest, MasksThatAreNotPrefixesRunPadded) {
   }
 }
 
+// RoBERTa counts its position ids from the token ids (cumsum(ids != pad) + pad) and takes
+// its token types from a zero buffer: the packed program sums within each sequence
+// (kiln.PackedCumSum) and gives each token the buffer's value, so it equals the padded
+// program on the real positions — also where a real token is the pad id (1), which the
+// padded model skips in the count as well.
+TEST(Packing, RobertaPositionsFromTheIdsPackExactly) {
+  absl::StatusOr<Plan> plan =
+      Compile(Fixture("variants/roberta_tiny_opset17.onnx"), PackedOptions());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(HasProgram(*plan, PlanProgram::kPacked));
+  int cumsums = 0;
+  for (const PlanBucket& b : plan->buckets)
+    for (const PlanStep& s : b.steps) cumsums += s.kernel == "packed_cumsum";
+  EXPECT_GT(cumsums, 0);
+  auto exec = Executor::Create(std::make_shared<Plan>(*std::move(plan)));
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const std::vector<int64_t> lengths = {16, 3, 9, 1};
+  Batch b = MakeBatch(lengths, 12);
+  b.ids.data<int64_t>()[2] = 1;             // a pad id inside row 0's tokens
+  b.ids.data<int64_t>()[2 * kSeq + 4] = 1;  // and row 2's
+  const std::vector<TensorView> in = {{DType::kI64, b.ids.dims(), b.ids.raw()},
+                                      {DType::kI64, b.mask.dims(), b.mask.raw()}};
+  RunStats packed_stats, padded_stats;
+  RunOptions no_pack;
+  no_pack.pack = false;
+  auto packed = (*exec)->Run(in, &packed_stats);
+  auto padded = (*exec)->Run(in, &padded_stats, no_pack);
+  ASSERT_TRUE(packed.ok() && padded.ok()) << packed.status() << padded.status();
+  EXPECT_TRUE(packed_stats.packed);
+  ASSERT_EQ(packed->size(), padded->size());
+  for (size_t o = 0; o < packed->size(); ++o) {
+    const Tensor &g = (*packed)[o], &w = (*padded)[o];
+    ASSERT_EQ(g.dims(), w.dims());
+    const int64_t row = g.NumElements() / (g.dims()[0] * kSeq);
+    float worst = 0;
+    for (int64_t r = 0; r < g.dims()[0]; ++r)
+      for (int64_t s = 0; s < lengths[r]; ++s)
+        for (int64_t c = 0; c < row; ++c) {
+          const int64_t i = (r * kSeq + s) * row + c;
+          worst = std::max(worst, std::fabs(g.data<float>()[i] - w.data<float>()[i]));
+        }
+    EXPECT_LT(worst, 1e-5f) << "output " << o;
+  }
+}
+
 TEST(Packing, RefusedModelsCompileWithoutAPackedProgram) {
   CompileOptions o = PackedOptions();
   std::vector<std::string> lines;
   o.progress = [&](std::string_view l) { lines.emplace_back(l); };
-  absl::StatusOr<Plan> plan = Compile(Fixture("variants/roberta_tiny_opset17.onnx"), o);
+  absl::StatusOr<Plan> plan = Compile(Fixture("torch/gpt2_torchscript_sdpa.onnx"), o);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_FALSE(HasProgram(*plan, PlanProgram::kPacked));
   EXPECT_TRUE(plan->signatures.empty());

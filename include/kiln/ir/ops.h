@@ -60,8 +60,9 @@ enum class PositionMixing : uint8_t {
   kMaskedOrFirst,   // kiln.Pool: honours the mask at input 1, or reads position 0 only
                     // (mode "cls")
   kSegments,        // the packed-token ops (kiln.PackedAttention, PackedPool,
-                    // PackedPositions): mix positions only within the sequences their
-                    // `lengths` input delimits; they appear only in packed programs
+                    // PackedPositions, PackedCumSum): mix positions only within the
+                    // sequences their `lengths` input delimits; they appear only in packed
+                    // programs
 };
 
 struct OpInfo {

@@ -629,6 +629,31 @@ absl::StatusOr<StepPtr> PreparePackedPositions(const StepChecker& c, CpuPrepareE
   return StepPtr(new PackedPositionsStep(r));
 }
 
+class PackedCumSumStep final : public CpuStep {
+ public:
+  explicit PackedCumSumStep(cpu::PackedCumSumArgs a) : a_(a) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::PackedCumSumArgs a = a_;
+    a.x = io.In(0);
+    a.lengths = io.In<int64_t>(1);
+    a.y = io.Out(0);
+    return cpu::PackedCumSum(ctx, a);
+  }
+
+ private:
+  cpu::PackedCumSumArgs a_;
+};
+
+absl::StatusOr<StepPtr> PreparePackedCumSum(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const PackedCumSumRule r, CheckPackedCumSum(c));
+  cpu::PackedCumSumArgs a;
+  a.tokens = r.tokens;
+  a.sequences = r.sequences;
+  a.dtype = r.dtype;
+  a.exclusive = r.exclusive;
+  return StepPtr(new PackedCumSumStep(a));
+}
+
 class GeluStep final : public CpuStep {
  public:
   GeluStep(int64_t n, bool tanh) : n_(n), tanh_(tanh) {}
@@ -870,6 +895,7 @@ constexpr Entry kTable[] = {
     {"packed_attention", PreparePackedAttention},
     {"packed_pool", PreparePackedPool},
     {"packed_positions", PreparePackedPositions},
+    {"packed_cumsum", PreparePackedCumSum},
     {"eltwise", PrepareEltwise},
     {"gather", PrepareGather},
     {"gather_nd", PrepareGatherND},

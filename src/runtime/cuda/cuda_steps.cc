@@ -561,7 +561,7 @@ absl::StatusOr<StepPtr> Packed(const StepChecker& c) {
 }
 constexpr char kPackedAttention[] = "packed_attention",
                kPackedFlashAttention[] = "packed_flash_attention", kPackedPool[] = "packed_pool",
-               kPackedPositions[] = "packed_positions";
+               kPackedPositions[] = "packed_positions", kPackedCumSum[] = "packed_cumsum";
 constexpr char kCopy[] = "copy", kEltwise[] = "eltwise", kGelu[] = "gelu",
                kTranspose[] = "transpose", kSlice[] = "slice", kExpand[] = "expand",
                kConcat[] = "concat", kGather[] = "gather", kGatherNd[] = "gather_nd",
@@ -602,6 +602,7 @@ constexpr Entry kTable[] = {
     {"packed_flash_attention", Packed<kPackedFlashAttention>},
     {"packed_pool", Packed<kPackedPool>},
     {"packed_positions", Packed<kPackedPositions>},
+    {"packed_cumsum", Packed<kPackedCumSum>},
 };
 
 }  // namespace

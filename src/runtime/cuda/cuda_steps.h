@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view k
                                                               const StepChecker& c);
 
 // cuda_steps_packed.cc: packed_attention, packed_flash_attention, packed_pool,
-// packed_positions (packed-token programs, docs/packing.md).
+// packed_positions, packed_cumsum (packed-token programs, docs/packing.md).
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPacked(std::string_view kernel,
                                                             const StepChecker& c);
 

@@ -1,6 +1,7 @@
 // The CUDA kernel table's packed-token kernels (cuda_steps.h; docs/packing.md):
 // packed_attention (the simple attention kernel per sequence), packed_flash_attention (the
-// flash kernel's variable-length form), packed_pool and packed_positions. Each step first
+// flash kernel's variable-length form), packed_pool, packed_positions and packed_cumsum (the
+// cumsum kernel per sequence). Each step first
 // turns the bucket's `lengths` input into int32 offsets in the run slot's workspace
 // (PackedSegments, kernels/cuda/packed.h), then runs its kernel on them; the workspace is
 // stream-ordered scratch, so the steps share nothing but the lengths input. Bad lengths
@@ -12,6 +13,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/movement.h"
 #include "kernels/cuda/packed.h"
 #include "kernels/cuda/pool.h"
 #include "runtime/cuda/cuda_steps.h"
@@ -219,6 +221,37 @@ absl::StatusOr<StepPtr> PreparePositions(const StepChecker& c) {
   return StepPtr(new PackedPositionsStep(a));
 }
 
+// packed_cumsum: the cumsum kernel along each sequence's tokens (its accumulator, so bit for
+// bit the padded program's), zeros for tokens of no sequence.
+class PackedCumSumStep final : public CudaStep {
+ public:
+  PackedCumSumStep(cuda::CumSumArgs a, int64_t elem) : a_(a), elem_(elem) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::CumSumArgs a = a_;
+    a.x = io.In(0);
+    a.y = io.Out(0);
+    KILN_ASSIGN_OR_RETURN(a.cu_seqlens, Segments(env, io.In(1), a.outer, a.len, a.y, elem_));
+    return LaunchStatus(cuda::CumSum(a, env.stream), "packed_cumsum");
+  }
+  const char* DataError() const override { return kBadLengths; }
+
+ private:
+  cuda::CumSumArgs a_;
+  int64_t elem_;
+};
+
+absl::StatusOr<StepPtr> PrepareCumSum(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const PackedCumSumRule r, CheckPackedCumSum(c));
+  KILN_RETURN_IF_ERROR(CheckPackedSizes(c, r.tokens, r.sequences));
+  cuda::CumSumArgs a;
+  a.type = ElemTypeOf(r.dtype);
+  a.outer = r.sequences;
+  a.inner = 1;
+  a.len = r.tokens;
+  a.exclusive = r.exclusive;
+  return StepPtr(new PackedCumSumStep(a, static_cast<int64_t>(DTypeSize(r.dtype))));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPacked(std::string_view kernel,
@@ -227,6 +260,7 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPacked(std::string_view ker
   if (kernel == "packed_flash_attention") return PrepareFlashAttention(c);
   if (kernel == "packed_pool") return PreparePool(c);
   if (kernel == "packed_positions") return PreparePositions(c);
+  if (kernel == "packed_cumsum") return PrepareCumSum(c);
   return absl::InternalError(absl::StrCat("no packed CUDA kernel '", std::string(kernel), "'"));
 }
 
