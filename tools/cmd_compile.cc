@@ -70,7 +70,7 @@ constexpr char kHelp[] =
     "                           packed program, one bucket per token count and batch value,\n"
     "                           that runs a batch's real tokens end to end; a model it cannot\n"
     "                           prove token-wise keeps padded execution, with a warning saying\n"
-    "                           why (docs/packing.md). cpu only\n"
+    "                           why (docs/packing.md); cpu and cuda\n"
     "  --precision P            fp32 (default), bf16, int8 or auto (cpu), fp16 or bf16 (cuda);\n"
     "                           graph I/O stays in the model's dtypes (docs/precision.md).\n"
     "                           cpu bf16: GEMM weights and inputs in bf16 (AVX-512 BF16;\n"
