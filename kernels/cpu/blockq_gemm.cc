@@ -30,7 +30,7 @@ BlockQuantGemm::~BlockQuantGemm() = default;
 
 absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
     Isa isa, int64_t k, int64_t n, int64_t block, const uint8_t* codes, const float* scales,
-    const uint8_t* zero_points, const float* bias) {
+    const uint8_t* zero_points, const float* bias, CodeLayout layout) {
   if (k <= 0 || n <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("BlockQuantGemm needs K > 0 and N > 0, got K=", k, " N=", n));
@@ -39,7 +39,13 @@ absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
         absl::StrCat("BlockQuantGemm block size ", block, " is not a power of two >= 16"));
   if (codes == nullptr || scales == nullptr)
     return absl::InvalidArgumentError("BlockQuantGemm codes or scales pointer is null");
-  for (int64_t i = 0; i < n * k; ++i)
+  const bool two = layout == CodeLayout::kTwoPerByte;
+  const int64_t row_bytes = two ? (k + 1) / 2 : k;
+  auto code = [&](int64_t j, int64_t i) -> uint8_t {
+    return two ? static_cast<uint8_t>((codes[j * row_bytes + i / 2] >> (4 * (i & 1))) & 15)
+               : codes[j * k + i];
+  };
+  for (int64_t i = 0; !two && i < n * k; ++i)
     if (codes[i] > 15)
       return absl::InvalidArgumentError(absl::StrCat("BlockQuantGemm code [", i / k, ", ", i % k,
                                                      "] is ", int{codes[i]}, ", not 4-bit"));
@@ -77,7 +83,7 @@ absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
     const int64_t pn = j / nr, jj = j % nr, byte = jj % w, shift = jj < w ? 0 : 4;
     uint8_t* panel = g->codes_.get() + pn * k * w;
     for (int64_t i = 0; i < k; ++i)
-      panel[i * w + byte] |= static_cast<uint8_t>(codes[j * k + i] << shift);
+      panel[i * w + byte] |= static_cast<uint8_t>(code(j, i) << shift);
     float* sp = g->scale_.get() + pn * per_panel;
     for (int64_t b = 0; b < g->blocks_; ++b) sp[b * nr + jj] = scales[j * g->blocks_ + b];
     if (g->zero_) {

@@ -27,16 +27,19 @@ namespace internal {
 struct IsaKernels;
 }
 
+// How Pack's codes lie in memory: one per byte ([N, K], the IR's u4), or two per byte
+// ([N, ceil(K / 2)], code k in the low nibble for even k, as ONNX packs INT4 and as plans
+// store them since 2026-12-06).
+enum class CodeLayout { kOnePerByte, kTwoPerByte };
+
 class BlockQuantGemm {
  public:
-  // Packs codes ([N, K], one per byte), scales ([N, ceil(K / block)]), zero points (the
-  // same shape, one per byte; null: 8) and bias ([N], may be null) for the tile of `isa`
-  // (a path this CPU can run; kAuto = the best one).
-  static absl::StatusOr<std::unique_ptr<BlockQuantGemm>> Pack(Isa isa, int64_t k, int64_t n,
-                                                              int64_t block, const uint8_t* codes,
-                                                              const float* scales,
-                                                              const uint8_t* zero_points,
-                                                              const float* bias);
+  // Packs codes ([N, K] in `layout`), scales ([N, ceil(K / block)]), zero points ([N,
+  // ceil(K / block)], one per byte; null: 8) and bias ([N], may be null) for the tile of
+  // `isa` (a path this CPU can run; kAuto = the best one).
+  static absl::StatusOr<std::unique_ptr<BlockQuantGemm>> Pack(
+      Isa isa, int64_t k, int64_t n, int64_t block, const uint8_t* codes, const float* scales,
+      const uint8_t* zero_points, const float* bias, CodeLayout layout = CodeLayout::kOnePerByte);
   ~BlockQuantGemm();
 
   // y[m, N] = act(x[m, K] · Wᵀ + bias); activation as PanelGemm (0 none, 1 gelu, 2

@@ -282,6 +282,11 @@ class BucketLowering {
         s.inputs.push_back(-1);
         continue;
       }
+      if (s.kernel == "block_quant_linear" && i == 1) {
+        KILN_ASSIGN_OR_RETURN(const int b, PackedCodes(v, step));
+        s.inputs.push_back(b);
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(const int b, Use(v, step));
       s.inputs.push_back(b);
     }
@@ -312,6 +317,29 @@ class BucketLowering {
     }
     bucket_.steps.push_back(std::move(s));
     return absl::OkStatus();
+  }
+
+  // block_quant_linear's codes: a u4 constant [N, K] (held one code per byte) is stored as u8
+  // [N, ceil(K / 2)], two codes per byte, low nibble first — half the plan's bytes for the
+  // weights of an int4 model. Anything else keeps its own buffer.
+  absl::StatusOr<int> PackedCodes(const Value& v, int64_t step) {
+    const Tensor* codes = v.node->constant_value();
+    if (codes == nullptr || codes->dtype() != DType::kU4 || codes->rank() != 2) return Use(v, step);
+    if (auto it = packed_codes_.find(Key(v)); it != packed_codes_.end()) return it->second;
+    const int64_t n = codes->dims()[0], k = codes->dims()[1], row = (k + 1) / 2;
+    Tensor packed(DType::kU8, {n, row});
+    const auto* src = reinterpret_cast<const uint8_t*>(codes->raw());
+    auto* dst = reinterpret_cast<uint8_t*>(packed.raw());
+    std::memset(dst, 0, static_cast<size_t>(n * row));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i)
+        dst[j * row + i / 2] |= static_cast<uint8_t>((src[j * k + i] & 15) << (4 * (i & 1)));
+    const int b = NewBuffer(PlanBufferKind::kWeight,
+                            Type{DType::kU8, std::vector<Dim>{Dim::Known(n), Dim::Known(row)}}, 0);
+    bucket_.buffers[b].bytes = static_cast<int64_t>(packed.NumBytes());
+    bucket_.buffers[b].offset = weights_.Add(packed);
+    packed_codes_[Key(v)] = b;
+    return b;
   }
 
   // --allow-tf32: the fp32 GEMMs of a cuda plan may use TF32 tensor cores.
@@ -434,6 +462,7 @@ class BucketLowering {
   std::map<std::string, int32_t> input_binding_;
   std::map<std::pair<int, int>, int32_t> direct_output_;  // value -> graph output index
   std::map<std::pair<int, int>, int> buffer_of_;          // value -> buffer
+  std::map<std::pair<int, int>, int> packed_codes_;       // u4 codes -> their packed buffer
   std::vector<int> group_of_;                             // buffer -> arena group or -1
   std::vector<Group> groups_;
   std::vector<InplaceCandidate> inplace_;

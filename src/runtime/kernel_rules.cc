@@ -145,7 +145,10 @@ absl::StatusOr<BlockQuantLinearRule> CheckBlockQuantLinear(const StepChecker& c)
                    *y = c.Out(0);
   KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));
   KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({r.m, r.n}, "m*n"));
-  KILN_ASSIGN_OR_RETURN(const int64_t nk, c.Product({r.n, r.k}, "n*k"));
+  r.two_codes_per_byte = w->dtype == DType::kU8;
+  KILN_ASSIGN_OR_RETURN(const int64_t nk, r.two_codes_per_byte
+                                              ? c.Product({r.n, (r.k + 1) / 2}, "n*ceil(k/2)")
+                                              : c.Product({r.n, r.k}, "n*k"));
   KILN_ASSIGN_OR_RETURN(const int64_t nb, c.Product({r.n, r.blocks}, "n*blocks"));
   KILN_RETURN_IF_ERROR(c.N(x, mk, "x"));
   KILN_RETURN_IF_ERROR(c.LastDim(x, r.k, "x", "k"));

@@ -232,6 +232,38 @@ TEST(Compile, WeightsDeduplicatedAcrossBuckets) {
             unique_bytes + 64 * static_cast<int64_t>(offsets.size()));
 }
 
+// int4 weights (MatMulNBits -> kiln.BlockQuantLinear) are stored two codes per byte: each
+// block_quant_linear step's w is a u8 [n, ceil(k/2)] weight (the IR holds u4 one per byte),
+// so the plan carries half a byte per weight, as the ONNX file does. (Its numerics: the
+// generation tests run the same file end to end.)
+TEST(Compile, Int4CodesAreStoredTwoPerByte) {
+  CompileOptions o;
+  o.symbols = {{"batch_size", 1},
+               {"sequence_length", 4},
+               {"past_sequence_length", 2},
+               {"total_sequence_length", 6},
+               {"kv_cache_dim", 16}};
+  absl::StatusOr<Plan> plan =
+      Compile(std::string(KILN_SOURCE_DIR) + "/models/fixtures/genai/qwen2_int4/model.onnx", o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int steps = 0;
+  for (const PlanStep& s : plan->buckets[0].steps) {
+    if (s.kernel != "block_quant_linear") continue;
+    ++steps;
+    int64_t n = 0, k = 0;
+    for (const PlanParam& p : s.params) {
+      if (p.name == "n") n = std::get<int64_t>(p.value);
+      if (p.name == "k") k = std::get<int64_t>(p.value);
+    }
+    const PlanBuffer& w = plan->buckets[0].buffers[s.inputs[1]];
+    EXPECT_EQ(w.kind, PlanBufferKind::kWeight);
+    EXPECT_EQ(w.dtype, DType::kU8);
+    EXPECT_EQ(w.dims, (std::vector<int64_t>{n, (k + 1) / 2}));
+    EXPECT_EQ(w.bytes, n * ((k + 1) / 2));
+  }
+  EXPECT_GT(steps, 0);
+}
+
 TEST(Compile, DeterministicAndRoundTrips) {
   absl::StatusOr<Plan> a = Compile(kDefault, Profile2x2());
   absl::StatusOr<Plan> b = Compile(kDefault, Profile2x2());

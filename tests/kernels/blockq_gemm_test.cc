@@ -217,6 +217,31 @@ TEST(BlockQuantGemm, ActivationEpilogue) {
   }
 }
 
+// Codes two per byte (the plans' layout: low nibble first, an odd K's last high nibble
+// unused) pack into the same panels as one per byte: the results are identical.
+TEST(BlockQuantGemm, TwoCodesPerByteMatchOnePerByte) {
+  for (const int64_t k : {40, 33}) {
+    const Problem p = MakeProblem(7, k, 45, 16, true, true, 21);
+    const int64_t row = (k + 1) / 2;
+    std::vector<uint8_t> two(static_cast<size_t>(p.n * row), 0xF0);  // junk in unused nibbles
+    for (int64_t j = 0; j < p.n; ++j)
+      for (int64_t i = 0; i < k; ++i) {
+        uint8_t& b = two[j * row + i / 2];
+        const int shift = 4 * (i & 1);
+        b = static_cast<uint8_t>((b & ~(15 << shift)) | (p.codes[j * k + i] << shift));
+      }
+    const std::vector<float> want = RunGemm(p, Isa::kAuto, 2);
+    auto g = BlockQuantGemm::Pack(Isa::kAuto, p.k, p.n, p.block, two.data(), p.scales.data(),
+                                  p.zp.data(), p.bias.data(), CodeLayout::kTwoPerByte);
+    ASSERT_TRUE(g.ok()) << g.status();
+    CpuContext ctx;
+    ctx.num_threads = 2;
+    std::vector<float> y(static_cast<size_t>(p.m * p.n));
+    ASSERT_TRUE((*g)->Run(ctx, p.x.data(), p.m, y.data()).ok());
+    EXPECT_EQ(y, want) << "k " << k;
+  }
+}
+
 // Absent zero points are MatMulNBits' default 8, exactly.
 TEST(BlockQuantGemm, AbsentZeroPointsAreEight) {
   Problem p = MakeProblem(5, 100, 40, 32, false, false, 9);

@@ -67,9 +67,10 @@ TEST(KernelSteps, Linear) {
   }
 }
 
-// block_quant_linear: u4 codes, scales and zero points as plan weights (K = 40: a partial
-// third block of 16), with and without bias (gelu epilogue with it); a code above 15 in the
-// plan is refused at Create, naming the step.
+// block_quant_linear: codes (u8 two per byte, as plans store them, or u4 one per byte, as
+// older plans did), scales and zero points as plan weights (K = 40: a partial third block of
+// 16), with and without bias (gelu epilogue with it); a code above 15 in the plan is refused
+// at Create, naming the step.
 TEST(KernelSteps, BlockQuantLinear) {
   const int64_t b = 2, s = 3, k = 40, n = 5, bs = 16, kb = 3;
   auto codes = [](std::vector<int64_t> dims, int mod) {
@@ -78,34 +79,42 @@ TEST(KernelSteps, BlockQuantLinear) {
       t.data<uint8_t>()[i] = static_cast<uint8_t>((i * 7 + 3) % mod);
     return t;
   };
-  for (bool with_zp : {true, false}) {
-    for (bool with_bias : {true, false}) {
-      Tensor x = RandomF32({b, s, k}, 1);
-      Tensor w = codes({n, k}, 16), zp = codes({n, kb}, 13);
-      Tensor scales = RandomF32({n, kb}, 2), bias = RandomF32({n}, 3);
-      PlanBuilder pb;
-      pb.Input("x", DType::kF32, KnownDims({b, s, k}));
-      pb.Output("y", DType::kF32, KnownDims({b, s, n}));
-      const int64_t woff = pb.AddWeight(w), soff = pb.AddWeight(scales), zoff = pb.AddWeight(zp),
-                    boff = pb.AddWeight(bias);
-      pb.Bucket({});
-      const int xi = pb.In(0, {b, s, k}), wi = pb.Weight(woff, w.dims(), DType::kU4);
-      const int si = pb.Weight(soff, {n, kb});
-      const int zi = with_zp ? pb.Weight(zoff, {n, kb}, DType::kU4) : -1;
-      const int bi = with_bias ? pb.Weight(boff, {n}) : -1;
-      const int yi = pb.Out(0, {b, s, n});
-      const char* act = with_bias ? "gelu" : "none";
-      pb.Step("block_quant_linear", {xi, wi, si, zi, bi}, {yi},
-              {P("m", b * s), P("k", k), P("n", n), P("block_size", bs), P("activation", act)});
-      auto got = RunPlan(pb.Finish(), {x});
-      ASSERT_EQ(got.size(), 1u);
-      auto want = RunRefOp("kiln", "BlockQuantLinear",
-                           {{"block_size", bs}, {"activation", std::string(act)}},
-                           {&x, &w, &scales, with_zp ? &zp : nullptr, with_bias ? &bias : nullptr});
-      ExpectClose(got[0], want.outputs[0], kAtol, kRtol,
-                  absl::StrCat("zp=", with_zp, " bias=", with_bias));
+  for (bool two_per_byte : {true, false})
+    for (bool with_zp : {true, false}) {
+      for (bool with_bias : {true, false}) {
+        Tensor x = RandomF32({b, s, k}, 1);
+        Tensor w = codes({n, k}, 16), zp = codes({n, kb}, 13);
+        Tensor scales = RandomF32({n, kb}, 2), bias = RandomF32({n}, 3);
+        Tensor packed(DType::kU8, {n, k / 2});
+        for (int64_t i = 0; i < n * k / 2; ++i)
+          packed.data<uint8_t>()[i] =
+              static_cast<uint8_t>(w.data<uint8_t>()[2 * i] | (w.data<uint8_t>()[2 * i + 1] << 4));
+        PlanBuilder pb;
+        pb.Input("x", DType::kF32, KnownDims({b, s, k}));
+        pb.Output("y", DType::kF32, KnownDims({b, s, n}));
+        const int64_t woff = pb.AddWeight(two_per_byte ? packed : w), soff = pb.AddWeight(scales),
+                      zoff = pb.AddWeight(zp), boff = pb.AddWeight(bias);
+        pb.Bucket({});
+        const int xi = pb.In(0, {b, s, k});
+        const int wi = two_per_byte ? pb.Weight(woff, packed.dims(), DType::kU8)
+                                    : pb.Weight(woff, w.dims(), DType::kU4);
+        const int si = pb.Weight(soff, {n, kb});
+        const int zi = with_zp ? pb.Weight(zoff, {n, kb}, DType::kU4) : -1;
+        const int bi = with_bias ? pb.Weight(boff, {n}) : -1;
+        const int yi = pb.Out(0, {b, s, n});
+        const char* act = with_bias ? "gelu" : "none";
+        pb.Step("block_quant_linear", {xi, wi, si, zi, bi}, {yi},
+                {P("m", b * s), P("k", k), P("n", n), P("block_size", bs), P("activation", act)});
+        auto got = RunPlan(pb.Finish(), {x});
+        ASSERT_EQ(got.size(), 1u);
+        auto want = RunRefOp(
+            "kiln", "BlockQuantLinear", {{"block_size", bs}, {"activation", std::string(act)}},
+            {&x, &w, &scales, with_zp ? &zp : nullptr, with_bias ? &bias : nullptr});
+        ExpectClose(
+            got[0], want.outputs[0], kAtol, kRtol,
+            absl::StrCat("two per byte=", two_per_byte, " zp=", with_zp, " bias=", with_bias));
+      }
     }
-  }
   Tensor bad = codes({n, k}, 16);
   bad.data<uint8_t>()[7] = 16;
   Tensor scales = RandomF32({n, kb}, 2);

@@ -222,7 +222,8 @@ absl::StatusOr<StepPtr> PrepareBlockQuantLinear(const StepChecker& c, CpuPrepare
     auto packed = cpu::BlockQuantGemm::Pack(
         env.ctx.isa, r.k, r.n, r.block_size, blob + w->offset,
         reinterpret_cast<const float*>(blob + scales->offset), zp ? blob + zp->offset : nullptr,
-        bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr);
+        bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr,
+        r.two_codes_per_byte ? cpu::CodeLayout::kTwoPerByte : cpu::CodeLayout::kOnePerByte);
     if (!packed.ok()) return c.Err("packing the int4 weights: %s", packed.status().message());
     it = env.block_quant_linears.emplace(key, *std::move(packed)).first;
   }
