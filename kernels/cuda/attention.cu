@@ -1,11 +1,12 @@
 // The simple attention kernel (attention.h).
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/packed.h"
 
 namespace kiln::cuda {
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kWarps = static_cast<int>(kAttentionRowsPerBlock);
 
 // Where the kernel reads Q, K, V: element c of head n of token t of batch item b at
 // x + b·batch + n·head + t·row + c; S query rows, L keys.
@@ -42,7 +43,13 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a, 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t D = a.head_size, N = a.heads;
   const int64_t NKV = a.kv_heads > 0 ? a.kv_heads : N;
-  const int64_t b = blockIdx.z, h = blockIdx.y, kvh = h / (N / NKV);
+  const int64_t h = blockIdx.y, kvh = h / (N / NKV);
+  int64_t b = blockIdx.z, q_block = blockIdx.x;
+  if (a.tile_cu != nullptr) {  // packed: blockIdx.x is a tile over every sequence
+    b = SegmentOf(a.tile_cu, a.batch, blockIdx.x);
+    if (b < 0) return;  // past the last tile: the whole block
+    q_block = blockIdx.x - a.tile_cu[b];
+  }
   // This batch item's lengths, its first token (of y, as [tokens, N·D]) and Q/K/V offsets.
   int64_t S = a.seq, L = lay.keys, y_tok = b * a.seq;
   int64_t q_off = b * lay.q_batch, kv_off = b * lay.kv_batch;
@@ -52,7 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a, 
     q_off = y_tok * lay.q_row;
     kv_off = y_tok * lay.kv_row;
   }
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kWarps;
+  const int64_t q0 = q_block * kWarps;
   if (q0 >= S) return;          // the whole block: past this sequence's queries
   const int64_t i = q0 + warp;  // this warp's query row
   const bool active = i < S;
@@ -137,8 +144,10 @@ __global__ void __launch_bounds__(kWarps * 32) AttentionKernel(AttentionArgs a, 
 
 template <typename T>
 cudaError_t LaunchT(const AttentionArgs& a, const Layout& lay, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((a.seq + kWarps - 1) / kWarps),
-                  static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
+  const dim3 grid = a.tile_cu != nullptr
+                        ? dim3(static_cast<unsigned>(a.tiles), static_cast<unsigned>(a.heads), 1)
+                        : dim3(static_cast<unsigned>((a.seq + kWarps - 1) / kWarps),
+                               static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
   const dim3 block(kWarps * 32);
   if (a.head_size <= 64)
     AttentionKernel<T, 64><<<grid, block, 0, stream>>>(a, lay);
@@ -163,6 +172,8 @@ cudaError_t Attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.mask && a.mask_type != ElemType::kF32 && a.mask_type != ElemType::kBool)
     return cudaErrorInvalidValue;
   if (a.cu_seqlens && (!a.qkv || a.mask || a.cos || a.causal)) return cudaErrorInvalidValue;
+  if (a.tile_cu && (!a.cu_seqlens || a.tiles < 1 || a.tiles > 0x7fffffff))
+    return cudaErrorInvalidValue;
   const int64_t S = a.seq, D = a.head_size, N = a.heads;
   const int64_t NKV = a.kv_heads > 0 ? a.kv_heads : N;
   Layout lay;

@@ -26,6 +26,7 @@
 namespace kiln::cuda {
 
 inline constexpr int64_t kAttentionMaxHeadSize = 256;
+inline constexpr int64_t kAttentionRowsPerBlock = 8;  // query rows per block (one per warp)
 
 struct AttentionArgs {
   ElemType dtype = ElemType::kF32;  // of qkv (or q, k, v) and y
@@ -53,8 +54,12 @@ struct AttentionArgs {
   // Packed variable-length form (kiln.PackedAttention, packed.h): qkv and y are [T, ...]
   // tokens and batch item b is tokens [cu_seqlens[b], cu_seqlens[b+1]), attending only to
   // itself; `seq` is then an upper bound of the lengths (T). qkv only; no mask, rotary or
-  // causality.
+  // causality. With `tile_cu` (PackedSegments' tile offsets for kAttentionRowsPerBlock
+  // rows) the grid is `tiles` blocks per head, each finding its sequence and rows there,
+  // instead of ceil(seq / 8) blocks per sequence and head.
   const int32_t* cu_seqlens = nullptr;
+  const int32_t* tile_cu = nullptr;
+  int64_t tiles = 0;
   void* y = nullptr;  // [B, S, N·D]; must not overlap qkv
 };
 

@@ -9,6 +9,7 @@
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/flash_layout.h"
+#include "kernels/cuda/packed.h"
 
 namespace kiln::cuda {
 namespace {
@@ -101,9 +102,15 @@ __global__ void __launch_bounds__(BQ / 16 * 32, 1) FlashKernel(FlashAttentionArg
   __shared__ int kept_end_s;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const int64_t h = blockIdx.y;
+  int64_t b = blockIdx.z;
   // Causal blocks near the end have the most keys: start them first.
-  const int64_t q_tile = a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  int64_t q_tile = a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  if (a.tile_cu != nullptr) {  // packed: blockIdx.x is a tile over every sequence
+    b = SegmentOf(a.tile_cu, a.batch, blockIdx.x);
+    if (b < 0) return;  // past the last tile: the whole block
+    q_tile = blockIdx.x - a.tile_cu[b];
+  }
   const int64_t q0 = q_tile * BQ;
 
   int64_t q_len = a.q_len, kv_len = a.kv_len, q_tok = b * a.q_batch_stride,
@@ -321,8 +328,10 @@ cudaError_t LaunchShape(const FlashAttentionArgs& a, cudaStream_t stream, bool i
     return cudaFuncSetAttribute(FlashKernel<T, D, BQ, BK>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(smem));
-  const dim3 grid(static_cast<unsigned>((a.q_len + BQ - 1) / BQ), static_cast<unsigned>(a.heads),
-                  static_cast<unsigned>(a.batch));
+  const dim3 grid = a.tile_cu != nullptr
+                        ? dim3(static_cast<unsigned>(a.tiles), static_cast<unsigned>(a.heads), 1)
+                        : dim3(static_cast<unsigned>((a.q_len + BQ - 1) / BQ),
+                               static_cast<unsigned>(a.heads), static_cast<unsigned>(a.batch));
   FlashKernel<T, D, BQ, BK><<<grid, BQ / 16 * 32, smem, stream>>>(a);
   return cudaGetLastError();
 }
@@ -397,6 +406,9 @@ const char* FlashAttentionUnsupported(const FlashAttentionArgs& a, const FlashLa
   if ((a.cu_seqlens_q == nullptr) != (a.cu_seqlens_kv == nullptr))
     return "cu_seqlens_q and cu_seqlens_kv come together";
   if (a.cu_seqlens_q != nullptr && a.mask != nullptr) return "no mask in the packed form";
+  if (a.tile_cu != nullptr &&
+      (a.cu_seqlens_q == nullptr || a.causal || a.tiles < 1 || a.tiles > 0x7fffffff))
+    return "tile offsets need the packed form, no causality and 1 to 2^31 - 1 tiles";
   if (a.q_row_stride % 8 != 0 || a.kv_row_stride % 8 != 0 || a.y_row_stride % 2 != 0 ||
       a.q_batch_stride % 8 != 0 || a.kv_batch_stride % 8 != 0 || a.y_batch_stride % 2 != 0)
     return "a stride breaks the 16-byte alignment rule";

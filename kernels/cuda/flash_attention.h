@@ -62,6 +62,11 @@ struct FlashAttentionArgs {
   // longest lengths and the batch strides are unused. No mask in this form.
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_kv = nullptr;
+  // Optional with cu_seqlens (not causal): PackedSegments' tile offsets for the launch's
+  // block_q rows (packed.h); the grid is then `tiles` blocks per head, each finding its
+  // sequence and query tile there, instead of ceil(q_len / block_q) blocks per sequence.
+  const int32_t* tile_cu = nullptr;
+  int64_t tiles = 0;
   void* y = nullptr;  // must not overlap q, k or v
   int64_t y_row_stride = 0, y_batch_stride = 0;
 };

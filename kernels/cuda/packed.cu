@@ -47,12 +47,32 @@ __global__ void __launch_bounds__(kThreads) SegmentsKernel(PackedSegmentsArgs a)
       if (ok) run += a.lengths[i];
       a.cu[i + 1] = ok ? static_cast<int32_t>(run) : 0;
     }
+    if (a.tile_cu != nullptr) {  // the same scan over each sequence's tile count
+      long long tiles = 0;
+      for (int64_t i = lo; ok && i < hi; ++i)
+        tiles += (a.lengths[i] + a.tile_rows - 1) / a.tile_rows;
+      __syncthreads();  // every thread has read `part` above
+      part[threadIdx.x] = tiles;
+      __syncthreads();
+      for (int off = 1; off < kThreads; off <<= 1) {
+        const long long add = threadIdx.x >= off ? part[threadIdx.x - off] : 0;
+        __syncthreads();
+        part[threadIdx.x] += add;
+        __syncthreads();
+      }
+      long long t = threadIdx.x == 0 ? 0 : part[threadIdx.x - 1];
+      if (threadIdx.x == 0) a.tile_cu[0] = 0;
+      for (int64_t i = lo; i < hi; ++i) {
+        if (ok) t += (a.lengths[i] + a.tile_rows - 1) / a.tile_rows;
+        a.tile_cu[i + 1] = ok ? static_cast<int32_t>(t) : 0;
+      }
+    }
   }
   if (a.zero == nullptr) return;
   const int64_t end = ok ? total : 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (a.zero_row_bytes % 4 == 0) {
+  if (a.zero_row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(a.zero) % 4 == 0) {
     uint32_t* z = static_cast<uint32_t*>(a.zero);
     const int64_t row = a.zero_row_bytes / 4;
     for (int64_t w = end * row + first; w < a.tokens * row; w += stride) z[w] = 0u;
@@ -76,12 +96,12 @@ __global__ void __launch_bounds__(kThreads) PositionsKernel(PackedPositionsArgs 
 
 cudaError_t PackedSegments(const PackedSegmentsArgs& a, cudaStream_t stream) {
   if (a.sequences < 1 || a.tokens < 0 || a.tokens > 0x7fffffff || a.cu == nullptr ||
-      (a.zero != nullptr && a.zero_row_bytes <= 0))
+      (a.zero != nullptr && a.zero_row_bytes <= 0) || (a.tile_cu != nullptr && a.tile_rows < 1))
     return cudaErrorInvalidValue;
   unsigned blocks = 1;
   if (a.zero != nullptr) {
-    const int64_t words =
-        a.tokens * (a.zero_row_bytes % 4 == 0 ? a.zero_row_bytes / 4 : a.zero_row_bytes);
+    const bool by_word = a.zero_row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(a.zero) % 4 == 0;
+    const int64_t words = a.tokens * (by_word ? a.zero_row_bytes / 4 : a.zero_row_bytes);
     blocks = GridFor(words, kThreads, 8);
     if (blocks > kMaxSegmentBlocks) blocks = kMaxSegmentBlocks;
   }

@@ -8,14 +8,13 @@
 // device memory (the run slot's workspace) before its own kernel, so a step reads nothing
 // another step wrote.
 // How: every block scans the lengths (each thread a run of consecutive entries, then a
-// block scan of the runs' sums); block 0 writes `cu`, every block zero-fills its share of
-// the rows past the last sequence. A negative length, or lengths adding up to more than T,
-// records the step's error code and gives offsets that are all zero (no sequence, every
-// row of no sequence: nothing reads outside the T tokens).
-// PackedPositions: each token's position in its sequence (0 for tokens of none), by a
-// binary search of `cu` (SegmentOf).
-// Limits: T < 2^31 (the offsets are int32); the scan costs O(N) per block, N being the
-// bucket's sequence count.
+// block scan of the runs' sums); block 0 writes `cu` (and the tile offsets), every block
+// zero-fills its share of the rows past the last sequence. A negative length, or lengths adding up
+// to more than T, records the step's error code and gives offsets that are all zero (no sequence,
+// every row of no sequence: nothing reads outside the T tokens). PackedPositions: each token's
+// position in its sequence (0 for tokens of none), by a binary search of `cu` (SegmentOf). Limits:
+// T < 2^31 (the offsets are int32); the scan costs O(N) per block, N being the bucket's sequence
+// count.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +30,20 @@ struct PackedSegmentsArgs {
   // Optional: rows [cu[N], tokens) of this [tokens, row_bytes] tensor are zero-filled.
   void* zero = nullptr;
   int64_t zero_row_bytes = 0;
+  // Optional: tile offsets [sequences + 1] for a kernel that gives each block `tile_rows`
+  // query rows of one sequence: sequence s's tiles are [tile_cu[s], tile_cu[s+1]), so a
+  // grid of PackedTileBound blocks covers every sequence with no block per (sequence,
+  // tile) pair that has no rows.
+  int32_t* tile_cu = nullptr;
+  int64_t tile_rows = 0;
   ErrorSink err;
 };
+
+// Blocks enough for every tile of any lengths adding up to at most `tokens`:
+// Σ ceil(len / rows) <= ceil(tokens / rows) + sequences.
+constexpr int64_t PackedTileBound(int64_t tokens, int64_t sequences, int64_t rows) {
+  return (tokens + rows - 1) / rows + sequences;
+}
 
 // Enqueues the scan (and the zero fill). cudaErrorInvalidValue for tokens >= 2^31 or
 // sequences < 1.

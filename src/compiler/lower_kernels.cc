@@ -446,9 +446,15 @@ std::optional<KernelChoice> PackedAttention(const Node& n, PlanTarget t) {
                                    Int("num_heads", *heads), Int("head_size", d),
                                    Real("scale", *scale)};
   if (kv != *heads) params.push_back(Int("kv_heads", kv));
-  // cuda: 16-bit at a flash head size on the flash kernel's variable-length form.
-  if (t == PlanTarget::kCuda && FlashAttentionHeadSizeOk(d))
-    if (auto k = Emit(t, "packed_flash_attention", n, params)) return k;
+  if (t == PlanTarget::kCuda) {
+    // The CUDA kernels' limits (cuda_steps_packed.cc): a grid row per sequence and head,
+    // int32 token offsets; the simple kernel's head size.
+    if (len[0] > 65535 || *heads > 65535 || qkv[1] > 0x7fffffff) return std::nullopt;
+    // 16-bit at a flash head size on the flash kernel's variable-length form.
+    if (FlashAttentionHeadSizeOk(d))
+      if (auto k = Emit(t, "packed_flash_attention", n, params)) return k;
+    if (d > 256) return std::nullopt;
+  }
   return Emit(t, "packed_attention", n, std::move(params));
 }
 

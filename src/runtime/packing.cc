@@ -67,6 +67,14 @@ absl::Status CheckPackedInputs(const Plan& plan, std::span<const TensorView> inp
   return absl::OkStatus();
 }
 
+int PackedLengthsInput(const Plan& plan) {
+  if (!HasProgram(plan, PlanProgram::kPacked)) return -1;
+  const PlanIo io = IoOf(plan, PlanProgram::kPacked);
+  for (size_t i = 0; i < io.inputs.size(); ++i)
+    if (io.inputs[i].name == kLengths) return static_cast<int>(i);
+  return -1;
+}
+
 std::optional<PackedRoute> PackedRoute::Of(const Plan& plan) {
   if (!HasProgram(plan, PlanProgram::kPacked)) return std::nullopt;
   const PlanIo io = IoOf(plan, PlanProgram::kPacked);

@@ -27,6 +27,8 @@ namespace kiln::runtime {
 // to the tokens the token inputs hold (before any padding to a bucket), else
 // InvalidArgument with the numbers. Host memory only (the CPU executor's).
 absl::Status CheckPackedInputs(const Plan& plan, std::span<const TensorView> inputs);
+// The packed signature's `sequence_lengths` input index, or -1.
+int PackedLengthsInput(const Plan& plan);
 
 class PackedRoute {
  public:

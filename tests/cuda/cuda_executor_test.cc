@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gmock/gmock.h"
+#include "kernels/cuda/packed.h"
 #include "tests/runtime/runtime_test_util.h"
 
 namespace kiln::runtime_test {
@@ -324,9 +325,8 @@ TEST(CudaExecutor, PackedRunsMatchPaddedRunsOnTheRealPositions) {
     }
 }
 
-// Direct runs of the packed program: lengths that do not add up are refused with the
-// numbers when they are host memory, and fail the run naming the packed step when they are
-// device memory (the kernels check them; nothing is read past the bucket).
+// Direct runs of the packed program: lengths that do not add up to the tokens given are
+// refused with the numbers, from host memory and from device memory (read back first).
 TEST(CudaExecutor, PackedLengthsAreChecked) {
   SKIP_WITHOUT_GPU();
   auto plan = CompileFor(Fixture("variants/st_mean_tiny_opset14.onnx"), PlanTarget::kCuda, "fp32",
@@ -359,13 +359,73 @@ TEST(CudaExecutor, PackedLengthsAreChecked) {
   }
   auto device = (*exec)->Run(vin, nullptr, o);
   EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(device.status().message()),
-              ::testing::HasSubstr("sequence_lengths has a negative entry"));
+  EXPECT_THAT(std::string(device.status().message()), ::testing::HasSubstr("sequence_lengths[1]"));
   for (void* p : dev) cudaFree(p);
   // The executor is still usable.
   for (size_t i = 0; i < io.inputs.size(); ++i)
     if (io.inputs[i].name == "sequence_lengths") in[i].data<int64_t>()[1] = 11;
   EXPECT_TRUE((*exec)->Run(Views(in), nullptr, o).ok());
+}
+
+// The packed steps' own check (kernels/cuda/packed.h), behind the executor's: bad lengths
+// record the step's error code and give all-zero offsets with every row zero-filled; good
+// ones give the prefix offsets, zero only the rows of no sequence, and positions.
+TEST(CudaPackedKernels, SegmentsCheckTheLengthsAndZeroTheRowsOfNoSequence) {
+  SKIP_WITHOUT_GPU();
+  constexpr int64_t kT = 8, kRow = 6;  // 6-byte rows: the byte-wise fill
+  int64_t* lengths = nullptr;
+  int32_t* cu = nullptr;
+  uint32_t* err = nullptr;
+  unsigned char* rows = nullptr;
+  int64_t* pos = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&lengths), 3 * sizeof(int64_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&cu), 4 * sizeof(int32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&err), sizeof(uint32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&rows), kT * kRow), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&pos), kT * sizeof(int64_t)), cudaSuccess);
+  for (const std::vector<int64_t>& l :
+       {std::vector<int64_t>{5, -1, 3}, std::vector<int64_t>{4, 4, 1}, {2, 0, 3}}) {
+    const bool bad = l[1] < 0 || l[0] + l[1] + l[2] > kT;
+    ASSERT_EQ(cudaMemcpy(lengths, l.data(), 3 * sizeof(int64_t), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemset(err, 0, sizeof(uint32_t)), cudaSuccess);
+    ASSERT_EQ(cudaMemset(rows, 0x7f, kT * kRow), cudaSuccess);
+    cuda::PackedSegmentsArgs a;
+    a.lengths = lengths;
+    a.sequences = 3;
+    a.tokens = kT;
+    a.cu = cu;
+    a.zero = rows;
+    a.zero_row_bytes = kRow;
+    a.err = {err, 5};
+    ASSERT_EQ(cuda::PackedSegments(a, nullptr), cudaSuccess);
+    cuda::PackedPositionsArgs p{cu, 3, kT, pos};
+    ASSERT_EQ(cuda::PackedPositions(p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    uint32_t code = 0;
+    std::vector<int32_t> got_cu(4);
+    std::vector<unsigned char> got_rows(kT * kRow);
+    std::vector<int64_t> got_pos(kT);
+    cudaMemcpy(&code, err, sizeof(code), cudaMemcpyDeviceToHost);
+    cudaMemcpy(got_cu.data(), cu, 4 * sizeof(int32_t), cudaMemcpyDeviceToHost);
+    cudaMemcpy(got_rows.data(), rows, kT * kRow, cudaMemcpyDeviceToHost);
+    cudaMemcpy(got_pos.data(), pos, kT * sizeof(int64_t), cudaMemcpyDeviceToHost);
+    const int64_t used = bad ? 0 : l[0] + l[1] + l[2];
+    EXPECT_EQ(code, bad ? 5u : 0u);
+    const std::vector<int32_t> want_cu =
+        bad ? std::vector<int32_t>{0, 0, 0, 0} : std::vector<int32_t>{0, 2, 2, 5};
+    EXPECT_EQ(got_cu, want_cu);
+    for (int64_t i = 0; i < kT * kRow; ++i)
+      ASSERT_EQ(got_rows[i], i / kRow < used ? 0x7f : 0) << "byte " << i;
+    const std::vector<int64_t> want_pos =
+        bad ? std::vector<int64_t>(kT, 0) : std::vector<int64_t>{0, 1, 0, 1, 2, 0, 0, 0};
+    EXPECT_EQ(got_pos, want_pos);
+  }
+  cudaFree(lengths);
+  cudaFree(cu);
+  cudaFree(err);
+  cudaFree(rows);
+  cudaFree(pos);
 }
 
 TEST(CudaExecutor, TraceHasOneEventPerStep) {

@@ -220,5 +220,39 @@ TEST(PackedSegments, SegmentOfEveryToken) {
   }
 }
 
+// The packed attention grids (tile_cu): over PackedTileBound blocks, block x takes tile
+// x - tile_cu[s] of sequence s = SegmentOf(tile_cu, N, x); every (sequence, row tile) with
+// rows is taken exactly once, and the blocks past the last tile take none.
+TEST(PackedSegments, TileGridCoversEveryRowOnce) {
+  std::mt19937 gen(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t n = 1 + gen() % 12, rows = int64_t{1} << (gen() % 8);  // 1 .. 128 rows
+    std::vector<int64_t> lengths(n);
+    int64_t tokens = 0;
+    for (int64_t& l : lengths) tokens += (l = gen() % 4 == 0 ? 0 : gen() % 300);
+    tokens += gen() % 50;  // a bucket larger than the tokens
+    std::vector<int32_t> tile_cu(n + 1, 0);
+    for (int64_t s = 0; s < n; ++s)
+      tile_cu[s + 1] = tile_cu[s] + static_cast<int32_t>((lengths[s] + rows - 1) / rows);
+    const int64_t bound = PackedTileBound(tokens, n, rows);
+    ASSERT_LE(tile_cu[n], bound);
+    std::vector<std::vector<int>> seen(n);
+    for (int64_t s = 0; s < n; ++s) seen[s].assign((lengths[s] + rows - 1) / rows, 0);
+    for (int64_t x = 0; x < bound; ++x) {
+      const int64_t s = SegmentOf(tile_cu.data(), n, x);
+      if (x >= tile_cu[n]) {
+        EXPECT_EQ(s, -1);
+        continue;
+      }
+      ASSERT_GE(s, 0);
+      const int64_t tile = x - tile_cu[s];
+      ASSERT_LT(tile * rows, lengths[s]) << "a tile past sequence " << s << "'s rows";
+      ++seen[s][tile];
+    }
+    for (int64_t s = 0; s < n; ++s)
+      for (int v : seen[s]) EXPECT_EQ(v, 1) << "sequence " << s;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::cuda

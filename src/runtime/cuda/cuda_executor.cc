@@ -253,6 +253,26 @@ absl::Status CudaExecutor::DataError(int b, uint32_t code) const {
                    steps_[b][s].kernel->DataError(), " (the run's outputs are not valid)"));
 }
 
+absl::Status CudaExecutor::CheckPackedRun(std::span<const TensorView> inputs,
+                                          cudaStream_t stream) const {
+  // The lengths must add up to the tokens given (the kernels can only check them against the
+  // bucket's): device-memory lengths are read back first, a small copy and a wait on a
+  // direct packed run's path only.
+  const int li = PackedLengthsInput(*plan_);
+  if (li < 0 || li >= static_cast<int>(inputs.size()) || inputs[li].memory == MemoryKind::kHost ||
+      inputs[li].dtype != DType::kI64 || inputs[li].dims.size() != 1)
+    return CheckPackedInputs(*plan_, inputs);
+  std::vector<TensorView> host(inputs.begin(), inputs.end());
+  std::vector<int64_t> lengths(static_cast<size_t>(inputs[li].dims[0]));
+  KILN_CUDA_TRY(cudaMemcpyAsync(lengths.data(), inputs[li].data, lengths.size() * sizeof(int64_t),
+                                cudaMemcpyDeviceToHost, stream),
+                "reading sequence_lengths back to check them");
+  KILN_CUDA_TRY(cudaStreamSynchronize(stream), "reading sequence_lengths back to check them");
+  host[li].data = lengths.data();
+  host[li].memory = MemoryKind::kHost;
+  return CheckPackedInputs(*plan_, host);
+}
+
 absl::StatusOr<std::vector<std::vector<int64_t>>> CudaExecutor::OutputDims(
     std::span<const std::vector<int64_t>> input_dims, PlanProgram program) const {
   return session_.OutputDims(input_dims, program);
@@ -268,11 +288,6 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
   }
   KILN_ASSIGN_OR_RETURN(const RunBinding r,
                         session_.Bind(inputs, outputs, kHostOrDevice, options.program));
-  // Host lengths are checked here, with the numbers; device ones by the packed kernels.
-  if (options.program == PlanProgram::kPacked &&
-      std::all_of(inputs.begin(), inputs.end(),
-                  [](const TensorView& v) { return v.memory == MemoryKind::kHost; }))
-    KILN_RETURN_IF_ERROR(CheckPackedInputs(*plan_, inputs));
   const int b = r.bucket;
   const PlanIo pio = session_.io(b);  // the bucket's program's signature
   const size_t nin = pio.inputs.size(), nout = pio.outputs.size();
@@ -283,6 +298,7 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
   Slot& slot = *lease.get();
   cudaStream_t stream = options.cuda_stream ? options.cuda_stream : slot.stream;
   const bool trace = stats != nullptr && stats->collect_trace;
+  if (options.program == PlanProgram::kPacked) KILN_RETURN_IF_ERROR(CheckPackedRun(inputs, stream));
 
   const absl::InlinedVector<std::byte*, 16> bases = DeviceBases(slot.block, b);
   if (graphs_ && !trace && slot.graphs[b] == nullptr)

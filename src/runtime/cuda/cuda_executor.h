@@ -79,6 +79,8 @@ class CudaExecutor final : public Executor {
   // weights, and every graph input and output at its staging offset.
   absl::InlinedVector<std::byte*, 16> DeviceBases(std::byte* block, int b) const;
   absl::Status DataError(int b, uint32_t code) const;
+  // A direct packed run's sequence_lengths (host or device memory) against its tokens.
+  absl::Status CheckPackedRun(std::span<const TensorView> inputs, cudaStream_t stream) const;
 
   PlanSession session_;
   std::optional<PackedRoute> route_;  // a plan with a packed program

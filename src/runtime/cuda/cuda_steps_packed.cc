@@ -28,6 +28,14 @@ using StepPtr = std::unique_ptr<CudaStep>;
 // Host stand-in for the offsets, so that FlashAttentionUnsupported checks the packed form.
 constexpr int32_t kPlaceholderOffsets[2] = {0, 0};
 
+// `a` as its launches will be: the packed form with tile offsets (the run's workspace)
+// and at most this many tiles (16 rows, the fewest a flash block takes).
+cuda::FlashAttentionArgs AsLaunched(cuda::FlashAttentionArgs a) {
+  a.cu_seqlens_q = a.cu_seqlens_kv = a.tile_cu = kPlaceholderOffsets;
+  a.tiles = cuda::PackedTileBound(a.q_len, a.batch, 16);
+  return a;
+}
+
 constexpr char kBadLengths[] =
     "sequence_lengths has a negative entry or adds up to more tokens than the bucket holds";
 
@@ -36,17 +44,25 @@ constexpr char kBadLengths[] =
 absl::Status CheckPackedSizes(const StepChecker& c, int64_t tokens, int64_t sequences) {
   if (tokens > 0x7fffffff)
     return c.Err("tokens %d: the CUDA packed kernels take fewer than 2^31", tokens);
-  if (sequences < 1 ||
-      static_cast<uint64_t>(sequences + 1) * sizeof(int32_t) > cuda::kGemmWorkspaceBytes)
-    return c.Err("sequences %d: the CUDA packed kernels take 1 to %d", sequences,
-                 static_cast<int64_t>(cuda::kGemmWorkspaceBytes / sizeof(int32_t)) - 1);
+  // The workspace holds the token offsets and the tile offsets, N + 1 of each.
+  const int64_t max_sequences =
+      static_cast<int64_t>(cuda::kGemmWorkspaceBytes / (2 * sizeof(int32_t))) - 1;
+  if (sequences < 1 || sequences > max_sequences)
+    return c.Err("sequences %d: the CUDA packed kernels take 1 to %d", sequences, max_sequences);
   return absl::OkStatus();
 }
 
+struct Offsets {
+  const int32_t* cu = nullptr;       // [N + 1] token offsets
+  const int32_t* tile_cu = nullptr;  // [N + 1] tile offsets, when asked for
+};
+
 // Enqueues PackedSegments into the workspace; `zero` (optional) is the [T, row_bytes]
-// output whose rows of no sequence are zero-filled.
-absl::StatusOr<int32_t*> Segments(const CudaRunEnv& env, const void* lengths, int64_t sequences,
-                                  int64_t tokens, void* zero, int64_t row_bytes) {
+// output whose rows of no sequence are zero-filled; tile_rows > 0 asks for the tile
+// offsets of a kernel taking that many query rows per block.
+absl::StatusOr<Offsets> Segments(const CudaRunEnv& env, const void* lengths, int64_t sequences,
+                                 int64_t tokens, void* zero, int64_t row_bytes,
+                                 int64_t tile_rows = 0) {
   cuda::PackedSegmentsArgs s;
   s.lengths = static_cast<const int64_t*>(lengths);
   s.sequences = sequences;
@@ -54,10 +70,14 @@ absl::StatusOr<int32_t*> Segments(const CudaRunEnv& env, const void* lengths, in
   s.cu = static_cast<int32_t*>(env.workspace);
   s.zero = zero;
   s.zero_row_bytes = row_bytes;
+  if (tile_rows > 0) {
+    s.tile_cu = s.cu + sequences + 1;
+    s.tile_rows = tile_rows;
+  }
   s.err = env.err;
   KILN_RETURN_IF_ERROR(
       LaunchStatus(cuda::PackedSegments(s, env.stream), "the packed sequence offsets"));
-  return s.cu;
+  return Offsets{s.cu, s.tile_cu};
 }
 
 // ---- attention ----------------------------------------------------------------------------
@@ -73,8 +93,11 @@ class PackedAttentionStep final : public CudaStep {
     cuda::AttentionArgs a = a_;
     a.qkv = io.In(0);
     a.y = io.Out(0);
-    KILN_ASSIGN_OR_RETURN(a.cu_seqlens,
-                          Segments(env, io.In(1), a.batch, tokens_, a.y, y_row_bytes_));
+    KILN_ASSIGN_OR_RETURN(const Offsets off, Segments(env, io.In(1), a.batch, tokens_, a.y,
+                                                      y_row_bytes_, cuda::kAttentionRowsPerBlock));
+    a.cu_seqlens = off.cu;
+    a.tile_cu = off.tile_cu;
+    a.tiles = cuda::PackedTileBound(tokens_, a.batch, cuda::kAttentionRowsPerBlock);
     return LaunchStatus(cuda::Attention(a, env.stream), "packed_attention");
   }
   const char* DataError() const override { return kBadLengths; }
@@ -113,19 +136,18 @@ class PackedFlashAttentionStep final : public CudaStep {
   PackedFlashAttentionStep(cuda::FlashAttentionArgs a, int64_t y_row_bytes)
       : a_(a), y_row_bytes_(y_row_bytes) {}
   absl::Status Init(const CudaInitEnv& env) override {
-    // Checked as the packed form: the real offsets are the run's workspace.
-    cuda::FlashAttentionArgs a = a_;
-    a.cu_seqlens_q = a.cu_seqlens_kv = kPlaceholderOffsets;
-    KILN_ASSIGN_OR_RETURN(launch_, InitFlash(a, env.sm, "packed_flash_attention"));
+    KILN_ASSIGN_OR_RETURN(launch_, InitFlash(AsLaunched(a_), env.sm, "packed_flash_attention"));
     return absl::OkStatus();
   }
   absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
     cuda::FlashAttentionArgs a = a_;
     SetFlashQkv(a, io.In(0));
     a.y = io.Out(0);
-    KILN_ASSIGN_OR_RETURN(const int32_t* cu,
-                          Segments(env, io.In(1), a.batch, a.q_len, a.y, y_row_bytes_));
-    a.cu_seqlens_q = a.cu_seqlens_kv = cu;
+    KILN_ASSIGN_OR_RETURN(const Offsets off, Segments(env, io.In(1), a.batch, a.q_len, a.y,
+                                                      y_row_bytes_, launch_.block_q));
+    a.cu_seqlens_q = a.cu_seqlens_kv = off.cu;
+    a.tile_cu = off.tile_cu;
+    a.tiles = cuda::PackedTileBound(a.q_len, a.batch, launch_.block_q);
     return LaunchStatus(cuda::FlashAttention(a, launch_, env.stream), "packed_flash_attention");
   }
   const char* DataError() const override { return kBadLengths; }
@@ -151,11 +173,8 @@ absl::StatusOr<StepPtr> PrepareFlashAttention(const StepChecker& c) {
   a.scale = r.scale;
   a.q_row_stride = a.kv_row_stride = (r.heads + 2 * r.kv_heads) * r.head_size;
   a.y_row_stride = r.heads * r.head_size;
-  // Checked as the packed form: the real offsets are the run's workspace.
-  a.cu_seqlens_q = a.cu_seqlens_kv = kPlaceholderOffsets;
-  if (const char* why = cuda::FlashAttentionUnsupported(a, cuda::FlashLaunch{}))
+  if (const char* why = cuda::FlashAttentionUnsupported(AsLaunched(a), cuda::FlashLaunch{}))
     return c.Err("packed_flash_attention: %s", why);
-  a.cu_seqlens_q = a.cu_seqlens_kv = nullptr;
   if (PointerAlignment(*c.In(0)) < 16 || PointerAlignment(*c.Out(0)) < 4)
     return c.Err("packed_flash_attention needs qkv 16-byte and y 4-byte aligned (offsets %d, %d)",
                  c.In(0)->offset, c.Out(0)->offset);
@@ -171,7 +190,8 @@ class PackedPoolStep final : public CudaStep {
     cuda::PoolArgs a = a_;
     a.hidden = io.In(0);
     a.y = io.Out(0);
-    KILN_ASSIGN_OR_RETURN(a.cu_seqlens, Segments(env, io.In(1), a.batch, tokens_, nullptr, 0));
+    KILN_ASSIGN_OR_RETURN(const Offsets off, Segments(env, io.In(1), a.batch, tokens_, nullptr, 0));
+    a.cu_seqlens = off.cu;
     return LaunchStatus(cuda::Pool(a, env.stream), "packed_pool");
   }
   const char* DataError() const override { return kBadLengths; }
@@ -203,7 +223,9 @@ class PackedPositionsStep final : public CudaStep {
   absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
     cuda::PackedPositionsArgs a = a_;
     a.y = static_cast<int64_t*>(io.Out(0));
-    KILN_ASSIGN_OR_RETURN(a.cu, Segments(env, io.In(0), a.sequences, a.tokens, nullptr, 0));
+    KILN_ASSIGN_OR_RETURN(const Offsets off,
+                          Segments(env, io.In(0), a.sequences, a.tokens, nullptr, 0));
+    a.cu = off.cu;
     return LaunchStatus(cuda::PackedPositions(a, env.stream), "packed_positions");
   }
   const char* DataError() const override { return kBadLengths; }
@@ -230,7 +252,8 @@ class PackedCumSumStep final : public CudaStep {
     cuda::CumSumArgs a = a_;
     a.x = io.In(0);
     a.y = io.Out(0);
-    KILN_ASSIGN_OR_RETURN(a.cu_seqlens, Segments(env, io.In(1), a.outer, a.len, a.y, elem_));
+    KILN_ASSIGN_OR_RETURN(const Offsets off, Segments(env, io.In(1), a.outer, a.len, a.y, elem_));
+    a.cu_seqlens = off.cu;
     return LaunchStatus(cuda::CumSum(a, env.stream), "packed_cumsum");
   }
   const char* DataError() const override { return kBadLengths; }
