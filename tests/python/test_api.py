@@ -457,6 +457,29 @@ def test_cuda_plans(tiny_bert, session):
     assert np.array_equal(on_device.cpu().numpy(), host)
 
 
+def test_cuda_packed_plans(tiny_bert, tmp_path):
+    """A cuda plan with a packed program (profile tokens=...) compiles on any machine, with
+    the packed signature; with a GPU, run() packs a batch of mixed lengths (padding positions
+    zeros) and agrees with pack=False on the real positions within CUDA_MAX_ABS."""
+    plan = kiln.compile(tiny_bert, tmp_path / "packed_cuda.kiln", target="cuda",
+                        profile={"batch": [1, 4], "sequence": [32], "tokens": [32, 64]})
+    assert plan.target == "cuda"
+    assert [s["program"] for s in plan.info()["signatures"]] == ["packed"]
+    dev = kiln.cuda_device()
+    if not dev["available"]:
+        with pytest.raises(kiln.FailedPrecondition, match="cuda"):
+            plan.session()
+        pytest.skip(f"no usable GPU: {dev['reason']}")
+    lengths = [32, 3, 17, 9]
+    inputs = feeds(4, 32, seed=5, lengths=lengths)
+    with plan.session() as s:
+        packed = s.run(inputs)["last_hidden_state"]
+        padded = s.run(inputs, pack=False)["last_hidden_state"]
+    for row, n in enumerate(lengths):
+        assert float(np.max(np.abs(packed[row, :n] - padded[row, :n]))) <= CUDA_MAX_ABS
+        assert not packed[row, n:].any()
+
+
 def test_packed_runs_match_padded_runs(tiny_bert, tmp_path):
     """A plan with a packed program (profile tokens=...): run() packs a batch of mixed
     lengths and returns the padded layout; pack=False runs the padded buckets. On the real
