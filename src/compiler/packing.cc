@@ -173,14 +173,18 @@ Node* AddKilnNode(Graph& g, const std::string& op, std::vector<Value> inputs, co
 std::optional<int64_t> UniformConstant(Value v) {
   // Gathers pick elements of their data input (input 0): all equal, so are the picks (an
   // index out of range fails the position-table lookup of the same ids in either program).
+  bool cast = false;  // a Cast keeps only 0 certainly (another value may not fit)
   while (v && v.node->domain().empty() &&
          (v.node->op() == "Expand" || v.node->op() == "Slice" || v.node->op() == "Unsqueeze" ||
           v.node->op() == "Squeeze" || v.node->op() == "Reshape" || v.node->op() == "Identity" ||
-          v.node->op() == "Cast" || v.node->op() == "Gather" || v.node->op() == "GatherElements"))
+          v.node->op() == "Cast" || v.node->op() == "Gather" || v.node->op() == "GatherElements")) {
+    cast |= v.node->op() == "Cast";
     v = v.node->input(0);
+  }
   const Tensor* c = v ? v.node->constant_value() : nullptr;
   if (c == nullptr || !IsInteger(c->dtype()) || c->NumElements() == 0) return std::nullopt;
   const int64_t first = c->GetAsInt64(0);
+  if (cast && first != 0) return std::nullopt;
   for (int64_t i = 1; i < c->NumElements(); ++i)
     if (c->GetAsInt64(i) != first) return std::nullopt;
   return first;
