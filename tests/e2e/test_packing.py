@@ -33,7 +33,7 @@ PACKABLE = sorted(
     ["default.onnx", "variants/distilbert_tiny_opset14.onnx", "variants/st_cls_tiny_opset17.onnx",
      "variants/st_mean_tiny_opset14.onnx"] +
     [p.relative_to(FIXTURES).as_posix() for p in (FIXTURES / "torch").glob("*.onnx")
-     if p.name.split("_")[0] in ("bert", "bertcls", "distilbert", "roberta")] +
+     if p.name.split("_")[0] in ("bert", "bertcls", "distilbert", "electra", "roberta")] +
     ["variants/roberta_tiny_opset17.onnx"])
 # name -> what the compile says instead of packing
 REFUSED = {
