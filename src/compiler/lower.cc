@@ -50,6 +50,17 @@ int64_t WeightTable::Add(const Tensor& t) {
   return offset;
 }
 
+int64_t WeightTable::AddDerived(const Tensor& source, int kind,
+                                const std::function<Tensor(const Tensor&)>& derive) {
+  const std::tuple<const void*, int64_t, int> key{source.storage().get(),
+                                                  static_cast<int64_t>(source.NumBytes()), kind};
+  if (auto it = derived_.find(key); it != derived_.end()) return it->second;
+  const int64_t offset = Add(derive(source));
+  derived_.emplace(key, offset);
+  derived_sources_.push_back(source);
+  return offset;
+}
+
 // The blob is a zero-initialised Storage (padding bytes are deterministic) handed to the
 // plan as a view it keeps alive: each constant is copied exactly once.
 PlanWeights WeightTable::Build() const {
@@ -327,17 +338,21 @@ class BucketLowering {
     if (codes == nullptr || codes->dtype() != DType::kU4 || codes->rank() != 2) return Use(v, step);
     if (auto it = packed_codes_.find(Key(v)); it != packed_codes_.end()) return it->second;
     const int64_t n = codes->dims()[0], k = codes->dims()[1], row = (k + 1) / 2;
-    Tensor packed(DType::kU8, {n, row});
-    const auto* src = reinterpret_cast<const uint8_t*>(codes->raw());
-    auto* dst = reinterpret_cast<uint8_t*>(packed.raw());
-    std::memset(dst, 0, static_cast<size_t>(n * row));
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < k; ++i)
-        dst[j * row + i / 2] |= static_cast<uint8_t>((src[j * k + i] & 15) << (4 * (i & 1)));
+    constexpr int kTwoCodesPerByte = 1;  // AddDerived's kind
+    const int64_t offset = weights_.AddDerived(*codes, kTwoCodesPerByte, [&](const Tensor& c) {
+      Tensor packed(DType::kU8, {n, row});
+      const auto* src = reinterpret_cast<const uint8_t*>(c.raw());
+      auto* dst = reinterpret_cast<uint8_t*>(packed.raw());
+      std::memset(dst, 0, static_cast<size_t>(n * row));
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < k; ++i)
+          dst[j * row + i / 2] |= static_cast<uint8_t>((src[j * k + i] & 15) << (4 * (i & 1)));
+      return packed;
+    });
     const int b = NewBuffer(PlanBufferKind::kWeight,
                             Type{DType::kU8, std::vector<Dim>{Dim::Known(n), Dim::Known(row)}}, 0);
-    bucket_.buffers[b].bytes = static_cast<int64_t>(packed.NumBytes());
-    bucket_.buffers[b].offset = weights_.Add(packed);
+    bucket_.buffers[b].bytes = n * row;
+    bucket_.buffers[b].offset = offset;
     packed_codes_[Key(v)] = b;
     return b;
   }

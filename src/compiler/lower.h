@@ -8,8 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -26,6 +29,10 @@ class WeightTable {
  public:
   // The blob offset of `t`'s bytes, adding them when no identical bytes are stored yet.
   int64_t Add(const Tensor& t);
+  // Add(derive(source)), derived once per source storage and `kind` however many buckets
+  // ask (int4 codes repacked two per byte, the same in every bucket).
+  int64_t AddDerived(const Tensor& source, int kind,
+                     const std::function<Tensor(const Tensor&)>& derive);
   int64_t size() const { return size_; }
   int64_t num_unique() const { return static_cast<int64_t>(entries_.size()); }
   // Copies each unique constant once into a 64-byte aligned blob.
@@ -44,6 +51,10 @@ class WeightTable {
   // their storage alive, so an address is never reused while listed), then same content.
   absl::flat_hash_map<std::pair<const void*, int64_t>, int> by_storage_;
   absl::flat_hash_map<std::pair<int64_t, uint32_t>, std::vector<int>> by_content_;
+  // (source storage, bytes, kind) -> offset; `derived_sources_` keeps those storages alive,
+  // so an address is never reused while listed.
+  std::map<std::tuple<const void*, int64_t, int>, int64_t> derived_;
+  std::vector<Tensor> derived_sources_;
   int64_t size_ = 0;
 };
 

@@ -171,8 +171,10 @@ Node* AddKilnNode(Graph& g, const std::string& op, std::vector<Value> inputs, co
 // exports slice, expand or gather a zero `token_type_ids` buffer to the batch's shape when
 // the model takes no token types); nullopt otherwise.
 std::optional<int64_t> UniformConstant(Value v) {
-  // Gathers pick elements of their data input (input 0): all equal, so are the picks (an
-  // index out of range fails the position-table lookup of the same ids in either program).
+  // Gathers pick elements of their data input (input 0): all equal, so are the picks. (An
+  // index out of the buffer's range fails the padded program; the packed one never
+  // gathers. In the exports this serves, the indices are the position ids and the buffer is
+  // as long as the position table, whose lookup fails the same way in both.)
   bool cast = false;  // a Cast keeps only 0 certainly (another value may not fit)
   while (v && v.node->domain().empty() &&
          (v.node->op() == "Expand" || v.node->op() == "Slice" || v.node->op() == "Unsqueeze" ||
@@ -334,18 +336,29 @@ absl::StatusOr<std::unique_ptr<Graph>> PackGraph(const Graph& g, const PackedSig
       // Token types from a constant buffer (one value everywhere): that value per token,
       // computed from the token ids so that it has the packed rows.
       if (Present(*n, 1) && n->input(1).node->constant_value() == nullptr) {
-        if (const std::optional<int64_t> type = UniformConstant(n->input(1))) {
-          const DType dt = n->input(1).type().dtype;  // the ids' dtype (its contract)
-          Tensor zero(dt, {}), value(dt, {});
+        const std::optional<int64_t> type = UniformConstant(n->input(1));
+        // Computed in the token ids' dtype (the rows' Unsqueeze has no type until shape
+        // inference: its input's), then cast to the token types' when they differ.
+        const Value ids = n->input(0);
+        const DType ids_dt = ids.type().dtype != DType::kUndefined || ids.node->num_inputs() == 0
+                                 ? ids.type().dtype
+                                 : ids.node->input(0).type().dtype;
+        const DType dt = n->input(1).type().dtype;
+        if (type && IsInteger(ids_dt) && IsInteger(dt) && *type >= 0 && *type < 128) {
+          Tensor zero(ids_dt, {}), value(ids_dt, {});
           zero.SetFromDouble(0, 0.0);
-          value.SetFromDouble(0, static_cast<double>(*type));
+          value.SetFromDouble(0, static_cast<double>(*type));  // small: exact in any type
           const std::string name = absl::StrCat(n->output_info(0).name, "/packed_token_types");
           Node* z = pg.AddConstant(absl::StrCat(name, "_zero"), std::move(zero));
           Node* v = pg.AddConstant(absl::StrCat(name, "_value"), std::move(value));
-          Node* mul = pg.AddNode("Mul", {n->input(0), z->output(0)}, 1);
-          Node* add = pg.AddNode("Add", {mul->output(0), v->output(0)}, 1);
-          add->set_output_name(0, name);
-          pg.SetInput(n, 1, add->output(0));
+          Node* mul = pg.AddNode("Mul", {ids, z->output(0)}, 1);
+          Node* fill = pg.AddNode("Add", {mul->output(0), v->output(0)}, 1);
+          if (ids_dt != dt) {
+            fill = pg.AddNode("Cast", {fill->output(0)}, 1);
+            fill->set_attr("to", static_cast<int64_t>(DTypeToOnnx(dt)));
+          }
+          fill->set_output_name(0, name);
+          pg.SetInput(n, 1, fill->output(0));
         }
       }
     }

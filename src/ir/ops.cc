@@ -314,7 +314,9 @@ const std::vector<OpInfo>& Table() {
               Mixes(PositionMixing::kSegments,
                     Grows({"kiln", "PackedPool", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kLower}))),
       Mixes(PositionMixing::kSegments, {"kiln", "PackedPositions", 2, 2, 1, 1, kPure}),
-      Mixes(PositionMixing::kSegments, {"kiln", "PackedCumSum", 2, 2, 1, 1, kPure}),
+      // As CumSum: a running sum keeps f32 in 16-bit plans.
+      Mixes(PositionMixing::kSegments,
+            {"kiln", "PackedCumSum", 2, 2, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
   };
   return *table;
 }

@@ -33,7 +33,7 @@ PACKABLE = sorted(
     ["default.onnx", "variants/distilbert_tiny_opset14.onnx", "variants/st_cls_tiny_opset17.onnx",
      "variants/st_mean_tiny_opset14.onnx"] +
     [p.relative_to(FIXTURES).as_posix() for p in (FIXTURES / "torch").glob("*.onnx")
-     if p.name.split("_")[0] in ("bert", "bertcls", "distilbert", "electra", "roberta")] +
+     if p.name.split("_")[0] in ("bert", "bertcls", "distilbert", "electra", "roberta", "xlmr")] +
     ["variants/roberta_tiny_opset17.onnx"])
 # name -> what the compile says instead of packing
 REFUSED = {
@@ -270,6 +270,42 @@ def test_position_ids_as_an_input_stay_per_token(kiln_bin, tmp_path):
     lengths = [32, 1, 5, 17]
     feeds = feeds_for([i["name"] for i in info["inputs"]], lengths, seed=4)
     feeds["position_ids"] = np.random.default_rng(9).integers(0, 128, (4, 32)).astype(np.int64)
+    packed, out_p = run_kiln(kiln_bin, plan, feeds, tmp_path / "p")
+    assert packed.returncode == 0 and ", packed," in packed.stdout, packed.stdout + packed.stderr
+    padded, out_q = run_kiln(kiln_bin, plan, feeds, tmp_path / "q", "--no-pack")
+    assert padded.returncode == 0, padded.stderr
+    assert compare(outputs(out_p), outputs(out_q), lengths, per_token_outputs(info)) <= TOLERANCE
+
+
+def test_int32_ids_with_an_int64_token_type_buffer(kiln_bin, tmp_path):
+    """XLM-R with int32 token ids (as onnxruntime's optimizer writes them) and its int64 zero
+    token-type buffer: the packed token types are computed in the ids' dtype and cast to the
+    buffer's, so the packed run works and equals the padded one (before, packing built a
+    Mul of i32 ids by an i64 zero, which failed at run time)."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    model = onnx.load(str(FIXTURES / "torch" / "xlmr_torchscript_eager.onnx"))
+    ids = next(i for i in model.graph.input if i.name == "input_ids")
+    ids.type.tensor_type.elem_type = TensorProto.INT32
+    equal = next(n for n in model.graph.node if n.op_type == "Equal" and "input_ids" in n.input)
+    pad = equal.input[1 - list(equal.input).index("input_ids")]
+    for init in model.graph.initializer:
+        if init.name == pad:
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.int32), pad))
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output[0] == pad:
+            t = node.attribute[0].t
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.int32), pad))
+    path = tmp_path / "xlmr_int32_ids.onnx"
+    onnx.save(model, str(path))
+    plan = tmp_path / "p.kiln"
+    proc = run([kiln_bin, "compile", str(path), "-o", str(plan), "--profile", PROFILE])
+    assert proc.returncode == 0 and "not packed" not in proc.stderr, proc.stderr
+    info = plan_inputs(kiln_bin, plan)
+    lengths = [32, 1, 5, 17]
+    feeds = feeds_for([i["name"] for i in info["inputs"]], lengths, seed=3)
+    feeds["input_ids"] = feeds["input_ids"].astype(np.int32)
     packed, out_p = run_kiln(kiln_bin, plan, feeds, tmp_path / "p")
     assert packed.returncode == 0 and ", packed," in packed.stdout, packed.stdout + packed.stderr
     padded, out_q = run_kiln(kiln_bin, plan, feeds, tmp_path / "q", "--no-pack")

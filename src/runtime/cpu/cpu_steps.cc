@@ -215,7 +215,7 @@ absl::StatusOr<StepPtr> PrepareBlockQuantLinear(const StepChecker& c, CpuPrepare
   const PlanBuffer *w = c.In(1), *scales = c.In(2), *zp = c.In(3), *bias = c.In(4);
   const BlockQuantKey key{
       w->offset, scales->offset, zp ? zp->offset : -1, bias ? bias->offset : -1, r.k,
-      r.n,       r.block_size};
+      r.n,       r.block_size,   r.two_codes_per_byte};
   auto it = env.block_quant_linears.find(key);
   if (it == env.block_quant_linears.end()) {
     const uint8_t* blob = c.plan().weights.data();

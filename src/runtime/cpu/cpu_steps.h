@@ -35,8 +35,9 @@ using QuantKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t
 using QuantCache = std::map<QuantKey, std::unique_ptr<cpu::QuantGemm>>;
 
 // Packed int4 weights shared across buckets: (w, scales, zero points or -1, bias or -1
-// offsets, k, n, block size).
-using BlockQuantKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// offsets, k, n, block size, codes two per byte).
+using BlockQuantKey =
+    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
 using BlockQuantCache = std::map<BlockQuantKey, std::unique_ptr<cpu::BlockQuantGemm>>;
 
 struct CpuPrepareEnv {
