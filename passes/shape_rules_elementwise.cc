@@ -100,10 +100,20 @@ DType FirstDefinedDType(const RuleContext& ctx, int first) {
   return DType::kUndefined;
 }
 
-// Add, Mul, Min, Sum, ...: every input has the output's dtype.
+// Add, Mul, Min, Sum, ...: every input has the output's dtype (ONNX's single T); inputs of
+// two dtypes are an error here rather than a kernel's refusal at run time.
 absl::StatusOr<std::vector<Type>> BroadcastSameDType(const RuleContext& ctx) {
   KILN_ASSIGN_OR_RETURN(std::optional<Shape> shape, BroadcastAll(ctx, 0));
-  return Outputs(ctx, MakeType(FirstDefinedDType(ctx, 0), std::move(shape)));
+  const DType dt = FirstDefinedDType(ctx, 0);
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    const DType other = ctx.input_type(i).dtype;
+    if (other != DType::kUndefined && other != dt)
+      return ctx.Error(absl::StrCat("inputs have different dtypes (", std::string(DTypeName(dt)),
+                                    " and ", std::string(DTypeName(other)), " at input ", i,
+                                    "); the op takes one"));
+  }
+  return Outputs(ctx, MakeType(dt, std::move(shape)));
 }
 
 // Pow, PRelu: the output has input 0's dtype (Pow's exponent may differ).

@@ -640,6 +640,21 @@ TEST(ShapeInferenceTest, SpecializationErrorsNameTheInput) {
 // it too); a contradicted shape (rank or a known dim) gives way to the inferred one with a
 // warning naming the node (onnxruntime warns and does the same: exporters leave stale
 // value_info behind).
+// Add / Mul / ... take one dtype: mixed inputs are an error naming the node and both dtypes
+// (before, the output took input 0's dtype and the step failed only at run time).
+TEST(ShapeInferenceTest, ElementwiseInputsOfTwoDtypesAreAnError) {
+  const absl::Status s = RunStatus(
+      "graph g opset=17 {\n  %0 = Input() : i32[2,3] \"x\"\n  %1 = Input() : i64[] \"z\"\n"
+      "  %2 = Mul(%0, %1) : ?[*] \"m\" @ \"my_mul\"\n  return \"y\": %2\n}");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s.message(),
+            "node 'my_mul' (Mul, opset 17): inputs have different dtypes (i32 and i64 at input 1); "
+            "the op takes one");
+  EXPECT_TRUE(RunStatus("graph g opset=17 {\n  %0 = Input() : i32[2,3] \"x\"\n"
+                        "  %1 = Mul(%0, %0) : ?[*] \"m\"\n  return \"y\": %1\n}")
+                  .ok());
+}
+
 TEST(ShapeInferenceTest, MismatchWithDeclaredTypeNamesTheNode) {
   auto text = [](const std::string& declared) {
     return absl::StrCat("graph g opset=21 {\n  %0 = Input() : f32[2,3] \"x\"\n",
