@@ -177,11 +177,7 @@ std::vector<KernelContract> CpuContracts() {
                           StringParam("mode", {"mean", "cls"}), FlagParam("normalize")},
                .doc = "hidden [1,T,H] → y [N,H]: each sequence's mean or first token (zeros "
                       "for an empty one)"});
-  t.push_back({.name = "packed_positions",
-               .inputs = {Req("lengths", DTypeBit(DType::kI64)), Req("tokens", kIndexTypes)},
-               .outputs = {Req("y", DTypeBit(DType::kI64))},
-               .params = {SizeParam("tokens"), SizeParam("sequences")},
-               .doc = "y [1,T]: each token's position in its sequence (0 for tokens of none)"});
+  t.push_back(PackedPositionsContract());
   t.push_back(PackedCumSumContract());
   t.push_back(EltwiseContract());
   t.push_back(GatherContract());

@@ -48,13 +48,22 @@ KernelContract CumSumContract(DTypeSet types, std::string_view doc) {
           .doc = doc};
 }
 
+KernelContract PackedPositionsContract() {
+  return {.name = "packed_positions",
+          .inputs = {Req("lengths", DTypeBit(DType::kI64)), Req("tokens", kIndexTypes)},
+          .outputs = {Req("y", DTypeBit(DType::kI64))},
+          .params = {SizeParam("tokens", "< 2^31 on cuda"), SizeParam("sequences")},
+          .doc = "y [1,T]: each token's position in its sequence (0 for tokens of none)"};
+}
+
 KernelContract PackedCumSumContract() {
   return {
       .name = "packed_cumsum",
       .inputs = {Req("x", DTypeBit(DType::kF32) | DTypeBit(DType::kI32) | DTypeBit(DType::kI64)),
                  Req("lengths", DTypeBit(DType::kI64))},
       .outputs = {Same("y", 0)},
-      .params = {SizeParam("tokens", "< 2^31"), SizeParam("sequences"), FlagParam("exclusive")},
+      .params = {SizeParam("tokens", "< 2^31 on cuda"), SizeParam("sequences"),
+                 FlagParam("exclusive")},
       .doc =
           "x, y [1,T]: the target's cumsum along each sequence's tokens (bit for bit "
           "the padded program's); 0 for tokens of no sequence"};

@@ -57,7 +57,9 @@ std::vector<KernelContract> IndexContracts();
 // cumsum over `types`; `doc` (a literal: contracts keep views) says how the target's
 // kernel sums floats.
 KernelContract CumSumContract(DTypeSet types, std::string_view doc);
-// packed_cumsum (packed programs, docs/packing.md): each target's cumsum per sequence.
+// packed_positions and packed_cumsum (packed programs, docs/packing.md), the same on both
+// targets (cuda takes T < 2^31).
+KernelContract PackedPositionsContract();
 KernelContract PackedCumSumContract();
 
 inline OperandSpec Weight(std::string_view name, DTypeSet dtypes, bool optional = false) {
