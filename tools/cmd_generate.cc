@@ -35,7 +35,8 @@ constexpr char kHelp[] =
     "(docs/generation.md): one prefill of the prompts, then one decode step per new token\n"
     "that appends to the cache in place. Prints the generated ids per sequence, the time to\n"
     "first token (the prefill and the first token's choice), decode tokens/s (all sequences)\n"
-    "and the cache memory.\n"
+    "and the cache memory. A cpu plan keeps the cache in host memory, a cuda plan in the\n"
+    "GPU's.\n"
     "\n"
     "options:\n"
     "  --prompt-ids IDS         a prompt: comma-separated token ids (1,2,3) or FILE.npy\n"
@@ -64,7 +65,7 @@ constexpr char kHelp[] =
     "  --warmup N               before the timed generation, N untimed ones of two tokens\n"
     "                           (a prefill and a decode step: first-use costs out of the\n"
     "                           figures; default 0)\n"
-    "  --threads N              kernel threads (default: one per core)\n";
+    "%s";
 
 struct Sampler {
   bool greedy = true;
@@ -167,7 +168,7 @@ int RunGenerate(int argc, char** argv) {
   while (!args.Done()) {
     absl::Status error;
     if (args.Flag("--help") || args.Flag("-h")) {
-      std::fputs(kHelp, stdout);
+      std::printf(kHelp, kExecutorFlagsHelp);
       return kExitOk;
     }
     if (ParseExecutorFlag(args, &eo, &error, &executor_given)) {

@@ -8,24 +8,26 @@
 //   logits = (*gen)->Decode({7, 9});                                            // [2, vocab]
 //
 // The cache is paged: per past K/V input of the plan the session owns a pool of fixed-size
-// blocks ([blocks, kv_heads, block_size, head], host memory: decode programs are cpu-only
-// for now), and each sequence a block table naming the blocks that hold its slots 0 ..
-// length-1 (slot = position). Every decode step passes the pools as both the past inputs
-// and the present outputs and the tables as `block_table`; its kiln.CacheWrite appends
-// this token's keys and values through the table and its attention reads through it, so
-// the past is never copied, a sequence takes a block only when its tokens reach it, and
-// moving to a larger decode capacity (a wider mask and table) moves nothing. The pool is
-// reserved address space: its pages are committed when a block is first written and
-// handed back to the system on Prefill, so resident memory follows the blocks in use.
-// Fork shares the source's blocks (copy on write of the partly filled last block).
-// Thread safety: one session per thread (a session is a mutable cache); many sessions may
-// share one Executor.
-// Errors: token ids outside [0, vocab), empty or too-long prompts, Decode before Prefill,
-// a sequence index out of range, a sequence at the plan's maximum context and a pool out
-// of blocks are InvalidArgument / FailedPrecondition / ResourceExhausted with the numbers,
-// never a crash; a failed call leaves every sequence's tokens as they were.
-// Limits: no prefix sharing between unrelated prompts; cpu plans only; plans compiled
-// before the paged cache (no decode signature) are refused with a recompile message.
+// blocks ([blocks, kv_heads, block_size, head] f32, in the executor's memory: host memory
+// for cpu plans, device memory for cuda plans), and each sequence a block table naming the blocks
+// that hold its slots 0 .. length-1 (slot = position). Every decode step passes the pools as both
+// the past inputs and the present outputs and the tables as `block_table`; its kiln.CacheWrite
+// appends this token's keys and values through the table and its attention reads through it, so the
+// past is never copied, a sequence takes a block only when its tokens reach it, and moving to a
+// larger decode capacity (a wider mask and table) moves nothing. A host pool is reserved address
+// space: its pages are committed when a block is first written and handed back to the system on
+// Prefill, so resident memory follows the blocks in use. A device pool is allocated whole at Create
+// (as vLLM's); on CUDA the prompt's keys and values stay on the device from the prefill run into
+// the blocks, and each decode step replays its bucket's CUDA graph over the pools. Fork shares the
+// source's blocks (copy on write of the partly filled last block). Thread safety: one session per
+// thread (a session is a mutable cache); many sessions may share one Executor. Errors: token ids
+// outside [0, vocab), empty or too-long prompts, Decode before Prefill, a sequence index out of
+// range, a sequence at the plan's maximum context and a pool out of blocks are InvalidArgument /
+// FailedPrecondition / ResourceExhausted with the numbers, never a crash; a failed call leaves
+// every sequence's tokens as they were, except that a device error while a Prefill or Restart
+// writes its prompt into the pools leaves those sequences empty. Limits: no prefix sharing between
+// unrelated prompts; cuda generation plans are fp32; plans compiled before the paged cache (no
+// decode signature) are refused with a recompile message.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,9 @@
 #include "kiln/kiln.h"
 
 namespace kiln {
+namespace runtime {
+struct CudaPagedRows;
+}  // namespace runtime
 
 class GenerationSession {
  public:
@@ -90,14 +95,17 @@ class GenerationSession {
     // Past input and present output: the same indices in both programs' signatures.
     int input = 0, output = 0;
     int64_t heads = 0, head = 0;
-    float* pool = nullptr;  // [blocks, heads, block_size, head], mapped
+    float* pool = nullptr;  // [blocks, heads, block_size, head], mapped or device memory
+    std::shared_ptr<void> device_pool;  // owns a device pool
   };
   explicit GenerationSession(std::shared_ptr<const Executor> executor)
       : executor_(std::move(executor)) {}
   struct PrefillRun {
-    std::vector<Tensor> outputs;  // the plan's outputs, [nb, ..., seq, ...]
-    int64_t seq = 0;              // the prefill bucket's sequence length
-    int64_t longest = 0;          // the longest prompt
+    std::vector<Tensor> outputs;  // the plan's outputs, [nb, ..., seq, ...] (empty: on device)
+    std::vector<const float*> present;     // per cache: its present output, host or device
+    std::shared_ptr<void> device_outputs;  // the presents of a device run
+    int64_t seq = 0;                       // the prefill bucket's sequence length
+    int64_t longest = 0;                   // the longest prompt
   };
   absl::Status CheckIds(std::span<const int64_t> ids, const char* what) const;
   absl::StatusOr<PrefillRun> RunPrefill(std::span<const std::vector<int64_t>> prompts,
@@ -111,10 +119,14 @@ class GenerationSession {
   float* Row(const Cache& c, int64_t block, int64_t h, int64_t slot) const;
   // Sequence `dst` := row `src` of a prefill's present outputs (its first `len` slots, in
   // fresh blocks), its logits row := the prefill's at position len - 1.
+  // On a device the rows are not written here but appended to `writes` (one
+  // runtime::CudaWritePagedRows for the whole batch).
   void TakePrefillRow(const PrefillRun& run, int64_t src, int64_t dst, int64_t len,
-                      float* logits_row);
+                      float* logits_row, std::vector<runtime::CudaPagedRows>* writes);
 
   std::shared_ptr<const Executor> executor_;
+  MemoryKind memory_ = MemoryKind::kHost;  // of the pools: the executor's
+  int device_ = 0;
   // Plan I/O indices (both programs); positions_ is -1 for a plan without position_ids
   // (GroupQueryAttention decoders derive the positions from the mask).
   int ids_ = -1, mask_ = -1, positions_ = -1, logits_ = -1;

@@ -218,6 +218,10 @@ class Executor {
   virtual ~Executor() = default;
 
   const Plan& plan() const { return *plan_; }
+  // Where this executor computes: host memory (cpu plans) or CUDA device `device()`'s
+  // (cuda plans); what kiln::GenerationSession keeps its cache in.
+  virtual MemoryKind memory() const { return MemoryKind::kHost; }
+  virtual int device() const { return 0; }
 
   // The output dims for inputs of these dims (graph input order): what Run will write.
   // InvalidArgument when no bucket of `program` fits, naming the input and the allowed range.

@@ -138,10 +138,11 @@ absl::Status ValidateOptions(const CompileOptions& o) {
   if (o.prefill_logits != "last" && o.decode_context.empty())
     return absl::InvalidArgumentError(
         "--prefill-logits applies to generation plans (--decode-context) only");
-  if (!o.decode_context.empty() && o.target != PlanTarget::kCpu)
-    return absl::UnimplementedError(
-        "--decode-context: the decode program's cache append (kiln.CacheWrite) has no CUDA "
-        "kernel yet; compile generation plans for the cpu target");
+  if (!o.decode_context.empty() && o.target == PlanTarget::kCuda && o.precision != "fp32")
+    return absl::UnimplementedError(absl::StrCat(
+        "--decode-context with --target cuda: generation plans are fp32 on cuda for now (the "
+        "cache pools are f32 and the ",
+        o.precision, " lowering would convert them at every step); use --precision fp32"));
   if (o.opt_level < 0 || o.opt_level > 3)
     return absl::InvalidArgumentError(
         absl::StrCat("opt level ", o.opt_level, " is out of range (0..3)"));

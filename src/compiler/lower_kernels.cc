@@ -297,13 +297,15 @@ std::optional<KernelChoice> HeadAttention(const Node& n, PlanTarget t) {
     return std::nullopt;
   const int64_t b = q[0], heads = q[1], s = q[2], d = q[3], kv = k[1];
   int64_t l = k[2];
-  // Paged (input 4, the block table [B, W]): k/v are pools [P, Nkv, bs, D], L = W·bs; the
-  // cpu kernel only.
+  // Paged (input 4, the block table [B, W]): k/v are pools [P, Nkv, bs, D], L = W·bs.
   const bool paged = Present(n, 4);
   if (paged) {
     const Dims table = InDims(n, 4);
-    if (t != PlanTarget::kCpu || InType(n, 4) != DType::kI64 || table.size() != 2 ||
-        table[0] != b || k[0] <= 0 || k[2] <= 0)
+    if (InType(n, 4) != DType::kI64 || table.size() != 2 || table[0] != b || k[0] <= 0 || k[2] <= 0)
+      return std::nullopt;
+    // cuda: the split-KV kernel's limits (kernels/cuda/kv_cache.h).
+    if (t == PlanTarget::kCuda &&
+        (d > 256 || heads > 65535 || b * s > 65535 || b * s * heads > 0x7fffffff))
       return std::nullopt;
     l = table[1] * k[2];
   }

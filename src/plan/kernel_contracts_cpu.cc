@@ -188,19 +188,7 @@ std::vector<KernelContract> CpuContracts() {
                                  DTypeBit(DType::kU64),
                              "ONNX CumSum along `axis` (floats accumulate in their own type, "
                              "as the reference)"));
-  t.push_back(
-      {.name = "cache_write",
-       .inputs = {Req("cache", kF32Only), Same("new", 0), Req("positions", DTypeBit(DType::kI64)),
-                  Opt("block_table", DTypeBit(DType::kI64))},
-       .outputs = {Same("y", 0)},
-       .params = {SizeParam("batch"), SizeParam("heads"), PositiveParam("slots"), SizeParam("seq"),
-                  PositiveParam("row"), OptionalPositive("block_size", "paged: slots per block"),
-                  OptionalPositive("blocks", "paged: blocks in the pool")},
-       .inplace_ok = true,
-       .doc = "cache, y [batch,heads,slots,row]; new [batch,heads,seq,row]; positions "
-              "[batch,seq]: y = cache with new's rows at those slots (only they move when y is "
-              "the cache). Paged (block_table [batch, slots/block_size]): cache and y are the "
-              "pool [blocks,heads,block_size,row]"});
+  t.push_back(CacheWriteContract());
   t.push_back({.name = "glu",
                .inputs = {Req("x", kF32Only)},
                .outputs = {Req("y", kF32Only)},

@@ -93,15 +93,20 @@ std::vector<KernelContract> CudaContracts() {
               "as they are loaded"});
   t.push_back({.name = "head_attention",
                .inputs = {Req("q", kFloatTypes), Same("k", 0), Same("v", 0),
-                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
+                          Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool)),
+                          Opt("block_table", DTypeBit(DType::kI64))},
                .outputs = {Same("y", 0)},
                .params = {SizeParam("batch"), SizeParam("seq"), SizeParam("kv_seq"),
                           PositiveParam("num_heads"), PositiveParam("head_size", "≤ 256"),
                           FloatParam("scale"), FlagParam("causal"),
-                          OptionalPositive("kv_heads", "divides num_heads; absent: num_heads")},
+                          OptionalPositive("kv_heads", "divides num_heads; absent: num_heads"),
+                          OptionalPositive("block_size", "paged: slots per block"),
+                          OptionalPositive("blocks", "paged: blocks in the pool")},
                .doc = "kiln.Attention on attention's kernel: q [B,N,S,D], k/v [B,Nkv,L,D] → y "
                       "[B,S,N·D]; mask additive (f32) or bool, broadcastable to [B,N,S,L]; causal: "
-                      "query i sees keys j ≤ L−S+i"});
+                      "query i sees keys j ≤ L−S+i. Paged (block_table [B, L/block_size], with "
+                      "block_size and blocks): k/v are pools [blocks,Nkv,block_size,D] read by "
+                      "the split-KV decode kernel"});
   t.push_back({.name = "flash_attention",
                .inputs = {Req("qkv", DTypeBit(DType::kF16) | DTypeBit(DType::kBF16)),
                           Opt("mask", DTypeBit(DType::kF32) | DTypeBit(DType::kBool))},
@@ -182,6 +187,7 @@ std::vector<KernelContract> CudaContracts() {
               "for an empty one); normalize needs H ≤ 12256"});
   t.push_back(PackedPositionsContract());
   t.push_back(PackedCumSumContract());
+  t.push_back(CacheWriteContract());
   t.push_back(EltwiseContract());
   for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));
   t.push_back(GatherContract());

@@ -69,6 +69,24 @@ KernelContract PackedCumSumContract() {
           "the padded program's); 0 for tokens of no sequence"};
 }
 
+KernelContract CacheWriteContract() {
+  return {
+      .name = "cache_write",
+      .inputs = {Req("cache", DTypeBit(DType::kF32)), Same("new", 0),
+                 Req("positions", DTypeBit(DType::kI64)),
+                 Opt("block_table", DTypeBit(DType::kI64))},
+      .outputs = {Same("y", 0)},
+      .params = {SizeParam("batch"), SizeParam("heads"), PositiveParam("slots"), SizeParam("seq"),
+                 PositiveParam("row"), OptionalPositive("block_size", "paged: slots per block"),
+                 OptionalPositive("blocks", "paged: blocks in the pool")},
+      .inplace_ok = true,
+      .doc =
+          "cache, y [batch,heads,slots,row]; new [batch,heads,seq,row]; positions "
+          "[batch,seq]: y = cache with new's rows at those slots (only they move when y is "
+          "the cache). Paged (block_table [batch, slots/block_size]): cache and y are the "
+          "pool [blocks,heads,block_size,row]"};
+}
+
 std::vector<KernelContract> StridedCopyContracts() {
   std::vector<KernelContract> t;
   t.push_back({.name = "transpose",

@@ -61,6 +61,8 @@ KernelContract CumSumContract(DTypeSet types, std::string_view doc);
 // targets (cuda takes T < 2^31).
 KernelContract PackedPositionsContract();
 KernelContract PackedCumSumContract();
+// cache_write (decode programs, docs/generation.md): f32 caches on both targets.
+KernelContract CacheWriteContract();
 
 inline OperandSpec Weight(std::string_view name, DTypeSet dtypes, bool optional = false) {
   return {name, dtypes, optional, -1, true};

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "kiln/support/status.h"
+#include "runtime/cuda_backend.h"
 
 namespace kiln {
 namespace {
@@ -120,13 +121,30 @@ absl::StatusOr<std::unique_ptr<GenerationSession>> GenerationSession::Create(
   s->capacities_.assign(capacities.begin(), capacities.end());
   s->prefill_lengths_.assign(prefill.begin(), prefill.end());
 
-  // The pools: address space for every block, committed page by page as blocks are written.
+  // The pools: host address space for every block, committed page by page as blocks are
+  // written; or device memory, all of it at once and zeroed (unwritten slots are read as
+  // zeros behind a finite additive mask, as the host pages are).
+  s->memory_ = s->executor_->memory();
+  s->device_ = s->executor_->device();
   for (Cache& c : s->caches_) {
     int64_t elems = 0;
     if (MulOverflows(s->blocks_ * c.heads * s->block_size_, c.head, &elems) ||
         MulOverflows(elems, int64_t{sizeof(float)}, &elems))
       return absl::ResourceExhaustedError("GenerationSession: the cache pool size overflows");
     s->pool_bytes_ = static_cast<size_t>(elems);
+    if (s->memory_ == MemoryKind::kCuda) {
+      absl::StatusOr<std::shared_ptr<void>> d = AllocateCudaBuffer(s->device_, s->pool_bytes_);
+      if (!d.ok())
+        return absl::Status(
+            d.status().code(),
+            absl::StrFormat("GenerationSession: a cache pool of %d blocks (%d bytes) on CUDA "
+                            "device %d: %s (compile with a smaller --kv-cache-blocks)",
+                            s->blocks_, s->pool_bytes_, s->device_, d.status().message()));
+      KILN_RETURN_IF_ERROR(runtime::CudaZero(s->device_, d->get(), s->pool_bytes_));
+      c.device_pool = *std::move(d);
+      c.pool = static_cast<float*>(c.device_pool.get());
+      continue;
+    }
     void* m = mmap(nullptr, s->pool_bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
@@ -143,7 +161,7 @@ absl::StatusOr<std::unique_ptr<GenerationSession>> GenerationSession::Create(
 
 GenerationSession::~GenerationSession() {
   for (Cache& c : caches_)
-    if (c.pool) munmap(c.pool, pool_bytes_);
+    if (c.pool && !c.device_pool) munmap(c.pool, pool_bytes_);
 }
 
 absl::StatusOr<int64_t> GenerationSession::length(int b) const {
@@ -247,28 +265,64 @@ absl::StatusOr<GenerationSession::PrefillRun> GenerationSession::RunPrefill(
     return absl::Status(out_dims.status().code(),
                         absl::StrCat(what, " of ", nb, " sequences of up to ", longest,
                                      " tokens: ", out_dims.status().message()));
+  for (const Cache& c : caches_)
+    if ((*out_dims)[c.output] != std::vector<int64_t>{nb, c.heads, s, c.head})
+      return KILN_INTERNAL("%s: present output %d is %s, not [%d,%d,%d,%d]", what, c.output,
+                           absl::StrJoin((*out_dims)[c.output], "x"), nb, c.heads, s, c.head);
+  // On a device the presents stay there (one buffer, 256-byte aligned slices): they only
+  // move into the pools.
+  std::vector<int64_t> device_at(out_dims->size(), -1);
+  int64_t device_bytes = 0;
+  if (memory_ == MemoryKind::kCuda)
+    for (const Cache& c : caches_) {
+      device_at[c.output] = device_bytes;
+      device_bytes +=
+          (nb * c.heads * s * c.head * static_cast<int64_t>(sizeof(float)) + 255) / 256 * 256;
+    }
+  if (device_bytes > 0) {
+    KILN_ASSIGN_OR_RETURN(run.device_outputs,
+                          AllocateCudaBuffer(device_, static_cast<size_t>(device_bytes)));
+  }
   std::vector<MutableTensorView> views;
   for (size_t o = 0; o < out_dims->size(); ++o) {
+    if (device_at[o] >= 0) {
+      std::byte* p = static_cast<std::byte*>(run.device_outputs.get()) + device_at[o];
+      views.push_back({plan.outputs[o].dtype, (*out_dims)[o], p, MemoryKind::kCuda});
+      run.outputs.emplace_back();
+      continue;
+    }
     KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(plan.outputs[o].dtype, (*out_dims)[o]));
     views.push_back({t.dtype(), t.dims(), t.raw()});
     run.outputs.push_back(std::move(t));
   }
   KILN_RETURN_IF_ERROR(executor_->Run(in, views));
   for (const Cache& c : caches_)
-    if (run.outputs[c.output].dims() != std::vector<int64_t>{nb, c.heads, s, c.head})
-      return KILN_INTERNAL("%s: present output %d is %s, not [%d,%d,%d,%d]", what, c.output,
-                           absl::StrJoin(run.outputs[c.output].dims(), "x"), nb, c.heads, s,
-                           c.head);
+    run.present.push_back(static_cast<const float*>(views[c.output].data));
   return run;
 }
 
 void GenerationSession::TakePrefillRow(const PrefillRun& run, int64_t src, int64_t dst, int64_t len,
-                                       float* logits_row) {
+                                       float* logits_row,
+                                       std::vector<runtime::CudaPagedRows>* writes) {
   const int64_t s = run.seq;
   std::vector<int64_t>& table = tables_[dst];
   for (int64_t j = 0; j < BlocksFor(len); ++j) table.push_back(TakeBlock());
-  for (const Cache& c : caches_) {
-    const float* present = run.outputs[c.output].data<float>();
+  if (memory_ == MemoryKind::kCuda) {
+    // All s rows of the bucket go in (one kernel per pool, later): those past `len` land in
+    // the sequence's last block past its length or in the scratch block 0, never read
+    // unmasked.
+    std::vector<int64_t> through(table);
+    through.resize(static_cast<size_t>(BlocksFor(s)), 0);
+    for (size_t k = 0; k < caches_.size(); ++k) {
+      const Cache& c = caches_[k];
+      writes->push_back({c.pool, run.present[k] + src * c.heads * s * c.head, c.heads, s,
+                         c.head * static_cast<int64_t>(sizeof(float)), block_size_, blocks_,
+                         through});
+    }
+  }
+  for (size_t k = 0; k < caches_.size() && memory_ == MemoryKind::kHost; ++k) {
+    const Cache& c = caches_[k];
+    const float* present = run.present[k];
     for (int64_t h = 0; h < c.heads; ++h)
       for (int64_t j = 0; j < len; j += block_size_)
         std::memcpy(Row(c, table[j / block_size_], h, j),
@@ -295,14 +349,22 @@ absl::StatusOr<Tensor> GenerationSession::Prefill(std::span<const std::vector<in
         nb, needed, block_size_, cache_blocks()));
   // Every block is free again: hand the pools' pages back, so memory follows the new batch.
   for (std::vector<int64_t>& table : tables_) Release(table);
-  for (Cache& c : caches_) madvise(c.pool, pool_bytes_, MADV_DONTNEED);
+  if (memory_ == MemoryKind::kHost)
+    for (Cache& c : caches_) madvise(c.pool, pool_bytes_, MADV_DONTNEED);
   tables_.assign(nb, {});
   lengths_.assign(nb, 0);
   capacity_ = *std::upper_bound(capacities_.begin(), capacities_.end(), run.longest);
   KILN_ASSIGN_OR_RETURN(Tensor result, Tensor::Create(DType::kF32, {nb, vocab_}));
+  std::vector<runtime::CudaPagedRows> writes;  // device pools: every row's, one call
   for (int64_t b = 0; b < nb; ++b)
     TakePrefillRow(run, b, b, static_cast<int64_t>(prompts[b].size()),
-                   result.data<float>() + b * vocab_);
+                   result.data<float>() + b * vocab_, &writes);
+  if (absl::Status st = runtime::CudaWritePagedRows(device_, writes); !st.ok()) {
+    // A device error: the new batch is dropped (the old one was already).
+    for (std::vector<int64_t>& table : tables_) Release(table);
+    lengths_.clear();
+    return absl::Status(st.code(), absl::StrCat("Prefill: ", st.message()));
+  }
   return result;
 }
 
@@ -321,7 +383,13 @@ absl::StatusOr<Tensor> GenerationSession::Restart(int b, std::span<const int64_t
   if (run.longest >= capacity_)
     capacity_ = *std::upper_bound(capacities_.begin(), capacities_.end(), run.longest);
   KILN_ASSIGN_OR_RETURN(Tensor result, Tensor::Create(DType::kF32, {1, vocab_}));
-  TakePrefillRow(run, 0, b, run.longest, result.data<float>());
+  std::vector<runtime::CudaPagedRows> writes;
+  TakePrefillRow(run, 0, b, run.longest, result.data<float>(), &writes);
+  if (absl::Status st = runtime::CudaWritePagedRows(device_, writes); !st.ok()) {
+    Release(tables_[b]);  // a device error: sequence b is left empty
+    lengths_[b] = 0;
+    return absl::Status(st.code(), absl::StrCat("Restart: ", st.message()));
+  }
   return result;
 }
 
@@ -374,20 +442,50 @@ absl::StatusOr<Tensor> GenerationSession::Decode(std::span<const int64_t> next_i
   }
   for (const auto& [block, w] : writers) needed += w < refs_[block] ? w : w - 1;
   KILN_RETURN_IF_ERROR(CheckFree(needed, "Decode"));
+  // Device pools: the copies on write go together after the tables change; if they fail,
+  // the changes are undone (each sequence keeps its blocks and tokens).
+  std::vector<runtime::CudaCopy> copies;
+  struct Change {
+    int64_t b, shared;  // shared: the block a copy replaced, or -1 for an appended block
+  };
+  std::vector<Change> changes;
   for (int64_t b = 0; b < nb; ++b) {
     std::vector<int64_t>& table = tables_[b];
     const size_t j = static_cast<size_t>(lengths_[b] / block_size_);
     if (j == table.size()) {
       table.push_back(TakeBlock());
+      changes.push_back({b, -1});
     } else if (refs_[table[j]] > 1) {
       const int64_t shared = table[j];
       table[j] = TakeBlock();
       --refs_[shared];
-      for (const Cache& c : caches_)
-        std::memcpy(Row(c, table[j], 0, 0), Row(c, shared, 0, 0),
-                    static_cast<size_t>(c.heads * block_size_ * c.head) * sizeof(float));
+      changes.push_back({b, shared});
+      for (const Cache& c : caches_) {
+        const size_t n = static_cast<size_t>(c.heads * block_size_ * c.head) * sizeof(float);
+        if (memory_ == MemoryKind::kCuda)
+          copies.push_back({Row(c, table[j], 0, 0), Row(c, shared, 0, 0), n});
+        else
+          std::memcpy(Row(c, table[j], 0, 0), Row(c, shared, 0, 0), n);
+      }
     }
   }
+  if (!copies.empty())
+    if (absl::Status st = runtime::CudaCopies(device_, copies); !st.ok()) {
+      for (const Change& ch : changes) {
+        std::vector<int64_t>& table = tables_[ch.b];
+        const size_t j = static_cast<size_t>(lengths_[ch.b] / block_size_);
+        refs_[table[j]] = 0;
+        free_.insert(table[j]);
+        if (ch.shared < 0) {
+          table.pop_back();
+        } else {
+          table[j] = ch.shared;
+          ++refs_[ch.shared];
+        }
+      }
+      return absl::Status(st.code(),
+                          absl::StrCat("Decode: copying shared cache blocks: ", st.message()));
+    }
   capacity_ = capacity;
   const int64_t width = capacity / block_size_;
   std::vector<int64_t> ids(next_ids.begin(), next_ids.end()), pos(lengths_);
@@ -408,8 +506,8 @@ absl::StatusOr<Tensor> GenerationSession::Decode(std::span<const int64_t> next_i
   out[logits_] = {DType::kF32, {nb, 1, vocab_}, logits.raw()};
   for (Cache& c : caches_) {
     const std::vector<int64_t> dims = {blocks_, c.heads, block_size_, c.head};
-    in[c.input] = {DType::kF32, dims, c.pool};
-    out[c.output] = {DType::kF32, dims, c.pool};
+    in[c.input] = {DType::kF32, dims, c.pool, memory_};
+    out[c.output] = {DType::kF32, dims, c.pool, memory_};
   }
   for (size_t i = 0; i < in.size(); ++i)
     if (in[i].dtype == DType::kUndefined)

@@ -232,15 +232,25 @@ absl::Status PlanSession::LayoutStaging(const SessionOptions& options) {
     int64_t off;
     bool ok = AlignUp(io.arena_bytes, options.align, &off);
     if (stage) {
-      for (int64_t bytes : io.input_bytes) {
-        io.staging_in.push_back(off);
+      std::vector<bool> direct_in(io.input_bytes.size()), direct_out(io.output_bytes.size());
+      if (options.stage_always)
+        for (const PlanInPlace& ip : plan_->buckets[b].in_place)
+          if (ip.input >= 0 && ip.output >= 0 && static_cast<size_t>(ip.input) < direct_in.size() &&
+              static_cast<size_t>(ip.output) < direct_out.size()) {
+            io.direct.push_back(ip);
+            direct_in[ip.input] = direct_out[ip.output] = true;
+          }
+      for (size_t i = 0; i < io.input_bytes.size(); ++i) {
+        io.staging_in.push_back(direct_in[i] ? BucketIo::kDirect : off);
         int64_t a;
-        ok = ok && AlignUp(bytes, options.align, &a) && !AddOverflows(off, a, &off);
+        if (!direct_in[i])
+          ok = ok && AlignUp(io.input_bytes[i], options.align, &a) && !AddOverflows(off, a, &off);
       }
-      for (int64_t bytes : io.output_bytes) {
-        io.staging_out.push_back(off);
+      for (size_t o = 0; o < io.output_bytes.size(); ++o) {
+        io.staging_out.push_back(direct_out[o] ? BucketIo::kDirect : off);
         int64_t a;
-        ok = ok && AlignUp(bytes, options.align, &a) && !AddOverflows(off, a, &off);
+        if (!direct_out[o])
+          ok = ok && AlignUp(io.output_bytes[o], options.align, &a) && !AddOverflows(off, a, &off);
       }
     }
     if (!ok)
@@ -445,8 +455,25 @@ absl::StatusOr<RunBinding> PlanSession::Bind(std::span<const TensorView> inputs,
     if (!Allowed(memory, v.memory))
       return MemoryError(absl::StrCat("output '", out.name, "'"), v.memory, memory);
   }
+  for (const PlanInPlace& ip : io.direct) {
+    const TensorView& in = inputs[ip.input];
+    const MutableTensorView& out = outputs[ip.output];
+    const std::string what =
+        absl::StrFormat("input '%s' and output '%s' (one cache updated in place)",
+                        (*sig.inputs)[ip.input].name, (*sig.outputs)[ip.output].name);
+    if (in.data != out.data || in.memory != out.memory || in.memory == MemoryKind::kHost)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what,
+                       " must be one device-memory buffer passed as both on this executor "
+                       "(kiln::GenerationSession does this)"));
+    if (!std::equal(in.dims.begin(), in.dims.end(), io.input_dims[ip.input].begin(),
+                    io.input_dims[ip.input].end()))
+      return absl::InvalidArgumentError(absl::StrFormat("%s: dims %s, the bucket's are %s", what,
+                                                        DimsStr(in.dims),
+                                                        DimsStr(io.input_dims[ip.input])));
+  }
   // Padded runs stage the I/O whose dims differ from the bucket's; stage_always sessions
-  // stage everything.
+  // stage everything but the direct pairs.
   r.stage_in.resize(nin);
   r.stage_out.resize(nout);
   for (size_t i = 0; i < nin; ++i)
@@ -457,6 +484,7 @@ absl::StatusOr<RunBinding> PlanSession::Bind(std::span<const TensorView> inputs,
     r.stage_out[o] = stage_always_ ||
                      (r.padded && !std::equal(outputs[o].dims.begin(), outputs[o].dims.end(),
                                               io.output_dims[o].begin(), io.output_dims[o].end()));
+  for (const PlanInPlace& ip : io.direct) r.stage_in[ip.input] = r.stage_out[ip.output] = false;
   return r;
 }
 

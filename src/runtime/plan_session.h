@@ -31,14 +31,20 @@ struct BucketIo {
   std::vector<int64_t> symbol_values;  // per PlanSession symbol
   int64_t arena_bytes = 0;
   // Offsets (within the run's block, after the arena) of each input's / output's staging
-  // slot; empty when the session stages nothing.
+  // slot; empty when the session stages nothing; kDirect for a direct in-place pair.
   std::vector<int64_t> staging_in, staging_out;
+  static constexpr int64_t kDirect = -1;
+  // stage_always sessions: the bucket's in-place pairs (PlanBucket::in_place), which are
+  // not staged: a run passes one device buffer as both (a decode program's cache pools,
+  // which staging would copy in and out whole at every token).
+  std::vector<PlanInPlace> direct;
   int64_t total_bytes = 0;  // arena + staging, `align` multiples
 };
 
 struct SessionOptions {
-  // Stage every input and output (devices whose replayed work needs fixed addresses);
-  // otherwise only the ones a padded run needs.
+  // Stage every input and output (devices whose replayed work needs fixed addresses) but
+  // the in-place pairs, which a run binds directly (BucketIo::direct); otherwise only the
+  // ones a padded run needs.
   bool stage_always = false;
   int64_t align = 64;  // staging slot alignment (a power of two)
 };
@@ -68,7 +74,8 @@ class PlanSession {
 
   // Checks the caller's tensors (count, dtype, dims against the signature, data present,
   // memory kind among `memory`) and the output views' dims, and chooses the bucket.
-  // Only buckets of `program` are candidates.
+  // Only buckets of `program` are candidates. A direct in-place pair must be one buffer
+  // (the same pointer in both views) in memory other than the host's, at the bucket's dims.
   absl::StatusOr<RunBinding> Bind(std::span<const TensorView> inputs,
                                   std::span<const MutableTensorView> outputs,
                                   std::span<const MemoryKind> memory,

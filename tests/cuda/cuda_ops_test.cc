@@ -401,6 +401,118 @@ TEST(CudaOps, HeadAttention) {
   RunCases(cases, /*int_high=*/2);
 }
 
+// Decode programs' KV-cache kernels (kernels/cuda/kv_cache.h). Paged attention: q [B, N,
+// S, D] over pools [P, Nkv, bs, D] through a block table that names the blocks in reverse
+// order (so a kernel that ignores the table reads the wrong keys), GQA, S = 1 and causal S =
+// 3, head sizes 16 to 256, additive masks (0 kept, -10000 on a tail of row-dependent length,
+// every row keeps a key) and bool masks, and enough keys (144 and 256 keys, 8 to 12 rows)
+// for split-KV launches whose partials are merged; "pad": HF's float32-min fill on all but
+// the first keys (row 0 keeps 40, row 1 one, row 2 none: a softmax over all of them, the
+// decomposed graph's answer), so whole chunks are skipped unread; "keepfew": bool, only the
+// first 10 + row keys, so most chunks' partials are empty (-inf) when merged. The plan
+// lowers it to head_attention. Cache write: new
+// rows into a pool through a table, and into a dense cache, at distinct slots per sequence;
+// y is its own buffer here, so the copy of the cache and the row writes are both checked.
+TEST(CudaOps, PagedAttentionAndCacheWrite) {
+  // Rewrites the table (reverse order of blocks 1 .. P-1), the positions (distinct slots
+  // per sequence) and the masks (a tail masked per row) after the random draw.
+  const FeedEdit edit = [](absl::flat_hash_map<std::string, Tensor>& feeds) {
+    if (auto it = feeds.find("table"); it != feeds.end()) {
+      Tensor& t = it->second;
+      const int64_t n = t.NumElements();
+      for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = n - i;  // blocks n .. 1
+    }
+    if (auto it = feeds.find("positions"); it != feeds.end()) {
+      Tensor& t = it->second;
+      const int64_t b = t.dims()[0], s = t.dims()[1];
+      const int64_t slots = feeds.count("table") ? feeds.at("table").dims()[1] * 8 : 12;
+      for (int64_t i = 0; i < b; ++i)
+        for (int64_t j = 0; j < s; ++j)
+          t.data<int64_t>()[i * s + j] = (slots - 1 - 2 * j - i) % slots;
+    }
+    if (auto it = feeds.find("pad"); it != feeds.end()) {
+      Tensor& t = it->second;
+      const int64_t b = t.dims()[0], l = t.dims().back();
+      const int64_t keep[] = {40, 1, 0};
+      for (int64_t i = 0; i < b; ++i)
+        for (int64_t j = 0; j < l; ++j)
+          t.data<float>()[i * l + j] = j < keep[i % 3] ? 0.f : -3.4028234663852886e38f;
+    }
+    if (auto it = feeds.find("keepfew"); it != feeds.end()) {
+      Tensor& t = it->second;
+      const int64_t b = t.dims()[0], l = t.dims().back();
+      for (int64_t i = 0; i < b; ++i)
+        for (int64_t j = 0; j < l; ++j) t.data<uint8_t>()[i * l + j] = j < 10 + i ? 1 : 0;
+    }
+    for (const char* name : {"mask", "keep"})
+      if (auto it = feeds.find(name); it != feeds.end()) {
+        Tensor& t = it->second;
+        const int64_t b = t.dims()[0], l = t.dims().back();
+        for (int64_t i = 0; i < b; ++i)
+          for (int64_t j = 0; j < l; ++j) {
+            const bool kept = j < l - 1 - (5 * i) % std::max<int64_t>(l - 1, 1);
+            if (t.dtype() == DType::kBool)
+              t.data<uint8_t>()[i * l + j] = kept ? 1 : 0;
+            else
+              t.data<float>()[i * l + j] = kept ? 0.f : -10000.f;
+          }
+      }
+  };
+  std::vector<std::pair<std::string, std::string>> cases;
+  struct Shape {
+    int b, s, width, bs, d, n, kv;
+    bool causal;
+    const char* mask;  // "", "mask" (additive f32), "keep" (bool)
+  };
+  const Shape shapes[] = {
+      {2, 1, 3, 16, 64, 4, 2, false, "mask"},  {1, 3, 2, 8, 16, 2, 1, true, "keep"},
+      {2, 1, 9, 16, 128, 4, 4, false, "mask"}, {1, 1, 4, 8, 256, 1, 1, false, ""},
+      {3, 1, 16, 16, 64, 4, 2, false, "pad"},  {2, 1, 16, 16, 32, 4, 2, false, "keepfew"}};
+  for (const char* t : kFloatTypes)
+    for (const Shape& sh : shapes) {
+      const int pool_blocks = sh.b * sh.width + 1, l = sh.width * sh.bs;
+      const std::string q = absl::StrCat(sh.b, ",", sh.n, ",", sh.s, ",", sh.d);
+      const std::string pool = absl::StrCat(pool_blocks, ",", sh.kv, ",", sh.bs, ",", sh.d);
+      std::string ir =
+          absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", q, "] \"q\"\n %1 = Input() : $T[",
+                       pool, "] \"k\"\n %2 = Input() : $T[", pool, "] \"v\"\n");
+      if (std::string(sh.mask) == "mask")
+        absl::StrAppend(&ir, " %3 = Input() : f32[", sh.b, ",1,1,", l, "] \"mask\"\n");
+      if (std::string(sh.mask) == "pad")
+        absl::StrAppend(&ir, " %3 = Input() : f32[", sh.b, ",1,1,", l, "] \"pad\"\n");
+      if (std::string(sh.mask) == "keep" || std::string(sh.mask) == "keepfew")
+        absl::StrAppend(&ir, " %3 = Input() : bool[", sh.b, ",1,1,", l, "] \"", sh.mask, "\"\n");
+      const std::string mask = *sh.mask ? "%3" : "_";
+      absl::StrAppend(&ir, " %4 = Input() : i64[", sh.b, ",", sh.width, "] \"table\"\n",
+                      " %9 = kiln.Attention(%0, %1, %2, ", mask,
+                      ", %4) {causal=", sh.causal ? 1 : 0, ", scale=", 1.0 / std::sqrt(sh.d),
+                      "} : $T[", sh.b, ",", sh.s, ",", sh.n * sh.d,
+                      "] \"y\"\n return \"y\": %9\n}");
+      cases.push_back({absl::StrCat("paged attention ", t, " q", q, " pool", pool, " width ",
+                                    sh.width, sh.causal ? " causal " : " ", sh.mask),
+                       WithType(ir, t)});
+    }
+  RunCases(cases, /*int_high=*/2, edit, "head_attention");
+  cases.clear();
+  // Pools of 7 blocks of 8 slots (tables [2, 3]) and a dense cache of 12 slots.
+  cases.push_back({"cache write paged", R"(graph g opset=21 {
+ %0 = Input() : f32[7,2,8,20] "cache"
+ %1 = Input() : f32[2,2,3,20] "new"
+ %2 = Input() : i64[2,3] "positions"
+ %3 = Input() : i64[2,3] "table"
+ %9 = kiln.CacheWrite(%0, %1, %2, %3) : f32[7,2,8,20] "y"
+ return "y": %9
+})"});
+  cases.push_back({"cache write dense", R"(graph g opset=21 {
+ %0 = Input() : f32[2,3,12,16] "cache"
+ %1 = Input() : f32[2,3,2,16] "new"
+ %2 = Input() : i64[2,2] "positions"
+ %9 = kiln.CacheWrite(%0, %1, %2) : f32[2,3,12,16] "y"
+ return "y": %9
+})"});
+  RunCases(cases, /*int_high=*/2, edit, "cache_write");
+}
+
 // The flash kernel (fp16/bf16 plans) against the reference on every head size it has, the
 // mask kinds the fused op takes and the lengths the issue names: S = 1, 7, 64, 128, 129
 // (batch 1 and 33, 2 heads), 512 and 1024 (batch 1, 1 head). Key-padding masks are HF's: 0 on

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/eltwise.h"
 #include "kernels/cuda/embed.h"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/movement.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/packed.h"
@@ -252,6 +253,37 @@ TEST(PackedSegments, TileGridCoversEveryRowOnce) {
     for (int64_t s = 0; s < n; ++s)
       for (int v : seen[s]) EXPECT_EQ(v, 1) << "sequence " << s;
   }
+}
+
+// The paged attention's split count: about `target` (chunk, head, row) blocks, chunks of at
+// least 64 keys, partials within the workspace; one split writes y directly (no partials).
+TEST(PagedAttentionLaunch, SplitsFillTheDeviceWithinTheWorkspace) {
+  PagedAttentionArgs a;
+  a.batch = 1;
+  a.seq = 1;
+  a.heads = 14;
+  a.head_size = 64;
+  a.block_size = 16;
+  a.width = 64;  // 1024 keys
+  const size_t ws = size_t{32} << 20;
+  EXPECT_EQ(PagedAttentionSplits(a, 264, ws), 16);  // 1024 / 64 keys, below ceil(264 / 14)
+  a.width = 256;                                    // 4096 keys
+  EXPECT_EQ(PagedAttentionSplits(a, 264, ws), 19);  // ceil(264 / 14)
+  a.batch = 8;
+  EXPECT_EQ(PagedAttentionSplits(a, 264, ws), 3);  // ceil(264 / 112)
+  a.batch = 64;
+  EXPECT_EQ(PagedAttentionSplits(a, 264, ws), 1);  // 896 rows already fill the device
+  a.batch = 1;
+  a.width = 2;  // 32 keys: one chunk
+  EXPECT_EQ(PagedAttentionSplits(a, 264, ws), 1);
+  a.width = 256;
+  const size_t per_split = 14 * (64 + 2) * sizeof(float);
+  EXPECT_EQ(PagedAttentionSplits(a, 264, 5 * per_split + 7), 5);  // the workspace caps it
+  EXPECT_EQ(PagedAttentionSplits(a, 264, 0), 1);
+  a.splits = 5;
+  EXPECT_EQ(PagedAttentionWorkspace(a), 5 * per_split);
+  a.splits = 1;
+  EXPECT_EQ(PagedAttentionWorkspace(a), 0u);
 }
 
 }  // namespace

@@ -547,10 +547,13 @@ TEST(GenerationPlan, NotADecoderOrBadOptionsAreErrors) {
   g.profile["past_sequence"] = {4};
   EXPECT_THAT(Compile(kKv + "llama_kv_dynamo_sdpa.onnx", g).status().message(),
               HasSubstr("which kiln binds"));
+  // cuda generation plans are fp32 (their pools are f32); fp16 is refused saying so.
   g = GenerationOptions({8});
   g.target = PlanTarget::kCuda;
-  EXPECT_EQ(Compile(kKv + "llama_kv_dynamo_sdpa.onnx", g).status().code(),
-            absl::StatusCode::kUnimplemented);
+  g.precision = "fp16";
+  st = Compile(kKv + "llama_kv_dynamo_sdpa.onnx", g).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << st;
+  EXPECT_THAT(st.message(), HasSubstr("use --precision fp32"));
   // A fixed batch is fine; a fixed sequence is not (it is the prompt length).
   g = GenerationOptions({8});
   g.profile.erase("batch");

@@ -60,8 +60,8 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(std::shared_ptr<con
 
 CudaExecutor::Slot::~Slot() {
   cudaSetDevice(device);
-  for (cudaGraphExec_t g : graphs)
-    if (g) cudaGraphExecDestroy(g);
+  for (const std::vector<Graph>& per_bucket : graphs)
+    for (const Graph& g : per_bucket) cudaGraphExecDestroy(g.exec);
   if (lt) cuda::Lt()->Destroy(lt);
   if (stream) cudaStreamDestroy(stream);
   if (block) cudaFree(block);
@@ -103,8 +103,12 @@ absl::Status CudaExecutor::PrepareSteps() {
   for (int b = 0; ok && b < session_.num_buckets(); ++b) {
     const BucketIo& io = session_.bucket(b);
     int64_t n = 0, a = 0;
-    for (int64_t v : io.input_bytes) ok = ok && AlignUp(v, 64, &a) && !AddOverflows(n, a, &n);
-    for (int64_t v : io.output_bytes) ok = ok && AlignUp(v, 64, &a) && !AddOverflows(n, a, &n);
+    for (size_t i = 0; i < io.input_bytes.size(); ++i)
+      if (io.staging_in[i] != BucketIo::kDirect)
+        ok = ok && AlignUp(io.input_bytes[i], 64, &a) && !AddOverflows(n, a, &n);
+    for (size_t o = 0; o < io.output_bytes.size(); ++o)
+      if (io.staging_out[o] != BucketIo::kDirect)
+        ok = ok && AlignUp(io.output_bytes[o], 64, &a) && !AddOverflows(n, a, &n);
     host_io = std::max(host_io, n);
   }
   if (!ok || AddOverflows(64, host_io, &pinned_bytes_))
@@ -113,16 +117,24 @@ absl::Status CudaExecutor::PrepareSteps() {
   return absl::OkStatus();
 }
 
-absl::InlinedVector<std::byte*, 16> CudaExecutor::DeviceBases(std::byte* block, int b) const {
+absl::InlinedVector<std::byte*, 16> CudaExecutor::DeviceBases(
+    std::byte* block, int b, std::span<const TensorView> inputs) const {
   const PlanIo pio = session_.io(b);  // the bucket's program's signature
   const BucketIo& io = session_.bucket(b);
   const int nin = static_cast<int>(pio.inputs.size());
   absl::InlinedVector<std::byte*, 16> bases(3 + pio.inputs.size() + pio.outputs.size(), nullptr);
   bases[kArenaSlot] = block;
   bases[kWeightSlot] = weights_;
-  for (int i = 0; i < nin; ++i) bases[BaseSlotOfInput(i)] = block + io.staging_in[i];
+  for (int i = 0; i < nin; ++i)
+    if (io.staging_in[i] != BucketIo::kDirect) bases[BaseSlotOfInput(i)] = block + io.staging_in[i];
   for (size_t o = 0; o < pio.outputs.size(); ++o)
-    bases[BaseSlotOfOutput(nin, static_cast<int>(o))] = block + io.staging_out[o];
+    if (io.staging_out[o] != BucketIo::kDirect)
+      bases[BaseSlotOfOutput(nin, static_cast<int>(o))] = block + io.staging_out[o];
+  if (!inputs.empty())
+    for (const PlanInPlace& ip : io.direct) {
+      std::byte* p = static_cast<std::byte*>(const_cast<void*>(inputs[ip.input].data));
+      bases[BaseSlotOfInput(ip.input)] = bases[BaseSlotOfOutput(nin, ip.output)] = p;
+    }
   return bases;
 }
 
@@ -154,7 +166,7 @@ absl::Status CudaExecutor::InitDevice(const ExecutorOptions& options) {
   if (plan.weights.file_mapped() && page > 0 && base % page == 0 && plan.weights.size() > 0)
     ::madvise(reinterpret_cast<void*>(base), plan.weights.size(), MADV_DONTNEED);
   KILN_RETURN_IF_ERROR(CublasStatus(cuda::Lt()->Create(&init_lt_), "cublasLtCreate"));
-  const CudaInitEnv env{init_lt_, weights_, cuda::kGemmWorkspaceBytes, dev.sm};
+  const CudaInitEnv env{init_lt_, weights_, cuda::kGemmWorkspaceBytes, dev.sm, dev.multiprocessors};
   for (size_t b = 0; b < steps_.size(); ++b)
     for (size_t s = 0; s < steps_[b].size(); ++s) {
       absl::Status st = steps_[b][s].kernel->Init(env);
@@ -168,7 +180,8 @@ absl::Status CudaExecutor::InitDevice(const ExecutorOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Slot> slot, NewSlot());
   if (graphs_) {
     for (int b = 0; b < session_.num_buckets(); ++b)
-      KILN_RETURN_IF_ERROR(Capture(b, *slot, DeviceBases(slot->block, b).data()));
+      if (session_.bucket(b).direct.empty())  // else at its first run, over the run's buffers
+        KILN_RETURN_IF_ERROR(Capture(b, *slot, DeviceBases(slot->block, b)));
   }
   pool_.Release(std::move(slot));
   return absl::OkStatus();
@@ -197,7 +210,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor::Slot>> CudaExecutor::NewSlot() cons
   }
   KILN_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate");
   KILN_RETURN_IF_ERROR(CublasStatus(cuda::Lt()->Create(&s->lt), "cublasLtCreate"));
-  s->graphs.assign(steps_.size(), nullptr);
+  s->graphs.resize(steps_.size());
   return s;
 }
 
@@ -224,10 +237,11 @@ absl::Status CudaExecutor::LaunchSteps(int b, const Slot& slot, cudaStream_t str
   return absl::OkStatus();
 }
 
-absl::Status CudaExecutor::Capture(int b, Slot& slot, std::byte* const* bases) const {
+absl::Status CudaExecutor::Capture(int b, Slot& slot,
+                                   const absl::InlinedVector<std::byte*, 16>& bases) const {
   KILN_CUDA_TRY(cudaStreamBeginCapture(slot.stream, cudaStreamCaptureModeThreadLocal),
                 absl::StrCat("bucket ", b, ": beginning the CUDA graph capture"));
-  const absl::Status launched = LaunchSteps(b, slot, slot.stream, bases, nullptr);
+  const absl::Status launched = LaunchSteps(b, slot, slot.stream, bases.data(), nullptr);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(slot.stream, &graph);
   if (!launched.ok()) {
@@ -239,7 +253,12 @@ absl::Status CudaExecutor::Capture(int b, Slot& slot, std::byte* const* bases) c
   const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   KILN_CUDA_TRY(inst, absl::StrCat("bucket ", b, ": instantiating its CUDA graph"));
-  slot.graphs[b] = exec;
+  std::vector<Slot::Graph>& list = slot.graphs[b];
+  if (list.size() >= kGraphsPerBucket) {
+    cudaGraphExecDestroy(list.back().exec);
+    list.pop_back();
+  }
+  list.insert(list.begin(), Slot::Graph{bases, exec});
   return absl::OkStatus();
 }
 
@@ -300,9 +319,21 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
   const bool trace = stats != nullptr && stats->collect_trace;
   if (options.program == PlanProgram::kPacked) KILN_RETURN_IF_ERROR(CheckPackedRun(inputs, stream));
 
-  const absl::InlinedVector<std::byte*, 16> bases = DeviceBases(slot.block, b);
-  if (graphs_ && !trace && slot.graphs[b] == nullptr)
-    KILN_RETURN_IF_ERROR(Capture(b, slot, bases.data()));  // before any work on the slot
+  for (const PlanInPlace& ip : io.direct)  // Bind checked they are one device buffer
+    if (reinterpret_cast<uintptr_t>(inputs[ip.input].data) % kAlign != 0)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "input '%s' (a cache updated in place) must be %d-byte aligned device memory",
+          pio.inputs[ip.input].name, kAlign));
+  const absl::InlinedVector<std::byte*, 16> bases = DeviceBases(slot.block, b, inputs);
+  if (graphs_ && !trace) {  // the bucket's graph over these bases, first in its list
+    std::vector<Slot::Graph>& list = slot.graphs[b];
+    auto it = std::find_if(list.begin(), list.end(),
+                           [&](const Slot::Graph& g) { return g.bases == bases; });
+    if (it == list.end())
+      KILN_RETURN_IF_ERROR(Capture(b, slot, bases));  // before any work on the slot
+    else
+      std::rotate(list.begin(), it, it + 1);
+  }
 
   std::vector<cudaEvent_t> events;
   struct HostOut {
@@ -314,13 +345,13 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
     int64_t pin = 64;  // the first 64 bytes take the error word back
     for (size_t i = 0; i < nin; ++i) {
       const TensorView& v = inputs[i];
-      std::byte* dst = slot.block + io.staging_in[i];
       const int64_t bytes = io.input_bytes[i];
+      if (bytes == 0 || io.staging_in[i] == BucketIo::kDirect) continue;
+      std::byte* dst = slot.block + io.staging_in[i];
       const bool pad = !std::equal(v.dims.begin(), v.dims.end(), io.input_dims[i].begin(),
                                    io.input_dims[i].end());
       const size_t elem = DTypeSize(pio.inputs[i].dtype);
       const std::string what = absl::StrCat("staging input '", pio.inputs[i].name, "'");
-      if (bytes == 0) continue;
       if (v.memory == MemoryKind::kHost) {
         std::byte* p = slot.pinned + pin;
         pin += Align(bytes, 64);
@@ -351,19 +382,19 @@ absl::Status CudaExecutor::Run(std::span<const TensorView> inputs,
       for (cudaEvent_t& e : events) KILN_CUDA_TRY(cudaEventCreate(&e), "cudaEventCreate");
       KILN_RETURN_IF_ERROR(LaunchSteps(b, slot, stream, bases.data(), &events));
     } else if (graphs_) {
-      KILN_CUDA_TRY(cudaGraphLaunch(slot.graphs[b], stream),
+      KILN_CUDA_TRY(cudaGraphLaunch(slot.graphs[b].front().exec, stream),
                     absl::StrCat("bucket ", b, ": launching its CUDA graph"));
     } else {
       KILN_RETURN_IF_ERROR(LaunchSteps(b, slot, stream, bases.data(), nullptr));
     }
     for (size_t o = 0; o < nout; ++o) {
       const MutableTensorView& v = outputs[o];
-      const std::byte* src = slot.block + io.staging_out[o];
       const int64_t bytes = io.output_bytes[o];
+      if (bytes == 0 || io.staging_out[o] == BucketIo::kDirect) continue;
+      const std::byte* src = slot.block + io.staging_out[o];
       const bool cut = !std::equal(v.dims.begin(), v.dims.end(), io.output_dims[o].begin(),
                                    io.output_dims[o].end());
       const std::string what = absl::StrCat("copying out output '", pio.outputs[o].name, "'");
-      if (bytes == 0) continue;
       if (v.memory == MemoryKind::kHost) {
         std::byte* p = slot.pinned + pin;
         pin += Align(bytes, 64);

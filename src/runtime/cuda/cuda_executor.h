@@ -14,6 +14,10 @@
 // (device arena + staging + cuBLASLt workspace + error word, pinned host staging, a stream,
 // a cuBLASLt handle, and the graphs captured over exactly those addresses), so replays
 // stay valid and concurrent runs never share memory.
+// Decode programs (docs/generation.md): the cache pools, in place, are not staged: a run
+// passes each as one device buffer for both its past input and present output, and the
+// bucket's graph is captured over those addresses (one more per set of caches a run
+// brings, up to kGraphsPerBucket per slot).
 // Packed programs (docs/packing.md): a model-program Run over host inputs packs the batch
 // by its mask (runtime/packing.h) and runs the packed buckets, as the CPU executor does;
 // device-memory inputs take the padded buckets.
@@ -52,6 +56,8 @@ class CudaExecutor final : public Executor {
   absl::Status Run(std::span<const TensorView> inputs, std::span<const MutableTensorView> outputs,
                    RunStats* stats = nullptr, const RunOptions& options = {}) const override;
   using Executor::Run;
+  MemoryKind memory() const override { return MemoryKind::kCuda; }
+  int device() const override { return device_; }
 
  private:
   using PreparedStep = PreparedStepOf<CudaStep>;
@@ -62,7 +68,15 @@ class CudaExecutor final : public Executor {
     std::byte* pinned = nullptr;  // host staging of host I/O, then the error word's copy
     cudaStream_t stream = nullptr;
     cublasLtHandle_t lt = nullptr;
-    std::vector<cudaGraphExec_t> graphs;  // per bucket, captured on first use
+    // A bucket's graph and the bases it was captured over.
+    struct Graph {
+      absl::InlinedVector<std::byte*, 16> bases;
+      cudaGraphExec_t exec = nullptr;
+    };
+    // Per bucket, captured on first use, the most recently used first. Only a decode
+    // bucket has more than one: one per set of caches its runs bring (GenerationSessions
+    // sharing the executor), at most kGraphsPerBucket (the least recently used goes).
+    std::vector<std::vector<Graph>> graphs;
     ~Slot();
   };
 
@@ -74,10 +88,14 @@ class CudaExecutor final : public Executor {
   // Enqueues bucket b's steps on `stream` over `bases` (trace: an event pair per step).
   absl::Status LaunchSteps(int b, const Slot& slot, cudaStream_t stream, std::byte* const* bases,
                            std::vector<cudaEvent_t>* events) const;
-  absl::Status Capture(int b, Slot& slot, std::byte* const* bases) const;
+  // Captures bucket b's graph over `bases` into the slot (first in its list).
+  absl::Status Capture(int b, Slot& slot, const absl::InlinedVector<std::byte*, 16>& bases) const;
+  static constexpr size_t kGraphsPerBucket = 8;
   // The base pointers (StepIo's slots) of bucket b in a slot's device block: arena,
-  // weights, and every graph input and output at its staging offset.
-  absl::InlinedVector<std::byte*, 16> DeviceBases(std::byte* block, int b) const;
+  // weights, and every graph input and output at its staging offset, or for a direct
+  // in-place pair (BucketIo::direct) the run's own buffer (null without `inputs`).
+  absl::InlinedVector<std::byte*, 16> DeviceBases(std::byte* block, int b,
+                                                  std::span<const TensorView> inputs = {}) const;
   absl::Status DataError(int b, uint32_t code) const;
   // A direct packed run's sequence_lengths (host or device memory) against its tokens.
   absl::Status CheckPackedRun(std::span<const TensorView> inputs, cudaStream_t stream) const;

@@ -83,6 +83,16 @@ uint32_t PointerAlignment(const PlanBuffer& b) {
   return a;
 }
 
+void MaskStrides(const std::vector<int64_t>& m, int64_t stride_out[4]) {
+  int64_t stride = 1;
+  for (size_t i = 0; i < m.size(); ++i) {
+    const size_t d = m.size() - 1 - i;      // mask dim
+    const int t = 3 - static_cast<int>(i);  // target dim
+    stride_out[t] = m[d] == 1 ? 0 : stride;
+    stride *= m[d];
+  }
+}
+
 namespace {
 
 using StepPtr = std::unique_ptr<CudaStep>;
@@ -300,18 +310,6 @@ absl::StatusOr<StepPtr> PrepareSkipRmsNorm(const StepChecker& c) {
 
 // ---- attention --------------------------------------------------------------------------
 
-// Element strides of a mask of dims `m` broadcast (right-aligned) to [B, N, S, S]; 0 on
-// broadcast dims.
-void MaskStrides(const std::vector<int64_t>& m, int64_t stride_out[4]) {
-  int64_t stride = 1;
-  for (size_t i = 0; i < m.size(); ++i) {
-    const size_t d = m.size() - 1 - i;      // mask dim
-    const int t = 3 - static_cast<int>(i);  // target dim
-    stride_out[t] = m[d] == 1 ? 0 : stride;
-    stride *= m[d];
-  }
-}
-
 // The simple kernel's arguments both attention rules share, after the limits it has.
 template <typename Rule>
 absl::StatusOr<cuda::AttentionArgs> SimpleAttentionArgs(const StepChecker& c, const Rule& r) {
@@ -383,8 +381,7 @@ class HeadAttentionStep final : public CudaStep {
 
 absl::StatusOr<StepPtr> PrepareHeadAttention(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(const HeadAttentionRule r, CheckHeadAttention(c));
-  if (r.paged.block_size > 0)
-    return c.Err("a paged KV cache has no CUDA attention kernel yet (decode plans are cpu-only)");
+  if (r.paged.block_size > 0) return PrepareCudaPagedAttention(c, r);
   KILN_ASSIGN_OR_RETURN(cuda::AttentionArgs a, SimpleAttentionArgs(c, r));
   a.kv_seq = r.kv_seq;
   return StepPtr(new HeadAttentionStep(a));
@@ -603,6 +600,7 @@ constexpr Entry kTable[] = {
     {"packed_pool", Packed<kPackedPool>},
     {"packed_positions", Packed<kPackedPositions>},
     {"packed_cumsum", Packed<kPackedCumSum>},
+    {"cache_write", PrepareCudaCacheWrite},
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/flash_attention.h"
+#include "runtime/kernel_rules.h"
 #include "runtime/step_checker.h"
 
 namespace kiln::runtime {
@@ -28,6 +29,7 @@ struct CudaInitEnv {
   const std::byte* weights = nullptr;  // the uploaded weights blob (device)
   size_t workspace_bytes = 0;          // cuBLASLt workspace each run slot has
   int sm = 0;                          // the device's SM (major·10 + minor)
+  int multiprocessors = 0;             // the device's SMs
 };
 
 struct CudaRunEnv {
@@ -65,6 +67,16 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view k
 // packed_positions, packed_cumsum (packed-token programs, docs/packing.md).
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPacked(std::string_view kernel,
                                                             const StepChecker& c);
+
+// cuda_steps_kv.cc: cache_write, and head_attention over a paged cache (decode programs,
+// docs/generation.md) with `r` its checked rule.
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaCacheWrite(const StepChecker& c);
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPagedAttention(const StepChecker& c,
+                                                                    const HeadAttentionRule& r);
+
+// Element strides of a mask of dims `m` broadcast (right-aligned) to [B, N, S, L]; 0 on
+// broadcast dims.
+void MaskStrides(const std::vector<int64_t>& m, int64_t stride_out[4]);
 
 // DType -> the kernels' element type.
 cuda::ElemType ElemTypeOf(DType t);

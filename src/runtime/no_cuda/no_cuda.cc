@@ -26,5 +26,21 @@ absl::StatusOr<std::unique_ptr<Executor>> CreateCudaExecutor(std::shared_ptr<con
       "backend (rebuild with the CUDA toolkit, -DKILN_CUDA=ON)");
 }
 
+namespace {
+
+absl::Status NoCuda() {
+  return absl::FailedPreconditionError("device memory: kiln was built without its CUDA backend");
+}
+
+}  // namespace
+
+absl::Status CudaCopies(int, std::span<const CudaCopy> copies) {
+  return copies.empty() ? absl::OkStatus() : NoCuda();
+}
+absl::Status CudaZero(int, void*, size_t) { return NoCuda(); }
+absl::Status CudaWritePagedRows(int, std::span<const CudaPagedRows> writes) {
+  return writes.empty() ? absl::OkStatus() : NoCuda();
+}
+
 }  // namespace runtime
 }  // namespace kiln

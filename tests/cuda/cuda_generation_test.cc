@@ -1,0 +1,223 @@
+// Generation plans on the cuda target (docs/generation.md), on the torch KV-cache fixtures
+// (models/fixtures/kv/: 2-layer Llama and Qwen2, vocab 256).
+// On any machine: their fp32 cuda generation plans lower every decode step to device
+// kernels (cache_write and the paged head_attention among them), prepare on the host
+// (Executor::Create is refused only for the missing GPU), and the decode buckets' cache
+// pools are direct in-place I/O: a stage_always PlanSession gives them no staging slot, and
+// Bind takes one device buffer as both past and present but refuses host memory or two
+// buffers.
+// Where a GPU answers: a GenerationSession over the cuda plan keeps its pools in device
+// memory and matches the CPU session over the cpu plan of the same model: two prompts of
+// different lengths, 28 greedy steps through a capacity growth (16 -> 256: its 256 keys
+// are cut into split-KV chunks, most of them behind the export's float32-min mask), then a
+// fork (copy on write of a shared block on the device) and a restart; a second pair of
+// sessions on the same two executors, other prompts, steps in turn with the first (each
+// decode graph captured over two sets of pools and replayed for each). Logits within 1e-4 at
+// every step and the same greedy tokens. Tolerance: fp32 throughout on both (cuBLASLt with
+// TF32 off); the GPU sums in another order and blocking, which moves the logits (|x| ~ 1)
+// by a few 1e-6; a wrong slot, block or mask moves them by far more than 1e-4 (the CPU
+// generation tests show the logits one token earlier differ by > 1e-2).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kiln/generation.h"
+#include "kiln/kiln.h"
+#include "runtime/plan_session.h"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kKv = std::string(KILN_SOURCE_DIR) + "/models/fixtures/kv/";
+const char* const kFixtures[] = {"llama_kv_dynamo_sdpa.onnx", "qwen2_kv_torchscript_eager.onnx"};
+
+CompileOptions GenerationOptions(PlanTarget target) {
+  CompileOptions o;
+  o.target = target;
+  o.profile = {{"batch", {1, 2}}, {"sequence", {4, 8}}};
+  o.decode_context = {16, 256};
+  return o;
+}
+
+std::shared_ptr<const Plan> CompileFor(const std::string& model, PlanTarget target) {
+  absl::StatusOr<Plan> p = Compile(model, GenerationOptions(target));
+  EXPECT_TRUE(p.ok()) << model << ": " << p.status();
+  return p.ok() ? std::make_shared<const Plan>(*std::move(p)) : nullptr;
+}
+
+TEST(CudaGeneration, DecodeStepsLowerToDeviceKernelsAndPrepareOnTheHost) {
+  const CudaDeviceInfo dev = QueryCudaDevice(0);
+  for (const char* f : kFixtures) {
+    SCOPED_TRACE(f);
+    std::shared_ptr<const Plan> plan = CompileFor(kKv + f, PlanTarget::kCuda);
+    ASSERT_NE(plan, nullptr);
+    int decode = 0;
+    for (const PlanBucket& b : plan->buckets) {
+      if (b.program != PlanProgram::kDecode) continue;
+      ++decode;
+      int writes = 0, paged = 0;
+      for (const PlanStep& s : b.steps) {
+        EXPECT_NE(s.kernel, "ref");
+        writes += s.kernel == "cache_write";
+        if (s.kernel == "head_attention")
+          paged += std::any_of(s.params.begin(), s.params.end(),
+                               [](const PlanParam& p) { return p.name == "block_size"; });
+      }
+      EXPECT_EQ(writes, 4);  // K and V of 2 layers
+      EXPECT_EQ(paged, 2);
+    }
+    EXPECT_EQ(decode, 4);  // batch 1, 2 x capacity 16, 256
+    absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(plan);
+    if (dev.available) {
+      EXPECT_TRUE(e.ok()) << e.status();
+    } else {
+      std::printf("no GPU here (%s): expecting FailedPrecondition after the host checks\n",
+                  dev.reason.c_str());
+      ASSERT_FALSE(e.ok());
+      EXPECT_EQ(e.status().code(), absl::StatusCode::kFailedPrecondition) << e.status();
+      EXPECT_THAT(std::string(e.status().message()), HasSubstr("cannot run a cuda plan here"));
+    }
+  }
+}
+
+TEST(CudaGeneration, DecodeCachesAreOneDeviceBufferNeverStaged) {
+  std::shared_ptr<const Plan> plan = CompileFor(kKv + kFixtures[0], PlanTarget::kCuda);
+  ASSERT_NE(plan, nullptr);
+  absl::StatusOr<runtime::PlanSession> session =
+      runtime::PlanSession::Create(*plan, runtime::SessionOptions{true, 256});
+  ASSERT_TRUE(session.ok()) << session.status();
+  int decode = -1;
+  for (int b = 0; b < session->num_buckets(); ++b) {
+    const runtime::BucketIo& io = session->bucket(b);
+    if (plan->buckets[b].program != PlanProgram::kDecode) {
+      EXPECT_TRUE(io.direct.empty());
+      continue;
+    }
+    EXPECT_EQ(io.direct, plan->buckets[b].in_place);
+    EXPECT_EQ(io.direct.size(), 4u);
+    for (const PlanInPlace& ip : io.direct) {
+      EXPECT_EQ(io.staging_in[ip.input], runtime::BucketIo::kDirect);
+      EXPECT_EQ(io.staging_out[ip.output], runtime::BucketIo::kDirect);
+    }
+    if (decode < 0) decode = b;
+  }
+  ASSERT_GE(decode, 0);
+  // Views at the first decode bucket's dims; Bind reads no data, so the device pointers
+  // are stand-ins.
+  const runtime::BucketIo& io = session->bucket(decode);
+  std::vector<std::byte> host(1 << 20);
+  std::vector<TensorView> in;
+  std::vector<MutableTensorView> out;
+  const PlanIo pio = session->io(decode);
+  for (size_t i = 0; i < pio.inputs.size(); ++i)
+    in.push_back({pio.inputs[i].dtype, io.input_dims[i], host.data()});
+  for (size_t o = 0; o < pio.outputs.size(); ++o)
+    out.push_back({pio.outputs[o].dtype, io.output_dims[o], host.data()});
+  const MemoryKind memory[] = {MemoryKind::kHost, MemoryKind::kCuda};
+  // Host pools: refused.
+  absl::StatusOr<runtime::RunBinding> r = session->Bind(in, out, memory, PlanProgram::kDecode);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("must be one device-memory buffer passed as both"));
+  // One device buffer per pair: bound directly, everything else staged.
+  std::vector<void*> pools;
+  for (size_t k = 0; k < io.direct.size(); ++k)
+    pools.push_back(reinterpret_cast<void*>(uintptr_t{0x100000} * (k + 1)));
+  for (size_t k = 0; k < io.direct.size(); ++k) {
+    in[io.direct[k].input].data = out[io.direct[k].output].data = pools[k];
+    in[io.direct[k].input].memory = out[io.direct[k].output].memory = MemoryKind::kCuda;
+  }
+  r = session->Bind(in, out, memory, PlanProgram::kDecode);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->bucket, decode);
+  for (size_t i = 0; i < in.size(); ++i)
+    EXPECT_EQ(r->stage_in[i], io.staging_in[i] != runtime::BucketIo::kDirect) << i;
+  for (size_t o = 0; o < out.size(); ++o)
+    EXPECT_EQ(r->stage_out[o], io.staging_out[o] != runtime::BucketIo::kDirect) << o;
+  // Two buffers for one pair: refused.
+  out[io.direct[0].output].data = pools[1];
+  r = session->Bind(in, out, memory, PlanProgram::kDecode);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("one device-memory buffer"));
+}
+
+float MaxDiff(const Tensor& a, const Tensor& b) {
+  float worst = 0;
+  for (int64_t i = 0; i < a.NumElements(); ++i)
+    worst = std::max(worst, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+  return a.dims() == b.dims() ? worst : INFINITY;
+}
+
+std::vector<int64_t> Argmax(const Tensor& logits) {
+  std::vector<int64_t> ids;
+  const int64_t v = logits.dims()[1];
+  for (int64_t b = 0; b < logits.dims()[0]; ++b) {
+    const float* row = logits.data<float>() + b * v;
+    ids.push_back(std::max_element(row, row + v) - row);
+  }
+  return ids;
+}
+
+TEST(CudaGeneration, DeviceSessionMatchesTheCpuSession) {
+  const CudaDeviceInfo dev = QueryCudaDevice(0);
+  if (!dev.available) GTEST_SKIP() << "no GPU: " << dev.reason;
+  for (const char* f : kFixtures) {
+    SCOPED_TRACE(f);
+    auto cpu_exec = Executor::Create(CompileFor(kKv + f, PlanTarget::kCpu));
+    auto gpu_exec = Executor::Create(CompileFor(kKv + f, PlanTarget::kCuda));
+    ASSERT_TRUE(cpu_exec.ok()) << cpu_exec.status();
+    ASSERT_TRUE(gpu_exec.ok()) << gpu_exec.status();
+    const std::shared_ptr<const Executor> ce(*std::move(cpu_exec)), ge(*std::move(gpu_exec));
+    auto cpu = GenerationSession::Create(ce), cpu2 = GenerationSession::Create(ce);
+    auto gpu = GenerationSession::Create(ge), gpu2 = GenerationSession::Create(ge);
+    ASSERT_TRUE(cpu.ok() && cpu2.ok()) << cpu.status() << cpu2.status();
+    ASSERT_TRUE(gpu.ok() && gpu2.ok()) << gpu.status() << gpu2.status();
+    float worst = 0;
+    auto same = [&](const absl::StatusOr<Tensor>& a, const absl::StatusOr<Tensor>& b,
+                    const std::string& what) -> std::vector<int64_t> {
+      EXPECT_TRUE(a.ok()) << what << ": " << a.status();
+      EXPECT_TRUE(b.ok()) << what << ": " << b.status();
+      if (!a.ok() || !b.ok()) return {};
+      const float d = MaxDiff(*a, *b);
+      worst = std::max(worst, d);
+      EXPECT_LE(d, 1e-4f) << what;
+      EXPECT_EQ(Argmax(*a), Argmax(*b)) << what;
+      return Argmax(*a);
+    };
+    const std::vector<std::vector<int64_t>> prompts = {{3, 14, 15, 92, 65, 35}, {2, 71}};
+    const std::vector<std::vector<int64_t>> others = {{8}, {1, 1, 2, 3, 5, 8, 13}};
+    std::vector<int64_t> next = same((*cpu)->Prefill(prompts), (*gpu)->Prefill(prompts), "prefill");
+    std::vector<int64_t> next2 =
+        same((*cpu2)->Prefill(others), (*gpu2)->Prefill(others), "second pair's prefill");
+    // 6 + 28 tokens: past capacity 16 into 256. The second pair steps in turn for 20.
+    for (int step = 0; step < 28 && !next.empty(); ++step) {
+      next =
+          same((*cpu)->Decode(next), (*gpu)->Decode(next), "decode step " + std::to_string(step));
+      if (step < 20 && !next2.empty())
+        next2 = same((*cpu2)->Decode(next2), (*gpu2)->Decode(next2),
+                     "second pair's decode step " + std::to_string(step));
+    }
+    ASSERT_EQ(next.size(), 2u);
+    EXPECT_EQ((*gpu)->capacity(), 256);
+    EXPECT_EQ((*gpu)->blocks_in_use(), (*cpu)->blocks_in_use());
+    // Sequence 1 becomes a copy of 0 (sharing its partly filled last block) and both decode:
+    // the first write into the shared block copies it on the device.
+    ASSERT_TRUE((*cpu)->Fork(0, 1).ok());
+    ASSERT_TRUE((*gpu)->Fork(0, 1).ok());
+    next = {next[0], (next[0] + 1) % 256};
+    for (int step = 0; step < 3; ++step)
+      next = same((*cpu)->Decode(next), (*gpu)->Decode(next), "after fork " + std::to_string(step));
+    const std::vector<int64_t> again = {7, 7, 7};
+    same((*cpu)->Restart(1, again), (*gpu)->Restart(1, again), "restart");
+    same((*cpu)->Decode(next), (*gpu)->Decode(next), "after restart");
+    std::printf("%s: cuda vs cpu session, worst |logits diff| %.3g\n", f, worst);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
