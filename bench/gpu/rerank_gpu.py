@@ -24,9 +24,7 @@ Usage (bench/gpu/check.sh): rerank_gpu.py --kiln KILN --gpu-bench KILN_GPU_BENCH
 
 import argparse
 import json
-import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +35,7 @@ import transformers
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+from gpu_timing import run  # noqa: E402
 from rerank_bench import BATCH, PROFILE, pair_lengths  # noqa: E402
 
 MINILM = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
@@ -45,13 +44,6 @@ MINILM = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
 
 def log(msg):
     print(f"[rerank_gpu {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def run(cmd, timeout=900):
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, cmd))}: {proc.stderr.strip()[-2000:]}")
-    return proc.stdout
 
 
 def build_and_export(path, arch):

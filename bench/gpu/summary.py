@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The short table bench/gpu/check.sh prints last, from the files it wrote to OUT:
 cuda_tests.json (GoogleTest), e2e.json (e2e_check.py), attention.json (attn_bench.py),
-bench.json (torch_bench.py) and rerank_bert.json / rerank_xlmr.json (rerank_gpu.py).
+bench.json (torch_bench.py), rerank_bert.json / rerank_xlmr.json (rerank_gpu.py) and
+generate.json (generate_gpu.py).
 Each line: what, the measurement, the issue's target, and whether it is met. Missing files
 (a stage that failed early) show as 'not measured'."""
 
@@ -134,6 +135,25 @@ def main():
             row(f"rerank {n} packed / torch sorted",
                 f"{r['kiln_packed_ms']:.1f} / {r['torch_sorted_ms']:.1f} ms"
                 f" (torch padded {r['torch_padded_ms']:.1f})", "< 1", r["packed_vs_torch_sorted"] < 1)
+    gen = load(out / "generate.json")
+    if not gen:
+        row("generation (cuda plan) vs torch", "not measured")
+    else:
+        for r in gen["rows"]:
+            k, e = r["kiln"], r["torch_eager"]
+            floor = r["floor_tokens_per_s"]
+            row(f"generate {r['case']} kiln decode tok/s / floor",
+                f"{k['decode_tokens_per_s']:.0f} / {floor:.0f}", ">= 0.8 of floor",
+                floor > 0 and k["decode_tokens_per_s"] >= 0.8 * floor)
+            peer = r.get("torch_static_compiled") or {}
+            best = max(e["decode_tokens_per_s"], peer.get("decode_tokens_per_s", 0.0))
+            row(f"generate {r['case']} kiln / best torch tok/s",
+                f"{k['decode_tokens_per_s']:.0f} / {best:.0f}", ">= 1", k["decode_tokens_per_s"] >= best)
+            row(f"generate {r['case']} TTFT kiln / torch eager",
+                f"{k['ttft_ms']:.1f} / {e['ttft_ms']:.1f} ms", "")
+            same, n = (int(v) for v in r["leading_tokens_equal"].split("/"))
+            row(f"generate {r['case']} tokens = torch eager", r["leading_tokens_equal"], "all",
+                same == n)
     print(f"{'':44s} {'measured':>26s}  {'target':>18s}")
     print("\n".join(lines))
 
