@@ -22,7 +22,11 @@
 // Why: a plan's weights are stored in the target precision (half the bytes), Casts sit only
 // at the region boundaries, and the numerically delicate parts stay where they are safe.
 // An op the numeric-safety pass found out of fp16's range on the calibration inputs
-// (PrecisionReport::ForcedF32) stays f32 as a kKeepF32 op does; each compute op's precision
+// (PrecisionReport::ForcedF32) stays f32 as a kKeepF32 op does, and so, in a generation
+// compile (PassContext::kv_cache_f32), does a KV cache's append (a graph output
+// Concat(past, new) on axis 2, or TensorScatter(Pad(past), new, ...)) with the kiln.Attention
+// nodes reading it: the cache pools stay f32, only the new rows, the queries and the
+// attention's output are cast; each compute op's precision
 // (and why one stays f32) is noted in the PrecisionReport for the plan.
 // Limits: only f32 values move (f64 and existing 16-bit values are left as they are); the
 // range check covers constants and the values cast down, and run-time values only as far
@@ -147,6 +151,30 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
     }
     return absl::OkStatus();
   };
+  // A generation compile's KV caches (see the file comment): node id -> why it stays f32.
+  std::map<int, std::string> kv_f32;
+  if (ctx.kv_cache_f32)
+    for (const GraphOutput& o : g.outputs()) {
+      Node* n = o.value.node;
+      if (n == nullptr || !n->domain().empty() || n->num_inputs() < 2 || !n->input(0)) continue;
+      const int64_t axis =
+          n->op() == "Concat" ? n->attr_int_or("axis", 0) : n->attr_int_or("axis", -2);
+      const bool rank4_axis2 =
+          o.value.type().has_rank() && o.value.type().rank() == 4 && (axis == 2 || axis == -2);
+      Node* pad = n->op() == "TensorScatter" ? n->input(0).node : nullptr;
+      const bool concat =
+          n->op() == "Concat" && n->num_inputs() == 2 && n->input(0).node->is_input();
+      const bool scatter = pad != nullptr && pad->domain().empty() && pad->op() == "Pad" &&
+                           pad->input(0) && pad->input(0).node->is_input();
+      if (!rank4_axis2 || !IsF32(o.value) || (!concat && !scatter)) continue;
+      const std::string why = "the KV cache stays f32 (generation plans' cache pools are f32)";
+      kv_f32[n->id()] = why;
+      if (scatter) kv_f32[pad->id()] = why;
+      for (const Use& u : n->output_info(0).uses)
+        if (u.user->domain() == "kiln" && u.user->op() == "Attention" &&
+            (u.operand == 1 || u.operand == 2))
+          kv_f32[u.user->id()] = "reads the KV cache, which stays f32 (generation plans)";
+    }
   // Graph outputs that are f32 now must still be f32 afterwards.
   std::vector<bool> output_was_f32;
   for (const GraphOutput& o : g.outputs()) output_was_f32.push_back(IsF32(o.value));
@@ -159,6 +187,8 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
     const OpInfo* info = FindOp(n->domain(), n->op());
     const std::string* forced =
         ctx.precision_report ? ctx.precision_report->ForcedF32(*n) : nullptr;
+    if (auto it = kv_f32.find(n->id()); forced == nullptr && it != kv_f32.end())
+      forced = &it->second;
     const PrecisionPolicy policy = forced ? PrecisionPolicy::kKeepF32
                                    : info ? info->precision
                                           : PrecisionPolicy::kFollow;

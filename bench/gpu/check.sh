@@ -13,9 +13,9 @@
 #      attention's end-to-end effect (plans with and without --no-flash-attention);
 #   6. re-ranking with realistic lengths: a packed cuda plan vs its padded buckets vs
 #      PyTorch eager padded and length-sorted (rerank_gpu.py, issue 16);
-#   7. generation: `kiln generate` on a cuda plan of a Qwen2-0.5B-layered decoder (paged
-#      device cache, split-KV decode) vs PyTorch greedy generate and the bandwidth floor
-#      (generate_gpu.py, issue 13);
+#   7. generation: `kiln generate` on fp32 and fp16 cuda plans of a Qwen2-0.5B-layered
+#      decoder (paged device cache, split-KV decode) vs PyTorch greedy generate and the
+#      bandwidth floor (generate_gpu.py, issue 13);
 # then prints one short table (summary.py). Results and logs go to $OUT (the device tool's
 # return folder) or /tmp/kiln-gpu. Each stage runs even when an earlier one fails; the exit
 # status is 1 if any failed. Budget: <= 9 minutes on an H200 (KILN_GPU_QUICK=1 skips
@@ -110,7 +110,7 @@ done
 
 want 7 && {
 say "7. generation: kiln generate on a cuda plan vs PyTorch"
-PYTHONUNBUFFERED=1 timeout "${KILN_GPU_GENERATE_TIMEOUT:-200}" python3 bench/gpu/generate_gpu.py \
+PYTHONUNBUFFERED=1 timeout "${KILN_GPU_GENERATE_TIMEOUT:-240}" python3 bench/gpu/generate_gpu.py \
   --kiln "$B/wrap/kiln" --repeats 2 "${QUICK[@]}" --json "$OUT/generate.json" \
   > "$OUT/generate.log" 2>&1 || { status=1; tail -n 20 "$OUT/generate.log" | tee -a "$LOG"; }
 }

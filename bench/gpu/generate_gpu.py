@@ -7,19 +7,21 @@ The model: a Qwen2ForCausalLM with Qwen2-0.5B's layers (24 layers, hidden 896, 1
 FFN 4864; seeded random weights) and a 32000-token vocabulary (the real 151936 puts the
 fp32 export at the 2 GB protobuf limit), exported with torch.onnx in the KV-cache form
 (bench/kv_decode_bench.py's exporter) and compiled by `kiln compile --target cuda
---decode-context 256 --profile batch=1:8,sequence=128`, fp32.
-Per case (batch x prompt x new tokens):
+--decode-context 256 --profile batch=1:8,sequence=128` at fp32 and at fp16 (the cache
+stays f32 in the fp16 plan). Per precision and case (batch x prompt x new tokens):
   kiln          `kiln generate --json --warmup 1`: TTFT (prefill + first token) and decode
                 tokens/s (all sequences), host I/O for ids and logits;
-  torch eager   transformers' generate (greedy, its dynamic cache) on the same weights in
-                fp32 on the GPU: TTFT = generate(1 token), decode tokens/s from
-                generate(N) - generate(1);
-  torch static  the same with cache_implementation="static" and the forward under
+  torch eager   transformers' generate (greedy, its dynamic cache) on the same weights at
+                the same precision on the GPU: TTFT = generate(1 token), decode tokens/s
+                from generate(N) - generate(1);
+  torch static  fp16: the same with cache_implementation="static" and the forward under
                 torch.compile(mode="reduce-overhead") (skipped with --quick);
   floor         a decode step reads every weight once: tokens/s <= batch x bandwidth /
-                weight bytes, the bandwidth measured here (torch device-to-device copy).
-Medians of --repeats. The batch-1 tokens of kiln and torch eager are compared (fp32 both:
-they must agree; the count of leading equal tokens is reported).
+                weight bytes at that precision, the bandwidth measured here (torch
+                device-to-device copy).
+Medians of --repeats. The batch-1 tokens of kiln and torch eager are compared: at fp32 they
+must agree; at fp16 both round differently, so the count of leading equal tokens is
+information.
 --target cpu --device cpu --layers 2 runs the harness on the CPU (a check of the script,
 not a GPU figure).
 Usage (bench/gpu/check.sh): generate_gpu.py --kiln KILN [--json F] [--quick]
@@ -116,6 +118,7 @@ def main(argv=None):
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="skip torch.compile")
+    ap.add_argument("--precisions", default="fp32,fp16")
     ap.add_argument("--target", default="cuda")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--workdir")
@@ -128,61 +131,66 @@ def main(argv=None):
     onnx_path = work / "qwen2_kv.onnx"
     log(f"exporting the Qwen2-shaped decoder ({args.layers} layers, vocab {args.vocab})")
     kv_decode_bench.export(args, str(onnx_path))
-    plan = work / "qwen2_kv.kiln"
     batches = sorted({b for b, _, _ in cases})
     prompts = sorted({p for _, p, _ in cases})
-    t0 = time.perf_counter()
-    run([args.kiln, "compile", str(onnx_path), "-o", str(plan), "--target", args.target,
-         "--profile", f"batch={':'.join(map(str, batches))},sequence={':'.join(map(str, prompts))}",
-         "--decode-context", str(args.context)])
-    log(f"compiled in {time.perf_counter() - t0:.1f} s")
-    model = hf_model(args, args.device)
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     bw = bandwidth(args.device)
-    static_model = None
-    if not args.quick and args.device == "cuda":
-        static_model = hf_model(args, args.device)
-        static_model.forward = torch.compile(static_model.forward, mode="reduce-overhead")
     rows = []
-    for batch, prompt_len, new_tokens in cases:
-        rng = np.random.default_rng(batch * 1000 + prompt_len)
-        prompt = rng.integers(1, args.vocab, (batch, prompt_len), dtype=np.int64)
-        ids_file = work / f"prompt_{batch}x{prompt_len}.npy"
-        np.save(ids_file, prompt)
-        ks = []
-        for _ in range(args.repeats):
-            ks.append(json.loads(run([args.kiln, "generate", str(plan), "--prompt-ids",
-                                      str(ids_file), "--max-new-tokens", str(new_tokens),
-                                      "--json", "--warmup", "1"])))
-        kiln = {"ttft_ms": statistics.median(k["ttft_ms"] for k in ks),
-                "decode_tokens_per_s": statistics.median(k["decode_tokens_per_s"] for k in ks),
-                "cache_bytes": ks[-1]["cache_bytes"]}
-        kiln_tokens = ks[-1]["tokens"]
-        if batch == 1 and kiln_tokens and not isinstance(kiln_tokens[0], list):
-            kiln_tokens = [kiln_tokens]
-        eager = torch_case(model, prompt, new_tokens, args.device, False, args.repeats)
-        row = {"case": f"{batch}x{prompt_len}x{new_tokens}", "batch": batch, "kiln": kiln,
-               "torch_eager": {k: v for k, v in eager.items() if k != "tokens"},
-               "floor_tokens_per_s": batch * bw / weight_bytes if bw else 0.0}
-        if static_model is not None:
-            try:
-                st = torch_case(static_model, prompt, new_tokens, args.device, True, args.repeats)
-                row["torch_static_compiled"] = {k: v for k, v in st.items() if k != "tokens"}
-            except Exception as e:  # noqa: BLE001 - a peer that fails is reported, not fatal
-                row["torch_static_compiled"] = {"error": str(e)[:300]}
-        same = 0
-        for a, b in zip(kiln_tokens[0], eager["tokens"][0]):
-            if a != b:
-                break
-            same += 1
-        row["leading_tokens_equal"] = f"{same}/{new_tokens}"
-        rows.append(row)
-        log(f"{row['case']}: kiln ttft {kiln['ttft_ms']:.2f} ms, {kiln['decode_tokens_per_s']:.0f} "
-            f"tok/s; torch eager {eager['decode_tokens_per_s']:.0f} tok/s; floor "
-            f"{row['floor_tokens_per_s']:.0f}; tokens equal {row['leading_tokens_equal']}")
+    for precision in args.precisions.split(","):
+        plan = work / f"qwen2_kv_{precision}.kiln"
+        t0 = time.perf_counter()
+        run([args.kiln, "compile", str(onnx_path), "-o", str(plan), "--target", args.target,
+             "--precision", precision, "--profile",
+             f"batch={':'.join(map(str, batches))},sequence={':'.join(map(str, prompts))}",
+             "--decode-context", str(args.context)])
+        log(f"compiled {precision} in {time.perf_counter() - t0:.1f} s")
+        dtype = torch.float16 if precision == "fp16" else torch.float32
+        model = hf_model(args, args.device).to(dtype)
+        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        static_model = None
+        if not args.quick and args.device == "cuda" and precision == "fp16":
+            static_model = hf_model(args, args.device).to(dtype)
+            static_model.forward = torch.compile(static_model.forward, mode="reduce-overhead")
+        for batch, prompt_len, new_tokens in cases:
+            rng = np.random.default_rng(batch * 1000 + prompt_len)
+            prompt = rng.integers(1, args.vocab, (batch, prompt_len), dtype=np.int64)
+            ids_file = work / f"prompt_{batch}x{prompt_len}.npy"
+            np.save(ids_file, prompt)
+            ks = [json.loads(run([args.kiln, "generate", str(plan), "--prompt-ids", str(ids_file),
+                                  "--max-new-tokens", str(new_tokens), "--json", "--warmup", "1"]))
+                  for _ in range(args.repeats)]
+            kiln = {"ttft_ms": statistics.median(k["ttft_ms"] for k in ks),
+                    "decode_tokens_per_s": statistics.median(k["decode_tokens_per_s"] for k in ks),
+                    "cache_bytes": ks[-1]["cache_bytes"]}
+            kiln_tokens = ks[-1]["tokens"]
+            if kiln_tokens and not isinstance(kiln_tokens[0], list):
+                kiln_tokens = [kiln_tokens]
+            eager = torch_case(model, prompt, new_tokens, args.device, False, args.repeats)
+            row = {"precision": precision, "case": f"{precision} {batch}x{prompt_len}x{new_tokens}",
+                   "batch": batch, "kiln": kiln,
+                   "torch_eager": {k: v for k, v in eager.items() if k != "tokens"},
+                   "weight_bytes": weight_bytes,
+                   "floor_tokens_per_s": batch * bw / weight_bytes if bw else 0.0}
+            if static_model is not None:
+                try:
+                    st = torch_case(static_model, prompt, new_tokens, args.device, True,
+                                    args.repeats)
+                    row["torch_static_compiled"] = {k: v for k, v in st.items() if k != "tokens"}
+                except Exception as e:  # noqa: BLE001 - a peer that fails is reported, not fatal
+                    row["torch_static_compiled"] = {"error": str(e)[:300]}
+            same = 0
+            for a, b in zip(kiln_tokens[0], eager["tokens"][0]):
+                if a != b:
+                    break
+                same += 1
+            row["leading_tokens_equal"] = f"{same}/{new_tokens}"
+            rows.append(row)
+            log(f"{row['case']}: kiln ttft {kiln['ttft_ms']:.2f} ms, "
+                f"{kiln['decode_tokens_per_s']:.0f} tok/s; torch eager "
+                f"{eager['decode_tokens_per_s']:.0f} tok/s; floor {row['floor_tokens_per_s']:.0f}; "
+                f"tokens equal {row['leading_tokens_equal']}")
+        del model, static_model
     result = {"model": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads,
-                        "kv_heads": args.kv_heads, "ffn": args.ffn, "vocab": args.vocab,
-                        "weight_bytes": weight_bytes},
+                        "kv_heads": args.kv_heads, "ffn": args.ffn, "vocab": args.vocab},
               "bandwidth_bytes_per_s": bw, "target": args.target, "device": args.device,
               "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else "",
               "rows": rows}

@@ -152,8 +152,9 @@ def main():
             row(f"generate {r['case']} TTFT kiln / torch eager",
                 f"{k['ttft_ms']:.1f} / {e['ttft_ms']:.1f} ms", "")
             same, n = (int(v) for v in r["leading_tokens_equal"].split("/"))
-            row(f"generate {r['case']} tokens = torch eager", r["leading_tokens_equal"], "all",
-                same == n)
+            fp32 = r.get("precision", "fp32") == "fp32"  # 16-bit: both round, information
+            row(f"generate {r['case']} tokens = torch eager", r["leading_tokens_equal"],
+                "all" if fp32 else "", same == n if fp32 else None)
     print(f"{'':44s} {'measured':>26s}  {'target':>18s}")
     print("\n".join(lines))
 

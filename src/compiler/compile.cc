@@ -138,11 +138,6 @@ absl::Status ValidateOptions(const CompileOptions& o) {
   if (o.prefill_logits != "last" && o.decode_context.empty())
     return absl::InvalidArgumentError(
         "--prefill-logits applies to generation plans (--decode-context) only");
-  if (!o.decode_context.empty() && o.target == PlanTarget::kCuda && o.precision != "fp32")
-    return absl::UnimplementedError(absl::StrCat(
-        "--decode-context with --target cuda: generation plans are fp32 on cuda for now (the "
-        "cache pools are f32 and the ",
-        o.precision, " lowering would convert them at every step); use --precision fp32"));
   if (o.opt_level < 0 || o.opt_level > 3)
     return absl::InvalidArgumentError(
         absl::StrCat("opt level ", o.opt_level, " is out of range (0..3)"));
@@ -399,6 +394,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   ctx.target = options.target;
   ctx.precision = precision;
   ctx.precision_report = &precision_report;
+  ctx.kv_cache_f32 = !options.decode_context.empty();
   for (const auto& [group, value] : options.gemm_group_precision)
     ctx.gemm_group_precision[group] = *PrecisionFromName(value);
   if (!options.head_precision.empty())
@@ -636,6 +632,7 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
     bctx.precision_report = &precision_report;  // a fusion only a bucket's shapes allow
     bctx.gemm_group_precision = ctx.gemm_group_precision;
     bctx.head_precision = ctx.head_precision;
+    bctx.kv_cache_f32 = ctx.kv_cache_f32;
     bctx.symbol_values = options.symbols;
     for (const auto& [sym, v] : buckets[b].specialize) bctx.symbol_values[sym] = v;
     bctx.input_shapes = options.input_shapes;

@@ -1,8 +1,9 @@
 // Generation plans on the cuda target (docs/generation.md), on the torch KV-cache fixtures
 // (models/fixtures/kv/: 2-layer Llama and Qwen2, vocab 256).
-// On any machine: their fp32 cuda generation plans lower every decode step to device
-// kernels (cache_write and the paged head_attention among them), prepare on the host
-// (Executor::Create is refused only for the missing GPU), and the decode buckets' cache
+// On any machine: their cuda generation plans, fp32, fp16 and bf16, lower every decode step
+// to device kernels (cache_write and the paged head_attention among them; at 16 bits those
+// two stay f32 and the GEMMs do not), prepare on the host (Executor::Create is refused only
+// for the missing GPU), and the decode buckets' cache
 // pools are direct in-place I/O: a stage_always PlanSession gives them no staging slot, and
 // Bind takes one device buffer as both past and present but refuses host memory or two
 // buffers.
@@ -17,6 +18,12 @@
 // TF32 off); the GPU sums in another order and blocking, which moves the logits (|x| ~ 1)
 // by a few 1e-6; a wrong slot, block or mask moves them by far more than 1e-4 (the CPU
 // generation tests show the logits one token earlier differ by > 1e-2).
+// fp16 and bf16 sessions follow the CPU fp32 session's tokens (teacher forcing: both decode
+// the CPU's choice) through the same growth, fork and restart; per step the logits' cosine
+// >= 0.9999 (fp16) / 0.999 (bf16) and max |diff| <= 3e-2 / 2e-1, the bounds the fixtures'
+// 16-bit cuda plans are held to (cuda_executor_test.cc, bench/gpu/e2e_check.py): the
+// weights and activations round to 16 bits, statistics, softmax, accumulation and the cache
+// stay fp32.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,53 +42,71 @@ using ::testing::HasSubstr;
 const std::string kKv = std::string(KILN_SOURCE_DIR) + "/models/fixtures/kv/";
 const char* const kFixtures[] = {"llama_kv_dynamo_sdpa.onnx", "qwen2_kv_torchscript_eager.onnx"};
 
-CompileOptions GenerationOptions(PlanTarget target) {
+CompileOptions GenerationOptions(PlanTarget target, const std::string& precision = "fp32") {
   CompileOptions o;
   o.target = target;
+  o.precision = precision;
   o.profile = {{"batch", {1, 2}}, {"sequence", {4, 8}}};
   o.decode_context = {16, 256};
   return o;
 }
 
-std::shared_ptr<const Plan> CompileFor(const std::string& model, PlanTarget target) {
-  absl::StatusOr<Plan> p = Compile(model, GenerationOptions(target));
+std::shared_ptr<const Plan> CompileFor(const std::string& model, PlanTarget target,
+                                       const std::string& precision = "fp32") {
+  absl::StatusOr<Plan> p = Compile(model, GenerationOptions(target, precision));
   EXPECT_TRUE(p.ok()) << model << ": " << p.status();
   return p.ok() ? std::make_shared<const Plan>(*std::move(p)) : nullptr;
 }
 
 TEST(CudaGeneration, DecodeStepsLowerToDeviceKernelsAndPrepareOnTheHost) {
   const CudaDeviceInfo dev = QueryCudaDevice(0);
-  for (const char* f : kFixtures) {
-    SCOPED_TRACE(f);
-    std::shared_ptr<const Plan> plan = CompileFor(kKv + f, PlanTarget::kCuda);
-    ASSERT_NE(plan, nullptr);
-    int decode = 0;
-    for (const PlanBucket& b : plan->buckets) {
-      if (b.program != PlanProgram::kDecode) continue;
-      ++decode;
-      int writes = 0, paged = 0;
-      for (const PlanStep& s : b.steps) {
-        EXPECT_NE(s.kernel, "ref");
-        writes += s.kernel == "cache_write";
-        if (s.kernel == "head_attention")
-          paged += std::any_of(s.params.begin(), s.params.end(),
-                               [](const PlanParam& p) { return p.name == "block_size"; });
+  for (const char* f : kFixtures)
+    for (const char* precision : {"fp32", "fp16", "bf16"}) {
+      SCOPED_TRACE(std::string(f) + " at " + precision);
+      std::shared_ptr<const Plan> plan = CompileFor(kKv + f, PlanTarget::kCuda, precision);
+      ASSERT_NE(plan, nullptr);
+      const DType gemm = std::string(precision) == "fp16"   ? DType::kF16
+                         : std::string(precision) == "bf16" ? DType::kBF16
+                                                            : DType::kF32;
+      int decode = 0;
+      for (const PlanBucket& b : plan->buckets) {
+        if (b.program != PlanProgram::kDecode) continue;
+        ++decode;
+        int writes = 0, paged = 0, linears = 0;
+        for (const PlanStep& s : b.steps) {
+          EXPECT_NE(s.kernel, "ref");
+          const DType in0 = b.buffers[s.inputs[0]].dtype;
+          if (s.kernel == "cache_write") {
+            ++writes;
+            EXPECT_EQ(in0, DType::kF32);  // the pools
+          }
+          if (s.kernel == "head_attention" &&
+              std::any_of(s.params.begin(), s.params.end(),
+                          [](const PlanParam& p) { return p.name == "block_size"; })) {
+            ++paged;
+            EXPECT_EQ(in0, DType::kF32);  // q cast up: the pools are f32
+          }
+          if (s.kernel == "linear") {
+            ++linears;
+            EXPECT_EQ(in0, gemm);
+          }
+        }
+        EXPECT_EQ(writes, 4);  // K and V of 2 layers
+        EXPECT_EQ(paged, 2);
+        EXPECT_GT(linears, 0);
       }
-      EXPECT_EQ(writes, 4);  // K and V of 2 layers
-      EXPECT_EQ(paged, 2);
+      EXPECT_EQ(decode, 4);  // batch 1, 2 x capacity 16, 256
+      absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(plan);
+      if (dev.available) {
+        EXPECT_TRUE(e.ok()) << e.status();
+      } else {
+        std::printf("no GPU here (%s): expecting FailedPrecondition after the host checks\n",
+                    dev.reason.c_str());
+        ASSERT_FALSE(e.ok());
+        EXPECT_EQ(e.status().code(), absl::StatusCode::kFailedPrecondition) << e.status();
+        EXPECT_THAT(std::string(e.status().message()), HasSubstr("cannot run a cuda plan here"));
+      }
     }
-    EXPECT_EQ(decode, 4);  // batch 1, 2 x capacity 16, 256
-    absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(plan);
-    if (dev.available) {
-      EXPECT_TRUE(e.ok()) << e.status();
-    } else {
-      std::printf("no GPU here (%s): expecting FailedPrecondition after the host checks\n",
-                  dev.reason.c_str());
-      ASSERT_FALSE(e.ok());
-      EXPECT_EQ(e.status().code(), absl::StatusCode::kFailedPrecondition) << e.status();
-      EXPECT_THAT(std::string(e.status().message()), HasSubstr("cannot run a cuda plan here"));
-    }
-  }
 }
 
 TEST(CudaGeneration, DecodeCachesAreOneDeviceBufferNeverStaged) {
@@ -217,6 +242,68 @@ TEST(CudaGeneration, DeviceSessionMatchesTheCpuSession) {
     same((*cpu)->Decode(next), (*gpu)->Decode(next), "after restart");
     std::printf("%s: cuda vs cpu session, worst |logits diff| %.3g\n", f, worst);
   }
+}
+
+double Cosine(const Tensor& a, const Tensor& b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (int64_t i = 0; i < a.NumElements(); ++i) {
+    const double x = a.data<float>()[i], y = b.data<float>()[i];
+    ab += x * y;
+    aa += x * x;
+    bb += y * y;
+  }
+  return ab / std::sqrt(aa * bb + 1e-30);
+}
+
+TEST(CudaGeneration, SixteenBitSessionsFollowTheCpuSession) {
+  const CudaDeviceInfo dev = QueryCudaDevice(0);
+  if (!dev.available) GTEST_SKIP() << "no GPU: " << dev.reason;
+  struct Bound {
+    const char* precision;
+    double cosine;
+    float max_abs;
+  };
+  for (const char* f : kFixtures)
+    for (const Bound& bound : {Bound{"fp16", 0.9999, 3e-2f}, Bound{"bf16", 0.999, 2e-1f}}) {
+      SCOPED_TRACE(std::string(f) + " at " + bound.precision);
+      auto cpu_exec = Executor::Create(CompileFor(kKv + f, PlanTarget::kCpu));
+      auto gpu_exec = Executor::Create(CompileFor(kKv + f, PlanTarget::kCuda, bound.precision));
+      ASSERT_TRUE(cpu_exec.ok()) << cpu_exec.status();
+      ASSERT_TRUE(gpu_exec.ok()) << gpu_exec.status();
+      auto cpu = GenerationSession::Create(std::shared_ptr<const Executor>(*std::move(cpu_exec)));
+      auto gpu = GenerationSession::Create(std::shared_ptr<const Executor>(*std::move(gpu_exec)));
+      ASSERT_TRUE(cpu.ok() && gpu.ok()) << cpu.status() << gpu.status();
+      double worst_cos = 1;
+      float worst_abs = 0;
+      // The CPU's tokens drive both; the 16-bit logits only have to stay close.
+      auto follow = [&](const absl::StatusOr<Tensor>& want, const absl::StatusOr<Tensor>& got,
+                        const std::string& what) -> std::vector<int64_t> {
+        EXPECT_TRUE(want.ok()) << what << ": " << want.status();
+        EXPECT_TRUE(got.ok()) << what << ": " << got.status();
+        if (!want.ok() || !got.ok()) return {};
+        const double c = Cosine(*want, *got);
+        const float d = MaxDiff(*want, *got);
+        worst_cos = std::min(worst_cos, c);
+        worst_abs = std::max(worst_abs, d);
+        EXPECT_GE(c, bound.cosine) << what;
+        EXPECT_LE(d, bound.max_abs) << what;
+        return Argmax(*want);
+      };
+      const std::vector<std::vector<int64_t>> prompts = {{3, 14, 15, 92, 65, 35}, {2, 71}};
+      std::vector<int64_t> next =
+          follow((*cpu)->Prefill(prompts), (*gpu)->Prefill(prompts), "prefill");
+      for (int step = 0; step < 28 && !next.empty(); ++step)
+        next = follow((*cpu)->Decode(next), (*gpu)->Decode(next), "decode " + std::to_string(step));
+      ASSERT_EQ(next.size(), 2u);
+      ASSERT_TRUE((*cpu)->Fork(0, 1).ok());
+      ASSERT_TRUE((*gpu)->Fork(0, 1).ok());
+      for (int step = 0; step < 3 && !next.empty(); ++step)
+        next = follow((*cpu)->Decode(next), (*gpu)->Decode(next), "after fork");
+      const std::vector<int64_t> again = {7, 7, 7};
+      follow((*cpu)->Restart(1, again), (*gpu)->Restart(1, again), "restart");
+      std::printf("%s %s: vs the cpu fp32 session, worst cosine %.6f, worst |diff| %.3g\n", f,
+                  bound.precision, worst_cos, worst_abs);
+    }
 }
 
 }  // namespace

@@ -184,6 +184,43 @@ graph g opset=21 {
                 At(Precision::kFp16));
 }
 
+TEST(LowerPrecision, AGenerationCompileKeepsTheKvCacheF32) {
+  // PassContext::kv_cache_f32 (--decode-context): the Concat appending this step's rows to
+  // a past input as a graph output, and the attention reading it, stay f32 — only the new
+  // rows and the queries are cast up — so the decode program's pools never convert.
+  const std::string before = R"(
+graph g opset=21 {
+  %0 = Input() : f32[1,2,3,4] "past"
+  %1 = Input() : f32[1,2,1,4] "x"
+  %2 = Constant() {value=tensor<f32[4,4]>[1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1]} : f32[4,4] "w"
+  %3 = kiln.Linear(%1, %2) : f32[1,2,1,4] "new"
+  %4 = Concat(%0, %3) {axis=2} : f32[1,2,4,4] "present"
+  %5 = kiln.Attention(%3, %4, %4) {scale=0.5} : f32[1,1,8] "y"
+  return "present": %4, "y": %5
+})";
+  PassContext ctx = At(Precision::kBf16);
+  ctx.kv_cache_f32 = true;
+  ExpectRewrite(kPass, before, R"(
+graph g opset=21 {
+  %0 = Input() : f32[1,2,3,4] "past"
+  %1 = Input() : f32[1,2,1,4] "x"
+  %2 = Constant() {value=tensor<bf16[4,4]>[1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1]} : bf16[4,4] "w"
+  %3 = Cast(%1) {to=16} : bf16[1,2,1,4] "x_bf16"
+  %4 = kiln.Linear(%3, %2) : bf16[1,2,1,4] "new"
+  %5 = Cast(%4) {to=1} : f32[1,2,1,4] "new_f32"
+  %6 = Concat(%0, %5) {axis=2} : f32[1,2,4,4] "present"
+  %7 = kiln.Attention(%5, %6, %6) {scale=0.5} : f32[1,1,8] "y"
+  return "present": %6, "y": %7
+})",
+                ctx);
+  // Without the flag the cache follows its 16-bit rows down (and comes back up as an output).
+  auto g = Parse(before);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(testing::RunPass(kPass, *g, At(Precision::kBf16)));
+  for (const auto& n : g->nodes())
+    if (n->op() == "Concat") EXPECT_EQ(n->output_info(0).type.dtype, DType::kBF16);
+}
+
 TEST(LowerPrecision, Fp32AndIntegerGraphsUnchanged) {
   const std::string g = R"(
 graph g opset=21 {

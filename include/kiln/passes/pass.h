@@ -45,6 +45,11 @@ struct PassContext {
   // higher (gemm-precision, lower-precision), and where numeric-safety leaves the ops
   // that must stay fp32; may be null. Owned by the caller.
   PrecisionReport* precision_report = nullptr;
+  // Generation plans (--decode-context): lower-precision keeps the KV cache in f32 — each
+  // graph output that appends this step's keys or values to a past input, and the fused
+  // attentions reading it — so the decode program's cache pools stay f32 and no step
+  // converts them (docs/generation.md).
+  bool kv_cache_f32 = false;
   // Where passes leave what the user should hear though nothing failed (a declared output
   // shape the graph contradicts, replaced by the inferred one); may be null. Owned by the
   // caller, who prints them ("warning: ...").
