@@ -230,13 +230,19 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
                                  go_low ? "" : why_f32);
     for (int o = 0; o < n->num_outputs(); ++o)
       has_f32 |= n->output_info(o).type.dtype == DType::kF32;
+    for (int i = 0; i < n->num_inputs(); ++i)  // an f32-only operand to cast back up
+      has_f32 |= kept(i) && n->input(i) && n->input(i).type().dtype == low;
     if (go_low && !has_f32) continue;  // nothing of ours to lower (e.g. already 16-bit)
     if (go_low) {
       for (int i = 0; i < n->num_inputs(); ++i) {
         const Value v = n->input(i);
         if (!v) continue;
         if (kept(i)) {
-          if (lowered.count(key_of(v))) g.SetInput(n, i, cast(n, v, DType::kF32));
+          // Also a value of the low type from an earlier run: a fusion that only a bucket's
+          // shapes allow makes its op after the symbolic graph's run lowered the operand
+          // (genai's GroupQueryAttention mask).
+          if (lowered.count(key_of(v)) || v.type().dtype == low)
+            g.SetInput(n, i, cast(n, v, DType::kF32));
         } else if (IsF32(v)) {
           KILN_RETURN_IF_ERROR(low_operand(n, i));
         }

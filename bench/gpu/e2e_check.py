@@ -41,7 +41,30 @@ KV_PAST = 5  # the KV-cache decoders (models/fixtures/kv/): cached positions
 # Fixture folders a cuda compile refuses by design, naming the node
 # (tests/compiler/compile_cuda_test.cc checks each refusal): skipped, with the reason.
 REFUSED = {"vision": "no cuda conv kernel yet",
-           "genai": "no cuda kernel for GroupQueryAttention's cache update (Pad, TensorScatter)"}
+           "genai int4": "no cuda kernel for MatMulNBits (block_quant_linear) yet"}
+# The onnxruntime-genai fixtures (models/fixtures/genai/<name>/model.onnx): 2 layers, 2 KV
+# heads of 16, vocab 256; their dims have names of their own. A prefill (no past: with one,
+# onnxruntime's GroupQueryAttention takes only batch 1 at sequence > 1).
+GENAI_LAYERS, GENAI_KV_HEADS, GENAI_HEAD, GENAI_VOCAB = 2, 2, 16, 256
+
+
+def refused(model):
+    """Why a cuda compile of `model` is refused by design, or None."""
+    folder = folder_of(model)
+    if folder == "genai" and "int4" in str(model):
+        return REFUSED["genai int4"]
+    return REFUSED.get(folder)
+
+
+def genai_feeds(seed):
+    rng = np.random.default_rng(seed)
+    feeds = {"input_ids": rng.integers(0, GENAI_VOCAB, (BATCH, SEQ)).astype(np.int64),
+             "attention_mask": np.ones((BATCH, SEQ), np.int64)}
+    for layer in range(GENAI_LAYERS):
+        for kind in ("key", "value"):
+            feeds[f"past_key_values.{layer}.{kind}"] = rng.standard_normal(
+                (BATCH, GENAI_KV_HEADS, 0, GENAI_HEAD)).astype(np.float32)
+    return feeds
 
 
 def folder_of(model):
@@ -60,6 +83,8 @@ def feeds_for(model):
         return export_torch.random_inputs(export_torch.parse_fixture_name(model.name)[0],
                                           BATCH, SEQ, 0,
                                           **({"past": KV_PAST} if folder == "kv" else {}))
+    if folder == "genai":
+        return genai_feeds(0)
     if folder == "decoder":
         return gen_decoder.random_inputs(gen_decoder.TINY, BATCH, SEQ, 0, padding="right")
     return gen_bert.random_inputs(gen_bert.SIZES["tiny"], BATCH, SEQ, 0)
@@ -105,14 +130,17 @@ def main():
     models = sorted((ROOT / "models" / "fixtures").rglob("*.onnx"))
     rows, misses = [], 0
     for model in models:
-        if folder_of(model) in REFUSED:
-            print(f"skip {model.relative_to(ROOT / 'models' / 'fixtures')}: "
-                  f"{REFUSED[folder_of(model)]}", flush=True)
+        if refused(model):
+            print(f"skip {model.relative_to(ROOT / 'models' / 'fixtures')}: {refused(model)}",
+                  flush=True)
             continue
         feeds = feeds_for(model)
         shape = f"batch={BATCH},sequence={SEQ}"
         if folder_of(model) == "kv":
             shape += f",past_sequence={KV_PAST},total_sequence={KV_PAST + SEQ}"
+        if folder_of(model) == "genai":
+            shape = (f"batch_size={BATCH},sequence_length={SEQ},past_sequence_length=0,"
+                     f"total_sequence_length={SEQ},kv_cache_dim={GENAI_HEAD}")
         sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
         want = dict(zip(names, sess.run(None, feeds)))

@@ -37,6 +37,24 @@ __global__ void CacheWriteKernel(CacheWriteArgs a, int64_t words) {
   }
 }
 
+// ---- tensor_scatter ---------------------------------------------------------------------
+
+// One thread per element of the update.
+__global__ void TensorScatterKernel(TensorScatterArgs a, int64_t n) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e % a.inner, r = e / a.inner;  // r = (b·outer + o)·seq + s
+    const int64_t s = r % a.seq, bo = r / a.seq, b = bo / a.outer;
+    const int64_t start = a.write_indices ? a.write_indices[b] : 0;
+    if (start < 0 || (!a.circular && start > a.cap - a.seq)) {
+      RecordError(a.err);
+      continue;
+    }
+    const int64_t at = (start % a.cap + s) % a.cap;
+    CopyElem(a.update, e, a.y, (bo * a.cap + at) * a.inner + i, a.elem_size);
+  }
+}
+
 // ---- paged attention --------------------------------------------------------------------
 
 constexpr int kWarps = 4;         // per block
@@ -248,6 +266,23 @@ cudaError_t CacheWrite(const CacheWriteArgs& a, cudaStream_t stream) {
   if (words == 0) return cudaSuccess;
   if (!a.rows || !a.positions) return cudaErrorInvalidValue;
   CacheWriteKernel<<<GridFor(words, 256, 4), 256, 0, stream>>>(a, words);
+  return cudaGetLastError();
+}
+
+cudaError_t TensorScatter(const TensorScatterArgs& a, cudaStream_t stream) {
+  if (a.batch < 0 || a.outer < 0 || a.cap <= 0 || a.seq < 0 || a.seq > a.cap || a.inner < 0 ||
+      !a.cache || !a.y ||
+      (a.elem_size != 1 && a.elem_size != 2 && a.elem_size != 4 && a.elem_size != 8))
+    return cudaErrorInvalidValue;
+  if (a.y != a.cache && a.cache_bytes > 0) {
+    const cudaError_t e = cudaMemcpyAsync(a.y, a.cache, static_cast<size_t>(a.cache_bytes),
+                                          cudaMemcpyDeviceToDevice, stream);
+    if (e != cudaSuccess) return e;
+  }
+  const int64_t n = a.batch * a.outer * a.seq * a.inner;
+  if (n == 0) return cudaSuccess;
+  if (!a.update) return cudaErrorInvalidValue;
+  TensorScatterKernel<<<GridFor(n, 256, 4), 256, 0, stream>>>(a, n);
   return cudaGetLastError();
 }
 

@@ -54,6 +54,26 @@ struct CacheWriteArgs {
 
 cudaError_t CacheWrite(const CacheWriteArgs& a, cudaStream_t stream);
 
+// ONNX TensorScatter (opset 24), the cache update of onnxruntime-genai exports: y = cache
+// with update[b, o, s, :] at position (write_indices[b] + s) of the cache axis (modulo cap
+// when circular; 0 without write_indices). Layout [batch, outer, cap|seq, inner] elements
+// of elem_size bytes. y is the cache (only the rows move) or does not overlap it (copied
+// first). A write index < 0, or past cap - seq when linear, records the data error and that
+// batch row is not written.
+struct TensorScatterArgs {
+  const void* cache = nullptr;
+  const void* update = nullptr;
+  const int64_t* write_indices = nullptr;  // [batch], or null
+  void* y = nullptr;
+  int64_t batch = 0, outer = 0, cap = 0, seq = 0, inner = 0;
+  int elem_size = 4;
+  bool circular = false;
+  int64_t cache_bytes = 0;
+  ErrorSink err;
+};
+
+cudaError_t TensorScatter(const TensorScatterArgs& a, cudaStream_t stream);
+
 inline constexpr int64_t kPagedAttentionMaxHeadSize = 256;
 
 struct PagedAttentionArgs {

@@ -147,6 +147,13 @@ __global__ void CumSumKernel(CumSumArgs a) {
   }
 }
 
+template <typename T>
+__global__ void FillKernel(T* y, int64_t n, T v) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    y[i] = v;
+}
+
 template <template <int> class K, typename A>
 cudaError_t BySize(int size, unsigned grid, const A& a, cudaStream_t stream) {
   switch (size) {
@@ -207,6 +214,31 @@ cudaError_t StridedCopy(const StridedCopyArgs& a, cudaStream_t stream) {
       break;
     case 8:
       StridedCopyKernel<8><<<grid, kThreads, 0, stream>>>(a, n);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t Fill(void* y, int64_t n, int elem_size, uint64_t bits, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const unsigned grid = GridFor(n, kThreads, 4);
+  switch (elem_size) {
+    case 1:
+      FillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint8_t*>(y), n,
+                                                static_cast<uint8_t>(bits));
+      break;
+    case 2:
+      FillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint16_t*>(y), n,
+                                                static_cast<uint16_t>(bits));
+      break;
+    case 4:
+      FillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint32_t*>(y), n,
+                                                static_cast<uint32_t>(bits));
+      break;
+    case 8:
+      FillKernel<<<grid, kThreads, 0, stream>>>(static_cast<uint64_t*>(y), n, bits);
       break;
     default:
       return cudaErrorInvalidValue;

@@ -8,6 +8,8 @@
 // - Gather (ONNX Gather on one axis), GatherND (with batch_dims), GatherElements: indices
 //   i32 or i64, negative ones count from the end; an index out of range records the step's
 //   code in the error word and writes zeros.
+// - Fill: one value everywhere (ONNX Pad is a Fill, then a StridedCopy of x into the
+//   interior box).
 // - CumSum along one axis (exclusive / reverse), one thread per line, in f64 for floats
 //   (as the reference) and wrapping i64 for integers.
 // Grid-stride loops over the output, 256 threads per block.
@@ -44,6 +46,10 @@ bool CollapseCopy(const std::vector<int64_t>& dims, const std::vector<int64_t>& 
                   const std::vector<int64_t>& dst_strides, StridedCopyArgs* a);
 
 cudaError_t StridedCopy(const StridedCopyArgs& a, cudaStream_t stream);
+
+// n elements of `elem_size` bytes (1, 2, 4 or 8) at y set to the low bytes of `bits` (a
+// value already in y's dtype): Pad's background.
+cudaError_t Fill(void* y, int64_t n, int elem_size, uint64_t bits, cudaStream_t stream);
 
 struct GatherArgs {
   const void* data = nullptr;

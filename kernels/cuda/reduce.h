@@ -1,5 +1,7 @@
 // Reductions over a set of axes (ONNX ReduceSum / Mean / Max / Min / Prod / L1 / L2 /
-// SumSquare) of f32 / f16 / bf16 tensors, accumulated in f64 as the reference does.
+// SumSquare) of f32 / f16 / bf16 tensors, accumulated in f64 as the reference does; of i32
+// / i64 tensors (all but Mean and L2: an attention mask's ReduceSum into sequence lengths)
+// in wrap-around 64-bit integers, as the reference does.
 // How: one warp per output element; lanes stride over the reduced elements (the reduced
 // dims' strides in the input), then a warp reduction. The output is dense in the input's
 // order of kept dims (keepdims only changes its dims, not its layout).
@@ -17,7 +19,7 @@ enum class ReduceOp : uint8_t { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSq
 
 struct ReduceArgs {
   ReduceOp op = ReduceOp::kSum;
-  ElemType type = ElemType::kF32;  // of x and y
+  ElemType type = ElemType::kF32;  // of x and y: f32, f16, bf16, i32 or i64
   const void* x = nullptr;
   void* y = nullptr;
   int64_t out_count = 0;

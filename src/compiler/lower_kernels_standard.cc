@@ -175,6 +175,11 @@ Choice Reduce(PlanTarget t, const Node& n, const std::string& op) {
   const Dims x = InDims(n, 0);
   const int64_t r = static_cast<int64_t>(x.size());
   if (r > 8) return No("rank above 8");
+  const DType dt = n.input(0).type().dtype;
+  const bool integer = dt == DType::kI32 || dt == DType::kI64;
+  if (dt != DType::kF32 && dt != DType::kF16 && dt != DType::kBF16 && !integer)
+    return No("not an f32, f16, bf16, int32 or int64 tensor");
+  if (integer && (op == "mean" || op == "l2")) return No("an integer mean or L2");
   Dims axes;
   if (Present(n, 1)) {
     const std::optional<Dims> a = ConstInts(n, 1);
@@ -276,6 +281,71 @@ Choice Conv(PlanTarget t, const Node& n) {
       Present(n, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1});
 }
 
+// Pad, mode constant, with constant pads (and axes) that only grow the dims: `begin` (x's
+// offset in y per dim) and the value as a double (the constant_value input, 0 without).
+Choice Pad(PlanTarget t, const Node& n) {
+  const std::string* mode = n.attr_string("mode");
+  if (mode && *mode != "constant") return No("only mode constant has a kernel");
+  const Dims x = InDims(n, 0), y = OutDims(n, 0);
+  const std::optional<Dims> pads = ConstInts(n, 1);
+  if (!pads) return No("the pads are not a constant");
+  Dims axes(x.size());
+  std::iota(axes.begin(), axes.end(), int64_t{0});
+  if (Present(n, 3)) {
+    const std::optional<Dims> given = ConstInts(n, 3);
+    if (!given) return No("the axes are not a constant");
+    axes.clear();
+    for (int64_t a : *given) {
+      const std::optional<int64_t> na = NormAxis(a, static_cast<int64_t>(x.size()));
+      if (!na) return No("an axis is out of range");
+      axes.push_back(*na);
+    }
+  }
+  if (pads->size() != 2 * axes.size() || y.size() != x.size()) return No("pads and dims disagree");
+  Dims begin(x.size(), 0), end(x.size(), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    begin[axes[i]] = (*pads)[i];
+    end[axes[i]] = (*pads)[i + axes.size()];
+  }
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (begin[d] < 0 || end[d] < 0) return No("negative pads (a crop)");
+    if (x[d] + begin[d] + end[d] != y[d]) return No("the output dims disagree with the pads");
+  }
+  double value = 0;
+  if (Present(n, 2)) {
+    Value v = n.input(2);
+    while (v && IsAliasOp(*v.node)) v = v.node->input(0);
+    const Tensor* c = v ? v.node->constant_value() : nullptr;
+    if (c == nullptr || c->NumElements() != 1) return No("constant_value is not a constant scalar");
+    value = c->GetAsDouble(0);
+  }
+  return Emit(t, n, "pad", {Ints("begin", begin), PlanParam{"value", value}}, {0});
+}
+
+// TensorScatter (opset 24): update's rows into a copy of the cache along `axis` from each
+// batch row's write index.
+Choice TensorScatter(PlanTarget t, const Node& n) {
+  const Dims c = InDims(n, 0), u = InDims(n, 1);
+  if (c.size() < 2 || u.size() != c.size()) return No("cache and update ranks");
+  const std::optional<int64_t> axis =
+      NormAxis(n.attr_int_or("axis", -2), static_cast<int64_t>(c.size()));
+  if (!axis || *axis == 0) return No("the axis is the batch axis or out of range");
+  for (size_t d = 0; d < c.size(); ++d)
+    if (static_cast<int64_t>(d) == *axis ? u[d] > c[d] : u[d] != c[d])
+      return No("update does not fit the cache");
+  const std::string* mode = n.attr_string("mode");
+  if (mode && *mode != "linear" && *mode != "circular") return No("unknown mode");
+  if (Present(n, 2) && (n.input(2).type().dtype != DType::kI64 || InDims(n, 2) != Dims{c[0]}))
+    return No("write_indices are not int64 [batch]");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 1; d < *axis; ++d) outer *= c[d];
+  for (size_t d = *axis + 1; d < c.size(); ++d) inner *= c[d];
+  return Emit(t, n, "tensor_scatter",
+              {Int("batch", c[0]), Int("outer", outer), Int("cap", c[*axis]), Int("seq", u[*axis]),
+               Int("inner", inner), Int("circular", mode && *mode == "circular" ? 1 : 0)},
+              Present(n, 2) ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1});
+}
+
 Choice ChooseStandard(PlanTarget t, const Node& n) {
   const std::string& op = n.op();
   if (op == "Cast") return Eltwise(t, n, "Identity");
@@ -298,6 +368,8 @@ Choice ChooseStandard(PlanTarget t, const Node& n) {
   if (op == "CumSum") return CumSum(t, n);
   if (op == "MatMul") return MatMul(t, n);
   if (op == "Conv") return Conv(t, n);
+  if (op == "Pad") return Pad(t, n);
+  if (op == "TensorScatter") return TensorScatter(t, n);
   static const std::pair<const char*, const char*> kReduce[] = {
       {"ReduceSum", "sum"}, {"ReduceMean", "mean"},           {"ReduceMax", "max"},
       {"ReduceMin", "min"}, {"ReduceProd", "prod"},           {"ReduceL1", "l1"},

@@ -188,19 +188,38 @@ std::vector<KernelContract> CudaContracts() {
   t.push_back(PackedPositionsContract());
   t.push_back(PackedCumSumContract());
   t.push_back(CacheWriteContract());
+  t.push_back(
+      {.name = "tensor_scatter",
+       .inputs = {Req("cache", kAnyDType), Same("update", 0),
+                  Opt("write_indices", DTypeBit(DType::kI64))},
+       .outputs = {Same("y", 0)},
+       .params = {SizeParam("batch"), SizeParam("outer"), PositiveParam("cap"), SizeParam("seq"),
+                  SizeParam("inner"), FlagParam("circular", "mode circular (else linear)")},
+       .inplace_ok = true,
+       .doc = "ONNX TensorScatter: cache, y [batch,outer,cap,inner]; update "
+              "[batch,outer,seq,inner] written from position write_indices[b] (0 "
+              "without) of batch row b; linear: a write past cap fails the run, "
+              "circular: positions wrap"});
+  t.push_back({.name = "pad",
+               .inputs = {Req("x", kAnyDType)},
+               .outputs = {Same("y", 0)},
+               .params = {IntsParam("begin", 0, int64_t{1} << 40, "x's offset in y per dim"),
+                          FloatParam("value")},
+               .doc = "ONNX Pad, mode constant, no crop: y = value (in y's dtype) with x at "
+                      "`begin`; rank ≤ 8 after merging"});
   t.push_back(EltwiseContract());
   for (KernelContract& k : StridedCopyContracts()) t.push_back(std::move(k));
   t.push_back(GatherContract());
   for (KernelContract& k : IndexContracts()) t.push_back(std::move(k));
   t.push_back(CumSumContract(scan_types, "ONNX CumSum along `axis` (floats accumulate in f64)"));
   t.push_back({.name = "reduce",
-               .inputs = {Req("x", kFloatTypes)},
+               .inputs = {Req("x", kFloatTypes | DTypeBit(DType::kI32) | DTypeBit(DType::kI64))},
                .outputs = {Same("y", 0)},
                .params = {StringParam("op", {"sum", "mean", "max", "min", "prod", "l1", "l2",
                                              "sum_square"}),
                           IntsParam("axes", 0, 7, "the reduced dims of x, ascending")},
                .doc = "y holds x's kept dims (with or without size-1 reduced ones); f64 "
-                      "accumulation"});
+                      "accumulation; integers in wrap-around int64 (not mean or l2)"});
   return t;
 }
 

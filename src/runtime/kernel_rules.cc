@@ -797,6 +797,46 @@ absl::StatusOr<CumSumRule> CheckCumSum(const StepChecker& c) {
   return r;
 }
 
+absl::StatusOr<TensorScatterRule> CheckTensorScatter(const StepChecker& c) {
+  TensorScatterRule r{c.Int("batch"), c.Int("outer"), c.Int("cap"), c.Int("seq"), c.Int("inner")};
+  r.circular = c.Flag("circular");
+  if (r.seq > r.cap) return c.Err("seq %d is more than the cache's %d positions", r.seq, r.cap);
+  KILN_ASSIGN_OR_RETURN(const int64_t cache,
+                        c.Product({r.batch, r.outer, r.cap, r.inner}, "batch*outer*cap*inner"));
+  KILN_ASSIGN_OR_RETURN(const int64_t update,
+                        c.Product({r.batch, r.outer, r.seq, r.inner}, "batch*outer*seq*inner"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(0), cache, "cache"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(1), update, "update"));
+  KILN_RETURN_IF_ERROR(c.N(c.In(2), r.batch, "write_indices"));
+  KILN_RETURN_IF_ERROR(c.N(c.Out(0), cache, "y"));
+  r.elem_size = DTypeSize(c.In(0)->dtype);
+  return r;
+}
+
+absl::StatusOr<PadRule> CheckPad(const StepChecker& c) {
+  const PlanBuffer &x = *c.In(0), &y = *c.Out(0);
+  const std::vector<int64_t>& begin = c.Ints("begin");
+  const size_t r = x.dims.size();
+  if (begin.size() != r || y.dims.size() != r)
+    return c.Err("x %s, y %s and begin (%d values) must have one rank", DimsStr(x.dims),
+                 DimsStr(y.dims), begin.size());
+  PadRule p;
+  p.dims = x.dims;
+  p.x_strides.assign(r, 1);
+  p.y_strides.assign(r, 1);
+  for (size_t i = r; i-- > 1;) {
+    p.x_strides[i - 1] = p.x_strides[i] * x.dims[i];
+    p.y_strides[i - 1] = p.y_strides[i] * y.dims[i];
+  }
+  for (size_t i = 0; i < r; ++i) {
+    if (begin[i] < 0 || begin[i] + x.dims[i] > y.dims[i])
+      return c.Err("dim %d: x's %d at %d does not fit y's %d", i, x.dims[i], begin[i], y.dims[i]);
+    p.y_offset += begin[i] * p.y_strides[i];
+  }
+  p.y_elems = StepChecker::Elems(y);
+  return p;
+}
+
 absl::StatusOr<RotaryRule> CheckRotary(const StepChecker& c) {
   const PlanBuffer &x = *c.In(0), &cs = *c.In(1), &sn = *c.In(2), &y = *c.Out(0);
   if (x.dims.empty() || cs.dims.empty() || cs.dims != sn.dims || cs.dims.size() > x.dims.size())

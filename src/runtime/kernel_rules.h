@@ -182,6 +182,25 @@ struct CacheWriteRule {
 };
 absl::StatusOr<CacheWriteRule> CheckCacheWrite(const StepChecker& c);
 
+// tensor_scatter (ONNX TensorScatter): cache, y [batch, outer..., cap, inner...]; update the
+// same with `seq` <= cap on the axis; write_indices [batch] int64 (checked at run time).
+struct TensorScatterRule {
+  int64_t batch = 0, outer = 0, cap = 0, seq = 0, inner = 0;
+  size_t elem_size = 0;
+  bool circular = false;
+};
+absl::StatusOr<TensorScatterRule> CheckTensorScatter(const StepChecker& c);
+
+// pad (ONNX Pad, mode constant, no crop): y [x dims + begin + end] = `value` with x at
+// offset `begin`; the strides of x placed in y.
+struct PadRule {
+  std::vector<int64_t> dims;  // x's
+  std::vector<int64_t> x_strides, y_strides;
+  int64_t y_offset = 0;  // elements: where x[0, ..., 0] lands
+  int64_t y_elems = 0;
+};
+absl::StatusOr<PadRule> CheckPad(const StepChecker& c);
+
 // eltwise: one ONNX elementwise op over numpy-broadcast operands (src/plan/eltwise_ops.h
 // for the typing). The operands are the step's present inputs, in order; y may be input 0
 // in place only where that input does not broadcast and has y's element size.

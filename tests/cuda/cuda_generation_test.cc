@@ -1,5 +1,7 @@
 // Generation plans on the cuda target (docs/generation.md), on the torch KV-cache fixtures
-// (models/fixtures/kv/: 2-layer Llama and Qwen2, vocab 256).
+// (models/fixtures/kv/: 2-layer Llama and Qwen2, vocab 256) and the onnxruntime-genai Llama
+// (models/fixtures/genai/llama_fp32: GroupQueryAttention, whose prefill keeps its Pad,
+// TensorScatter and mask ReduceSum as cuda kernels).
 // On any machine: their cuda generation plans, fp32, fp16 and bf16, lower every decode step
 // to device kernels (cache_write and the paged head_attention among them; at 16 bits those
 // two stay f32 and the GEMMs do not), prepare on the host (Executor::Create is refused only
@@ -39,21 +41,30 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kKv = std::string(KILN_SOURCE_DIR) + "/models/fixtures/kv/";
-const char* const kFixtures[] = {"llama_kv_dynamo_sdpa.onnx", "qwen2_kv_torchscript_eager.onnx"};
+const std::string kFix = std::string(KILN_SOURCE_DIR) + "/models/fixtures/";
+const char* const kFixtures[] = {"kv/llama_kv_dynamo_sdpa.onnx",
+                                 "kv/qwen2_kv_torchscript_eager.onnx",
+                                 "genai/llama_fp32/model.onnx"};
 
-CompileOptions GenerationOptions(PlanTarget target, const std::string& precision = "fp32") {
+// The genai file names its dims otherwise and declares the head size as a symbol.
+CompileOptions GenerationOptions(const std::string& model, PlanTarget target,
+                                 const std::string& precision) {
   CompileOptions o;
   o.target = target;
   o.precision = precision;
-  o.profile = {{"batch", {1, 2}}, {"sequence", {4, 8}}};
+  if (model.find("/genai/") != std::string::npos) {
+    o.profile = {{"batch_size", {1, 2}}, {"sequence_length", {4, 8}}};
+    o.symbols = {{"kv_cache_dim", 16}};
+  } else {
+    o.profile = {{"batch", {1, 2}}, {"sequence", {4, 8}}};
+  }
   o.decode_context = {16, 256};
   return o;
 }
 
 std::shared_ptr<const Plan> CompileFor(const std::string& model, PlanTarget target,
                                        const std::string& precision = "fp32") {
-  absl::StatusOr<Plan> p = Compile(model, GenerationOptions(target, precision));
+  absl::StatusOr<Plan> p = Compile(model, GenerationOptions(model, target, precision));
   EXPECT_TRUE(p.ok()) << model << ": " << p.status();
   return p.ok() ? std::make_shared<const Plan>(*std::move(p)) : nullptr;
 }
@@ -63,7 +74,7 @@ TEST(CudaGeneration, DecodeStepsLowerToDeviceKernelsAndPrepareOnTheHost) {
   for (const char* f : kFixtures)
     for (const char* precision : {"fp32", "fp16", "bf16"}) {
       SCOPED_TRACE(std::string(f) + " at " + precision);
-      std::shared_ptr<const Plan> plan = CompileFor(kKv + f, PlanTarget::kCuda, precision);
+      std::shared_ptr<const Plan> plan = CompileFor(kFix + f, PlanTarget::kCuda, precision);
       ASSERT_NE(plan, nullptr);
       const DType gemm = std::string(precision) == "fp16"   ? DType::kF16
                          : std::string(precision) == "bf16" ? DType::kBF16
@@ -110,7 +121,7 @@ TEST(CudaGeneration, DecodeStepsLowerToDeviceKernelsAndPrepareOnTheHost) {
 }
 
 TEST(CudaGeneration, DecodeCachesAreOneDeviceBufferNeverStaged) {
-  std::shared_ptr<const Plan> plan = CompileFor(kKv + kFixtures[0], PlanTarget::kCuda);
+  std::shared_ptr<const Plan> plan = CompileFor(kFix + kFixtures[0], PlanTarget::kCuda);
   ASSERT_NE(plan, nullptr);
   absl::StatusOr<runtime::PlanSession> session =
       runtime::PlanSession::Create(*plan, runtime::SessionOptions{true, 256});
@@ -193,8 +204,8 @@ TEST(CudaGeneration, DeviceSessionMatchesTheCpuSession) {
   if (!dev.available) GTEST_SKIP() << "no GPU: " << dev.reason;
   for (const char* f : kFixtures) {
     SCOPED_TRACE(f);
-    auto cpu_exec = Executor::Create(CompileFor(kKv + f, PlanTarget::kCpu));
-    auto gpu_exec = Executor::Create(CompileFor(kKv + f, PlanTarget::kCuda));
+    auto cpu_exec = Executor::Create(CompileFor(kFix + f, PlanTarget::kCpu));
+    auto gpu_exec = Executor::Create(CompileFor(kFix + f, PlanTarget::kCuda));
     ASSERT_TRUE(cpu_exec.ok()) << cpu_exec.status();
     ASSERT_TRUE(gpu_exec.ok()) << gpu_exec.status();
     const std::shared_ptr<const Executor> ce(*std::move(cpu_exec)), ge(*std::move(gpu_exec));
@@ -266,8 +277,8 @@ TEST(CudaGeneration, SixteenBitSessionsFollowTheCpuSession) {
   for (const char* f : kFixtures)
     for (const Bound& bound : {Bound{"fp16", 0.9999, 3e-2f}, Bound{"bf16", 0.999, 2e-1f}}) {
       SCOPED_TRACE(std::string(f) + " at " + bound.precision);
-      auto cpu_exec = Executor::Create(CompileFor(kKv + f, PlanTarget::kCpu));
-      auto gpu_exec = Executor::Create(CompileFor(kKv + f, PlanTarget::kCuda, bound.precision));
+      auto cpu_exec = Executor::Create(CompileFor(kFix + f, PlanTarget::kCpu));
+      auto gpu_exec = Executor::Create(CompileFor(kFix + f, PlanTarget::kCuda, bound.precision));
       ASSERT_TRUE(cpu_exec.ok()) << cpu_exec.status();
       ASSERT_TRUE(gpu_exec.ok()) << gpu_exec.status();
       auto cpu = GenerationSession::Create(std::shared_ptr<const Executor>(*std::move(cpu_exec)));

@@ -692,6 +692,73 @@ TEST(CudaOps, EltwiseFamily) {
   RunCases(cases, /*int_high=*/9);
 }
 
+// What onnxruntime-genai's GroupQueryAttention expands to around its cache: Pad (constant
+// mode: a background value, x copied into its box; an empty past padded to the cache's
+// length; an int64 value), TensorScatter (opset 24: linear with per-row write indices 1 and
+// 6 of 8, the last that fit, and circular from 4 of 5, which wraps), and integer reductions
+// (the mask's ReduceSum into sequence lengths, an int32 ReduceMax over two axes). Exact: they
+// move or add integers.
+TEST(CudaOps, PadTensorScatterIntegerReduce) {
+  const FeedEdit edit = [](absl::flat_hash_map<std::string, Tensor>& feeds) {
+    if (auto it = feeds.find("write_indices"); it != feeds.end()) {
+      Tensor& t = it->second;
+      const bool circular = feeds.at("cache").dims()[2] == 5;
+      t.data<int64_t>()[0] = circular ? 4 : 1;
+      t.data<int64_t>()[1] = circular ? 0 : 6;
+    }
+  };
+  RunCases({{"pad f32 value 0.5", R"(graph g opset=21 {
+ %0 = Input() : f32[2,3,5] "x"
+ %1 = Constant() {value=tensor<i64[6]>[0,1,2,1,0,3]} : i64[6] "pads"
+ %2 = Constant() {value=tensor<f32[]>[0.5]} : f32[] "value"
+ %3 = Pad(%0, %1, %2) : f32[3,4,10] "y"
+ return "y": %3
+})"},
+            {"pad an empty past to the cache length f16", R"(graph g opset=21 {
+ %0 = Input() : f16[1,2,0,4] "x"
+ %1 = Constant() {value=tensor<i64[8]>[0,0,0,0,0,0,6,0]} : i64[8] "pads"
+ %2 = Pad(%0, %1) : f16[1,2,6,4] "y"
+ return "y": %2
+})"},
+            {"pad i64 value 7 on axes", R"(graph g opset=21 {
+ %0 = Input() : i64[3,4] "x"
+ %1 = Constant() {value=tensor<i64[2]>[2,1]} : i64[2] "pads"
+ %2 = Constant() {value=tensor<i64[]>[7]} : i64[] "value"
+ %3 = Constant() {value=tensor<i64[1]>[-1]} : i64[1] "axes"
+ %4 = Pad(%0, %1, %2, %3) : i64[3,7] "y"
+ return "y": %4
+})"}},
+           /*int_high=*/50, nullptr, "pad");
+  RunCases({{"tensor_scatter linear", R"(graph g opset=24 {
+ %0 = Input() : f32[2,3,8,4] "cache"
+ %1 = Input() : f32[2,3,2,4] "update"
+ %2 = Input() : i64[2] "write_indices"
+ %3 = TensorScatter(%0, %1, %2) : f32[2,3,8,4] "y"
+ return "y": %3
+})"},
+            {"tensor_scatter circular bf16", R"(graph g opset=24 {
+ %0 = Input() : bf16[2,2,5,3] "cache"
+ %1 = Input() : bf16[2,2,3,3] "update"
+ %2 = Input() : i64[2] "write_indices"
+ %3 = TensorScatter(%0, %1, %2) {mode="circular"} : bf16[2,2,5,3] "y"
+ return "y": %3
+})"}},
+           /*int_high=*/2, edit, "tensor_scatter");
+  RunCases({{"reduce sum i64 (mask lengths)", R"(graph g opset=21 {
+ %0 = Input() : i64[2,7] "mask"
+ %1 = Constant() {value=tensor<i64[1]>[1]} : i64[1] "axes"
+ %2 = ReduceSum(%0, %1) {keepdims=0} : i64[2] "y"
+ return "y": %2
+})"},
+            {"reduce max i32 two axes", R"(graph g opset=21 {
+ %0 = Input() : i32[3,4,5] "x"
+ %1 = Constant() {value=tensor<i64[2]>[0,2]} : i64[2] "axes"
+ %2 = ReduceMax(%0, %1) : i32[1,4,1] "y"
+ return "y": %2
+})"}},
+           /*int_high=*/100, nullptr, "reduce");
+}
+
 TEST(CudaOps, DataMovement) {
   std::vector<std::pair<std::string, std::string>> cases = {
       {"transpose", R"(graph g opset=21 {

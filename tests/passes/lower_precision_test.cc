@@ -221,6 +221,30 @@ graph g opset=21 {
     if (n->op() == "Concat") EXPECT_EQ(n->output_info(0).type.dtype, DType::kBF16);
 }
 
+TEST(LowerPrecision, AMaskLoweredBeforeItsAttentionExistedComesBackUp) {
+  // A fusion that only a bucket's shapes allow (genai's GroupQueryAttention) makes the
+  // attention after the symbolic graph's run has lowered its mask: the per-bucket run casts
+  // the 16-bit mask back to f32, as the kernels take it.
+  ExpectRewrite(kPass, R"(
+graph g opset=21 {
+  %0 = Input() : f16[1,2,3,4] "q"
+  %1 = Input() : f16[1,2,5,4] "k"
+  %2 = Input() : f16[1,1,3,5] "mask"
+  %3 = kiln.Attention(%0, %1, %1, %2) {scale=0.5} : f16[1,3,8] "y"
+  return "y": %3
+})",
+                R"(
+graph g opset=21 {
+  %0 = Input() : f16[1,2,3,4] "q"
+  %1 = Input() : f16[1,2,5,4] "k"
+  %2 = Input() : f16[1,1,3,5] "mask"
+  %3 = Cast(%2) {to=1} : f32[1,1,3,5] "mask_f32"
+  %4 = kiln.Attention(%0, %1, %1, %3) {scale=0.5} : f16[1,3,8] "y"
+  return "y": %4
+})",
+                At(Precision::kFp16));
+}
+
 TEST(LowerPrecision, Fp32AndIntegerGraphsUnchanged) {
   const std::string g = R"(
 graph g opset=21 {

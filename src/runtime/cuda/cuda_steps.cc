@@ -562,7 +562,8 @@ constexpr char kPackedAttention[] = "packed_attention",
 constexpr char kCopy[] = "copy", kEltwise[] = "eltwise", kGelu[] = "gelu",
                kTranspose[] = "transpose", kSlice[] = "slice", kExpand[] = "expand",
                kConcat[] = "concat", kGather[] = "gather", kGatherNd[] = "gather_nd",
-               kGatherElements[] = "gather_elements", kCumSum[] = "cumsum", kReduce[] = "reduce";
+               kGatherElements[] = "gather_elements", kCumSum[] = "cumsum", kReduce[] = "reduce",
+               kPad[] = "pad";
 
 struct Entry {
   std::string_view id;
@@ -601,6 +602,8 @@ constexpr Entry kTable[] = {
     {"packed_positions", Packed<kPackedPositions>},
     {"packed_cumsum", Packed<kPackedCumSum>},
     {"cache_write", PrepareCudaCacheWrite},
+    {"tensor_scatter", PrepareCudaTensorScatter},
+    {"pad", Movement<kPad>},
 };
 
 }  // namespace

@@ -59,7 +59,7 @@ CudaPrepareFn FindCudaKernel(std::string_view kernel);
 std::vector<std::string_view> CudaKernelIds();
 
 // cuda_steps_movement.cc: eltwise, gelu, copy, transpose, slice, expand, concat, gather,
-// gather_nd, gather_elements, cumsum, reduce.
+// gather_nd, gather_elements, cumsum, reduce, pad.
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view kernel,
                                                               const StepChecker& c);
 
@@ -68,9 +68,10 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view k
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPacked(std::string_view kernel,
                                                             const StepChecker& c);
 
-// cuda_steps_kv.cc: cache_write, and head_attention over a paged cache (decode programs,
-// docs/generation.md) with `r` its checked rule.
+// cuda_steps_kv.cc: cache_write, tensor_scatter (genai's cache update), and head_attention
+// over a paged cache (decode programs, docs/generation.md) with `r` its checked rule.
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaCacheWrite(const StepChecker& c);
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaTensorScatter(const StepChecker& c);
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPagedAttention(const StepChecker& c,
                                                                     const HeadAttentionRule& r);
 

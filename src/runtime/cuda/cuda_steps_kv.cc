@@ -1,6 +1,6 @@
-// The CUDA kernel table's KV-cache kernels (cuda_steps.h; docs/generation.md): cache_write
-// and head_attention over a paged cache (kernels/cuda/kv_cache.h). The paged attention's
-// split count is the device's (Init: about two blocks per SM, capped by the run slot's
+// The CUDA kernel table's KV-cache kernels (cuda_steps.h; docs/generation.md): cache_write,
+// tensor_scatter and head_attention over a paged cache (kernels/cuda/kv_cache.h). The paged
+// attention's split count is the device's (Init: about two blocks per SM, capped by the run slot's
 // workspace, where the splits' partial results go; stream-ordered scratch, as the packed
 // steps use it).
 #include "kernels/cuda/gemm.h"
@@ -62,7 +62,43 @@ class PagedAttentionStep final : public CudaStep {
   cuda::PagedAttentionArgs a_;
 };
 
+class TensorScatterStep final : public CudaStep {
+ public:
+  explicit TensorScatterStep(cuda::TensorScatterArgs a) : a_(a) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::TensorScatterArgs a = a_;
+    a.cache = io.In(0);
+    a.update = io.In(1);
+    a.write_indices = static_cast<const int64_t*>(io.In(2));
+    a.y = io.Out(0);
+    a.err = env.err;
+    return LaunchStatus(cuda::TensorScatter(a, env.stream), "tensor_scatter");
+  }
+  const char* DataError() const override {
+    return "a write index is negative, or (mode linear) the update runs past the cache's end";
+  }
+
+ private:
+  cuda::TensorScatterArgs a_;
+};
+
 }  // namespace
+
+absl::StatusOr<StepPtr> PrepareCudaTensorScatter(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const TensorScatterRule r, CheckTensorScatter(c));
+  if (r.elem_size != 1 && r.elem_size != 2 && r.elem_size != 4 && r.elem_size != 8)
+    return c.Err("tensor_scatter: elements of %d bytes", r.elem_size);
+  cuda::TensorScatterArgs a;
+  a.batch = r.batch;
+  a.outer = r.outer;
+  a.cap = r.cap;
+  a.seq = r.seq;
+  a.inner = r.inner;
+  a.elem_size = static_cast<int>(r.elem_size);
+  a.circular = r.circular;
+  a.cache_bytes = c.In(0)->bytes;
+  return StepPtr(new TensorScatterStep(a));
+}
 
 absl::StatusOr<StepPtr> PrepareCudaCacheWrite(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(const CacheWriteRule r, CheckCacheWrite(c));

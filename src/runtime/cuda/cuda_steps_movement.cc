@@ -1,9 +1,10 @@
 // The CUDA kernel table's data-movement and elementwise half (cuda_steps.h): eltwise and
 // gelu (the eltwise kernel), copy, transpose / slice / expand / concat (strided copies),
-// the gathers, cumsum and reduce. Every rule here checks, on the host, that each element
+// the gathers, cumsum, reduce and pad. Every rule here checks, on the host, that each element
 // the kernel will touch lies inside its buffer — only data (gathered indices, divisors) is
 // checked on the device.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <string>
 
@@ -127,6 +128,45 @@ absl::StatusOr<StepPtr> PrepareStrided(const StepChecker& c) {
   for (const kernels::CopyBox& b : r.boxes)
     step->copies_.push_back(cuda::StridedCopyFromBox(b, static_cast<int>(r.elem_size)));
   return StepPtr(std::move(step));
+}
+
+// pad: the value everywhere, then x into its box of y (kernel_rules.h's PadRule).
+class PadStep final : public CudaStep {
+ public:
+  PadStep(cuda::StridedCopyArgs copy, int64_t y_elems, uint64_t bits)
+      : copy_(copy), y_elems_(y_elems), bits_(bits) {}
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    KILN_RETURN_IF_ERROR(LaunchStatus(
+        cuda::Fill(io.Out(0), y_elems_, copy_.elem_size, bits_, env.stream), "pad (fill)"));
+    cuda::StridedCopyArgs a = copy_;
+    a.src = io.In(0);
+    a.dst = io.Out(0);
+    return LaunchStatus(cuda::StridedCopy(a, env.stream), "pad (copy)");
+  }
+
+ private:
+  cuda::StridedCopyArgs copy_;
+  int64_t y_elems_;
+  uint64_t bits_;
+};
+
+absl::StatusOr<StepPtr> PreparePad(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const PadRule r, CheckPad(c));
+  const DType dtype = c.Out(0)->dtype;
+  const int elem = static_cast<int>(DTypeSize(dtype));
+  if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
+    return c.Err("pad: elements of %d bytes", elem);
+  // The value in y's dtype, as the reference stores constant_value.
+  Tensor v(dtype, {1});
+  v.SetFromDouble(0, c.Float("value"));
+  uint64_t bits = 0;
+  std::memcpy(&bits, v.raw(), static_cast<size_t>(elem));
+  cuda::StridedCopyArgs a;
+  a.elem_size = elem;
+  if (!cuda::CollapseCopy(r.dims, r.x_strides, r.y_strides, &a))
+    return c.Err("pad: x %s is more than %d dims after merging", DimsStr(r.dims), cuda::kMaxRank);
+  a.dst_offset = r.y_offset;
+  return StepPtr(new PadStep(a, r.y_elems, bits));
 }
 
 // ---- gathers -----------------------------------------------------------------------------
@@ -292,6 +332,7 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view k
   if (kernel == "gather_elements") return PrepareGatherElements(c);
   if (kernel == "cumsum") return PrepareCumSum(c);
   if (kernel == "reduce") return PrepareReduce(c);
+  if (kernel == "pad") return PreparePad(c);
   return c.Err("no CUDA kernel '%s'", std::string(kernel));
 }
 
