@@ -34,14 +34,14 @@ import export_torch  # noqa: E402
 import gen_bert  # noqa: E402
 import gen_decoder  # noqa: E402
 import gen_variants  # noqa: E402
+import onnx_reference  # noqa: E402
 
 BOUNDS = {"fp32": (1e-4, None), "fp16": (3e-2, 0.9999), "bf16": (2e-1, 0.9999)}
 BATCH, SEQ = 2, 16
 KV_PAST = 5  # the KV-cache decoders (models/fixtures/kv/): cached positions
 # Fixture folders a cuda compile refuses by design, naming the node
 # (tests/compiler/compile_cuda_test.cc checks each refusal): skipped, with the reason.
-REFUSED = {"vision": "no cuda conv kernel yet",
-           "genai int4": "no cuda kernel for MatMulNBits (block_quant_linear) yet"}
+REFUSED = {"vision": "no cuda conv kernel yet"}
 # The onnxruntime-genai fixtures (models/fixtures/genai/<name>/model.onnx): 2 layers, 2 KV
 # heads of 16, vocab 256; their dims have names of their own. A prefill (no past: with one,
 # onnxruntime's GroupQueryAttention takes only batch 1 at sequence > 1).
@@ -50,10 +50,7 @@ GENAI_LAYERS, GENAI_KV_HEADS, GENAI_HEAD, GENAI_VOCAB = 2, 2, 16, 256
 
 def refused(model):
     """Why a cuda compile of `model` is refused by design, or None."""
-    folder = folder_of(model)
-    if folder == "genai" and "int4" in str(model):
-        return REFUSED["genai int4"]
-    return REFUSED.get(folder)
+    return REFUSED.get(folder_of(model))
 
 
 def genai_feeds(seed):
@@ -141,7 +138,9 @@ def main():
         if folder_of(model) == "genai":
             shape = (f"batch_size={BATCH},sequence_length={SEQ},past_sequence_length=0,"
                      f"total_sequence_length={SEQ},kv_cache_dim={GENAI_HEAD}")
-        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        with tempfile.TemporaryDirectory() as tmp:
+            sess = ort.InferenceSession(str(onnx_reference.accuracy_level_zero(model, tmp)),
+                                        providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
         want = dict(zip(names, sess.run(None, feeds)))
         for precision in precisions:

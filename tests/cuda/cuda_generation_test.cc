@@ -1,7 +1,7 @@
 // Generation plans on the cuda target (docs/generation.md), on the torch KV-cache fixtures
 // (models/fixtures/kv/: 2-layer Llama and Qwen2, vocab 256) and the onnxruntime-genai Llama
-// (models/fixtures/genai/llama_fp32: GroupQueryAttention, whose prefill keeps its Pad,
-// TensorScatter and mask ReduceSum as cuda kernels).
+// and int4 Qwen2 (models/fixtures/genai/: GroupQueryAttention, whose prefill keeps its Pad,
+// TensorScatter and mask ReduceSum as cuda kernels; MatMulNBits as block_quant_linear).
 // On any machine: their cuda generation plans, fp32, fp16 and bf16, lower every decode step
 // to device kernels (cache_write and the paged head_attention among them; at 16 bits those
 // two stay f32 and the GEMMs do not), prepare on the host (Executor::Create is refused only
@@ -44,7 +44,7 @@ using ::testing::HasSubstr;
 const std::string kFix = std::string(KILN_SOURCE_DIR) + "/models/fixtures/";
 const char* const kFixtures[] = {"kv/llama_kv_dynamo_sdpa.onnx",
                                  "kv/qwen2_kv_torchscript_eager.onnx",
-                                 "genai/llama_fp32/model.onnx"};
+                                 "genai/llama_fp32/model.onnx", "genai/qwen2_int4/model.onnx"};
 
 // The genai file names its dims otherwise and declares the head size as a symbol.
 CompileOptions GenerationOptions(const std::string& model, PlanTarget target,
@@ -100,6 +100,10 @@ TEST(CudaGeneration, DecodeStepsLowerToDeviceKernelsAndPrepareOnTheHost) {
           if (s.kernel == "linear") {
             ++linears;
             EXPECT_EQ(in0, gemm);
+          }
+          if (s.kernel == "block_quant_linear") {  // int4 weights: f32 activations
+            ++linears;
+            EXPECT_EQ(in0, DType::kF32);
           }
         }
         EXPECT_EQ(writes, 4);  // K and V of 2 layers

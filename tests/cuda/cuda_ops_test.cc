@@ -759,6 +759,44 @@ TEST(CudaOps, PadTensorScatterIntegerReduce) {
            /*int_high=*/100, nullptr, "reduce");
 }
 
+// int4 weight-only Linear (kiln.BlockQuantLinear, MatMulNBits): K = 40 (blocks of 16, the
+// last one partial; 20 code bytes per row), N = 6, M = 1
+// (decode), 3 and 11 (a second group of 8 rows), with and without zero points, with a bias
+// and a GELU. Codes, zero points and scales are fixed ramps (every nibble value occurs).
+// Tolerance f32 (1e-4): the weights dequantize exactly ((code - zp) · scale, one rounding)
+// and the sums are over 40 terms in fp32.
+TEST(CudaOps, BlockQuantLinear) {
+  auto list = [](int64_t count, auto value) {
+    std::vector<std::string> v;
+    for (int64_t i = 0; i < count; ++i) v.push_back(absl::StrCat(value(i)));
+    return absl::StrJoin(v, ",");
+  };
+  const int64_t k = 40, n = 6, blocks = 3;
+  const std::string codes = list(n * k, [](int64_t i) { return (i * 7 + i / 40) % 16; });
+  const std::string scales =
+      list(n * blocks, [](int64_t i) { return 0.01 + 0.005 * static_cast<double>(i % 7); });
+  const std::string zps = list(n * blocks, [](int64_t i) { return (i * 5 + 3) % 16; });
+  const std::string bias = list(n, [](int64_t i) { return 0.1 * static_cast<double>(i) - 0.2; });
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (int64_t m : {1, 3, 11})
+    for (bool zp : {false, true}) {
+      std::string ir =
+          absl::StrCat("graph g opset=21 {\n %0 = Input() : f32[", m, ",", k, "] \"x\"\n",
+                       " %1 = Constant() {value=tensor<u4[", n, ",", k, "]>[", codes, "]} : u4[", n,
+                       ",", k, "] \"w\"\n", " %2 = Constant() {value=tensor<f32[", n, ",", blocks,
+                       "]>[", scales, "]} : f32[", n, ",", blocks, "] \"s\"\n");
+      if (zp)
+        absl::StrAppend(&ir, " %3 = Constant() {value=tensor<u4[", n, ",", blocks, "]>[", zps,
+                        "]} : u4[", n, ",", blocks, "] \"zp\"\n");
+      absl::StrAppend(&ir, " %4 = Constant() {value=tensor<f32[", n, "]>[", bias, "]} : f32[", n,
+                      "] \"b\"\n", " %9 = kiln.BlockQuantLinear(%0, %1, %2, ", zp ? "%3" : "_",
+                      ", %4) {block_size=16, activation=\"gelu\"} : f32[", m, ",", n,
+                      "] \"y\"\n return \"y\": %9\n}");
+      cases.push_back({absl::StrCat("int4 linear m", m, zp ? " zero points" : ""), ir});
+    }
+  RunCases(cases, /*int_high=*/4, nullptr, "block_quant_linear");
+}
+
 TEST(CudaOps, DataMovement) {
   std::vector<std::pair<std::string, std::string>> cases = {
       {"transpose", R"(graph g opset=21 {

@@ -42,10 +42,8 @@ TEST(CudaPlanChecks, FixturesAreRefusedCleanlyWithoutAGpu) {
     // The image towers (models/fixtures/vision/): the cuda target has no conv kernel yet,
     // so their compile is refused naming the Conv (CompileCuda checks the message).
     if (e.path().parent_path().filename() == "vision") continue;
-    // The onnxruntime-genai files: the int4 one has no cuda kernel for its quantized GEMM
-    // yet (CompileCuda.TheInt4GenaiFileIsRefusedNamingTheQuantizedGemm).
+    // The onnxruntime-genai files name their dims otherwise.
     if (e.path().parent_path().parent_path().filename() == "genai") {
-      if (e.path().string().find("int4") != std::string::npos) continue;
       o.profile = {{"batch_size", {2}},
                    {"sequence_length", {3}},
                    {"past_sequence_length", {5}},

@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 import pytest
 
+import onnx_reference  # noqa: E402  (conftest puts models/ on the path)
 from conftest import KILN_TIMEOUT_S, run_kiln, run_onnxruntime
 
 TOLERANCE = 2e-5
@@ -46,21 +47,6 @@ def feeds_for(batch, seq, past, lengths, seed):
     return feeds
 
 
-def reference_model(model, tmp_path):
-    """The file onnxruntime runs: the fixture, or for MatMulNBits a copy at accuracy_level 0."""
-    m = onnx.load(str(model))
-    nbits = [n for n in m.graph.node if n.op_type == "MatMulNBits"]
-    if not nbits:
-        return model
-    for node in nbits:
-        for attr in node.attribute:
-            if attr.name == "accuracy_level":
-                attr.i = 0
-    path = tmp_path / "reference.onnx"
-    onnx.save(m, str(path))
-    return path
-
-
 def assert_match(outdir, want, feeds):
     lengths = feeds["attention_mask"].sum(axis=1)
     seq = feeds["input_ids"].shape[1]
@@ -84,7 +70,7 @@ def test_fixtures_present():
 def test_run_matches_onnxruntime(kiln_bin, model, shape, tmp_path):
     batch, seq, past, lengths = SHAPES[shape]
     feeds = feeds_for(batch, seq, past, lengths, seed=batch * 100 + seq + past)
-    want = run_onnxruntime(reference_model(model, tmp_path), feeds)
+    want = run_onnxruntime(onnx_reference.accuracy_level_zero(model, tmp_path), feeds)
     proc, outdir = run_kiln(kiln_bin, model, feeds, tmp_path / "run")
     assert proc.returncode == 0, f"kiln run failed ({proc.returncode}):\n{proc.stderr}"
     assert_match(outdir, want, feeds)
@@ -104,7 +90,7 @@ def test_symbolic_opt_fuses_and_matches_onnxruntime(kiln_bin, model, tmp_path):
     assert proc.returncode == 0, proc.stderr
     attention = json.loads(report.read_text())["fusions"]["attention"]
     assert attention["fused"] == LAYERS and attention["missed"] == [], attention
-    reference = reference_model(model, tmp_path)
+    reference = onnx_reference.accuracy_level_zero(model, tmp_path)
     for shape in ("decode_ragged", "prefill_ragged"):
         batch, seq, past, lengths = SHAPES[shape]
         feeds = feeds_for(batch, seq, past, lengths, seed=7)
@@ -134,7 +120,7 @@ def test_plan_fuses_and_matches_onnxruntime(kiln_bin, model, tmp_path):
                            "batch_size=1:4", "--shape", shape],
                           capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
     assert proc.returncode == 0, proc.stderr
-    reference = reference_model(model, tmp_path)
+    reference = onnx_reference.accuracy_level_zero(model, tmp_path)
     for batch, lengths in ((1, None), (3, [6, 4, 2])):
         feeds = feeds_for(batch, 1, 5, lengths, seed=batch)
         proc, outdir = run_kiln(kiln_bin, plan, feeds, tmp_path / f"plan_{batch}")
@@ -209,7 +195,7 @@ def test_generate_matches_onnxruntime(kiln_bin, generation_plans, model, tmp_pat
     prompt = [5, 17, 33, 200, 9]
     got, logits = kiln_generate(kiln_bin, generation_plans[model.parent.name], [prompt],
                                 tmp_path, NEW_TOKENS)
-    reference = reference_model(model, tmp_path)
+    reference = onnx_reference.accuracy_level_zero(model, tmp_path)
     want, _ = ort_generate(reference, prompt, NEW_TOKENS)
     assert got["tokens"] == want
     assert len(set(want)) > 1, "the model repeats one token: a weak test"

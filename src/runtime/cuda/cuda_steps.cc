@@ -603,6 +603,7 @@ constexpr Entry kTable[] = {
     {"packed_cumsum", Packed<kPackedCumSum>},
     {"cache_write", PrepareCudaCacheWrite},
     {"tensor_scatter", PrepareCudaTensorScatter},
+    {"block_quant_linear", PrepareCudaBlockQuantLinear},
     {"pad", Movement<kPad>},
 };
 

@@ -68,10 +68,12 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaMovement(std::string_view k
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPacked(std::string_view kernel,
                                                             const StepChecker& c);
 
-// cuda_steps_kv.cc: cache_write, tensor_scatter (genai's cache update), and head_attention
-// over a paged cache (decode programs, docs/generation.md) with `r` its checked rule.
+// cuda_steps_kv.cc: cache_write, tensor_scatter (genai's cache update), head_attention
+// over a paged cache (decode programs, docs/generation.md) with `r` its checked rule, and
+// block_quant_linear (int4 weight-only GEMMs).
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaCacheWrite(const StepChecker& c);
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaTensorScatter(const StepChecker& c);
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaBlockQuantLinear(const StepChecker& c);
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPagedAttention(const StepChecker& c,
                                                                     const HeadAttentionRule& r);
 

@@ -1,0 +1,84 @@
+// int4 weight-only Linear (block_quant.h).
+#include "kernels/cuda/block_quant.h"
+#include "kernels/cuda/device_util.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kWarps = 4;  // per block: 4 output columns
+constexpr int kRows = 8;   // rows a warp accumulates at once
+
+__device__ __forceinline__ float Activate(float v, BlockQuantAct act) {
+  switch (act) {
+    case BlockQuantAct::kGeluErf:
+      return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
+    case BlockQuantAct::kGeluTanh:
+      return 0.5f * v * (1.f + tanhf(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
+    case BlockQuantAct::kRelu:
+      return fmaxf(v, 0.f);
+    case BlockQuantAct::kTanh:
+      return tanhf(v);
+    case BlockQuantAct::kNone:
+      break;
+  }
+  return v;
+}
+
+__global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (n >= a.n) return;  // the whole warp
+  const int64_t blocks = (a.k + a.block_size - 1) / a.block_size;
+  const int64_t row_bytes = a.one_code_per_byte ? a.k : (a.k + 1) / 2;
+  const uint8_t* codes = a.codes + n * row_bytes;
+  const float* scales = a.scales + n * blocks;
+  const uint8_t* zps = a.zero_points ? a.zero_points + n * blocks : nullptr;
+  const int per_byte = a.one_code_per_byte ? 1 : 2;
+  for (int64_t m0 = 0; m0 < a.m; m0 += kRows) {
+    const int rows = a.m - m0 < kRows ? static_cast<int>(a.m - m0) : kRows;
+    float acc[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[r] = 0.f;
+    for (int64_t p = lane; p < row_bytes; p += 32) {
+      const uint8_t byte = codes[p];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (h >= per_byte) break;
+        const int64_t k = p * per_byte + h;
+        if (k >= a.k) break;
+        const int code = a.one_code_per_byte ? (byte & 15) : (h == 0 ? byte & 15 : byte >> 4);
+        const int64_t kb = k / a.block_size;
+        const int zp = zps ? (zps[kb] & 15) : 8;
+        const float w = static_cast<float>(code - zp) * scales[kb];
+        const float* x = a.x + m0 * a.k + k;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+          if (r < rows) acc[r] += x[r * a.k] * w;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[r] = WarpSum(acc[r]);
+    if (lane < rows) {
+      float v = 0.f;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        if (r == lane) v = acc[r];
+      if (a.bias) v += a.bias[n];
+      a.y[(m0 + lane) * a.n + n] = Activate(v, a.act);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t BlockQuantLinear(const BlockQuantArgs& a, cudaStream_t stream) {
+  if (a.m == 0 || a.n == 0) return cudaSuccess;
+  if (a.m < 0 || a.n < 0 || a.k <= 0 || a.block_size <= 0 || !a.x || !a.codes || !a.scales ||
+      !a.y || (a.n + kWarps - 1) / kWarps > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  const unsigned grid = static_cast<unsigned>((a.n + kWarps - 1) / kWarps);
+  BlockQuantKernel<<<grid, kWarps * 32, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::cuda
