@@ -260,10 +260,12 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
       changed = true;
     } else {
       // Stays f32 (kKeepF32, or kept by a constant the 16-bit type cannot hold): what this
-      // pass made 16-bit comes back up.
+      // pass made 16-bit comes back up; for a KV cache's op also what an earlier run did (an
+      // attention a bucket's shapes fused after the symbolic run lowered its query).
+      const bool kv = kv_f32.count(n->id()) > 0;
       for (int i = 0; i < n->num_inputs(); ++i) {
         const Value v = n->input(i);
-        if (!v || !lowered.count(key_of(v))) continue;
+        if (!v || !(lowered.count(key_of(v)) || (kv && v.type().dtype == low))) continue;
         g.SetInput(n, i, cast(n, v, DType::kF32));
         changed = true;
       }

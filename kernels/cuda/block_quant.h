@@ -21,12 +21,12 @@ namespace kiln::cuda {
 enum class BlockQuantAct : uint8_t { kNone, kGeluErf, kGeluTanh, kRelu, kTanh };
 
 struct BlockQuantArgs {
-  const float* x = nullptr;             // [m, k]
-  const uint8_t* codes = nullptr;       // [n, ceil(k/2)] or [n, k] (one_code_per_byte)
-  const float* scales = nullptr;        // [n, blocks]
+  const float* x = nullptr;              // [m, k]
+  const uint8_t* codes = nullptr;        // [n, ceil(k/2)] or [n, k] (one_code_per_byte)
+  const float* scales = nullptr;         // [n, blocks]
   const uint8_t* zero_points = nullptr;  // [n, blocks] or null (8)
-  const float* bias = nullptr;          // [n] or null
-  float* y = nullptr;                   // [m, n]
+  const float* bias = nullptr;           // [n] or null
+  float* y = nullptr;                    // [m, n]
   int64_t m = 0, k = 0, n = 0, block_size = 0;
   bool one_code_per_byte = false;
   BlockQuantAct act = BlockQuantAct::kNone;

@@ -289,6 +289,10 @@ Choice Pad(PlanTarget t, const Node& n) {
   const Dims x = InDims(n, 0), y = OutDims(n, 0);
   const std::optional<Dims> pads = ConstInts(n, 1);
   if (!pads) return No("the pads are not a constant");
+  const DType dt = n.input(0).type().dtype;
+  const size_t es = DTypeSize(dt);
+  if (x.size() > 8 || (es != 1 && es != 2 && es != 4 && es != 8))
+    return No("rank above 8 or elements not of 1, 2, 4 or 8 bytes");
   Dims axes(x.size());
   std::iota(axes.begin(), axes.end(), int64_t{0});
   if (Present(n, 3)) {
@@ -298,6 +302,7 @@ Choice Pad(PlanTarget t, const Node& n) {
     for (int64_t a : *given) {
       const std::optional<int64_t> na = NormAxis(a, static_cast<int64_t>(x.size()));
       if (!na) return No("an axis is out of range");
+      if (std::find(axes.begin(), axes.end(), *na) != axes.end()) return No("a repeated axis");
       axes.push_back(*na);
     }
   }
@@ -318,6 +323,10 @@ Choice Pad(PlanTarget t, const Node& n) {
     const Tensor* c = v ? v.node->constant_value() : nullptr;
     if (c == nullptr || c->NumElements() != 1) return No("constant_value is not a constant scalar");
     value = c->GetAsDouble(0);
+    // The step carries it as a double: integers beyond 2^53 would not survive.
+    if (IsInteger(dt) &&
+        (c->GetAsInt64(0) > (int64_t{1} << 53) || c->GetAsInt64(0) < -(int64_t{1} << 53)))
+      return No("an integer constant_value beyond 2^53");
   }
   return Emit(t, n, "pad", {Ints("begin", begin), PlanParam{"value", value}}, {0});
 }
@@ -333,6 +342,10 @@ Choice TensorScatter(PlanTarget t, const Node& n) {
   for (size_t d = 0; d < c.size(); ++d)
     if (static_cast<int64_t>(d) == *axis ? u[d] > c[d] : u[d] != c[d])
       return No("update does not fit the cache");
+  if (c[*axis] == 0) return No("an empty cache axis");
+  int64_t update = 1;
+  for (int64_t d : u) update *= d;
+  if (update == 0) return No("an empty update (its write indices would go unchecked)");
   const std::string* mode = n.attr_string("mode");
   if (mode && *mode != "linear" && *mode != "circular") return No("unknown mode");
   if (Present(n, 2) && (n.input(2).type().dtype != DType::kI64 || InDims(n, 2) != Dims{c[0]}))

@@ -398,6 +398,71 @@ const PlanParam* Param(const Chosen& c, const std::string& name) {
   return nullptr;
 }
 
+// GroupQueryAttention's cache update: Pad (begin offsets, the value), TensorScatter (the
+// axis folded into outer / cap / seq / inner) and an integer ReduceSum choose their kernels;
+// what the kernels cannot take is refused with the reason, never emitted against a
+// contract: an int64 pad value beyond 2^53 (the step carries a double), an empty update
+// (its write indices would go unchecked), an empty cache axis, an integer ReduceMean.
+TEST(ChooseCudaKernel, GenaiCacheUpdateOps) {
+  Chosen p = Choose(R"(graph g opset=21 {
+    %0 = Input() : f32[1,2,0,4] "past"
+    %1 = Constant() {value=tensor<i64[8]>[0,0,0,0,0,1,6,0]} : i64[8] "pads"
+    %2 = Pad(%0, %1) : f32[1,3,6,4] "y"
+    return "y": %2
+  })");
+  ASSERT_TRUE(p.choice) << p.why;
+  EXPECT_EQ(p.choice->kernel, "pad");
+  EXPECT_EQ(Param(p, "begin")->value, (PlanParam::Value{std::vector<int64_t>{0, 0, 0, 0}}));
+  EXPECT_EQ(Param(p, "value")->value, (PlanParam::Value{0.0}));
+  Chosen big = Choose(R"(graph g opset=21 {
+    %0 = Input() : i64[3] "x"
+    %1 = Constant() {value=tensor<i64[2]>[1,1]} : i64[2] "pads"
+    %2 = Constant() {value=tensor<i64[]>[9007199254740993]} : i64[] "value"
+    %3 = Pad(%0, %1, %2) : i64[5] "y"
+    return "y": %3
+  })");
+  EXPECT_FALSE(big.choice);
+  EXPECT_NE(big.why.find("beyond 2^53"), std::string::npos) << big.why;
+  Chosen ts = Choose(R"(graph g opset=24 {
+    %0 = Input() : f32[2,3,8,4] "cache"
+    %1 = Input() : f32[2,3,2,4] "update"
+    %2 = Input() : i64[2] "write_indices"
+    %3 = TensorScatter(%0, %1, %2) {mode="circular"} : f32[2,3,8,4] "y"
+    return "y": %3
+  })");
+  ASSERT_TRUE(ts.choice) << ts.why;
+  EXPECT_EQ(ts.choice->kernel, "tensor_scatter");
+  for (const auto& [name, v] :
+       {std::pair{"batch", 2}, std::pair{"outer", 3}, std::pair{"cap", 8}, std::pair{"seq", 2},
+        std::pair{"inner", 4}, std::pair{"circular", 1}})
+    EXPECT_EQ(Param(ts, name)->value, (PlanParam::Value{int64_t{v}})) << name;
+  Chosen empty = Choose(R"(graph g opset=24 {
+    %0 = Input() : f32[2,3,8,4] "cache"
+    %1 = Input() : f32[2,3,0,4] "update"
+    %2 = Input() : i64[2] "write_indices"
+    %3 = TensorScatter(%0, %1, %2) : f32[2,3,8,4] "y"
+    return "y": %3
+  })");
+  EXPECT_FALSE(empty.choice);
+  EXPECT_NE(empty.why.find("empty update"), std::string::npos) << empty.why;
+  Chosen sum = Choose(R"(graph g opset=21 {
+    %0 = Input() : i64[2,7] "mask"
+    %1 = Constant() {value=tensor<i64[1]>[1]} : i64[1] "axes"
+    %2 = ReduceSum(%0, %1) {keepdims=0} : i64[2] "y"
+    return "y": %2
+  })");
+  ASSERT_TRUE(sum.choice) << sum.why;
+  EXPECT_EQ(sum.choice->kernel, "reduce");
+  Chosen mean = Choose(R"(graph g opset=21 {
+    %0 = Input() : i64[2,7] "mask"
+    %1 = Constant() {value=tensor<i64[1]>[1]} : i64[1] "axes"
+    %2 = ReduceMean(%0, %1) {keepdims=0} : i64[2] "y"
+    return "y": %2
+  })");
+  EXPECT_FALSE(mean.choice);
+  EXPECT_NE(mean.why.find("integer mean"), std::string::npos) << mean.why;
+}
+
 TEST(ChooseCudaKernel, TransposeSliceAndTheirOperands) {
   Chosen t = Choose(R"(graph g opset=21 {
     %0 = Input() : f16[2,3,4] "x"

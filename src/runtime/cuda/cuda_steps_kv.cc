@@ -160,7 +160,7 @@ absl::StatusOr<StepPtr> PrepareCudaTensorScatter(const StepChecker& c) {
   a.inner = r.inner;
   a.elem_size = static_cast<int>(r.elem_size);
   a.circular = r.circular;
-  a.cache_bytes = c.In(0)->bytes;
+  a.cache_bytes = r.batch * r.outer * r.cap * r.inner * static_cast<int64_t>(r.elem_size);
   return StepPtr(new TensorScatterStep(a));
 }
 
@@ -175,7 +175,7 @@ absl::StatusOr<StepPtr> PrepareCudaCacheWrite(const StepChecker& c) {
   a.slots = r.slots;
   a.seq = r.seq;
   a.row_bytes = row_bytes;
-  a.cache_bytes = static_cast<int64_t>(c.In(0)->bytes);
+  a.cache_bytes = StepChecker::Elems(*c.In(0)) * static_cast<int64_t>(r.elem_size);
   a.width = r.paged.width;
   a.block_size = r.paged.block_size;
   a.blocks = r.paged.blocks;

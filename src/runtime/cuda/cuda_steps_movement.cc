@@ -297,6 +297,9 @@ absl::StatusOr<StepPtr> PrepareReduce(const StepChecker& c) {
       {"l2", cuda::ReduceOp::kL2},     {"sum_square", cuda::ReduceOp::kSumSquare}};
   for (const auto& [name, v] : kOps)
     if (op == name) a.op = v;
+  if ((x.dtype == DType::kI32 || x.dtype == DType::kI64) &&
+      (a.op == cuda::ReduceOp::kMean || a.op == cuda::ReduceOp::kL2))
+    return c.Err("reduce: an integer %s has no CUDA kernel", op);
   int64_t out = 1;
   for (size_t d = 0; d < r; ++d) {
     if (reduced[d]) {
