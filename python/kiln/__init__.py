@@ -109,7 +109,7 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
     disabled_passes: pass names to skip (`kiln passes` lists them).
     decode_context: KV-cache decoders: the cache capacities, e.g. [256, 1024]; the plan gets
         a prefill and a decode program and runs through `plan.generator()`
-        (docs/generation.md). cpu only.
+        (docs/generation.md); on cuda the cache lives in the GPU's memory (device 0).
     kv_block_size, kv_cache_blocks: the decode program's paged cache: slots per block (0:
         the largest power of two <= 128 dividing every capacity) and blocks per K/V pool (0:
         largest batch x largest capacity / block size, + 1 scratch block), as
