@@ -319,15 +319,16 @@ void GenerationSession::TakePrefillRow(const PrefillRun& run, int64_t src, int64
                          c.head * static_cast<int64_t>(sizeof(float)), block_size_, blocks_,
                          through});
     }
-  }
-  for (size_t k = 0; k < caches_.size() && memory_ == MemoryKind::kHost; ++k) {
-    const Cache& c = caches_[k];
-    const float* present = run.present[k];
-    for (int64_t h = 0; h < c.heads; ++h)
-      for (int64_t j = 0; j < len; j += block_size_)
-        std::memcpy(Row(c, table[j / block_size_], h, j),
-                    present + ((src * c.heads + h) * s + j) * c.head,
-                    static_cast<size_t>(std::min(block_size_, len - j) * c.head) * sizeof(float));
+  } else {
+    for (size_t k = 0; k < caches_.size(); ++k) {
+      const Cache& c = caches_[k];
+      const float* present = run.present[k];
+      for (int64_t h = 0; h < c.heads; ++h)
+        for (int64_t j = 0; j < len; j += block_size_)
+          std::memcpy(Row(c, table[j / block_size_], h, j),
+                      present + ((src * c.heads + h) * s + j) * c.head,
+                      static_cast<size_t>(std::min(block_size_, len - j) * c.head) * sizeof(float));
+    }
   }
   // [nb, 1, vocab] (the plan's default: the prefill scored each sequence's last token
   // only) or [nb, s, vocab] (--prefill-logits all).
