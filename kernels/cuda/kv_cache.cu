@@ -2,6 +2,7 @@
 // attention over a paged cache.
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/kv_cache.h"
+#include "kernels/cuda/split_kv.h"
 
 namespace kiln::cuda {
 namespace {
@@ -85,10 +86,9 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
   const int64_t L = a.width * a.block_size;
   const int64_t split = blockIdx.x, h = blockIdx.y, kvh = h / (N / NKV);
   const int64_t b = blockIdx.z / S, i = blockIdx.z % S;
-  const int64_t chunk = (L + a.splits - 1) / a.splits;
-  const int64_t j0 = split * chunk;
-  const int64_t keys = a.causal ? min(L, i + L - S + 1) : L;  // query i sees keys j <= i + L - S
-  const int64_t j1 = min(keys, j0 + chunk);
+  const int64_t keys = split_kv::VisibleKeys(L, S, i, a.causal);
+  const split_kv::KeyRange range = split_kv::ChunkKeys(L, keys, a.splits, split);
+  const int64_t j0 = range.begin, j1 = range.end;
   const T* q = static_cast<const T*>(a.q) + ((b * N + h) * S + i) * D;
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) q_s[d] = ToFloat(q[d]);
   __syncthreads();
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
   if (a.mask && a.mask_type == ElemType::kF32) {
     int seen = 0;
     for (int64_t j = threadIdx.x; j < keys && !seen; j += blockDim.x)
-      seen = fmask[mrow + j * a.mask_stride[3]] > -1e30f;
+      seen = fmask[mrow + j * a.mask_stride[3]] > split_kv::kExcluded;
     skip_excluded = __syncthreads_or(seen) != 0;
   }
   float m = -INFINITY, l = 0.f, o[PER_LANE];
@@ -124,13 +124,12 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
 #pragma unroll
     for (int u = 0; u < kKeysInFlight; ++u) {
       const int64_t j = g + u;
-      bias[u] = j < j1 ? 0.f : -INFINITY;
-      if (a.mask && j < j1) {
+      bias[u] = -INFINITY;
+      if (j < j1) {
         const int64_t mi = mrow + j * a.mask_stride[3];
-        if (a.mask_type == ElemType::kBool)
-          bias[u] = bmask[mi] ? 0.f : -INFINITY;
-        else
-          bias[u] = skip_excluded && fmask[mi] <= -1e30f ? -INFINITY : fmask[mi];
+        const bool is_bool = a.mask_type == ElemType::kBool;
+        bias[u] = split_kv::KeyBias(a.mask != nullptr, is_bool, a.mask && is_bool && bmask[mi],
+                                    a.mask && !is_bool ? fmask[mi] : 0.f, skip_excluded);
       }
       rows[u] = bias[u] == -INFINITY ? -1 : KeyRow(a, b, kvh, NKV, j);
       float dot = 0.f;
@@ -153,14 +152,14 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
 #pragma unroll
     for (int u = 0; u < kKeysInFlight; ++u) m_new = fmaxf(m_new, s[u]);
     if (m_new == -INFINITY) continue;  // nothing visible yet
-    const float corr = m == -INFINITY ? 0.f : __expf(m - m_new);
+    const float corr = split_kv::Rescale(m, m_new);
     l *= corr;
 #pragma unroll
     for (int t = 0; t < PER_LANE; ++t) o[t] *= corr;
 #pragma unroll
     for (int u = 0; u < kKeysInFlight; ++u) {
       if (s[u] == -INFINITY) continue;  // uniform across the warp
-      const float p = __expf(s[u] - m_new);
+      const float p = expf(s[u] - m_new);
       l += p;
       const T* vrow = vp + rows[u] * D;
 #pragma unroll
@@ -184,7 +183,7 @@ __global__ void __launch_bounds__(kWarps * 32) PagedAttentionKernel(PagedAttenti
   float bl = 0.f;
   float scale_w[kWarps];
   for (int w = 0; w < kWarps; ++w) {
-    scale_w[w] = m_s[w] == -INFINITY ? 0.f : __expf(m_s[w] - bm);
+    scale_w[w] = split_kv::Rescale(m_s[w], bm);
     bl += l_s[w] * scale_w[w];
   }
   const int64_t row = blockIdx.z * N + h;  // (b·S + i)·N + h
@@ -218,18 +217,14 @@ __global__ void __launch_bounds__(128) MergeSplitsKernel(PagedAttentionArgs a) {
   float bm = -INFINITY;
   for (int s = 0; s < a.splits; ++s) bm = fmaxf(bm, part[s * (D + 2)]);
   float bl = 0.f;
-  for (int s = 0; s < a.splits; ++s) {
-    const float ms = part[s * (D + 2)];
-    if (ms != -INFINITY) bl += part[s * (D + 2) + 1] * __expf(ms - bm);
-  }
+  for (int s = 0; s < a.splits; ++s)
+    bl += part[s * (D + 2) + 1] * split_kv::Rescale(part[s * (D + 2)], bm);
   T* y = static_cast<T*>(a.y) + row * D;
   const float inv = bl == 0.f ? 0.f : 1.f / bl;
   for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0.f;
-    for (int s = 0; s < a.splits; ++s) {
-      const float ms = part[s * (D + 2)];
-      if (ms != -INFINITY) acc += part[s * (D + 2) + 2 + d] * __expf(ms - bm);
-    }
+    for (int s = 0; s < a.splits; ++s)
+      acc += part[s * (D + 2) + 2 + d] * split_kv::Rescale(part[s * (D + 2)], bm);
     y[d] = FromFloat<T>(bl == 0.f ? 0.f : acc * inv);
   }
 }

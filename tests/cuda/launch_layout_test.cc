@@ -5,6 +5,8 @@
 // norm and softmax kernels (ChooseNormLaunch, SoftmaxThreads): vector width, threads per
 // block, and rows up to the kernel's limit covered; the packed kernels' token -> sequence
 // lookup (SegmentOf).
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/packed.h"
 #include "kernels/cuda/softmax.h"
+#include "kernels/cuda/split_kv.h"
 
 namespace kiln::cuda {
 namespace {
@@ -284,6 +287,128 @@ TEST(PagedAttentionLaunch, SplitsFillTheDeviceWithinTheWorkspace) {
   EXPECT_EQ(PagedAttentionWorkspace(a), 5 * per_split);
   a.splits = 1;
   EXPECT_EQ(PagedAttentionWorkspace(a), 0u);
+}
+
+// The split-KV decode attention's decomposition (split_kv.h), run on the host as the kernel
+// runs it — chunks of the keys; in each, 4 warps' online softmaxes over groups of 4 keys 16
+// apart with the mask's bias (keys at -inf never scored), merged at their largest max; the
+// chunks' (max, sum, output) merged the same way —
+// against one softmax in double over every key with its additive bias (the decomposed
+// graph). Scores are random in [-4, 4], values in [-1, 1], 300 keys, 1 to 64 splits; masks:
+// none, bool with a kept prefix (whole chunks empty), HF's float32-min fill on a tail or
+// everywhere (a row that sees no key: a softmax over all of them), a row with every key
+// false (zeros). Tolerance 1e-5 on outputs in [-1, 1]: fp32 sums of <= 300 terms against
+// double.
+TEST(SplitKv, ChunksMergedEqualOneSoftmax) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> score(-4.f, 4.f), value(-1.f, 1.f);
+  const int64_t L = 300;
+  std::vector<float> scores(L), values(L);
+  for (int64_t j = 0; j < L; ++j) {
+    scores[j] = score(rng);
+    values[j] = value(rng);
+  }
+  enum class Mask { kNone, kBoolPrefix, kBoolNone, kFinfoTail, kFinfoAll };
+  for (Mask mask :
+       {Mask::kNone, Mask::kBoolPrefix, Mask::kBoolNone, Mask::kFinfoTail, Mask::kFinfoAll})
+    for (int64_t splits : {1, 2, 3, 5, 16, 64}) {
+      SCOPED_TRACE(testing::Message()
+                   << "mask " << static_cast<int>(mask) << ", " << splits << " splits");
+      const bool has_mask = mask != Mask::kNone;
+      const bool is_bool = mask == Mask::kBoolPrefix || mask == Mask::kBoolNone;
+      auto keep = [&](int64_t j) { return mask == Mask::kBoolPrefix && j < 37; };
+      auto additive = [&](int64_t j) {
+        if (mask == Mask::kFinfoAll || (mask == Mask::kFinfoTail && j >= 41))
+          return -3.4028234663852886e38f;
+        return 0.f;
+      };
+      // The reference: softmax in double over every key, bias added (bool false: excluded).
+      double want = 0, ref_max = -INFINITY, ref_sum = 0;
+      std::vector<double> biased(L, -INFINITY);
+      for (int64_t j = 0; j < L; ++j)
+        if (!is_bool || keep(j)) {
+          biased[j] = static_cast<double>(scores[j]) + (is_bool ? 0.0 : additive(j));
+          ref_max = std::max(ref_max, biased[j]);
+        }
+      for (int64_t j = 0; j < L && ref_max != -INFINITY; ++j)
+        if (biased[j] != -INFINITY) {
+          const double w = std::exp(biased[j] - ref_max);
+          ref_sum += w;
+          want += w * values[j];
+        }
+      want = ref_sum > 0 ? want / ref_sum : 0.0;
+      // As the kernel: does the row see a key above kExcluded?
+      bool skip_excluded = false;
+      for (int64_t j = 0; j < L && has_mask && !is_bool; ++j)
+        skip_excluded |= additive(j) > split_kv::kExcluded;
+      const int64_t visible = split_kv::VisibleKeys(L, 1, 0, false);
+      std::vector<float> ms, ls, os;
+      for (int64_t sp = 0; sp < splits; ++sp) {
+        const split_kv::KeyRange r = split_kv::ChunkKeys(L, visible, splits, sp);
+        // 4 warps, each over groups of 4 keys 16 apart, then merged at their largest max.
+        float wm[4], wl[4], wo[4];
+        for (int w = 0; w < 4; ++w) {
+          float m = -INFINITY, l = 0.f, o = 0.f;
+          for (int64_t g = r.begin + 4 * w; g < r.end; g += 16) {
+            float sc[4];
+            for (int u = 0; u < 4; ++u) {
+              const int64_t j = g + u;
+              const float bias = j < r.end ? split_kv::KeyBias(has_mask, is_bool, keep(j),
+                                                               additive(j), skip_excluded)
+                                           : -INFINITY;
+              sc[u] = bias == -INFINITY ? -INFINITY : scores[j] + bias;
+            }
+            float m_new = m;
+            for (float v : sc) m_new = std::max(m_new, v);
+            if (m_new == -INFINITY) continue;
+            const float corr = split_kv::Rescale(m, m_new);
+            l *= corr;
+            o *= corr;
+            for (int u = 0; u < 4; ++u) {
+              if (sc[u] == -INFINITY) continue;
+              const float p = std::exp(sc[u] - m_new);
+              l += p;
+              o += p * values[g + u];
+            }
+            m = m_new;
+          }
+          wm[w] = m;
+          wl[w] = l;
+          wo[w] = o;
+        }
+        float m = -INFINITY, l = 0.f, o = 0.f;
+        for (float v : wm) m = std::max(m, v);
+        for (int w = 0; w < 4; ++w) {
+          l += wl[w] * split_kv::Rescale(wm[w], m);
+          o += wo[w] * split_kv::Rescale(wm[w], m);
+        }
+        ms.push_back(m);
+        ls.push_back(l);
+        os.push_back(o);
+      }
+      float bm = -INFINITY, bl = 0.f, acc = 0.f;
+      for (float m : ms) bm = std::max(bm, m);
+      for (int64_t sp = 0; sp < splits; ++sp) {
+        bl += ls[sp] * split_kv::Rescale(ms[sp], bm);
+        acc += os[sp] * split_kv::Rescale(ms[sp], bm);
+      }
+      const float got = bl == 0.f ? 0.f : acc / bl;
+      EXPECT_NEAR(got, want, 1e-5);
+      if (mask == Mask::kBoolNone) EXPECT_EQ(got, 0.f);  // every key false: zeros
+    }
+  // Causal rows and the chunks: query i of S sees keys <= L - S + i; chunks tile [0, L).
+  EXPECT_EQ(split_kv::VisibleKeys(64, 3, 0, true), 62);
+  EXPECT_EQ(split_kv::VisibleKeys(64, 3, 2, true), 64);
+  EXPECT_EQ(split_kv::VisibleKeys(64, 3, 0, false), 64);
+  int64_t covered = 0;
+  for (int64_t sp = 0; sp < 7; ++sp) {
+    const split_kv::KeyRange r = split_kv::ChunkKeys(100, 100, 7, sp);
+    EXPECT_EQ(r.begin, covered);
+    covered = std::max(covered, r.end);
+  }
+  EXPECT_EQ(covered, 100);
+  const split_kv::KeyRange past = split_kv::ChunkKeys(100, 30, 7, 3);  // past the visible keys
+  EXPECT_GE(past.begin, past.end);
 }
 
 }  // namespace
