@@ -45,20 +45,12 @@ std::vector<KernelContract> CpuContracts() {
                .doc = "int8 plans: `y[m,n] = act(q(x ⊙ x_mul)[m,k] · wᵀ · sx[m] · w_scale[n] + "
                       "bias)`, w s8 [n,k], x (times x_mul [k]) quantized per row (s8, sx = "
                       "max|row| / 127, or the static x_absmax / 127)"});
-  t.push_back(
-      {.name = "block_quant_linear",
-       .inputs = {Req("x", kF32Only), Weight("w", DTypeBit(DType::kU8) | DTypeBit(DType::kU4)),
-                  Weight("scales", kF32Only),
-                  Weight("zero_points", DTypeBit(DType::kU4), /*optional=*/true),
-                  Weight("bias", kF32Only, /*optional=*/true)},
-       .outputs = {Req("y", kF32Only)},
-       .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
-                  PositiveParam("block_size"), StringParam("activation", activations)},
-       .doc = "int4 weight-only (MatMulNBits): `y[m,n] = act(x[m,k] · wᵀ + bias)`, w[n,k] = "
-              "(codes − zero_points) · scales of k's block (zero point 8 when absent), "
-              "dequantized in registers from 4-bit panels, f32 accumulation; codes u8 "
-              "[n,ceil(k/2)] two per byte, low nibble first (u4 [n,k], one per byte, in "
-              "older plans)"});
+  t.push_back(BlockQuantLinearContract(
+      "int4 weight-only (MatMulNBits): `y[m,n] = act(x[m,k] · wᵀ + bias)`, w[n,k] = "
+      "(codes − zero_points) · scales of k's block (zero point 8 when absent), "
+      "dequantized in registers from 4-bit panels, f32 accumulation; codes u8 "
+      "[n,ceil(k/2)] two per byte, low nibble first (u4 [n,k], one per byte, in "
+      "older plans)"));
   t.push_back(
       {.name = "conv",
        .inputs = {Req("x", kF32Only), Weight("w", kF32Only),

@@ -44,20 +44,12 @@ std::vector<KernelContract> CudaContracts() {
                           FlagParam("broadcast_b", "b is one [k,n] matrix"),
                           OptionalFlag("tf32", "fp32 GEMM in TF32 (--allow-tf32)")},
                .doc = "cuBLASLt strided batches: `y[i] = a[i] · b[i]`, y [batch,m,n]"});
-  t.push_back({.name = "block_quant_linear",
-               .inputs = {Req("x", DTypeBit(DType::kF32)),
-                          Weight("w", DTypeBit(DType::kU8) | DTypeBit(DType::kU4)),
-                          Weight("scales", DTypeBit(DType::kF32)),
-                          Weight("zero_points", DTypeBit(DType::kU4), /*optional=*/true),
-                          Weight("bias", DTypeBit(DType::kF32), /*optional=*/true)},
-               .outputs = {Req("y", DTypeBit(DType::kF32))},
-               .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
-                          PositiveParam("block_size"), StringParam("activation", activations)},
-               .doc = "int4 weight-only (MatMulNBits) on CUDA cores: `y[m,n] = act(x[m,k] · wᵀ + "
-                      "bias)`, w[n,k] = (codes − zero_points) · scales of k's block (zero point 8 "
-                      "when absent), dequantized in registers, f32 accumulation; codes u8 "
-                      "[n,ceil(k/2)] two per byte, low nibble first (u4 [n,k] in older plans); f32 "
-                      "at every plan precision"});
+  t.push_back(BlockQuantLinearContract(
+      "int4 weight-only (MatMulNBits) on CUDA cores: `y[m,n] = act(x[m,k] · wᵀ + "
+      "bias)`, w[n,k] = (codes − zero_points) · scales of k's block (zero point 8 "
+      "when absent), dequantized in registers, f32 accumulation; codes u8 "
+      "[n,ceil(k/2)] two per byte, low nibble first (u4 [n,k] in older plans); f32 "
+      "at every plan precision"));
   t.push_back({.name = "layer_norm",
                .inputs = {Req("x", kFloatTypes), Same("gamma", 0), Same("beta", 0, true)},
                .outputs = {Same("y", 0)},

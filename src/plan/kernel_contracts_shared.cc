@@ -69,6 +69,20 @@ KernelContract PackedCumSumContract() {
           "the padded program's); 0 for tokens of no sequence"};
 }
 
+KernelContract BlockQuantLinearContract(std::string_view doc) {
+  const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu", "tanh"};
+  return {.name = "block_quant_linear",
+          .inputs = {Req("x", DTypeBit(DType::kF32)),
+                     Weight("w", DTypeBit(DType::kU8) | DTypeBit(DType::kU4)),
+                     Weight("scales", DTypeBit(DType::kF32)),
+                     Weight("zero_points", DTypeBit(DType::kU4), /*optional=*/true),
+                     Weight("bias", DTypeBit(DType::kF32), /*optional=*/true)},
+          .outputs = {Req("y", DTypeBit(DType::kF32))},
+          .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
+                     PositiveParam("block_size"), StringParam("activation", activations)},
+          .doc = doc};
+}
+
 KernelContract CacheWriteContract() {
   return {
       .name = "cache_write",
