@@ -7,9 +7,11 @@ same prompt, same run.
 
 The model: a Qwen2-shaped decoder from config with seeded random weights (no download),
 converted by onnxruntime-genai's model builder at --precision fp32 or int4 (MatMulNBits,
-block 32, accuracy_level 4 as the builder writes it for the CPU). kiln keeps an int4
-file's weights 4-bit (kiln.BlockQuantLinear: f32 activations, the weights dequantized in
-the GEMM), onnxruntime runs its int4 kernels (int8 activations at accuracy_level 4).
+block 32, accuracy_level 4 as the builder writes it for the CPU); --precision int8 is the
+fp32 file through onnxruntime's MatMulNBitsQuantizer at 8 bits (block 32, symmetric,
+--int8-accuracy-level, default 4 as the int4 file), the LM head included. kiln keeps an int4/int8
+file's weights 4/8-bit (kiln.BlockQuantLinear: f32 activations, the weights dequantized in
+the GEMM), onnxruntime runs its n-bit kernels (int8 activations at accuracy_level 4).
 --kiln-precision int8 / bf16 lowers an fp32 file's GEMMs (the LM head stays fp32).
 
 Per (batch, prompt, new tokens): TTFT (prefill + the first argmax, after one untimed
@@ -41,12 +43,35 @@ import generate_bench  # noqa: E402  (prompt padding, the IO-bound step)
 import kv_decode_bench  # noqa: E402  (the size flags)
 
 
+def quantize_8bit(src, out, accuracy_level):
+    """The fp32 file `src` with every MatMul weight 8-bit MatMulNBits, saved as out/model.onnx
+    (external data beside it)."""
+    import logging
+
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
+    quantizer = MatMulNBitsQuantizer(onnx.load(src), bits=8, block_size=32, is_symmetric=True,
+                                     accuracy_level=accuracy_level)
+    quantizer.process()
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "model.onnx")
+    onnx.save(quantizer.model.model, path, save_as_external_data=True,
+              location="model.onnx.data")
+    return path
+
+
 def build_model(args, work):
     """The builder's model.onnx for a seeded Qwen2 of the given shape (cached in work)."""
-    out = os.path.join(work, f"qwen2_{args.precision}")
+    level = f"_acc{args.int8_accuracy_level}" if args.precision == "int8" else ""
+    out = os.path.join(work, f"qwen2_{args.precision}{level}")
     path = os.path.join(out, "model.onnx")
     if os.path.exists(path):
         return path
+    if args.precision == "int8":
+        fp32 = argparse.Namespace(**{**vars(args), "precision": "fp32"})
+        return quantize_8bit(build_model(fp32, work), out, args.int8_accuracy_level)
     import torch
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -111,7 +136,10 @@ def ort_generate(sess, prompts, new_tokens, geometry):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--precision", choices=["fp32", "int4"], default="int4")
+    ap.add_argument("--precision", choices=["fp32", "int4", "int8"], default="int4")
+    ap.add_argument("--int8-accuracy-level", type=int, choices=[0, 1, 2, 3, 4], default=4,
+                    help="--precision int8: the MatMulNBits accuracy_level onnxruntime runs "
+                         "(4: int8 activations; 0: f32; kiln computes f32 either way)")
     kv_decode_bench.add_model_args(ap)
     ap.add_argument("--kiln-precision", choices=["fp32", "bf16", "int8"], default="fp32",
                     help="kiln compile --precision for kiln's plan (the file stays as built)")
@@ -154,7 +182,8 @@ def main(argv=None):
     sess = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     onnx_bytes = sum(os.path.getsize(os.path.join(os.path.dirname(model), f))
                      for f in os.listdir(os.path.dirname(model)) if f.startswith("model.onnx"))
-    print(f"qwen2 {args.precision} (kiln plan {args.kiln_precision}): layers {args.layers}, "
+    level = f" accuracy_level {args.int8_accuracy_level}" if args.precision == "int8" else ""
+    print(f"qwen2 {args.precision}{level} (kiln plan {args.kiln_precision}): layers {args.layers}, "
           f"hidden {args.hidden}, heads "
           f"{args.heads}/{args.kv_heads}, ffn {args.ffn}, vocab {args.vocab}; "
           f"file {onnx_bytes / 2**20:.0f} MiB, plan {os.path.getsize(plan) / 2**20:.0f} MiB "

@@ -4,9 +4,9 @@
 // (0 none, 1 gelu). The implementation (PackedLinear::ImplName) is printed as the label.
 // BM_LinearBf16: the same with bf16 weights (bf16 plans); BM_QuantLinear: kiln's int8 GEMM
 // (int8 plans: X quantized per row inside the call, W s8, bytes counted at their width);
-// BM_BlockQuantLinear: kiln's int4 weight-only GEMM (MatMulNBits files, block 32) at
-// Qwen2-0.5B's decode and prefill shapes, weight bytes counted at half a byte plus the
-// f32 block scales.
+// BM_BlockQuantLinear: kiln's int4/int8 weight-only GEMM (MatMulNBits files, block 32) at
+// Qwen2-0.5B's decode and prefill shapes, weight bytes counted at half a byte (4 bits) or a
+// byte (8 bits) plus the f32 block scales. Args: M, K, N, bits.
 #include "bench_util.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/blockq_gemm.h"
@@ -97,13 +97,15 @@ BENCHMARK(BM_QuantLinear)->Apply(LinearArgs)->ArgNames({"M", "K", "N", "gelu"})-
 
 void BM_BlockQuantLinear(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2), bs = 32;
-  const int64_t kb = (k + bs - 1) / bs;
+  const int64_t bits = state.range(3), kb = (k + bs - 1) / bs;
   const CpuContext ctx = BenchContext();
   const auto x = Random(m * k, 1), scales = Random(n * kb, 4);
   std::vector<uint8_t> codes(k * n);
-  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7919 % 16);
+  for (size_t i = 0; i < codes.size(); ++i)
+    codes[i] = static_cast<uint8_t>(i * 7919 % (int64_t{1} << bits));
   std::vector<float> y(m * n);
-  auto g = BlockQuantGemm::Pack(ctx.isa, k, n, bs, codes.data(), scales.data(), nullptr, nullptr);
+  auto g = BlockQuantGemm::Pack(ctx.isa, k, n, bs, codes.data(), scales.data(), nullptr, nullptr,
+                                bits == 8 ? CodeLayout::kEightBit : CodeLayout::kOnePerByte);
   if (!g.ok()) {
     state.SkipWithError(std::string(g.status().message()).c_str());
     return;
@@ -112,16 +114,20 @@ void BM_BlockQuantLinear(benchmark::State& state) {
     if (!(*g)->Run(ctx, x.data(), m, y.data()).ok()) state.SkipWithError("Run failed");
     benchmark::DoNotOptimize(y.data());
   }
-  SetFlops(state, 2.0 * m * n * k, 4.0 * (m * k + m * n) + 0.5 * k * n + 4.0 * kb * n);
+  SetFlops(state, 2.0 * m * n * k, 4.0 * (m * k + m * n) + bits / 8.0 * k * n + 4.0 * kb * n);
   state.SetLabel((*g)->ImplName());
 }
 void BlockQuantArgs(benchmark::internal::Benchmark* b) {
   // (K, N): Qwen2-0.5B qkv, o_proj, gate/up, down, LM head.
   const int64_t kn[][2] = {{896, 1152}, {896, 896}, {896, 4864}, {4864, 896}, {896, 151936}};
-  for (int64_t m : {1, 128})
-    for (const auto& p : kn) b->Args({m, p[0], p[1]});
+  for (int64_t bits : {4, 8})
+    for (int64_t m : {1, 128})
+      for (const auto& p : kn) b->Args({m, p[0], p[1], bits});
 }
-BENCHMARK(BM_BlockQuantLinear)->Apply(BlockQuantArgs)->ArgNames({"M", "K", "N"})->UseRealTime();
+BENCHMARK(BM_BlockQuantLinear)
+    ->Apply(BlockQuantArgs)
+    ->ArgNames({"M", "K", "N", "bits"})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace kiln::cpu::bench

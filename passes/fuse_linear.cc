@@ -23,7 +23,7 @@
 // [B,S,h,d] -> [B*S,h*d] before fuse-attention), the first Reshape becomes
 // Reshape(x, [0,..,0,K]). Runs before the activation absorption so that a following Gelu
 // is absorbed too.
-// kiln.BlockQuantLinear (int4 weight-only, imported from MatMulNBits) takes a following
+// kiln.BlockQuantLinear (int4/int8 weight-only, imported from MatMulNBits) takes a following
 // constant [N] bias Add into its bias input, and the Reshape pairs and activations as above.
 // Limits: a batched (rank > 2) weight, MatMul(W, x) with the constant first, and
 // activations other than the four listed stay unfused; a Reshape pair that changes the

@@ -351,8 +351,11 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
       note(*n, "int8", HeadWhy(g, ctx, n));
       continue;
     }
-    if (n->domain() == "kiln" && n->op() == "BlockQuantLinear") {  // the file's own int4
-      note(*n, "int4", "weight-only int4 from the model (MatMulNBits), activations fp32");
+    if (n->domain() == "kiln" && n->op() == "BlockQuantLinear") {  // the file's own int4/int8
+      const bool wide = n->num_inputs() > 1 && n->input(1).type().dtype == DType::kU8;
+      note(*n, wide ? "int8" : "int4",
+           absl::StrCat("weight-only ", wide ? "int8" : "int4",
+                        " from the model (MatMulNBits), activations fp32"));
       continue;
     }
     const OpInfo* info = FindOp(n->domain(), n->op());

@@ -30,11 +30,12 @@ static std::string AnalyzeBlockQuant(Node* n, const char* which, Projection* p) 
   p->scales = HasInput(n, 2) ? ConstantOf(n->input(2)) : nullptr;
   p->zero_points = HasInput(n, 3) ? ConstantOf(n->input(3)) : nullptr;
   p->block_size = n->attr_int_or("block_size", 0);
-  if (p->w == nullptr || p->w->dtype() != DType::kU4 || p->w->rank() != 2 || p->scales == nullptr ||
-      p->scales->rank() != 2 || p->scales->dims()[0] != p->n() ||
+  if (p->w == nullptr || (p->w->dtype() != DType::kU4 && p->w->dtype() != DType::kU8) ||
+      p->w->rank() != 2 || p->scales == nullptr || p->scales->rank() != 2 ||
+      p->scales->dims()[0] != p->n() ||
       (HasInput(n, 3) &&
        (p->zero_points == nullptr || p->zero_points->dims() != p->scales->dims())))
-    return absl::StrFormat("the %s projection's int4 weights are not constants", which);
+    return absl::StrFormat("the %s projection's block-quantized weights are not constants", which);
   return "";
 }
 
@@ -89,7 +90,7 @@ std::string Analyze(const Graph& g, Value v, const char* which, Projection* p) {
   }
   if (!p->block_quant && (p->w == nullptr || p->w->rank() != 2 || !IsFloat(p->w->dtype())))
     return absl::StrFormat("the %s projection's weight is not a constant float matrix", which);
-  // The bias has the output's dtype: the weight's, or f32 for int4 codes.
+  // The bias has the output's dtype: the weight's, or f32 for block-quantized codes.
   const DType out_dtype = p->block_quant ? DType::kF32 : p->w->dtype();
   if (bias) {
     p->bias = ConstantOf(bias);
@@ -183,10 +184,10 @@ std::string CheckGroup(const std::vector<Projection>& ps, const std::string& wha
     return rest_same && ps.size() > 2 ? cross : what + " projections read different inputs";
   for (const Projection& p : ps) {
     if (p.block_quant != ps[0].block_quant)
-      return "some projections have int4 weights and some do not";
+      return "some projections have block-quantized weights and some do not";
     if (p.block_quant &&
         (p.block_size != ps[0].block_size || p.scales->dims()[1] != ps[0].scales->dims()[1]))
-      return "the int4 projections differ in block size";
+      return "the block-quantized projections differ in block size";
     if (p.trans_w != ps[0].trans_w) return "the projections differ in trans_w";
     if (p.w->dtype() != ps[0].w->dtype()) return "the projection weights differ in dtype";
     if (p.k() != ps[0].k())
@@ -225,11 +226,15 @@ Node* InsertMerged(Graph& g, const std::vector<Projection>& ps, const rewrite::N
         g, first, ConcatRows(ps, &Projection::scales, DType::kF32, kb, 0), named("_scales")));
     bool any_zero = false;
     for (const Projection& p : ps) any_zero |= p.zero_points != nullptr;
+    // An absent zero point is MatMulNBits' default 2^(bits-1); the codes' dtype is the same
+    // in every projection (CheckGroup checks it).
+    const DType codes = ps[0].w->dtype();
+    const uint8_t default_zero = codes == DType::kU8 ? 128 : 8;
     inputs.push_back(
-        any_zero
-            ? ConstantBefore(g, first, ConcatRows(ps, &Projection::zero_points, DType::kU4, kb, 8),
-                             named("_zero_points"))
-            : Value());
+        any_zero ? ConstantBefore(g, first,
+                                  ConcatRows(ps, &Projection::zero_points, codes, kb, default_zero),
+                                  named("_zero_points"))
+                 : Value());
   }
   if (ps[0].bias) inputs.push_back(ConstantBefore(g, first, ConcatBiases(ps), named("_bias")));
   while (!inputs.back()) inputs.pop_back();  // no zero points and no bias

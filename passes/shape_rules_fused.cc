@@ -94,8 +94,8 @@ Rule QuantLinearRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(x.dtype, std::move(out)));
 }
 
-// kiln.BlockQuantLinear(X [..., K] f32, W [N, K] u4, scales [N, KB] f32, zero_points
-// [N, KB] u4?, B [N]?){block_size} -> Y [..., N], KB = ceil(K / block_size).
+// kiln.BlockQuantLinear(X [..., K] f32, W [N, K] u4 or u8, scales [N, KB] f32, zero_points
+// [N, KB] W's dtype?, B [N]?){block_size} -> Y [..., N], KB = ceil(K / block_size).
 Rule BlockQuantLinearRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   const Type& w = ctx.input_type(1);
@@ -105,8 +105,13 @@ Rule BlockQuantLinearRule(const RuleContext& ctx) {
   if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
   if (x.dtype != DType::kUndefined && x.dtype != DType::kF32)
     return ctx.Error(absl::StrCat("X must be f32, got ", x.ToString()));
-  if (w.dtype != DType::kUndefined && w.dtype != DType::kU4)
-    return ctx.Error(absl::StrCat("W must be uint4, got ", w.ToString()));
+  if (w.dtype != DType::kUndefined && w.dtype != DType::kU4 && w.dtype != DType::kU8)
+    return ctx.Error(absl::StrCat("W must be uint4 or uint8, got ", w.ToString()));
+  if (ctx.has_input(3) && w.dtype != DType::kUndefined &&
+      ctx.input_type(3).dtype != DType::kUndefined && ctx.input_type(3).dtype != w.dtype)
+    return ctx.Error(absl::StrCat("zero_points must have W's dtype ",
+                                  std::string(DTypeName(w.dtype)), ", got ",
+                                  ctx.input_type(3).ToString()));
   const int64_t bs = ctx.node().attr_int_or("block_size", 0);
   if (bs < 16 || (bs & (bs - 1)) != 0)
     return ctx.Error(absl::StrCat("block_size must be a power of two >= 16, got ", bs));

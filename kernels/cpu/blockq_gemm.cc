@@ -40,17 +40,20 @@ absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
   if (codes == nullptr || scales == nullptr)
     return absl::InvalidArgumentError("BlockQuantGemm codes or scales pointer is null");
   const bool two = layout == CodeLayout::kTwoPerByte;
+  const int bits = layout == CodeLayout::kEightBit ? 8 : 4;
   const int64_t row_bytes = two ? (k + 1) / 2 : k;
   auto code = [&](int64_t j, int64_t i) -> uint8_t {
     return two ? static_cast<uint8_t>((codes[j * row_bytes + i / 2] >> (4 * (i & 1))) & 15)
                : codes[j * k + i];
   };
-  for (int64_t i = 0; !two && i < n * k; ++i)
+  // 4-bit codes and zero points held one per byte must fit their nibble (8-bit ones
+  // always fit their byte).
+  for (int64_t i = 0; bits == 4 && !two && i < n * k; ++i)
     if (codes[i] > 15)
       return absl::InvalidArgumentError(absl::StrCat("BlockQuantGemm code [", i / k, ", ", i % k,
                                                      "] is ", int{codes[i]}, ", not 4-bit"));
   const int64_t kb = (k + block - 1) / block;
-  for (int64_t i = 0; zero_points != nullptr && i < n * kb; ++i)
+  for (int64_t i = 0; bits == 4 && zero_points != nullptr && i < n * kb; ++i)
     if (zero_points[i] > 15)
       return absl::InvalidArgumentError(absl::StrCat("BlockQuantGemm zero point [", i / kb, ", ",
                                                      i % kb, "] is ", int{zero_points[i]},
@@ -66,30 +69,34 @@ absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
   g->block_ = block;
   g->blocks_ = (k + block - 1) / block;
   g->panels_ = (n + nr - 1) / nr;
+  g->bits_ = bits;
+  const int64_t row = g->row_bytes_ = bits == 8 ? nr : w;  // a panel row's code bytes
   const int64_t per_panel = g->blocks_ * nr;
-  g->codes_.reset(Alloc<uint8_t>(g->panels_ * k * w));
+  g->codes_.reset(Alloc<uint8_t>(g->panels_ * k * row));
   g->scale_.reset(Alloc<float>(g->panels_ * per_panel));
-  if (zero_points != nullptr) g->zero_.reset(Alloc<uint8_t>(g->panels_ * g->blocks_ * w));
+  if (zero_points != nullptr) g->zero_.reset(Alloc<uint8_t>(g->panels_ * g->blocks_ * row));
   if (bias != nullptr) g->bias_.reset(Alloc<float>(g->panels_ * nr));
   if (!g->codes_ || !g->scale_ || (zero_points != nullptr && !g->zero_) ||
       (bias != nullptr && !g->bias_))
     return absl::ResourceExhaustedError("BlockQuantGemm: out of memory packing weights");
   // Columns past N: code 0, zero 0, scale 0, so their weights are 0.
-  std::memset(g->codes_.get(), 0, static_cast<size_t>(g->panels_ * k * w));
+  std::memset(g->codes_.get(), 0, static_cast<size_t>(g->panels_ * k * row));
   std::fill_n(g->scale_.get(), g->panels_ * per_panel, 0.0f);
-  if (g->zero_) std::memset(g->zero_.get(), 0, static_cast<size_t>(g->panels_ * g->blocks_ * w));
+  if (g->zero_) std::memset(g->zero_.get(), 0, static_cast<size_t>(g->panels_ * g->blocks_ * row));
   for (int64_t j = 0; j < n; ++j) {
-    // Column jj of a panel: byte jj % W of each row, low nibble for jj < W.
-    const int64_t pn = j / nr, jj = j % nr, byte = jj % w, shift = jj < w ? 0 : 4;
-    uint8_t* panel = g->codes_.get() + pn * k * w;
+    // Column jj of a panel: 4 bits, byte jj % W of each row, low nibble for jj < W; 8 bits,
+    // byte jj.
+    const int64_t pn = j / nr, jj = j % nr;
+    const int64_t byte = bits == 8 ? jj : jj % w, shift = bits == 8 || jj < w ? 0 : 4;
+    uint8_t* panel = g->codes_.get() + pn * k * row;
     for (int64_t i = 0; i < k; ++i)
-      panel[i * w + byte] |= static_cast<uint8_t>(code(j, i) << shift);
+      panel[i * row + byte] |= static_cast<uint8_t>(code(j, i) << shift);
     float* sp = g->scale_.get() + pn * per_panel;
     for (int64_t b = 0; b < g->blocks_; ++b) sp[b * nr + jj] = scales[j * g->blocks_ + b];
     if (g->zero_) {
-      uint8_t* zp = g->zero_.get() + pn * g->blocks_ * w;
+      uint8_t* zp = g->zero_.get() + pn * g->blocks_ * row;
       for (int64_t b = 0; b < g->blocks_; ++b)
-        zp[b * w + byte] |= static_cast<uint8_t>(zero_points[j * g->blocks_ + b] << shift);
+        zp[b * row + byte] |= static_cast<uint8_t>(zero_points[j * g->blocks_ + b] << shift);
     }
   }
   if (bias != nullptr) {
@@ -101,13 +108,13 @@ absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
 
 std::string BlockQuantGemm::ImplName() const {
   return absl::StrCat("kiln:", std::string(IsaName(isa_)), ":", kernels_->blockq_mr, "x",
-                      2 * kernels_->vector_width);
+                      2 * kernels_->vector_width, bits_ == 8 ? ":8bit" : "");
 }
 
 int64_t BlockQuantGemm::packed_bytes() const {
   const int64_t nr = 2 * kernels_->vector_width;
-  return panels_ * (k_ * nr / 2 + blocks_ * nr * int64_t{sizeof(float)} +
-                    (zero_ ? blocks_ * nr / 2 : 0) + (bias_ ? nr * int64_t{sizeof(float)} : 0));
+  return panels_ * (k_ * row_bytes_ + blocks_ * nr * int64_t{sizeof(float)} +
+                    (zero_ ? blocks_ * row_bytes_ : 0) + (bias_ ? nr * int64_t{sizeof(float)} : 0));
 }
 
 absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t m, float* y,
@@ -152,12 +159,13 @@ absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t 
     t.k = k_;
     t.block = block_;
     t.ldxs = blocks_;
+    t.bits = bits_;
     for (int64_t it = begin; it < end; ++it) {
       const int64_t blk = it / panels_, pn = it % panels_;
       const int64_t j0 = pn * nr;
-      t.b = codes_.get() + pn * k_ * w;
+      t.b = codes_.get() + pn * k_ * row_bytes_;
       t.scale = scale_.get() + pn * per_panel;
-      t.zero = zero_ ? zero_.get() + pn * blocks_ * w : nullptr;
+      t.zero = zero_ ? zero_.get() + pn * blocks_ * row_bytes_ : nullptr;
       t.bias = bias_ ? bias_.get() + j0 : nullptr;
       t.nr = static_cast<int>(std::min<int64_t>(nr, n_ - j0));
       t.dequantized = nullptr;

@@ -70,6 +70,13 @@ struct V {
     lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
     hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
   }
+  // lo[i] = p[i], hi[i] = p[W + i] for the 2·W bytes at p, as floats.
+  static void Bytes(const uint8_t* p, T& lo, T& hi) {
+    lo = _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+    hi = _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))));
+  }
 };
 
 #include "kernels/cpu/isa_impl.inc"

@@ -60,6 +60,13 @@ struct V {
     lo = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
     hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
   }
+  // lo[i] = p[i], hi[i] = p[W + i] for the 2·W bytes at p, as floats.
+  static void Bytes(const uint8_t* p, T& lo, T& hi) {
+    lo = _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    hi = _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
+  }
 };
 
 #include "kernels/cpu/isa_impl.inc"

@@ -54,13 +54,14 @@ struct GemmTile {
   int activation = 0;  // 0 none, 1 gelu (erf), 2 gelu (tanh), 3 relu, 4 tanh
 };
 
-// One register tile of kiln's int4 weight-only GEMM (blockq_impl.inc, blockq_gemm.h):
+// One register tile of kiln's int4/int8 weight-only GEMM (blockq_impl.inc, blockq_gemm.h):
 // c[r, j] = Σ_p a[r, p] · w[p, j] + bias[j] for r < mr, j < nr, with w[p, j] = (code − zero)
 // · scale of p's block: from `dequantized` (f32, mr ≤ blockq_mr), or from the codes with
 // the rows' block sums `xsum` (mr ≤ blockq_codes_mr). `b` is one packed panel of
-// 2·W columns, [k][W] bytes: byte i of row p holds column i's code in its low nibble and
-// column W + i's in its high one; `scale` holds [ceil(k / block)][2·W] floats and `zero`
-// (null: every zero point 8) [ceil(k / block)][W] bytes, nibbles as the codes'.
+// 2·W columns: with 4 bits [k][W] bytes, byte i of row p holding column i's code in its low
+// nibble and column W + i's in its high one; with 8 bits [k][2·W] bytes, byte j column j's
+// code. `scale` holds [ceil(k / block)][2·W] floats and `zero` (null: every zero point
+// 2^(bits−1)) [ceil(k / block)] rows of bytes laid out as the codes'.
 struct BlockQuantTile {
   const float* a = nullptr;  // row r at a + r * lda
   int64_t lda = 0;
@@ -74,8 +75,9 @@ struct BlockQuantTile {
   float* c = nullptr;           // row r at c + r * ldc
   int64_t ldc = 0;
   int64_t k = 0, block = 0;
-  int mr = 0;  // 1 .. blockq_mr
-  int nr = 0;  // 1 .. 2·W valid columns
+  int bits = 4;  // 4 or 8
+  int mr = 0;    // 1 .. blockq_mr
+  int nr = 0;    // 1 .. 2·W valid columns
 };
 
 struct IsaKernels {

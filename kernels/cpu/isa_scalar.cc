@@ -43,6 +43,11 @@ struct V {
     lo = static_cast<float>(p[0] & 15);
     hi = static_cast<float>(p[0] >> 4);
   }
+  // lo = p[0], hi = p[1], as floats.
+  static void Bytes(const uint8_t* p, T& lo, T& hi) {
+    lo = static_cast<float>(p[0]);
+    hi = static_cast<float>(p[1]);
+  }
 };
 
 #include "kernels/cpu/isa_impl.inc"

@@ -1,4 +1,4 @@
-// int4 weight-only Linear (block_quant.h).
+// int4/int8 weight-only Linear (block_quant.h).
 #include "kernels/cuda/block_quant.h"
 #include "kernels/cuda/device_util.cuh"
 
@@ -29,11 +29,13 @@ __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (n >= a.n) return;  // the whole warp
   const int64_t blocks = (a.k + a.block_size - 1) / a.block_size;
-  const int64_t row_bytes = a.one_code_per_byte ? a.k : (a.k + 1) / 2;
+  const bool wide = a.bits == 8;  // 8-bit codes: a byte is the code
+  const int per_byte = a.one_code_per_byte || wide ? 1 : 2;
+  const int64_t row_bytes = per_byte == 1 ? a.k : (a.k + 1) / 2;
   const uint8_t* codes = a.codes + n * row_bytes;
   const float* scales = a.scales + n * blocks;
   const uint8_t* zps = a.zero_points ? a.zero_points + n * blocks : nullptr;
-  const int per_byte = a.one_code_per_byte ? 1 : 2;
+  const int mask = wide ? 255 : 15, default_zero = wide ? 128 : 8;
   for (int64_t m0 = 0; m0 < a.m; m0 += kRows) {
     const int rows = a.m - m0 < kRows ? static_cast<int>(a.m - m0) : kRows;
     float acc[kRows];
@@ -46,9 +48,9 @@ __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a
         if (h >= per_byte) break;
         const int64_t k = p * per_byte + h;
         if (k >= a.k) break;
-        const int code = a.one_code_per_byte ? (byte & 15) : (h == 0 ? byte & 15 : byte >> 4);
+        const int code = per_byte == 1 ? (byte & mask) : (h == 0 ? byte & 15 : byte >> 4);
         const int64_t kb = k / a.block_size;
-        const int zp = zps ? (zps[kb] & 15) : 8;
+        const int zp = zps ? (zps[kb] & mask) : default_zero;
         const float w = static_cast<float>(code - zp) * scales[kb];
         const float* x = a.x + m0 * a.k + k;
 #pragma unroll
@@ -74,7 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a
 cudaError_t BlockQuantLinear(const BlockQuantArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0) return cudaSuccess;
   if (a.m < 0 || a.n < 0 || a.k <= 0 || a.block_size <= 0 || !a.x || !a.codes || !a.scales ||
-      !a.y || (a.n + kWarps - 1) / kWarps > 0x7fffffff)
+      !a.y || (a.bits != 4 && a.bits != 8) || (a.n + kWarps - 1) / kWarps > 0x7fffffff)
     return cudaErrorInvalidValue;
   const unsigned grid = static_cast<unsigned>((a.n + kWarps - 1) / kWarps);
   BlockQuantKernel<<<grid, kWarps * 32, 0, stream>>>(a);

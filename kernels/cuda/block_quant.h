@@ -1,9 +1,9 @@
-// int4 weight-only Linear (kiln.BlockQuantLinear, ONNX MatMulNBits) on CUDA cores:
+// int4/int8 weight-only Linear (kiln.BlockQuantLinear, ONNX MatMulNBits) on CUDA cores:
 // y[m, n] = act(Σ_k x[m, k] · w[n, k] + bias[n]) with w[n, k] = (code − zero point) · scale
-// of k's block (block_size consecutive k; zero point 8 without zero_points), dequantized in
-// registers, fp32 accumulation. Codes are u8 [n, ceil(k/2)], two per byte, low nibble
-// first (or u4 [n, k], one per byte, in older plans); scales f32 [n, blocks]; zero points
-// one code per byte [n, blocks].
+// of k's block (block_size consecutive k; zero point 2^(bits−1) without zero_points),
+// dequantized in registers, fp32 accumulation. 4-bit codes are u8 [n, ceil(k/2)], two per
+// byte, low nibble first (or u4 [n, k], one per byte, in older plans); 8-bit codes u8 [n,
+// k]; scales f32 [n, blocks]; zero points one code per byte [n, blocks].
 // How: a warp per output column n and group of up to 8 rows: its lanes stride over the
 // column's code bytes (two weights each), each lane keeps the 8 rows' partial sums, a warp
 // reduction finishes them. Decode (a few rows) reads each weight byte once, which is the
@@ -22,13 +22,14 @@ enum class BlockQuantAct : uint8_t { kNone, kGeluErf, kGeluTanh, kRelu, kTanh };
 
 struct BlockQuantArgs {
   const float* x = nullptr;              // [m, k]
-  const uint8_t* codes = nullptr;        // [n, ceil(k/2)] or [n, k] (one_code_per_byte)
+  const uint8_t* codes = nullptr;        // [n, ceil(k/2)], or [n, k] (one per byte, 8 bits)
   const float* scales = nullptr;         // [n, blocks]
-  const uint8_t* zero_points = nullptr;  // [n, blocks] or null (8)
+  const uint8_t* zero_points = nullptr;  // [n, blocks] or null (2^(bits−1))
   const float* bias = nullptr;           // [n] or null
   float* y = nullptr;                    // [m, n]
   int64_t m = 0, k = 0, n = 0, block_size = 0;
-  bool one_code_per_byte = false;
+  int bits = 4;                    // 4 or 8
+  bool one_code_per_byte = false;  // 4 bits: u4 [n, k] (8 bits always are)
   BlockQuantAct act = BlockQuantAct::kNone;
 };
 

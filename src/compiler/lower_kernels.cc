@@ -154,8 +154,9 @@ std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
   return Emit(t, "quant_linear", n, std::move(params));
 }
 
-// kiln.BlockQuantLinear(X, W [N, K] u4, scales [N, KB], zero_points [N, KB]?, B?){block_size,
-// activation}.
+// kiln.BlockQuantLinear(X, W [N, K] u4 or u8, scales [N, KB], zero_points [N, KB]?,
+// B?){block_size, activation}; 8-bit codes (u8) add the param bits = 8 (4 is the default: the
+// plan's u8 codes of 4-bit weights are packed two per byte).
 std::optional<KernelChoice> BlockQuantLinear(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
     return std::nullopt;
@@ -169,11 +170,17 @@ std::optional<KernelChoice> BlockQuantLinear(const Node& n, PlanTarget t) {
   if (InDims(n, 2) != Dims{nn, kb} || (Present(n, 3) && InDims(n, 3) != Dims{nn, kb}) ||
       !VectorOk(n, 4, nn, true))
     return std::nullopt;
+  const DType codes = n.input(1).type().dtype;
+  if ((codes != DType::kU4 && codes != DType::kU8) ||
+      (Present(n, 3) && n.input(3).type().dtype != codes))
+    return std::nullopt;
   const std::optional<std::string> activation = LinearEpilogue(n, x, nn);
   if (!activation) return std::nullopt;
-  return Emit(t, "block_quant_linear", n,
-              {Int("m", Product(x, 0, x.size() - 1)), Int("k", x.back()), Int("n", nn),
-               Int("block_size", bs), Str("activation", *activation)});
+  std::vector<PlanParam> params = {Int("m", Product(x, 0, x.size() - 1)), Int("k", x.back()),
+                                   Int("n", nn), Int("block_size", bs),
+                                   Str("activation", *activation)};
+  if (codes == DType::kU8) params.push_back(Int("bits", 8));
+  return Emit(t, "block_quant_linear", n, std::move(params));
 }
 
 std::optional<KernelChoice> LayerNorm(const Node& n, PlanTarget t) {

@@ -275,10 +275,11 @@ const std::vector<OpInfo>& Table() {
       // time (so rows stay apart: row-wise).
       KeepF32("already quantized",
               {"kiln", "QuantLinear", 3, 5, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kKeepF32}),
-      // A weight-only 4-bit Linear (onnxruntime's MatMulNBits): u4 weights [N, K] with a
-      // scale (and zero point) per block of K, f32 activations; row-wise like Linear.
-      KeepF32("already quantized (int4 weights)", {"kiln", "BlockQuantLinear", 3, 5, 1, 1,
-                                                   kPure | kRowwise, 0, PrecisionPolicy::kKeepF32}),
+      // A weight-only 4- or 8-bit Linear (onnxruntime's MatMulNBits): u4 or u8 weights [N, K]
+      // with a scale (and zero point) per block of K, f32 activations; row-wise like Linear.
+      KeepF32(
+          "already quantized (int4/int8 weights)",
+          {"kiln", "BlockQuantLinear", 3, 5, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kKeepF32}),
       KeepF32(kNormWhy,
               {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
       KeepF32(kNormWhy,

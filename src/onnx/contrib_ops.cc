@@ -336,9 +336,12 @@ absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Valu
 // low-first along K) becomes a u4/u2/u8 tensor [N, K] and Y = A · DequantizeLinear(B,
 // scales [N, k_blocks], zero points, axis 1, block_size)ᵀ (+ bias): kiln's blocked
 // DequantizeLinear, which constant folding turns into the f32 weight a plan multiplies —
-// except 4 bits with constant f32 scales, which become kiln.BlockQuantLinear(A, codes,
-// scales [N, k_blocks], zero points?, bias?){block_size} and stay 4-bit in the plan.
-// Zero points: absent (2^(bits-1)) or packed like B; float zero points and g_idx refused.
+// except 4 and 8 bits with constant scales, which become kiln.BlockQuantLinear(A, codes,
+// scales [N, k_blocks], zero points?, bias?){block_size} and stay 4- or 8-bit in the plan.
+// Either form computes in f32: f16/bf16 scales widen to f32 (exactly), and a 16-bit A (a
+// q4f16 file) is cast to f32 before it and the result back after it — onnxruntime's CPU
+// kernel computes such a file's MatMulNBits in f32 too. Zero points: absent (2^(bits-1))
+// or packed like B; float zero points and g_idx refused.
 absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
   const int64_t k = n->attr_int_or("K", 0), nn = n->attr_int_or("N", 0);
   const int64_t bits = n->attr_int_or("bits", 4), bs = n->attr_int_or("block_size", 0);
@@ -365,10 +368,12 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
   }
   Tensor zp(code, {nn, kb});
   const Tensor* sc = n->input(2).node->constant_value();
-  // 4-bit with f32 constant scales: kept in 4 bits as kiln.BlockQuantLinear, whose cpu kernel
-  // dequantizes in registers (2 and 8 bits, f16 scales: dequantized by constant folding).
-  const bool keep_int4 =
-      bits == 4 && sc != nullptr && sc->dtype() == DType::kF32 && sc->NumElements() == nn * kb;
+  // 4 or 8 bits with constant float scales: kept as kiln.BlockQuantLinear, whose kernels
+  // dequantize in registers (2 bits: dequantized by constant folding).
+  const bool keep_codes =
+      (bits == 4 || bits == 8) && sc != nullptr &&
+      (sc->dtype() == DType::kF32 || sc->dtype() == DType::kF16 || sc->dtype() == DType::kBF16) &&
+      sc->NumElements() == nn * kb;
   if (!Has(n, 3)) {
     std::memset(zp.raw(), 1 << (bits - 1), zp.NumBytes());
   } else {
@@ -384,23 +389,34 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
       std::memcpy(zp.data<uint8_t>() + r * kb, zr.data(), static_cast<size_t>(kb));
     }
   }
-  if (keep_int4) {  // absent zero points stay absent: the op's default is MatMulNBits' 8
-    Tensor scales(DType::kF32, {nn, kb});
-    std::memcpy(scales.raw(), sc->raw(), scales.NumBytes());
-    e.Bind(0, e.KilnOp(
-                  "BlockQuantLinear",
-                  {n->input(0), e.Const(std::move(w)), e.Const(std::move(scales)),
-                   Has(n, 3) ? e.Const(std::move(zp)) : Value(), Has(n, 5) ? n->input(5) : Value()},
-                  {{"block_size", bs}}));
-    return absl::OkStatus();
+  // Computed in f32 whatever T1 (A, scales, bias and Y's dtype) is: a 16-bit A and bias are
+  // cast up, the result back down, 16-bit scales widened exactly.
+  const DType t1 = n->input(2).type().dtype;
+  const bool narrow = t1 == DType::kF16 || t1 == DType::kBF16;
+  Value x = n->input(0), bias = Has(n, 5) ? n->input(5) : Value();
+  if (narrow) {
+    x = e.Op("Cast", {x}, {{"to", int64_t{1}}});
+    if (bias) bias = e.Op("Cast", {bias}, {{"to", int64_t{1}}});
   }
-  const Value scales = e.Op("Reshape", {n->input(2), e.I64({nn, kb})});
-  const Value weight =
-      e.Op("DequantizeLinear", {e.Const(std::move(w)), scales, e.Const(std::move(zp))},
-           {{"axis", int64_t{1}}, {"block_size", bs}});
-  Value y = e.Op(
-      "MatMul", {n->input(0), e.Op("Transpose", {weight}, {{"perm", std::vector<int64_t>{1, 0}}})});
-  if (Has(n, 5)) y = e.Op("Add", {y, n->input(5)});
+  Value y;
+  if (keep_codes) {  // absent zero points stay absent: the op's default is MatMulNBits'
+    Tensor scales(DType::kF32, {nn, kb});
+    for (int64_t i = 0; i < nn * kb; ++i)
+      scales.data<float>()[i] = static_cast<float>(sc->GetAsDouble(i));  // exact: f16 ⊂ f32
+    y = e.KilnOp("BlockQuantLinear",
+                 {x, e.Const(std::move(w)), e.Const(std::move(scales)),
+                  Has(n, 3) ? e.Const(std::move(zp)) : Value(), bias},
+                 {{"block_size", bs}});
+  } else {
+    Value scales = e.Op("Reshape", {n->input(2), e.I64({nn, kb})});
+    if (narrow) scales = e.Op("Cast", {scales}, {{"to", int64_t{1}}});
+    const Value weight =
+        e.Op("DequantizeLinear", {e.Const(std::move(w)), scales, e.Const(std::move(zp))},
+             {{"axis", int64_t{1}}, {"block_size", bs}});
+    y = e.Op("MatMul", {x, e.Op("Transpose", {weight}, {{"perm", std::vector<int64_t>{1, 0}}})});
+    if (bias) y = e.Op("Add", {y, bias});
+  }
+  if (narrow) y = e.Op("Cast", {y}, {{"to", int64_t{t1 == DType::kF16 ? 10 : 16}}});
   e.Bind(0, y);
   return absl::OkStatus();
 }

@@ -75,11 +75,15 @@ KernelContract BlockQuantLinearContract(std::string_view doc) {
           .inputs = {Req("x", DTypeBit(DType::kF32)),
                      Weight("w", DTypeBit(DType::kU8) | DTypeBit(DType::kU4)),
                      Weight("scales", DTypeBit(DType::kF32)),
-                     Weight("zero_points", DTypeBit(DType::kU4), /*optional=*/true),
+                     Weight("zero_points", DTypeBit(DType::kU4) | DTypeBit(DType::kU8),
+                            /*optional=*/true),
                      Weight("bias", DTypeBit(DType::kF32), /*optional=*/true)},
           .outputs = {Req("y", DTypeBit(DType::kF32))},
           .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
-                     PositiveParam("block_size"), StringParam("activation", activations)},
+                     PositiveParam("block_size"), StringParam("activation", activations),
+                     OptionalPositive("bits",
+                                      "8: 8-bit codes, w and zero_points u8 [n,k], "
+                                      "[n,blocks]; absent: 4")},
           .doc = doc};
 }
 

@@ -145,7 +145,15 @@ absl::StatusOr<BlockQuantLinearRule> CheckBlockQuantLinear(const StepChecker& c)
                    *y = c.Out(0);
   KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));
   KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({r.m, r.n}, "m*n"));
-  r.two_codes_per_byte = w->dtype == DType::kU8;
+  const int64_t bits = c.Int("bits", 4);
+  if (bits != 4 && bits != 8) return c.Err("bits %lld is not 4 or 8", static_cast<long long>(bits));
+  r.bits = static_cast<int>(bits);
+  const DType codes = bits == 8 ? DType::kU8 : DType::kU4;  // one per byte
+  if (bits == 8 && w->dtype != DType::kU8) return c.Err("8-bit codes must be u8");
+  if (zp != nullptr && zp->dtype != codes)
+    return c.Err("the zero points of %d-bit codes must be %s", r.bits,
+                 std::string(DTypeName(codes)));
+  r.two_codes_per_byte = bits == 4 && w->dtype == DType::kU8;
   KILN_ASSIGN_OR_RETURN(const int64_t nk, r.two_codes_per_byte
                                               ? c.Product({r.n, (r.k + 1) / 2}, "n*ceil(k/2)")
                                               : c.Product({r.n, r.k}, "n*k"));

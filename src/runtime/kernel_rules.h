@@ -46,15 +46,17 @@ struct QuantLinearRule {
 };
 absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c);
 
-// block_quant_linear: int4 weight-only Linear; w u8 [n, ceil(k/2)] (two codes per byte,
-// low nibble first) or u4 [n,k] (one per byte: plans before 2026-12-06), scales (and zero
+// block_quant_linear: int4 or int8 weight-only Linear. 4 bits (no `bits` param): w u8 [n,
+// ceil(k/2)] (two codes per byte, low nibble first) or u4 [n,k] (one per byte: plans before
+// 2026-12-06), zero points u4; bits = 8: w u8 [n, k], zero points u8. Scales (and zero
 // points) [n, kb].
 struct BlockQuantLinearRule {
   int64_t m = 0, k = 0, n = 0, block_size = 0, blocks = 0;
+  int bits = 4;
   ActivationKind activation = ActivationKind::kNone;
   bool has_zero_points = false;
   bool has_bias = false;
-  bool two_codes_per_byte = false;  // w is u8
+  bool two_codes_per_byte = false;  // 4 bits, w is u8
 };
 absl::StatusOr<BlockQuantLinearRule> CheckBlockQuantLinear(const StepChecker& c);
 

@@ -3,6 +3,7 @@
 // dedup across buckets, determinism, the plan round trip, and every option error.
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "kiln/kiln.h"
 #include "kiln/onnx/exporter.h"
 #include "kiln/plan/plan.h"
+#include "tests/onnx/onnx_test_util.h"
 
 namespace kiln {
 namespace {
@@ -262,6 +264,83 @@ TEST(Compile, Int4CodesAreStoredTwoPerByte) {
     EXPECT_EQ(w.bytes, n * ((k + 1) / 2));
   }
   EXPECT_GT(steps, 0);
+}
+
+// An 8-bit MatMulNBits of a q4f16-style file (f16 A, scales and bias, u8 zero points) keeps
+// its codes on both targets: one block_quant_linear step with bits = 8 whose w is the u8 [n,
+// k] codes, f32 scales widened from the f16 ones exactly, u8 zero points; the f16 edges are
+// Casts. (Its
+// numerics against onnxruntime: tests/e2e/test_ort_contrib_ops.py test_matmul_nbits.)
+TEST(Compile, EightBitCodesWithHalfScalesStayEightBit) {
+  const int64_t n = 6, k = 40, bs = 16, kb = 3;
+  onnx::ModelProto m = testing::MakeModel(17);
+  auto* ms = m.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  testing::AddInput(m, "a", onnx::TensorProto::FLOAT16, {"2", "40"});
+  testing::AddOutput(m, "y", onnx::TensorProto::FLOAT16, {"2", "6"});
+  auto add_init = [&](const std::string& name, int32_t type, std::vector<int64_t> dims,
+                      std::string bytes) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(std::move(bytes));
+  };
+  std::string codes(static_cast<size_t>(n * kb * bs), '\0'), zps(static_cast<size_t>(n * kb), '\0');
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<char>((i * 37 + 11) % 256);
+  for (size_t i = 0; i < zps.size(); ++i) zps[i] = static_cast<char>(100 + i);
+  std::vector<uint16_t> scales(static_cast<size_t>(n * kb)), bias(static_cast<size_t>(n));
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = FloatToHalf(0.01f * (1 + i));
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = FloatToHalf(0.5f - 0.1f * i);
+  auto half_bytes = [](const std::vector<uint16_t>& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 2);
+  };
+  add_init("B", onnx::TensorProto::UINT8, {n, kb, bs}, codes);
+  add_init("scales", onnx::TensorProto::FLOAT16, {n * kb}, half_bytes(scales));
+  add_init("zp", onnx::TensorProto::UINT8, {n * kb}, zps);
+  add_init("bias", onnx::TensorProto::FLOAT16, {n}, half_bytes(bias));
+  auto* node = testing::AddNode(m, "MatMulNBits", {"a", "B", "scales", "zp", "", "bias"}, {"y"});
+  node->set_domain("com.microsoft");
+  testing::AttrInt(node, "K", k);
+  testing::AttrInt(node, "N", n);
+  testing::AttrInt(node, "bits", 8);
+  testing::AttrInt(node, "block_size", bs);
+  std::filesystem::create_directories(KILN_TEST_TMPDIR);
+  const std::string path = std::string(KILN_TEST_TMPDIR) + "/nbits8_f16.onnx";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    ASSERT_TRUE(m.SerializeToOstream(&out));
+  }
+  for (const PlanTarget target : {PlanTarget::kCpu, PlanTarget::kCuda}) {
+    SCOPED_TRACE(target == PlanTarget::kCpu ? "cpu" : "cuda");
+    CompileOptions o;
+    o.target = target;
+    absl::StatusOr<Plan> plan = Compile(path, o);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const PlanBucket& b = plan->buckets[0];
+    ASSERT_EQ(b.steps.size(), 3u);  // the f16 edges' Casts around the GEMM
+    const PlanStep& st = b.steps[1];
+    ASSERT_EQ(st.kernel, "block_quant_linear");
+    int64_t bits = 0;
+    for (const PlanParam& p : st.params)
+      if (p.name == "bits") bits = std::get<int64_t>(p.value);
+    EXPECT_EQ(bits, 8);
+    const PlanBuffer &x = b.buffers[st.inputs[0]], &w = b.buffers[st.inputs[1]],
+                     &sc = b.buffers[st.inputs[2]], &zp = b.buffers[st.inputs[3]];
+    EXPECT_EQ(x.dtype, DType::kF32);
+    EXPECT_EQ(w.dtype, DType::kU8);
+    EXPECT_EQ(w.dims, (std::vector<int64_t>{n, k}));
+    EXPECT_EQ(zp.dtype, DType::kU8);
+    EXPECT_EQ(zp.dims, (std::vector<int64_t>{n, kb}));
+    ASSERT_EQ(sc.dtype, DType::kF32);
+    const auto* wp = plan->weights.data() + w.offset;
+    for (int64_t j = 0; j < n; ++j)  // row j: its first k of the kb · bs codes
+      for (int64_t i = 0; i < k; ++i)
+        ASSERT_EQ(wp[j * k + i], static_cast<uint8_t>(codes[j * kb * bs + i])) << j << "," << i;
+    const auto* sp = reinterpret_cast<const float*>(plan->weights.data() + sc.offset);
+    for (int64_t i = 0; i < n * kb; ++i) EXPECT_EQ(sp[i], HalfToFloat(scales[i])) << i;
+  }
 }
 
 TEST(Compile, DeterministicAndRoundTrips) {

@@ -772,28 +772,34 @@ TEST(CudaOps, BlockQuantLinear) {
     return absl::StrJoin(v, ",");
   };
   const int64_t k = 40, n = 6, blocks = 3;
-  const std::string codes = list(n * k, [](int64_t i) { return (i * 7 + i / 40) % 16; });
-  const std::string scales =
-      list(n * blocks, [](int64_t i) { return 0.01 + 0.005 * static_cast<double>(i % 7); });
-  const std::string zps = list(n * blocks, [](int64_t i) { return (i * 5 + 3) % 16; });
-  const std::string bias = list(n, [](int64_t i) { return 0.1 * static_cast<double>(i) - 0.2; });
   std::vector<std::pair<std::string, std::string>> cases;
-  for (int64_t m : {1, 3, 11})
-    for (bool zp : {false, true}) {
-      std::string ir =
-          absl::StrCat("graph g opset=21 {\n %0 = Input() : f32[", m, ",", k, "] \"x\"\n",
-                       " %1 = Constant() {value=tensor<u4[", n, ",", k, "]>[", codes, "]} : u4[", n,
-                       ",", k, "] \"w\"\n", " %2 = Constant() {value=tensor<f32[", n, ",", blocks,
-                       "]>[", scales, "]} : f32[", n, ",", blocks, "] \"s\"\n");
-      if (zp)
-        absl::StrAppend(&ir, " %3 = Constant() {value=tensor<u4[", n, ",", blocks, "]>[", zps,
-                        "]} : u4[", n, ",", blocks, "] \"zp\"\n");
-      absl::StrAppend(&ir, " %4 = Constant() {value=tensor<f32[", n, "]>[", bias, "]} : f32[", n,
-                      "] \"b\"\n", " %9 = kiln.BlockQuantLinear(%0, %1, %2, ", zp ? "%3" : "_",
-                      ", %4) {block_size=16, activation=\"gelu\"} : f32[", m, ",", n,
-                      "] \"y\"\n return \"y\": %9\n}");
-      cases.push_back({absl::StrCat("int4 linear m", m, zp ? " zero points" : ""), ir});
-    }
+  for (int bits : {4, 8}) {
+    const int64_t range = int64_t{1} << bits;
+    const std::string dt = bits == 8 ? "u8" : "u4";
+    const std::string codes = list(n * k, [&](int64_t i) { return (i * 7 + i / 40) % range; });
+    // 8-bit scales are 16x smaller for the same weight range (range / 255, not / 15).
+    const double unit = bits == 8 ? 1.0 / 16 : 1.0;
+    const std::string scales = list(
+        n * blocks, [&](int64_t i) { return unit * (0.01 + 0.005 * static_cast<double>(i % 7)); });
+    const std::string zps = list(n * blocks, [&](int64_t i) { return (i * 5 + 3) % range; });
+    const std::string bias = list(n, [](int64_t i) { return 0.1 * static_cast<double>(i) - 0.2; });
+    for (int64_t m : {1, 3, 11})
+      for (bool zp : {false, true}) {
+        std::string ir = absl::StrCat(
+            "graph g opset=21 {\n %0 = Input() : f32[", m, ",", k, "] \"x\"\n",
+            " %1 = Constant() {value=tensor<", dt, "[", n, ",", k, "]>[", codes, "]} : ", dt, "[",
+            n, ",", k, "] \"w\"\n", " %2 = Constant() {value=tensor<f32[", n, ",", blocks, "]>[",
+            scales, "]} : f32[", n, ",", blocks, "] \"s\"\n");
+        if (zp)
+          absl::StrAppend(&ir, " %3 = Constant() {value=tensor<", dt, "[", n, ",", blocks, "]>[",
+                          zps, "]} : ", dt, "[", n, ",", blocks, "] \"zp\"\n");
+        absl::StrAppend(&ir, " %4 = Constant() {value=tensor<f32[", n, "]>[", bias, "]} : f32[", n,
+                        "] \"b\"\n", " %9 = kiln.BlockQuantLinear(%0, %1, %2, ", zp ? "%3" : "_",
+                        ", %4) {block_size=16, activation=\"gelu\"} : f32[", m, ",", n,
+                        "] \"y\"\n return \"y\": %9\n}");
+        cases.push_back({absl::StrCat("int", bits, " linear m", m, zp ? " zero points" : ""), ir});
+      }
+  }
   RunCases(cases, /*int_high=*/4, nullptr, "block_quant_linear");
 }
 

@@ -7,8 +7,8 @@ RotaryEmbedding (3-D and 4-D, halves and interleaved), MultiHeadAttention (bias,
 formats, an attention bias, causal, cross-attention, heads-form K/V, a past cache with
 masks and causality), GroupQueryAttention (separate and
 packed QKV, with and without a past cache, ragged batches, rotary halves / interleaved /
-partial, local window, softcap, scale, attention bias, causal=0), MatMulNBits (4-bit, with and without
-zero points, a padded last block) (and
+partial, local window, softcap, scale, attention bias, causal=0), MatMulNBits (2, 4 and 8
+bits, f32 and f16, with and without zero points, a padded last block; also compiled) (and
 BiasAdd, which onnxruntime runs on CUDA only, against numpy) — and the forms kiln refuses,
 each with its message.
 
@@ -393,25 +393,54 @@ def pack_low_first(codes, bits):
     return out.astype(np.uint8)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("bits", [2, 4, 8])
 @pytest.mark.parametrize("zero_points", [False, True])
 @pytest.mark.parametrize("k", [64, 40])
-def test_matmul_nbits(kiln_bin, tmp_path, zero_points, k):
-    """com.microsoft.MatMulNBits (4-bit, block 32; K = 40 pads its last block) imports as a
-    blocked int4 DequantizeLinear feeding a MatMul."""
-    n, bs, bits = 6, 32, 4
+def test_matmul_nbits(kiln_bin, tmp_path, zero_points, k, bits, dtype):
+    """com.microsoft.MatMulNBits (block 32; K = 40 pads its last block): 4 and 8 bits import
+    as kiln.BlockQuantLinear (f16 scales widened, an f16 A cast to f32 and the result back,
+    as onnxruntime's CPU kernel computes it) and compile to a block_quant_linear step; 2 bits
+    as a blocked DequantizeLinear feeding a MatMul, which compiles to an f32 linear. Both the
+    reference run and the plan match onnxruntime: f32 within TOLERANCE (the scales shrink
+    with more bits, so values stay O(1)); f16 within one f16 ulp of the value (|d| <=
+    2^-10 |y|: both round an f32 result to f16 once; measured within 2^-11 |y|)."""
+    n, bs = 6, 32
     kb = (k + bs - 1) // bs
-    codes = RNG.integers(0, 16, (n, kb * bs)).astype(np.uint8)
+    np_type, onnx_type = ((np.float32, TensorProto.FLOAT) if dtype == "f32" else
+                          (np.float16, TensorProto.FLOAT16))
+    codes = RNG.integers(0, 2**bits, (n, kb * bs)).astype(np.uint8)
     b = pack_low_first(codes, bits).reshape(n, kb, bs * bits // 8)
+    scales = RNG.uniform(0.01, 0.1, n * kb) * 2.0**(4 - bits)
     inits = [numpy_helper.from_array(b, "B"),
-             numpy_helper.from_array(RNG.uniform(0.01, 0.1, n * kb).astype(np.float32), "scales"),
-             numpy_helper.from_array(rand(n), "bias")]
+             numpy_helper.from_array(scales.astype(np_type), "scales"),
+             numpy_helper.from_array(rand(n).astype(np_type), "bias")]
     ins = ["a", "B", "scales", "", "", "bias"]
     if zero_points:
-        zp = RNG.integers(0, 16, (n, kb)).astype(np.uint8)
+        zp = RNG.integers(0, 2**bits, (n, kb)).astype(np.uint8)
         inits.append(numpy_helper.from_array(pack_low_first(zp, bits).reshape(-1), "zp"))
         ins[3] = "zp"
     node = helper.make_node("MatMulNBits", ins, ["y"], domain=MS, K=k, N=n, bits=bits,
                             block_size=bs)
-    feeds = {"a": rand(2, 3, k)}
-    check(kiln_bin, tmp_path, model([node], [f32("a", [2, 3, k])], [f32("y", [2, 3, n])], inits),
-          feeds)
+    feeds = {"a": rand(2, 3, k).astype(np_type)}
+    path = tmp_path / "m.onnx"
+    onnx.save(model([node], [helper.make_tensor_value_info("a", onnx_type, [2, 3, k])],
+                    [helper.make_tensor_value_info("y", onnx_type, [2, 3, n])], inits), str(path))
+    want = run_onnxruntime(path, feeds)["y"].astype(np.float64)
+    bound = TOLERANCE if dtype == "f32" else np.abs(want) * 2.0**-10 + 2.0**-24
+    proc, out = run_kiln(kiln_bin, path, feeds, tmp_path / "ref")
+    assert proc.returncode == 0, proc.stderr
+    plan = tmp_path / "m.kiln"
+    compiled = subprocess.run([kiln_bin, "compile", str(path), "-o", str(plan), "--accept", "none"],
+                              capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert compiled.returncode == 0, compiled.stderr
+    # f16 I/O: widen-fp16's two Casts at the edges (eltwise steps) around the f32 GEMM.
+    want_steps = "linear 1" if bits == 2 else "block_quant_linear 1"
+    if dtype == "f16":
+        want_steps = ", ".join(sorted([want_steps, "eltwise 2"]))
+    assert f"steps by kernel (all buckets): {want_steps}\n" in compiled.stderr, compiled.stderr
+    proc, plan_out = run_kiln(kiln_bin, plan, feeds, tmp_path / "plan")
+    assert proc.returncode == 0, proc.stderr
+    for name, got in (("reference", np.load(out / "y.npy")), ("plan", np.load(plan_out / "y.npy"))):
+        assert got.dtype == np_type, name
+        assert np.all(np.abs(got.astype(np.float64) - want) <= bound), name

@@ -3,7 +3,8 @@ made here by onnxruntime's own quantizers from the BERT fixture and the real
 all-MiniLM-L6-v2 weights: quantize_dynamic (DynamicQuantizeLinear + MatMulInteger, the
 embedding tables u8 behind their Gather; per tensor and per channel), quantize_static in
 the QDQ format (per channel, calibrated on seeded valid inputs) and the int4 weight-only
-MatMulNBitsQuantizer (com.microsoft.MatMulNBits).
+MatMulNBitsQuantizer (com.microsoft.MatMulNBits: 4 and 8 bits, on the float fixture and on
+its fp16 conversion).
 
 What is checked, and the bounds (measured on this machine's AMD EPYC Zen 4, both ISA paths):
 - The integer ops run exactly: `kiln run -O0/-O1` (reference executor, the ops as the model
@@ -187,28 +188,39 @@ def test_plans_match_onnxruntime_on_the_quantized_file(kiln_bin, quantized, kind
             assert float(np.abs(g - f).max()) <= float(np.abs(w - f).max()), name
 
 
-@pytest.mark.parametrize("symmetric", [True, False])
-@pytest.mark.parametrize("form", ["MatMulNBits", "QDQ"])
-def test_int4_weight_only(kiln_bin, tmp_path, symmetric, form):
-    """onnxruntime's int4 weight-only quantizer on the fixture, blocks of 32, in its two
-    output forms: MatMulNBits (asymmetric adds packed zero points), and QDQ —
-    DequantizeLinear of an int4 (symmetric) or uint4 + zero point (asymmetric) [K, N]
-    weight blocked on axis 0, then MatMul. The reference run and the compiled plan both
-    match onnxruntime running the same file to 1e-5 (measured <= 1.2e-6: the same
-    dequantized weights, float sums in another order), and the plan fuses exactly like the
-    float fixture — biases, GELU, Q/K/V merge and attention — with each Linear an int4
-    `block_quant_linear` step (the weights stay 4-bit: MatMulNBits at import, the QDQ form
-    by block-quant-weights before constant folding)."""
+def weight_only_quantized(model, path, bits=4, symmetric=True, form="MatMulNBits"):
+    """onnxruntime's weight-only quantizer (blocks of 32) on `model`, saved to `path`."""
+    import logging
+
     import onnx
     from onnxruntime.quantization import QuantFormat
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)
     quantizer = MatMulNBitsQuantizer(
-        onnx.load(str(FIXTURE)), block_size=32, is_symmetric=symmetric,
+        model, bits=bits, block_size=32, is_symmetric=symmetric,
         quant_format=QuantFormat.QDQ if form == "QDQ" else QuantFormat.QOperator)
     quantizer.process()
-    model = tmp_path / "int4.onnx"
-    onnx.save(quantizer.model.model, str(model))
+    onnx.save(quantizer.model.model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("form,bits", [("MatMulNBits", 4), ("MatMulNBits", 8), ("QDQ", 4)])
+def test_block_quantized_weight_only(kiln_bin, tmp_path, symmetric, form, bits):
+    """onnxruntime's weight-only quantizer on the fixture, blocks of 32, in its two output
+    forms: MatMulNBits with 4 or 8 bits (asymmetric adds packed zero points), and QDQ (4
+    bits only) — DequantizeLinear of an int4 (symmetric) or uint4 + zero point (asymmetric)
+    [K, N] weight blocked on axis 0, then MatMul. The reference run and the compiled plan
+    both match onnxruntime running the same file to 1e-5 (measured <= 1.2e-6: the same
+    dequantized weights, float sums in another order), and the plan fuses exactly like the
+    float fixture — biases, GELU, Q/K/V merge and attention — with each Linear a
+    `block_quant_linear` step (the weights stay 4- or 8-bit: MatMulNBits at import, the QDQ
+    form by block-quant-weights before constant folding)."""
+    import onnx
+
+    model = weight_only_quantized(onnx.load(str(FIXTURE)), tmp_path / "int4.onnx", bits,
+                                  symmetric, form)
     ops = {n.op_type for n in onnx.load(str(model)).graph.node}
     assert ("MatMulNBits" if form == "MatMulNBits" else "DequantizeLinear") in ops
     feeds = feeds_for(3)
@@ -225,6 +237,43 @@ def test_int4_weight_only(kiln_bin, tmp_path, symmetric, form):
     for name, w in want.items():
         assert float(np.abs(np.load(outdir / f"{name}.npy") - w).max()) <= 1e-5, name
         assert float(np.abs(got_plan[name] - w).max()) <= 1e-5, name
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_sixteen_bit_weight_only_files(kiln_bin, tmp_path, bits):
+    """A "q4f16" file, as model hubs ship them: the fixture converted to fp16 by
+    onnxruntime's converter (f32 I/O kept), then weight-only quantized, so MatMulNBits has
+    an f16 A, f16 scales and bias. kiln computes it in f32 (widen-fp16 for the rest of the
+    graph): the plan has the fp16 file's steps with each Linear a `block_quant_linear`, and
+    keeps the codes — at least 3.3 (4-bit) or 2.8 (8-bit) bytes per weight smaller than the
+    fp16 file's plan, which stores f32 weights (nominal: 4 − ½ or 1 − ⅛ for the f32 scale −
+    1/32 for the zero point; measured 3.34 / 2.84). Outputs within 8e-3 of onnxruntime running the same file in
+    fp16 (test_fp16_export.py's bound: a few f16 ulps at |y| <= 4; measured 4.7e-3 / 3.9e-3)."""
+    import onnx
+    from onnx import numpy_helper
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    fp16 = tmp_path / "fp16.onnx"
+    onnx.save(convert_float_to_float16(onnx.load(str(FIXTURE)), keep_io_types=True), str(fp16))
+    model = weight_only_quantized(onnx.load(str(fp16)), tmp_path / "q.onnx", bits,
+                                  symmetric=False)
+    graph = onnx.load(str(model)).graph
+    inits = {i.name: i for i in graph.initializer}
+    nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
+    assert nbits and all(inits[n.input[2]].data_type == onnx.TensorProto.FLOAT16 for n in nbits)
+    weights = sum(numpy_helper.to_array(inits[n.input[1]]).shape[0] *
+                  next(a.i for a in n.attribute if a.name == "K") for n in nbits)
+    feeds = feeds_for(3)
+    want = onnxruntime_optimized(model, feeds)
+    counts = kernel_counts(compile_plan(kiln_bin, model, tmp_path / "q.kiln"))
+    fp16_counts = kernel_counts(compile_plan(kiln_bin, fp16, tmp_path / "fp16.kiln"))
+    assert counts.pop("block_quant_linear", 0) == fp16_counts.pop("linear")
+    assert counts == fp16_counts
+    saved = (tmp_path / "fp16.kiln").stat().st_size - (tmp_path / "q.kiln").stat().st_size
+    assert saved >= (3.3 if bits == 4 else 2.8) * weights, (saved, weights)
+    got = run_plan(kiln_bin, tmp_path / "q.kiln", feeds, tmp_path / "plan")
+    for name, w in want.items():
+        assert float(np.abs(got[name] - w).max()) <= 8e-3, name
 
 
 def test_real_minilm_quantize_dynamic(kiln_bin, tmp_path):

@@ -1,7 +1,7 @@
-// BlockQuantGemm (kiln's int4 weight-only GEMM, kernels/cpu/blockq_gemm.h) against the
+// BlockQuantGemm (kiln's int4/int8 weight-only GEMM, kernels/cpu/blockq_gemm.h) against the
 // reference kiln.BlockQuantLinear, on every instruction-set path, for awkward shapes (M, N
-// not multiples of the tile, K not a multiple of the block), with and without zero points
-// and bias.
+// not multiples of the tile, K not a multiple of the block), 4- and 8-bit codes, with and
+// without zero points and bias.
 // Tolerance: the reference sums x·w in double, w = (code − zero) · scale rounded to f32. The
 // kernel sums in f32, either x·w with one FMA per k (many rows: the weights dequantized
 // once) or, with few rows, x·code per block with one FMA per k and then scale · (that −
@@ -26,9 +26,9 @@ namespace {
 
 using testing::RandomVec;
 
-std::vector<uint8_t> RandomCodes(int64_t n, uint32_t seed) {
+std::vector<uint8_t> RandomCodes(int64_t n, uint32_t seed, int bits = 4) {
   std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> dist(0, 15);
+  std::uniform_int_distribution<int> dist(0, (1 << bits) - 1);
   std::vector<uint8_t> v(static_cast<size_t>(n));
   for (auto& x : v) x = static_cast<uint8_t>(dist(gen));
   return v;
@@ -36,21 +36,25 @@ std::vector<uint8_t> RandomCodes(int64_t n, uint32_t seed) {
 
 struct Problem {
   int64_t m, k, n, block;
+  int bits = 4;
   std::vector<float> x;
-  std::vector<uint8_t> codes;  // [n, k]
+  std::vector<uint8_t> codes;  // [n, k], one per byte
   std::vector<float> scales;   // [n, kb]
   std::vector<uint8_t> zp;     // [n, kb] or empty
   std::vector<float> bias;     // [n] or empty
   int64_t blocks() const { return (k + block - 1) / block; }
+  int default_zero() const { return 1 << (bits - 1); }
+  DType code_dtype() const { return bits == 8 ? DType::kU8 : DType::kU4; }
+  CodeLayout layout() const { return bits == 8 ? CodeLayout::kEightBit : CodeLayout::kOnePerByte; }
 };
 
 Problem MakeProblem(int64_t m, int64_t k, int64_t n, int64_t block, bool with_zp, bool with_bias,
-                    uint32_t seed) {
-  Problem p{m, k, n, block};
+                    uint32_t seed, int bits = 4) {
+  Problem p{m, k, n, block, bits};
   p.x = RandomVec(m * k, seed);
-  p.codes = RandomCodes(n * k, seed + 1);
+  p.codes = RandomCodes(n * k, seed + 1, bits);
   p.scales = RandomVec(n * p.blocks(), seed + 2, 1e-3f, 5e-2f);
-  if (with_zp) p.zp = RandomCodes(n * p.blocks(), seed + 3);
+  if (with_zp) p.zp = RandomCodes(n * p.blocks(), seed + 3, bits);
   if (with_bias) p.bias = RandomVec(n, seed + 4);
   return p;
 }
@@ -60,7 +64,7 @@ double Bound(const Problem& p, int64_t r, int64_t j) {
   double s = p.bias.empty() ? 0.0 : std::fabs(p.bias[j]);
   for (int64_t i = 0; i < p.k; ++i) {
     const int64_t b = j * p.blocks() + i / p.block;
-    const int zero = p.zp.empty() ? 8 : p.zp[b];
+    const int zero = p.zp.empty() ? p.default_zero() : p.zp[b];
     s += std::fabs(double{p.x[r * p.k + i]}) * p.scales[b] * (p.codes[j * p.k + i] + zero);
   }
   return s;
@@ -68,10 +72,10 @@ double Bound(const Problem& p, int64_t r, int64_t j) {
 
 std::vector<float> Reference(const Problem& p) {
   Tensor xt = Tensor::FromF32({p.m, p.k}, p.x);
-  Tensor wt(DType::kU4, {p.n, p.k});
+  Tensor wt(p.code_dtype(), {p.n, p.k});
   std::copy(p.codes.begin(), p.codes.end(), wt.data<uint8_t>());
   Tensor st = Tensor::FromF32({p.n, p.blocks()}, p.scales);
-  Tensor zt(DType::kU4, {p.n, p.blocks()});
+  Tensor zt(p.code_dtype(), {p.n, p.blocks()});
   if (!p.zp.empty()) std::copy(p.zp.begin(), p.zp.end(), zt.data<uint8_t>());
   Tensor bt = Tensor::FromF32({p.n}, p.bias.empty() ? std::vector<float>(p.n) : p.bias);
   std::vector<const Tensor*> in = {&xt, &wt, &st, p.zp.empty() ? nullptr : &zt,
@@ -85,7 +89,7 @@ std::vector<float> Reference(const Problem& p) {
 std::vector<float> RunGemm(const Problem& p, Isa isa, int threads, std::string* impl = nullptr) {
   auto g = BlockQuantGemm::Pack(isa, p.k, p.n, p.block, p.codes.data(), p.scales.data(),
                                 p.zp.empty() ? nullptr : p.zp.data(),
-                                p.bias.empty() ? nullptr : p.bias.data());
+                                p.bias.empty() ? nullptr : p.bias.data(), p.layout());
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return {};
   if (impl) *impl = (*g)->ImplName();
@@ -118,25 +122,29 @@ void ExpectMatches(const Problem& p, const std::vector<float>& got, const std::v
 using BCase = std::tuple<int64_t /*m*/, int64_t /*k*/, int64_t /*n*/, int64_t /*block*/,
                          bool /*zp*/, bool /*bias*/>;
 
-class BlockQuantGemmTest : public ::testing::TestWithParam<std::tuple<BCase, Isa>> {};
+using BParam = std::tuple<BCase, Isa, int /*bits*/>;
+
+class BlockQuantGemmTest : public ::testing::TestWithParam<BParam> {};
 
 TEST_P(BlockQuantGemmTest, MatchesReference) {
   const auto [m, k, n, block, zp, bias] = std::get<0>(GetParam());
   const Isa isa = std::get<1>(GetParam());
+  const int bits = std::get<2>(GetParam());
   KILN_SKIP_UNSUPPORTED_ISA(isa);
-  const Problem p =
-      MakeProblem(m, k, n, block, zp, bias, static_cast<uint32_t>(7 * m + 3 * k + n + block));
+  const Problem p = MakeProblem(m, k, n, block, zp, bias,
+                                static_cast<uint32_t>(7 * m + 3 * k + n + block + bits), bits);
   std::string impl;
   const std::vector<float> y = RunGemm(p, isa, 2, &impl);
   EXPECT_TRUE(absl::StartsWith(impl, absl::StrCat("kiln:", std::string(IsaName(isa)), ":")))
       << impl;
+  EXPECT_EQ(absl::EndsWith(impl, ":8bit"), bits == 8) << impl;
   ExpectMatches(p, y, Reference(p), impl);
 }
 
-std::string BName(const ::testing::TestParamInfo<std::tuple<BCase, Isa>>& info) {
+std::string BName(const ::testing::TestParamInfo<BParam>& info) {
   const auto [m, k, n, block, zp, bias] = std::get<0>(info.param);
-  return absl::StrCat(std::string(IsaName(std::get<1>(info.param))), "_m", m, "k", k, "n", n, "_bs",
-                      block, zp ? "_zp" : "", bias ? "_bias" : "");
+  return absl::StrCat(std::string(IsaName(std::get<1>(info.param))), "_u", std::get<2>(info.param),
+                      "_m", m, "k", k, "n", n, "_bs", block, zp ? "_zp" : "", bias ? "_bias" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -147,33 +155,35 @@ INSTANTIATE_TEST_SUITE_P(
                           BCase{9, 200, 31, 32, true, true}, BCase{37, 130, 65, 128, false, false},
                           BCase{1, 896, 1000, 32, false, false},
                           BCase{128, 256, 96, 32, true, true}),
-        ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512)),
+        ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512), ::testing::Values(4, 8)),
     BName);
 
 // The same f32 operations per element on every ISA and thread count: bit-identical, on both
 // paths (21 rows: dequantized panels; 7 rows: the codes). And per row on the codes path: 7
 // rows in one call equal each row run alone.
 TEST(BlockQuantGemm, EveryPathThreadCountAndRowCountAgreesBitForBit) {
-  for (int64_t m : {21, 7}) {
-    const Problem p = MakeProblem(m, 300, 77, 32, true, true, 5);
+  for (int bits : {4, 8}) {
+    for (int64_t m : {21, 7}) {
+      const Problem p = MakeProblem(m, 300, 77, 32, true, true, 5, bits);
+      const std::vector<float> scalar = RunGemm(p, Isa::kScalar, 1);
+      for (Isa isa : testing::AllIsas()) {
+        if (!IsaSupported(isa)) continue;
+        for (int threads : {1, 2, 3})
+          EXPECT_EQ(RunGemm(p, isa, threads), scalar)
+              << IsaName(isa) << " threads " << threads << " rows " << m << " bits " << bits;
+      }
+    }
+    const Problem p = MakeProblem(7, 300, 77, 32, true, true, 5, bits);
     const std::vector<float> scalar = RunGemm(p, Isa::kScalar, 1);
     for (Isa isa : testing::AllIsas()) {
       if (!IsaSupported(isa)) continue;
-      for (int threads : {1, 2, 3})
-        EXPECT_EQ(RunGemm(p, isa, threads), scalar)
-            << IsaName(isa) << " threads " << threads << " rows " << m;
-    }
-  }
-  const Problem p = MakeProblem(7, 300, 77, 32, true, true, 5);
-  const std::vector<float> scalar = RunGemm(p, Isa::kScalar, 1);
-  for (Isa isa : testing::AllIsas()) {
-    if (!IsaSupported(isa)) continue;
-    for (int64_t r = 0; r < p.m; ++r) {
-      Problem row = p;
-      row.m = 1;
-      row.x.assign(p.x.begin() + r * p.k, p.x.begin() + (r + 1) * p.k);
-      const std::vector<float> want(scalar.begin() + r * p.n, scalar.begin() + (r + 1) * p.n);
-      EXPECT_EQ(RunGemm(row, isa, 2), want) << IsaName(isa) << " row " << r;
+      for (int64_t r = 0; r < p.m; ++r) {
+        Problem row = p;
+        row.m = 1;
+        row.x.assign(p.x.begin() + r * p.k, p.x.begin() + (r + 1) * p.k);
+        const std::vector<float> want(scalar.begin() + r * p.n, scalar.begin() + (r + 1) * p.n);
+        EXPECT_EQ(RunGemm(row, isa, 2), want) << IsaName(isa) << " row " << r << " bits " << bits;
+      }
     }
   }
 }
@@ -242,14 +252,18 @@ TEST(BlockQuantGemm, TwoCodesPerByteMatchOnePerByte) {
   }
 }
 
-// Absent zero points are MatMulNBits' default 8, exactly.
-TEST(BlockQuantGemm, AbsentZeroPointsAreEight) {
-  Problem p = MakeProblem(5, 100, 40, 32, false, false, 9);
-  const std::vector<float> implicit = RunGemm(p, Isa::kAuto, 2);
-  p.zp.assign(static_cast<size_t>(p.n * p.blocks()), 8);
-  EXPECT_EQ(RunGemm(p, Isa::kAuto, 2), implicit);
-  p.zp[0] = 7;  // and a zero point is not ignored
-  EXPECT_NE(RunGemm(p, Isa::kAuto, 2), implicit);
+// Absent zero points are MatMulNBits' default 2^(bits-1) (8, 128), exactly, on both the
+// codes path (5 rows) and the dequantized one (40 rows).
+TEST(BlockQuantGemm, AbsentZeroPointsAreHalfTheRange) {
+  for (int bits : {4, 8})
+    for (int64_t m : {5, 40}) {
+      Problem p = MakeProblem(m, 100, 40, 32, false, false, 9, bits);
+      const std::vector<float> implicit = RunGemm(p, Isa::kAuto, 2);
+      p.zp.assign(static_cast<size_t>(p.n * p.blocks()), static_cast<uint8_t>(p.default_zero()));
+      EXPECT_EQ(RunGemm(p, Isa::kAuto, 2), implicit) << bits << " bits, " << m << " rows";
+      p.zp[0] = static_cast<uint8_t>(p.default_zero() - 1);  // and a zero point is not ignored
+      EXPECT_NE(RunGemm(p, Isa::kAuto, 2), implicit) << bits << " bits, " << m << " rows";
+    }
 }
 
 TEST(BlockQuantGemm, RefusesBadWeights) {
@@ -260,6 +274,10 @@ TEST(BlockQuantGemm, RefusesBadWeights) {
   ASSERT_FALSE(bad_code.ok());
   EXPECT_TRUE(absl::StrContains(bad_code.status().message(), "code [1, 0] is 16"))
       << bad_code.status();
+  // The same bytes are fine as 8-bit codes (and zero points).
+  EXPECT_TRUE(BlockQuantGemm::Pack(Isa::kScalar, 2, 2, 16, codes.data(), scales.data(),
+                                   codes.data(), nullptr, CodeLayout::kEightBit)
+                  .ok());
   const std::vector<uint8_t> ok_codes = {1, 2, 3, 4};
   auto bad_block = BlockQuantGemm::Pack(Isa::kScalar, 2, 2, 24, ok_codes.data(), scales.data(),
                                         nullptr, nullptr);

@@ -226,7 +226,13 @@ TEST(ShapeRulesFusedTest, ContractViolationsAreErrorsNamingTheNode) {
   %2 = Input() : i8[6,40] "w"
   %3 = Input() : f32[6,3] "s"
   %1 = kiln.BlockQuantLinear(%0, %2, %3) {block_size=16} @ "n")",
-       "W must be uint4"},
+       "W must be uint4 or uint8"},
+      {R"(%0 = Input() : f32[2,40] "x"
+  %2 = Input() : u8[6,40] "w"
+  %3 = Input() : f32[6,3] "s"
+  %4 = Input() : u4[6,3] "z"
+  %1 = kiln.BlockQuantLinear(%0, %2, %3, %4) {block_size=16} @ "n")",
+       "zero_points must have W's dtype u8"},
       {R"(%0 = Input() : f32[2,5,4] "x"
   %2 = Input() : f32[5] "g"
   %1 = kiln.SkipLayerNorm(%0, %0, %2) @ "n")",

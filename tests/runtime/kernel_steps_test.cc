@@ -67,55 +67,83 @@ TEST(KernelSteps, Linear) {
   }
 }
 
-// block_quant_linear: codes (u8 two per byte, as plans store them, or u4 one per byte, as
-// older plans did), scales and zero points as plan weights (K = 40: a partial third block of
-// 16), with and without bias (gelu epilogue with it); a code above 15 in the plan is refused
-// at Create, naming the step.
+// block_quant_linear: 4-bit codes (u8 two per byte, as plans store them, or u4 one per byte,
+// as older plans did) and 8-bit codes (u8 one per byte, param bits = 8), scales and zero
+// points as plan weights (K = 40: a partial third block of 16), with and without bias (gelu
+// epilogue with it); a 4-bit code above 15 in the plan is refused at Create, naming the
+// step, and so are zero points of the other width and a bits value other than 4 or 8.
 TEST(KernelSteps, BlockQuantLinear) {
   const int64_t b = 2, s = 3, k = 40, n = 5, bs = 16, kb = 3;
-  auto codes = [](std::vector<int64_t> dims, int mod) {
-    Tensor t(DType::kU4, dims);
+  auto codes = [](DType dt, std::vector<int64_t> dims, int mod) {
+    Tensor t(dt, dims);
     for (int64_t i = 0; i < t.NumElements(); ++i)
       t.data<uint8_t>()[i] = static_cast<uint8_t>((i * 7 + 3) % mod);
     return t;
   };
-  for (bool two_per_byte : {true, false})
+  enum Layout { kTwoPerByte, kOnePerByte, kEightBit };
+  for (Layout layout : {kTwoPerByte, kOnePerByte, kEightBit})
     for (bool with_zp : {true, false}) {
       for (bool with_bias : {true, false}) {
+        const bool wide = layout == kEightBit;
+        const DType dt = wide ? DType::kU8 : DType::kU4;
         Tensor x = RandomF32({b, s, k}, 1);
-        Tensor w = codes({n, k}, 16), zp = codes({n, kb}, 13);
+        Tensor w = codes(dt, {n, k}, wide ? 256 : 16), zp = codes(dt, {n, kb}, wide ? 251 : 13);
         Tensor scales = RandomF32({n, kb}, 2), bias = RandomF32({n}, 3);
+        // 8-bit scales are 16x smaller for the same weight range (range / 255, not / 15),
+        // which keeps the outputs, and the kernel's rounding, at the 4-bit cases' scale.
+        for (int64_t i = 0; wide && i < n * kb; ++i) scales.data<float>()[i] /= 16;
         Tensor packed(DType::kU8, {n, k / 2});
         for (int64_t i = 0; i < n * k / 2; ++i)
           packed.data<uint8_t>()[i] =
               static_cast<uint8_t>(w.data<uint8_t>()[2 * i] | (w.data<uint8_t>()[2 * i + 1] << 4));
+        const Tensor& stored = layout == kTwoPerByte ? packed : w;
         PlanBuilder pb;
         pb.Input("x", DType::kF32, KnownDims({b, s, k}));
         pb.Output("y", DType::kF32, KnownDims({b, s, n}));
-        const int64_t woff = pb.AddWeight(two_per_byte ? packed : w), soff = pb.AddWeight(scales),
+        const int64_t woff = pb.AddWeight(stored), soff = pb.AddWeight(scales),
                       zoff = pb.AddWeight(zp), boff = pb.AddWeight(bias);
         pb.Bucket({});
         const int xi = pb.In(0, {b, s, k});
-        const int wi = two_per_byte ? pb.Weight(woff, packed.dims(), DType::kU8)
-                                    : pb.Weight(woff, w.dims(), DType::kU4);
+        const int wi = pb.Weight(woff, stored.dims(), stored.dtype());
         const int si = pb.Weight(soff, {n, kb});
-        const int zi = with_zp ? pb.Weight(zoff, {n, kb}, DType::kU4) : -1;
+        const int zi = with_zp ? pb.Weight(zoff, {n, kb}, dt) : -1;
         const int bi = with_bias ? pb.Weight(boff, {n}) : -1;
         const int yi = pb.Out(0, {b, s, n});
         const char* act = with_bias ? "gelu" : "none";
-        pb.Step("block_quant_linear", {xi, wi, si, zi, bi}, {yi},
-                {P("m", b * s), P("k", k), P("n", n), P("block_size", bs), P("activation", act)});
+        std::vector<PlanParam> params = {P("m", b * s), P("k", k), P("n", n), P("block_size", bs),
+                                         P("activation", act)};
+        if (wide) params.push_back(P("bits", int64_t{8}));
+        pb.Step("block_quant_linear", {xi, wi, si, zi, bi}, {yi}, params);
         auto got = RunPlan(pb.Finish(), {x});
         ASSERT_EQ(got.size(), 1u);
         auto want = RunRefOp(
             "kiln", "BlockQuantLinear", {{"block_size", bs}, {"activation", std::string(act)}},
             {&x, &w, &scales, with_zp ? &zp : nullptr, with_bias ? &bias : nullptr});
-        ExpectClose(
-            got[0], want.outputs[0], kAtol, kRtol,
-            absl::StrCat("two per byte=", two_per_byte, " zp=", with_zp, " bias=", with_bias));
+        ExpectClose(got[0], want.outputs[0], kAtol, kRtol,
+                    absl::StrCat("layout=", layout, " zp=", with_zp, " bias=", with_bias));
       }
     }
-  Tensor bad = codes({n, k}, 16);
+  // 8-bit codes with 4-bit zero points, and bits = 3.
+  for (const int64_t bits : {8, 3}) {
+    Tensor w = codes(DType::kU8, {n, k}, 256), zp = codes(DType::kU4, {n, kb}, 16);
+    Tensor scales = RandomF32({n, kb}, 2);
+    PlanBuilder pb;
+    pb.Input("x", DType::kF32, KnownDims({1, k}));
+    pb.Output("y", DType::kF32, KnownDims({1, n}));
+    const int64_t woff = pb.AddWeight(w), soff = pb.AddWeight(scales), zoff = pb.AddWeight(zp);
+    pb.Bucket({});
+    const int xi = pb.In(0, {1, k}), wi = pb.Weight(woff, w.dims(), DType::kU8);
+    const int si = pb.Weight(soff, {n, kb}), zi = pb.Weight(zoff, {n, kb}, DType::kU4);
+    pb.Step("block_quant_linear", {xi, wi, si, zi, -1}, {pb.Out(0, {1, n})},
+            {P("m", int64_t{1}), P("k", k), P("n", n), P("block_size", bs), P("activation", "none"),
+             P("bits", bits)});
+    const absl::Status st = Executor::Create(pb.Finish()).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_THAT(std::string(st.message()),
+                ::testing::HasSubstr(bits == 8 ? "zero points of 8-bit codes must be u8"
+                                               : "bits 3 is not 4 or 8"));
+  }
+  Tensor bad = codes(DType::kU4, {n, k}, 16);
   bad.data<uint8_t>()[7] = 16;
   Tensor scales = RandomF32({n, kb}, 2);
   PlanBuilder pb;

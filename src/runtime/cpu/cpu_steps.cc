@@ -192,7 +192,7 @@ absl::StatusOr<StepPtr> PrepareQuantLinear(const StepChecker& c, CpuPrepareEnv& 
       new QuantLinearStep(it->second.get(), r.m, static_cast<int>(ActivationOf(r.activation))));
 }
 
-// block_quant_linear: kiln's int4 weight-only GEMM (kernels/cpu/blockq_gemm.h), weights
+// block_quant_linear: kiln's int4/int8 weight-only GEMM (kernels/cpu/blockq_gemm.h), weights
 // packed once per plan.
 class BlockQuantLinearStep final : public CpuStep {
  public:
@@ -213,18 +213,21 @@ class BlockQuantLinearStep final : public CpuStep {
 absl::StatusOr<StepPtr> PrepareBlockQuantLinear(const StepChecker& c, CpuPrepareEnv& env) {
   KILN_ASSIGN_OR_RETURN(const BlockQuantLinearRule r, CheckBlockQuantLinear(c));
   const PlanBuffer *w = c.In(1), *scales = c.In(2), *zp = c.In(3), *bias = c.In(4);
+  const cpu::CodeLayout layout = r.bits == 8            ? cpu::CodeLayout::kEightBit
+                                 : r.two_codes_per_byte ? cpu::CodeLayout::kTwoPerByte
+                                                        : cpu::CodeLayout::kOnePerByte;
   const BlockQuantKey key{
-      w->offset, scales->offset, zp ? zp->offset : -1, bias ? bias->offset : -1, r.k,
-      r.n,       r.block_size,   r.two_codes_per_byte};
+      w->offset,    scales->offset, zp ? zp->offset : -1, bias ? bias->offset : -1, r.k, r.n,
+      r.block_size, layout};
   auto it = env.block_quant_linears.find(key);
   if (it == env.block_quant_linears.end()) {
     const uint8_t* blob = c.plan().weights.data();
     auto packed = cpu::BlockQuantGemm::Pack(
         env.ctx.isa, r.k, r.n, r.block_size, blob + w->offset,
         reinterpret_cast<const float*>(blob + scales->offset), zp ? blob + zp->offset : nullptr,
-        bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr,
-        r.two_codes_per_byte ? cpu::CodeLayout::kTwoPerByte : cpu::CodeLayout::kOnePerByte);
-    if (!packed.ok()) return c.Err("packing the int4 weights: %s", packed.status().message());
+        bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr, layout);
+    if (!packed.ok())
+      return c.Err("packing the %d-bit weights: %s", r.bits, packed.status().message());
     it = env.block_quant_linears.emplace(key, *std::move(packed)).first;
   }
   return StepPtr(new BlockQuantLinearStep(it->second.get(), r.m,

@@ -34,10 +34,10 @@ using LinearCache = std::map<LinearKey, std::unique_ptr<cpu::PackedLinear>>;
 using QuantKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float>;
 using QuantCache = std::map<QuantKey, std::unique_ptr<cpu::QuantGemm>>;
 
-// Packed int4 weights shared across buckets: (w, scales, zero points or -1, bias or -1
-// offsets, k, n, block size, codes two per byte).
+// Packed int4/int8 weights shared across buckets: (w, scales, zero points or -1, bias or -1
+// offsets, k, n, block size, the codes' layout).
 using BlockQuantKey =
-    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, cpu::CodeLayout>;
 using BlockQuantCache = std::map<BlockQuantKey, std::unique_ptr<cpu::BlockQuantGemm>>;
 
 struct CpuPrepareEnv {

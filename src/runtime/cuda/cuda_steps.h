@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPacked(std::string_view ker
 
 // cuda_steps_kv.cc: cache_write, tensor_scatter (genai's cache update), head_attention
 // over a paged cache (decode programs, docs/generation.md) with `r` its checked rule, and
-// block_quant_linear (int4 weight-only GEMMs).
+// block_quant_linear (int4/int8 weight-only GEMMs).
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaCacheWrite(const StepChecker& c);
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaTensorScatter(const StepChecker& c);
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaBlockQuantLinear(const StepChecker& c);

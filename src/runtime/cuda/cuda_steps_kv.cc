@@ -1,5 +1,5 @@
 // The CUDA kernel table's decoder kernels (cuda_steps.h; docs/generation.md): cache_write,
-// tensor_scatter, head_attention over a paged cache, and block_quant_linear (int4 weights)
+// tensor_scatter, head_attention over a paged cache, and block_quant_linear (int4/int8 weights)
 // (kernels/cuda/kv_cache.h). The paged attention's split count is the device's (Init: about two
 // blocks per SM, capped by the run slot's workspace, where the splits' partial results go;
 // stream-ordered scratch, as the packed steps use it).
@@ -111,12 +111,12 @@ class BlockQuantStep final : public CudaStep {
 
 absl::StatusOr<StepPtr> PrepareCudaBlockQuantLinear(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(const BlockQuantLinearRule r, CheckBlockQuantLinear(c));
-  // As the CPU kernel's packing: a code or zero point above 15 is a malformed plan (the
-  // kernel would read only its low nibble).
+  // As the CPU kernel's packing: a 4-bit code or zero point above 15 is a malformed plan
+  // (the kernel would read only its low nibble).
   const uint8_t* blob = c.plan().weights.data();
   const PlanBuffer *w = c.In(1), *zp = c.In(3);
   for (const PlanBuffer* b : {r.two_codes_per_byte ? nullptr : w, zp}) {
-    if (b == nullptr) continue;
+    if (b == nullptr || r.bits == 8) continue;
     const uint8_t* p = blob + b->offset;
     for (int64_t i = 0; i < b->bytes; ++i)
       if (p[i] > 15) return c.Err("a 4-bit code is %d at byte %d", int{p[i]}, i);
@@ -126,6 +126,7 @@ absl::StatusOr<StepPtr> PrepareCudaBlockQuantLinear(const StepChecker& c) {
   a.k = r.k;
   a.n = r.n;
   a.block_size = r.block_size;
+  a.bits = r.bits;
   a.one_code_per_byte = !r.two_codes_per_byte;
   switch (r.activation) {
     case ActivationKind::kNone:
