@@ -9,6 +9,10 @@
 //     inference derives them again from the inputs (an fp16 converter's value_info names
 //     extents with its own symbols, which would block the fusions);
 //   - every graph output that was f16 gets a Cast back to f16 (named as the output).
+// A generation compile (PassContext::kv_cache_f32: `--decode-context`) widens the graph's
+// f16 inputs and outputs too, no Casts at the edges: such a plan's I/O is the generation
+// session's own (its caches are the f32 pools, its logits f32), so an fp16 LLM file (a
+// q4f16 one) pages its cache like an f32 file's.
 // Not exact: the f16 rounding between ops is gone (the results are closer to the fp32
 // model the export came from). cpu target, -O2 and above (-O1 keeps the f16 ops, reference
 // steps); a cuda plan keeps fp16 (its kernels have it). Does nothing to a graph without f16.
@@ -72,9 +76,10 @@ bool IsBoundary(const Graph& g, const Node* n) {
 absl::StatusOr<bool> WidenFp16Pass::RunImpl(Graph& g, const PassContext& ctx) {
   if (ctx.target != PlanTarget::kCpu) return false;
   const int64_t kF16 = DTypeToOnnx(DType::kF16), kF32 = DTypeToOnnx(DType::kF32);
+  const bool widen_io = ctx.kv_cache_f32;  // a generation plan: no f16 edges
   bool any = false;
   for (const auto& p : g.nodes()) {
-    if (IsBoundary(g, p.get())) continue;
+    if (!widen_io && IsBoundary(g, p.get())) continue;
     for (int i = 0; i < p->num_outputs(); ++i) any |= p->output_info(i).type.dtype == DType::kF16;
     if (const Tensor* t = p->constant_value()) any |= t->dtype() == DType::kF16;
   }
@@ -82,13 +87,18 @@ absl::StatusOr<bool> WidenFp16Pass::RunImpl(Graph& g, const PassContext& ctx) {
 
   std::vector<bool> output_f16;
   for (const GraphOutput& o : g.outputs())
-    output_f16.push_back(o.value.type().dtype == DType::kF16);
+    output_f16.push_back(!widen_io && o.value.type().dtype == DType::kF16);
   std::vector<Node*> order;
   for (const auto& p : g.nodes()) order.push_back(p.get());
   for (Node* n : order) {
-    if (IsBoundary(g, n)) continue;
+    if (!widen_io && IsBoundary(g, n)) continue;
     if (n->is_input()) {
       if (n->output_info(0).type.dtype != DType::kF16) continue;
+      if (widen_io) {  // its readers now read f32 (a Cast to f32 of it becomes an identity)
+        n->set_output_type(0, Widened(n->output_info(0).type, /*keep_shape=*/true));
+        Count("f16 inputs widened (generation plan)");
+        continue;
+      }
       const std::vector<Use> uses = n->output_info(0).uses;
       Node* cast = g.AddNode("Cast", {n->output(0)}, 1);
       cast->set_attr("to", kF32);

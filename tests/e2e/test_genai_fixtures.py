@@ -215,3 +215,71 @@ def test_generate_batched_lengths_match_alone(kiln_bin, generation_plans, model,
         assert both["tokens"][b] == alone["tokens"]
         worst = float(np.max(np.abs(both_logits[:, b] - alone_logits[:, 0])))
         assert worst <= 1e-4, f"sequence {b}: logits differ by {worst}"
+
+
+def widened_to_f32(m):
+    """The f32 file an fp16 file computes as on kiln's cpu (widen-fp16): f16 initializers,
+    Constant values and I/O types widened exactly, Casts to f16 made Casts to f32, the
+    intermediate types dropped, MatMulNBits at accuracy_level 0 (f32 activations)."""
+    from onnx import TensorProto, numpy_helper
+
+    f16, f32 = TensorProto.FLOAT16, TensorProto.FLOAT
+    for i, t in enumerate(m.graph.initializer):
+        if t.data_type == f16:
+            w = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
+            m.graph.initializer[i].CopyFrom(w)
+    for node in m.graph.node:
+        for a in node.attribute:
+            if node.op_type == "Cast" and a.name == "to" and a.i == f16:
+                a.i = f32
+            if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
+                a.i = 0
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == f16:
+                a.t.CopyFrom(numpy_helper.from_array(
+                    numpy_helper.to_array(a.t).astype(np.float32), a.t.name))
+    for v in list(m.graph.input) + list(m.graph.output):
+        if v.type.tensor_type.elem_type == f16:
+            v.type.tensor_type.elem_type = f32
+    del m.graph.value_info[:]
+    return m
+
+
+def test_fp16_file_generates_as_its_f32_widening(kiln_bin, tmp_path):
+    """A q4f16 LLM file — the int4 fixture through onnxruntime's fp16 converter: f16
+    activations, KV cache (past/present f16) and logits, MatMulNBits with f16 scales —
+    compiles to a generation plan on the cpu: widen-fp16 widens its I/O too, so the cache
+    pages as f32 pools and the plan's logits are f32 (docs/generation.md). kiln computes
+    the file in f32, so the reference is onnxruntime running the file widened to f32
+    exactly (widened_to_f32): the same greedy tokens and logits within 1e-4, as the
+    fixtures above (measured 5.4e-7); and the plan has the int4 fixture's steps."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    source = GENAI_DIR / "qwen2_int4" / "model.onnx"
+    m16 = convert_float_to_float16(onnx.load(str(source)), keep_io_types=False)
+    assert {i.type.tensor_type.elem_type for i in m16.graph.input
+            if i.name.startswith("past_key_values.")} == {onnx.TensorProto.FLOAT16}
+    fp16 = tmp_path / "q4f16.onnx"
+    onnx.save(m16, str(fp16))
+    reference = tmp_path / "widened.onnx"
+    onnx.save(widened_to_f32(m16), str(reference))
+
+    def compile_(model, plan):
+        proc = subprocess.run(
+            [kiln_bin, "compile", str(model), "-o", str(plan), "--profile",
+             "batch_size=1:2,sequence_length=8:16", "--shape", f"kv_cache_dim={HEAD}",
+             "--decode-context", "64"],
+            capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+        assert proc.returncode == 0, f"compile {model} failed:\n{proc.stderr}"
+        return [line for line in proc.stderr.splitlines() if "steps by kernel" in line]
+
+    assert compile_(fp16, tmp_path / "q4f16.kiln") == compile_(source, tmp_path / "int4.kiln")
+    prompt = [5, 17, 33, 200, 9]
+    got, logits = kiln_generate(kiln_bin, tmp_path / "q4f16.kiln", [prompt], tmp_path / "gen",
+                                NEW_TOKENS)
+    want, _ = ort_generate(reference, prompt, NEW_TOKENS)
+    assert got["tokens"] == want
+    assert len(set(want)) > 1, "the model repeats one token: a weak test"
+    _, want_logits = ort_generate(reference, prompt, NEW_TOKENS, forced=got["tokens"])
+    worst = float(np.max(np.abs(logits[:, 0] - want_logits)))
+    assert worst <= 1e-4, f"logits differ by {worst}"
