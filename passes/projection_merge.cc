@@ -134,18 +134,19 @@ static Tensor ConcatWeights(const std::vector<Projection>& ps) {
 // Rows (output channels) of each projection's tensor `part` one after the other; a null
 // part (absent zero points) is written out as `fill`.
 static Tensor ConcatRows(const std::vector<Projection>& ps, const Tensor* Projection::*part,
-                         DType dt, int64_t cols, uint8_t fill) {
+                         DType dt, int64_t cols, double fill) {
   int64_t total = 0;
   for (const Projection& p : ps) total += p.n();
   Tensor t(dt, {total, cols});
-  std::byte* dst = t.raw();
+  int64_t row = 0;
   for (const Projection& p : ps) {
-    const size_t bytes = static_cast<size_t>(p.n() * cols) * DTypeSize(dt);
+    const int64_t count = p.n() * cols;
     if (p.*part != nullptr)
-      std::memcpy(dst, (p.*part)->raw(), bytes);
+      std::memcpy(t.raw() + row * cols * static_cast<int64_t>(DTypeSize(dt)), (p.*part)->raw(),
+                  static_cast<size_t>(count) * DTypeSize(dt));
     else
-      std::memset(dst, fill, bytes);
-    dst += bytes;
+      for (int64_t i = 0; i < count; ++i) t.SetFromDouble(row * cols + i, fill);
+    row += p.n();
   }
   return t;
 }
@@ -182,6 +183,13 @@ std::string CheckGroup(const std::vector<Projection>& ps, const std::string& wha
   }
   if (!all_same)
     return rest_same && ps.size() > 2 ? cross : what + " projections read different inputs";
+  const Tensor* zero = nullptr;  // the first projection's zero points that has them
+  for (const Projection& p : ps) {
+    if (p.zero_points == nullptr) continue;
+    if (zero != nullptr && p.zero_points->dtype() != zero->dtype())
+      return "the projections' zero points differ in dtype";
+    zero = p.zero_points;
+  }
   for (const Projection& p : ps) {
     if (p.block_quant != ps[0].block_quant)
       return "some projections have block-quantized weights and some do not";
@@ -226,15 +234,19 @@ Node* InsertMerged(Graph& g, const std::vector<Projection>& ps, const rewrite::N
         g, first, ConcatRows(ps, &Projection::scales, DType::kF32, kb, 0), named("_scales")));
     bool any_zero = false;
     for (const Projection& p : ps) any_zero |= p.zero_points != nullptr;
-    // An absent zero point is MatMulNBits' default 2^(bits-1); the codes' dtype is the same
-    // in every projection (CheckGroup checks it).
+    // An absent zero point is MatMulNBits' default 2^(bits-1); the codes' dtype, and the
+    // present zero points' (the codes' or f32), are the same in every projection (CheckGroup
+    // checks them).
     const DType codes = ps[0].w->dtype();
-    const uint8_t default_zero = codes == DType::kU8 ? 128 : 8;
-    inputs.push_back(
-        any_zero ? ConstantBefore(g, first,
-                                  ConcatRows(ps, &Projection::zero_points, codes, kb, default_zero),
-                                  named("_zero_points"))
-                 : Value());
+    DType zero_dtype = codes;
+    for (const Projection& p : ps)
+      if (p.zero_points != nullptr) zero_dtype = p.zero_points->dtype();
+    const double default_zero = codes == DType::kU8 ? 128 : 8;
+    inputs.push_back(any_zero ? ConstantBefore(g, first,
+                                               ConcatRows(ps, &Projection::zero_points, zero_dtype,
+                                                          kb, default_zero),
+                                               named("_zero_points"))
+                              : Value());
   }
   if (ps[0].bias) inputs.push_back(ConstantBefore(g, first, ConcatBiases(ps), named("_bias")));
   while (!inputs.back()) inputs.pop_back();  // no zero points and no bias

@@ -25,7 +25,7 @@ struct Projection {
   // kiln.BlockQuantLinear: w is its u4 codes [N, K] (trans_w = 1), with these.
   bool block_quant = false;
   const Tensor* scales = nullptr;       // f32 [N, KB]
-  const Tensor* zero_points = nullptr;  // u4 [N, KB], or null (8)
+  const Tensor* zero_points = nullptr;  // [N, KB]: the codes' dtype or f32, or null (default)
   int64_t block_size = 0;
   std::vector<Node*> nodes;  // the nodes the merged Linear replaces
   int64_t k() const { return w->dims()[trans_w ? 1 : 0]; }

@@ -95,7 +95,7 @@ Rule QuantLinearRule(const RuleContext& ctx) {
 }
 
 // kiln.BlockQuantLinear(X [..., K] f32, W [N, K] u4 or u8, scales [N, KB] f32, zero_points
-// [N, KB] W's dtype?, B [N]?){block_size} -> Y [..., N], KB = ceil(K / block_size).
+// [N, KB] W's dtype or f32?, B [N]?){block_size} -> Y [..., N], KB = ceil(K / block_size).
 Rule BlockQuantLinearRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   const Type& w = ctx.input_type(1);
@@ -108,9 +108,10 @@ Rule BlockQuantLinearRule(const RuleContext& ctx) {
   if (w.dtype != DType::kUndefined && w.dtype != DType::kU4 && w.dtype != DType::kU8)
     return ctx.Error(absl::StrCat("W must be uint4 or uint8, got ", w.ToString()));
   if (ctx.has_input(3) && w.dtype != DType::kUndefined &&
-      ctx.input_type(3).dtype != DType::kUndefined && ctx.input_type(3).dtype != w.dtype)
+      ctx.input_type(3).dtype != DType::kUndefined && ctx.input_type(3).dtype != w.dtype &&
+      ctx.input_type(3).dtype != DType::kF32)
     return ctx.Error(absl::StrCat("zero_points must have W's dtype ",
-                                  std::string(DTypeName(w.dtype)), ", got ",
+                                  std::string(DTypeName(w.dtype)), " or be f32, got ",
                                   ctx.input_type(3).ToString()));
   const int64_t bs = ctx.node().attr_int_or("block_size", 0);
   if (bs < 16 || (bs & (bs - 1)) != 0)

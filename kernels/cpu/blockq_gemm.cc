@@ -30,7 +30,8 @@ BlockQuantGemm::~BlockQuantGemm() = default;
 
 absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
     Isa isa, int64_t k, int64_t n, int64_t block, const uint8_t* codes, const float* scales,
-    const uint8_t* zero_points, const float* bias, CodeLayout layout) {
+    const uint8_t* zero_points, const float* bias, CodeLayout layout,
+    const float* float_zero_points) {
   if (k <= 0 || n <= 0)
     return absl::InvalidArgumentError(
         absl::StrCat("BlockQuantGemm needs K > 0 and N > 0, got K=", k, " N=", n));
@@ -39,6 +40,8 @@ absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
         absl::StrCat("BlockQuantGemm block size ", block, " is not a power of two >= 16"));
   if (codes == nullptr || scales == nullptr)
     return absl::InvalidArgumentError("BlockQuantGemm codes or scales pointer is null");
+  if (zero_points != nullptr && float_zero_points != nullptr)
+    return absl::InvalidArgumentError("BlockQuantGemm got both integer and float zero points");
   const bool two = layout == CodeLayout::kTwoPerByte;
   const int bits = layout == CodeLayout::kEightBit ? 8 : 4;
   const int64_t row_bytes = two ? (k + 1) / 2 : k;
@@ -75,13 +78,15 @@ absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
   g->codes_.reset(Alloc<uint8_t>(g->panels_ * k * row));
   g->scale_.reset(Alloc<float>(g->panels_ * per_panel));
   if (zero_points != nullptr) g->zero_.reset(Alloc<uint8_t>(g->panels_ * g->blocks_ * row));
+  if (float_zero_points != nullptr) g->fzero_.reset(Alloc<float>(g->panels_ * per_panel));
   if (bias != nullptr) g->bias_.reset(Alloc<float>(g->panels_ * nr));
   if (!g->codes_ || !g->scale_ || (zero_points != nullptr && !g->zero_) ||
-      (bias != nullptr && !g->bias_))
+      (float_zero_points != nullptr && !g->fzero_) || (bias != nullptr && !g->bias_))
     return absl::ResourceExhaustedError("BlockQuantGemm: out of memory packing weights");
   // Columns past N: code 0, zero 0, scale 0, so their weights are 0.
   std::memset(g->codes_.get(), 0, static_cast<size_t>(g->panels_ * k * row));
   std::fill_n(g->scale_.get(), g->panels_ * per_panel, 0.0f);
+  if (g->fzero_) std::fill_n(g->fzero_.get(), g->panels_ * per_panel, 0.0f);
   if (g->zero_) std::memset(g->zero_.get(), 0, static_cast<size_t>(g->panels_ * g->blocks_ * row));
   for (int64_t j = 0; j < n; ++j) {
     // Column jj of a panel: 4 bits, byte jj % W of each row, low nibble for jj < W; 8 bits,
@@ -93,6 +98,11 @@ absl::StatusOr<std::unique_ptr<BlockQuantGemm>> BlockQuantGemm::Pack(
       panel[i * row + byte] |= static_cast<uint8_t>(code(j, i) << shift);
     float* sp = g->scale_.get() + pn * per_panel;
     for (int64_t b = 0; b < g->blocks_; ++b) sp[b * nr + jj] = scales[j * g->blocks_ + b];
+    if (g->fzero_) {
+      float* zf = g->fzero_.get() + pn * per_panel;
+      for (int64_t b = 0; b < g->blocks_; ++b)
+        zf[b * nr + jj] = float_zero_points[j * g->blocks_ + b];
+    }
     if (g->zero_) {
       uint8_t* zp = g->zero_.get() + pn * g->blocks_ * row;
       for (int64_t b = 0; b < g->blocks_; ++b)
@@ -114,7 +124,9 @@ std::string BlockQuantGemm::ImplName() const {
 int64_t BlockQuantGemm::packed_bytes() const {
   const int64_t nr = 2 * kernels_->vector_width;
   return panels_ * (k_ * row_bytes_ + blocks_ * nr * int64_t{sizeof(float)} +
-                    (zero_ ? blocks_ * row_bytes_ : 0) + (bias_ ? nr * int64_t{sizeof(float)} : 0));
+                    (zero_ ? blocks_ * row_bytes_ : 0) +
+                    (fzero_ ? blocks_ * nr * int64_t{sizeof(float)} : 0) +
+                    (bias_ ? nr * int64_t{sizeof(float)} : 0));
 }
 
 absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t m, float* y,
@@ -166,6 +178,7 @@ absl::Status BlockQuantGemm::Run(const CpuContext& ctx, const float* x, int64_t 
       t.b = codes_.get() + pn * k_ * row_bytes_;
       t.scale = scale_.get() + pn * per_panel;
       t.zero = zero_ ? zero_.get() + pn * blocks_ * row_bytes_ : nullptr;
+      t.fzero = fzero_ ? fzero_.get() + pn * per_panel : nullptr;
       t.bias = bias_ ? bias_.get() + j0 : nullptr;
       t.nr = static_cast<int>(std::min<int64_t>(nr, n_ - j0));
       t.dequantized = nullptr;

@@ -37,11 +37,13 @@ enum class CodeLayout { kOnePerByte, kTwoPerByte, kEightBit };
 class BlockQuantGemm {
  public:
   // Packs codes ([N, K] in `layout`), scales ([N, ceil(K / block)]), zero points ([N,
-  // ceil(K / block)], one per byte; null: 2^(bits−1), 8 or 128) and bias ([N], may be null)
-  // for the tile of `isa` (a path this CPU can run; kAuto = the best one).
+  // ceil(K / block)], one per byte, or floats: `float_zero_points`, fractional ones as HQQ
+  // writes them; both null: 2^(bits−1), 8 or 128) and bias ([N], may be null) for the tile of
+  // `isa` (a path this CPU can run; kAuto = the best one).
   static absl::StatusOr<std::unique_ptr<BlockQuantGemm>> Pack(
       Isa isa, int64_t k, int64_t n, int64_t block, const uint8_t* codes, const float* scales,
-      const uint8_t* zero_points, const float* bias, CodeLayout layout = CodeLayout::kOnePerByte);
+      const uint8_t* zero_points, const float* bias, CodeLayout layout = CodeLayout::kOnePerByte,
+      const float* float_zero_points = nullptr);
   ~BlockQuantGemm();
 
   // y[m, N] = act(x[m, K] · Wᵀ + bias); activation as PanelGemm (0 none, 1 gelu, 2
@@ -67,6 +69,7 @@ class BlockQuantGemm {
   std::unique_ptr<uint8_t, Free> codes_;  // panels_ · k_ · row_bytes_
   std::unique_ptr<float, Free> scale_;    // panels_ · blocks_ · 2W
   std::unique_ptr<uint8_t, Free> zero_;   // panels_ · blocks_ · row_bytes_, as the codes, or null
+  std::unique_ptr<float, Free> fzero_;    // panels_ · blocks_ · 2W float zero points, or null
   std::unique_ptr<float, Free> bias_;     // panels_ · 2W, or null
 };
 

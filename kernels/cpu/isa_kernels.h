@@ -60,14 +60,16 @@ struct GemmTile {
 // the rows' block sums `xsum` (mr ≤ blockq_codes_mr). `b` is one packed panel of
 // 2·W columns: with 4 bits [k][W] bytes, byte i of row p holding column i's code in its low
 // nibble and column W + i's in its high one; with 8 bits [k][2·W] bytes, byte j column j's
-// code. `scale` holds [ceil(k / block)][2·W] floats and `zero` (null: every zero point
-// 2^(bits−1)) [ceil(k / block)] rows of bytes laid out as the codes'.
+// code. `scale` holds [ceil(k / block)][2·W] floats and the zero points are `zero`'s
+// [ceil(k / block)] rows of bytes laid out as the codes', or `fzero`'s [ceil(k / block)][2·W]
+// floats, or (both null) 2^(bits−1) each.
 struct BlockQuantTile {
   const float* a = nullptr;  // row r at a + r * lda
   int64_t lda = 0;
   const uint8_t* b = nullptr;
   const float* scale = nullptr;
   const uint8_t* zero = nullptr;
+  const float* fzero = nullptr;
   const float* dequantized = nullptr;  // non-null: the panel as f32 [k][2·W], b unused
   const float* xsum = nullptr;         // else: row r's Σ a over block b at xsum[r * ldxs + b]
   int64_t ldxs = 0;

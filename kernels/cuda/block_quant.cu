@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a
   const uint8_t* codes = a.codes + n * row_bytes;
   const float* scales = a.scales + n * blocks;
   const uint8_t* zps = a.zero_points ? a.zero_points + n * blocks : nullptr;
+  const float* fzps = a.float_zero_points ? a.float_zero_points + n * blocks : nullptr;
   const int mask = wide ? 255 : 15, default_zero = wide ? 128 : 8;
   for (int64_t m0 = 0; m0 < a.m; m0 += kRows) {
     const int rows = a.m - m0 < kRows ? static_cast<int>(a.m - m0) : kRows;
@@ -50,8 +51,10 @@ __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a
         if (k >= a.k) break;
         const int code = per_byte == 1 ? (byte & mask) : (h == 0 ? byte & 15 : byte >> 4);
         const int64_t kb = k / a.block_size;
-        const int zp = zps ? (zps[kb] & mask) : default_zero;
-        const float w = static_cast<float>(code - zp) * scales[kb];
+        const float zp = fzps  ? fzps[kb]
+                         : zps ? static_cast<float>(zps[kb] & mask)
+                               : static_cast<float>(default_zero);
+        const float w = (static_cast<float>(code) - zp) * scales[kb];
         const float* x = a.x + m0 * a.k + k;
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
@@ -76,7 +79,8 @@ __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a
 cudaError_t BlockQuantLinear(const BlockQuantArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0) return cudaSuccess;
   if (a.m < 0 || a.n < 0 || a.k <= 0 || a.block_size <= 0 || !a.x || !a.codes || !a.scales ||
-      !a.y || (a.bits != 4 && a.bits != 8) || (a.n + kWarps - 1) / kWarps > 0x7fffffff)
+      !a.y || (a.bits != 4 && a.bits != 8) || (a.zero_points && a.float_zero_points) ||
+      (a.n + kWarps - 1) / kWarps > 0x7fffffff)
     return cudaErrorInvalidValue;
   const unsigned grid = static_cast<unsigned>((a.n + kWarps - 1) / kWarps);
   BlockQuantKernel<<<grid, kWarps * 32, 0, stream>>>(a);

@@ -3,7 +3,8 @@
 // of k's block (block_size consecutive k; zero point 2^(bits−1) without zero_points),
 // dequantized in registers, fp32 accumulation. 4-bit codes are u8 [n, ceil(k/2)], two per
 // byte, low nibble first (or u4 [n, k], one per byte, in older plans); 8-bit codes u8 [n,
-// k]; scales f32 [n, blocks]; zero points one code per byte [n, blocks].
+// k]; scales f32 [n, blocks]; zero points one code per byte [n, blocks], or f32 [n, blocks]
+// (fractional, as HQQ writes them: w = (code − z) · scale in f32).
 // How: a warp per output column n and group of up to 8 rows: its lanes stride over the
 // column's code bytes (two weights each), each lane keeps the 8 rows' partial sums, a warp
 // reduction finishes them. Decode (a few rows) reads each weight byte once, which is the
@@ -21,12 +22,13 @@ namespace kiln::cuda {
 enum class BlockQuantAct : uint8_t { kNone, kGeluErf, kGeluTanh, kRelu, kTanh };
 
 struct BlockQuantArgs {
-  const float* x = nullptr;              // [m, k]
-  const uint8_t* codes = nullptr;        // [n, ceil(k/2)], or [n, k] (one per byte, 8 bits)
-  const float* scales = nullptr;         // [n, blocks]
-  const uint8_t* zero_points = nullptr;  // [n, blocks] or null (2^(bits−1))
-  const float* bias = nullptr;           // [n] or null
-  float* y = nullptr;                    // [m, n]
+  const float* x = nullptr;                  // [m, k]
+  const uint8_t* codes = nullptr;            // [n, ceil(k/2)], or [n, k] (one per byte, 8 bits)
+  const float* scales = nullptr;             // [n, blocks]
+  const uint8_t* zero_points = nullptr;      // [n, blocks] or null (2^(bits−1))
+  const float* float_zero_points = nullptr;  // [n, blocks] (instead of zero_points) or null
+  const float* bias = nullptr;               // [n] or null
+  float* y = nullptr;                        // [m, n]
   int64_t m = 0, k = 0, n = 0, block_size = 0;
   int bits = 4;                    // 4 or 8
   bool one_code_per_byte = false;  // 4 bits: u4 [n, k] (8 bits always are)

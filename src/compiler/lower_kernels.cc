@@ -154,9 +154,9 @@ std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
   return Emit(t, "quant_linear", n, std::move(params));
 }
 
-// kiln.BlockQuantLinear(X, W [N, K] u4 or u8, scales [N, KB], zero_points [N, KB]?,
-// B?){block_size, activation}; 8-bit codes (u8) add the param bits = 8 (4 is the default: the
-// plan's u8 codes of 4-bit weights are packed two per byte).
+// kiln.BlockQuantLinear(X, W [N, K] u4 or u8, scales [N, KB], zero_points [N, KB] (the codes'
+// dtype or f32)?, B?){block_size, activation}; 8-bit codes (u8) add the param bits = 8 (4 is
+// the default: the plan's u8 codes of 4-bit weights are packed two per byte).
 std::optional<KernelChoice> BlockQuantLinear(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
     return std::nullopt;
@@ -172,7 +172,7 @@ std::optional<KernelChoice> BlockQuantLinear(const Node& n, PlanTarget t) {
     return std::nullopt;
   const DType codes = n.input(1).type().dtype;
   if ((codes != DType::kU4 && codes != DType::kU8) ||
-      (Present(n, 3) && n.input(3).type().dtype != codes))
+      (Present(n, 3) && n.input(3).type().dtype != codes && n.input(3).type().dtype != DType::kF32))
     return std::nullopt;
   const std::optional<std::string> activation = LinearEpilogue(n, x, nn);
   if (!activation) return std::nullopt;

@@ -340,8 +340,8 @@ absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Valu
 // scales [N, k_blocks], zero points?, bias?){block_size} and stay 4- or 8-bit in the plan.
 // Either form computes in f32: f16/bf16 scales widen to f32 (exactly), and a 16-bit A (a
 // q4f16 file) is cast to f32 before it and the result back after it — onnxruntime's CPU
-// kernel computes such a file's MatMulNBits in f32 too. Zero points: absent (2^(bits-1))
-// or packed like B; float zero points and g_idx refused.
+// kernel computes such a file's MatMulNBits in f32 too. Zero points: absent (2^(bits-1)),
+// packed like B, or floats [N · k_blocks] (4 and 8 bits only); g_idx refused.
 absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
   const int64_t k = n->attr_int_or("K", 0), nn = n->attr_int_or("N", 0);
   const int64_t bits = n->attr_int_or("bits", 4), bs = n->attr_int_or("block_size", 0);
@@ -374,14 +374,28 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
       (bits == 4 || bits == 8) && sc != nullptr &&
       (sc->dtype() == DType::kF32 || sc->dtype() == DType::kF16 || sc->dtype() == DType::kBF16) &&
       sc->NumElements() == nn * kb;
-  if (!Has(n, 3)) {
+  // Float zero points (T1, one per block, unpacked: what HQQ writes): w = (code − z) · s with
+  // z fractional, which only BlockQuantLinear represents (DequantizeLinear's are integers).
+  const Tensor* z = Has(n, 3) ? n->input(3).node->constant_value() : nullptr;
+  Tensor float_zp;
+  const bool float_zero = z != nullptr && (z->dtype() == DType::kF32 || z->dtype() == DType::kF16 ||
+                                           z->dtype() == DType::kBF16);
+  if (float_zero) {
+    if (!keep_codes)
+      return Unsupported(n, "float zero points need 4 or 8 bits and constant scales");
+    if (z->NumElements() != nn * kb)
+      return absl::InvalidArgumentError(absl::StrCat(n->Describe(), ": float zero points must be [",
+                                                     nn * kb, "], got ", z->ShapeString()));
+    float_zp = Tensor(DType::kF32, {nn, kb});
+    for (int64_t i = 0; i < nn * kb; ++i)
+      float_zp.data<float>()[i] = static_cast<float>(z->GetAsDouble(i));  // exact: f16 ⊂ f32
+  } else if (!Has(n, 3)) {
     std::memset(zp.raw(), 1 << (bits - 1), zp.NumBytes());
   } else {
-    const Tensor* z = n->input(3).node->constant_value();
     const int64_t zrow = (kb + per_byte - 1) / per_byte;
     if (z == nullptr || z->dtype() != DType::kU8 || z->NumElements() != nn * zrow)
       return Unsupported(n, absl::StrCat("zero points must be a constant uint8 [", nn * zrow,
-                                         "], packed like B (float zero points are not supported)"));
+                                         "] packed like B, or constant floats [", nn * kb, "]"));
     for (int64_t r = 0; r < nn; ++r) {
       std::vector<uint8_t> zr(static_cast<size_t>(zrow * per_byte));
       UnpackSubByte(z->data<uint8_t>() + r * zrow, zrow * per_byte, bits == 8 ? DType::kU8 : code,
@@ -403,9 +417,13 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
     Tensor scales(DType::kF32, {nn, kb});
     for (int64_t i = 0; i < nn * kb; ++i)
       scales.data<float>()[i] = static_cast<float>(sc->GetAsDouble(i));  // exact: f16 ⊂ f32
+    Value zero_points;
+    if (float_zero)
+      zero_points = e.Const(std::move(float_zp));
+    else if (Has(n, 3))
+      zero_points = e.Const(std::move(zp));
     y = e.KilnOp("BlockQuantLinear",
-                 {x, e.Const(std::move(w)), e.Const(std::move(scales)),
-                  Has(n, 3) ? e.Const(std::move(zp)) : Value(), bias},
+                 {x, e.Const(std::move(w)), e.Const(std::move(scales)), zero_points, bias},
                  {{"block_size", bs}});
   } else {
     Value scales = e.Op("Reshape", {n->input(2), e.I64({nn, kb})});

@@ -47,10 +47,10 @@ std::vector<KernelContract> CpuContracts() {
                       "max|row| / 127, or the static x_absmax / 127)"});
   t.push_back(BlockQuantLinearContract(
       "int4/int8 weight-only (MatMulNBits): `y[m,n] = act(x[m,k] · wᵀ + bias)`, "
-      "w[n,k] = (codes − zero_points) · scales of k's block (zero point 2^(bits−1) when "
-      "absent), dequantized in registers from 4- or 8-bit panels, f32 accumulation; "
-      "4-bit codes u8 [n,ceil(k/2)] two per byte, low nibble first (u4 [n,k], one per "
-      "byte, in older plans), 8-bit codes u8 [n,k]"));
+      "w[n,k] = (codes − zero_points) · scales of k's block (zero points of the codes' "
+      "width, or f32; 2^(bits−1) when absent), dequantized in registers from 4- or 8-bit "
+      "panels, f32 accumulation; 4-bit codes u8 [n,ceil(k/2)] two per byte, low nibble "
+      "first (u4 [n,k], one per byte, in older plans), 8-bit codes u8 [n,k]"));
   t.push_back(
       {.name = "conv",
        .inputs = {Req("x", kF32Only), Weight("w", kF32Only),

@@ -292,8 +292,8 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
 // ---------------------------------------------------------------------------------------
 // kiln.BlockQuantLinear(X, W, scales, zero_points?, B?) {block_size, activation}: a weight-only
 // int4 or int8 Linear (onnxruntime's MatMulNBits, 4 or 8 bits). W u4 or u8 [N, K], scales f32
-// [N, KB] and zero_points of W's dtype [N, KB] (absent: 8 for u4, 128 for u8) with KB =
-// ceil(K / block_size): weight [n, k] = (W[n,k] − zp[n, k / bs]) ·
+// [N, KB] and zero_points of W's dtype or f32 (HQQ's fractional ones) [N, KB] (absent: 8 for
+// u4, 128 for u8) with KB = ceil(K / block_size): weight [n, k] = (W[n,k] − zp[n, k / bs]) ·
 // scales[n, k / bs] in f32 (what DequantizeLinear gives), then Y[r, n] = act(Σ_k X[r,k] ·
 // weight[n,k] + B[n]), act as kiln.Linear's.
 
@@ -309,9 +309,10 @@ absl::StatusOr<std::array<int64_t, 3>> CheckBlockQuant(const Tensor& x, const Te
   if (scales.dtype() != DType::kF32)
     return absl::InvalidArgumentError(
         absl::StrCat("scales must be f32, got ", DName(scales.dtype())));
-  if (zp != nullptr && zp->dtype() != w.dtype())
+  if (zp != nullptr && zp->dtype() != w.dtype() && zp->dtype() != DType::kF32)
     return absl::InvalidArgumentError(absl::StrCat("zero_points must have W's dtype ",
-                                                   DName(w.dtype()), ", got ", DName(zp->dtype())));
+                                                   DName(w.dtype()), " or be f32, got ",
+                                                   DName(zp->dtype())));
   if (bs < 16 || (bs & (bs - 1)) != 0)
     return absl::InvalidArgumentError(
         absl::StrCat("block_size must be a power of two >= 16, got ", bs));
@@ -352,13 +353,18 @@ Result BlockQuantLinearKernel(const Node& node, Inputs in) {
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < x->dims().size(); ++i) rows *= x->dims()[i];
   std::vector<double> wf(static_cast<size_t>(n * k));
-  const int default_zero = w->dtype() == DType::kU8 ? 128 : 8;  // MatMulNBits' 2^(bits-1)
+  const float default_zero = w->dtype() == DType::kU8 ? 128 : 8;  // MatMulNBits' 2^(bits-1)
+  const bool float_zero = zp != nullptr && zp->dtype() == DType::kF32;
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < k; ++i) {
       const int64_t blk = j * kb + i / bs;
-      const int zero = zp ? zp->data<uint8_t>()[blk] : default_zero;
-      wf[j * k + i] = static_cast<float>(w->data<uint8_t>()[j * k + i] - zero) *
-                      sc->data<float>()[blk];  // f32 product: DequantizeLinear's value
+      const float zero = float_zero ? zp->data<float>()[blk]
+                         : zp       ? static_cast<float>(zp->data<uint8_t>()[blk])
+                                    : default_zero;
+      // The f32 difference (exact for integer zero points) times the scale in f32:
+      // DequantizeLinear's value, and onnxruntime's for float zero points.
+      const float code = static_cast<float>(w->data<uint8_t>()[j * k + i]);
+      wf[j * k + i] = (code - zero) * sc->data<float>()[blk];
     }
   const float* xp = x->data<float>();
   std::vector<double> y(static_cast<size_t>(rows * n));

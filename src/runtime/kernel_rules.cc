@@ -150,9 +150,10 @@ absl::StatusOr<BlockQuantLinearRule> CheckBlockQuantLinear(const StepChecker& c)
   r.bits = static_cast<int>(bits);
   const DType codes = bits == 8 ? DType::kU8 : DType::kU4;  // one per byte
   if (bits == 8 && w->dtype != DType::kU8) return c.Err("8-bit codes must be u8");
-  if (zp != nullptr && zp->dtype != codes)
-    return c.Err("the zero points of %d-bit codes must be %s", r.bits,
+  if (zp != nullptr && zp->dtype != codes && zp->dtype != DType::kF32)
+    return c.Err("the zero points of %d-bit codes must be %s or f32", r.bits,
                  std::string(DTypeName(codes)));
+  r.float_zero_points = zp != nullptr && zp->dtype == DType::kF32;
   r.two_codes_per_byte = bits == 4 && w->dtype == DType::kU8;
   KILN_ASSIGN_OR_RETURN(const int64_t nk, r.two_codes_per_byte
                                               ? c.Product({r.n, (r.k + 1) / 2}, "n*ceil(k/2)")

@@ -48,13 +48,14 @@ absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c);
 
 // block_quant_linear: int4 or int8 weight-only Linear. 4 bits (no `bits` param): w u8 [n,
 // ceil(k/2)] (two codes per byte, low nibble first) or u4 [n,k] (one per byte: plans before
-// 2026-12-06), zero points u4; bits = 8: w u8 [n, k], zero points u8. Scales (and zero
-// points) [n, kb].
+// 2026-12-06), zero points u4; bits = 8: w u8 [n, k], zero points u8. Zero points may be
+// f32 instead (fractional, as HQQ writes them). Scales (and zero points) [n, kb].
 struct BlockQuantLinearRule {
   int64_t m = 0, k = 0, n = 0, block_size = 0, blocks = 0;
   int bits = 4;
   ActivationKind activation = ActivationKind::kNone;
   bool has_zero_points = false;
+  bool float_zero_points = false;  // zero points f32
   bool has_bias = false;
   bool two_codes_per_byte = false;  // 4 bits, w is u8
 };

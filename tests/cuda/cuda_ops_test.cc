@@ -783,21 +783,31 @@ TEST(CudaOps, BlockQuantLinear) {
         n * blocks, [&](int64_t i) { return unit * (0.01 + 0.005 * static_cast<double>(i % 7)); });
     const std::string zps = list(n * blocks, [&](int64_t i) { return (i * 5 + 3) % range; });
     const std::string bias = list(n, [](int64_t i) { return 0.1 * static_cast<double>(i) - 0.2; });
+    // Fractional zero points (HQQ's), f32.
+    const std::string float_zps = list(
+        n * blocks, [&](int64_t i) { return static_cast<double>((i * 5 + 3) % range) + 0.375; });
     for (int64_t m : {1, 3, 11})
-      for (bool zp : {false, true}) {
+      for (int zp_kind : {0, 1, 2}) {  // none, the codes' dtype, f32
+        const bool zp = zp_kind != 0;
+        const std::string zdt = zp_kind == 2 ? "f32" : dt;
         std::string ir = absl::StrCat(
             "graph g opset=21 {\n %0 = Input() : f32[", m, ",", k, "] \"x\"\n",
             " %1 = Constant() {value=tensor<", dt, "[", n, ",", k, "]>[", codes, "]} : ", dt, "[",
             n, ",", k, "] \"w\"\n", " %2 = Constant() {value=tensor<f32[", n, ",", blocks, "]>[",
             scales, "]} : f32[", n, ",", blocks, "] \"s\"\n");
         if (zp)
-          absl::StrAppend(&ir, " %3 = Constant() {value=tensor<", dt, "[", n, ",", blocks, "]>[",
-                          zps, "]} : ", dt, "[", n, ",", blocks, "] \"zp\"\n");
+          absl::StrAppend(&ir, " %3 = Constant() {value=tensor<", zdt, "[", n, ",", blocks, "]>[",
+                          zp_kind == 2 ? float_zps : zps, "]} : ", zdt, "[", n, ",", blocks,
+                          "] \"zp\"\n");
         absl::StrAppend(&ir, " %4 = Constant() {value=tensor<f32[", n, "]>[", bias, "]} : f32[", n,
                         "] \"b\"\n", " %9 = kiln.BlockQuantLinear(%0, %1, %2, ", zp ? "%3" : "_",
                         ", %4) {block_size=16, activation=\"gelu\"} : f32[", m, ",", n,
                         "] \"y\"\n return \"y\": %9\n}");
-        cases.push_back({absl::StrCat("int", bits, " linear m", m, zp ? " zero points" : ""), ir});
+        cases.push_back({absl::StrCat("int", bits, " linear m", m,
+                                      zp_kind == 1   ? " zero points"
+                                      : zp_kind == 2 ? " float zero points"
+                                                     : ""),
+                         ir});
       }
   }
   RunCases(cases, /*int_high=*/4, nullptr, "block_quant_linear");

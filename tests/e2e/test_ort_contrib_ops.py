@@ -395,13 +395,16 @@ def pack_low_first(codes, bits):
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("bits", [2, 4, 8])
-@pytest.mark.parametrize("zero_points", [False, True])
+@pytest.mark.parametrize("zero_points", ["none", "packed", "float"])
 @pytest.mark.parametrize("k", [64, 40])
 def test_matmul_nbits(kiln_bin, tmp_path, zero_points, k, bits, dtype):
     """com.microsoft.MatMulNBits (block 32; K = 40 pads its last block): 4 and 8 bits import
     as kiln.BlockQuantLinear (f16 scales widened, an f16 A cast to f32 and the result back,
     as onnxruntime's CPU kernel computes it) and compile to a block_quant_linear step; 2 bits
-    as a blocked DequantizeLinear feeding a MatMul, which compiles to an f32 linear. Both the
+    as a blocked DequantizeLinear feeding a MatMul, which compiles to an f32 linear. Zero
+    points absent, packed like B, or floats of A's dtype (fractional, as HQQ writes them;
+    4 and 8 bits only: 2 bits with them is refused, naming the node; onnxruntime's CPU
+    kernel refuses 8 bits with them, so there numpy computes its 4-bit formula). Both the
     reference run and the plan match onnxruntime: f32 within TOLERANCE (the scales shrink
     with more bits, so values stay O(1)); f16 within one f16 ulp of the value (|d| <=
     2^-10 |y|: both round an f32 result to f16 once; measured within 2^-11 |y|)."""
@@ -416,9 +419,13 @@ def test_matmul_nbits(kiln_bin, tmp_path, zero_points, k, bits, dtype):
              numpy_helper.from_array(scales.astype(np_type), "scales"),
              numpy_helper.from_array(rand(n).astype(np_type), "bias")]
     ins = ["a", "B", "scales", "", "", "bias"]
-    if zero_points:
+    if zero_points == "packed":
         zp = RNG.integers(0, 2**bits, (n, kb)).astype(np.uint8)
         inits.append(numpy_helper.from_array(pack_low_first(zp, bits).reshape(-1), "zp"))
+        ins[3] = "zp"
+    elif zero_points == "float":
+        zp = RNG.uniform(-1, 2**bits, n * kb).astype(np_type)
+        inits.append(numpy_helper.from_array(zp, "zp"))
         ins[3] = "zp"
     node = helper.make_node("MatMulNBits", ins, ["y"], domain=MS, K=k, N=n, bits=bits,
                             block_size=bs)
@@ -426,9 +433,25 @@ def test_matmul_nbits(kiln_bin, tmp_path, zero_points, k, bits, dtype):
     path = tmp_path / "m.onnx"
     onnx.save(model([node], [helper.make_tensor_value_info("a", onnx_type, [2, 3, k])],
                     [helper.make_tensor_value_info("y", onnx_type, [2, 3, n])], inits), str(path))
-    want = run_onnxruntime(path, feeds)["y"].astype(np.float64)
+    if zero_points == "float" and bits == 8:
+        # onnxruntime's CPU kernel refuses 8-bit codes with float zero points; its 4-bit
+        # formula (w = (code − z) · s in f32, checked by the 4-bit cases) computed by numpy.
+        w = ((codes[:, :k].astype(np.float32) - np.repeat(zp.astype(np.float32).reshape(n, kb),
+                                                          bs, axis=1)[:, :k])
+             * np.repeat(scales.astype(np_type).astype(np.float32).reshape(n, kb), bs,
+                         axis=1)[:, :k])
+        y = (feeds["a"].astype(np.float64) @ w.astype(np.float64).T
+             + numpy_helper.to_array(inits[2]).astype(np.float64))
+        want = y.astype(np_type).astype(np.float64)
+    else:
+        want = run_onnxruntime(path, feeds)["y"].astype(np.float64)
     bound = TOLERANCE if dtype == "f32" else np.abs(want) * 2.0**-10 + 2.0**-24
     proc, out = run_kiln(kiln_bin, path, feeds, tmp_path / "ref")
+    if zero_points == "float" and bits == 2:
+        assert proc.returncode != 0
+        assert "float zero points need 4 or 8 bits" in proc.stderr, proc.stderr
+        assert "MatMulNBits" in proc.stderr, proc.stderr
+        return
     assert proc.returncode == 0, proc.stderr
     plan = tmp_path / "m.kiln"
     compiled = subprocess.run([kiln_bin, "compile", str(path), "-o", str(plan), "--accept", "none"],

@@ -239,6 +239,47 @@ def test_block_quantized_weight_only(kiln_bin, tmp_path, symmetric, form, bits):
         assert float(np.abs(got_plan[name] - w).max()) <= 1e-5, name
 
 
+def test_float_zero_point_files(kiln_bin, tmp_path):
+    """MatMulNBits with float zero points, one per block, as onnxruntime's HQQ quantizer
+    writes them (it needs torch, so the file is made here from the asymmetric 4-bit file:
+    each packed zero point unpacked to a float and moved off the integer grid by a
+    fraction). kiln keeps the codes (kiln.BlockQuantLinear with f32 zero points): the plan
+    fuses like the float fixture and, like the reference run, matches onnxruntime on the
+    same file to 1e-5 (w = (code − z) · scale in f32 on both sides)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = weight_only_quantized(onnx.load(str(FIXTURE)), tmp_path / "int4.onnx", 4,
+                                  symmetric=False)
+    m = onnx.load(str(model))
+    inits = {t.name: t for t in m.graph.initializer}
+    rng = np.random.default_rng(5)
+    nbits = [n for n in m.graph.node if n.op_type == "MatMulNBits"]
+    for node in nbits:
+        zp = inits[node.input[3]]
+        packed = numpy_helper.to_array(zp)
+        scales = numpy_helper.to_array(inits[node.input[2]])
+        n_out = next(a.i for a in node.attribute if a.name == "N")
+        blocks = scales.size // n_out
+        codes = np.stack([packed & 15, packed >> 4], axis=-1).reshape(n_out, -1)[:, :blocks]
+        floats = codes.astype(np.float32) + rng.uniform(-0.5, 0.5, codes.shape).astype(np.float32)
+        zp.CopyFrom(numpy_helper.from_array(floats.reshape(-1), zp.name))
+    path = tmp_path / "float_zp.onnx"
+    onnx.save(m, str(path))
+    feeds = feeds_for(3)
+    want = run_onnxruntime(path, feeds)
+    proc, outdir = run_kiln(kiln_bin, path, feeds, tmp_path / "ref")
+    assert proc.returncode == 0, proc.stderr
+    counts = kernel_counts(compile_plan(kiln_bin, path, tmp_path / "q.kiln"))
+    float_counts = kernel_counts(compile_plan(kiln_bin, FIXTURE, tmp_path / "float.kiln"))
+    assert counts.pop("block_quant_linear", 0) == float_counts.pop("linear")
+    assert counts == float_counts
+    got = run_plan(kiln_bin, tmp_path / "q.kiln", feeds, tmp_path / "plan")
+    for name, w in want.items():
+        assert float(np.abs(np.load(outdir / f"{name}.npy") - w).max()) <= 1e-5, name
+        assert float(np.abs(got[name] - w).max()) <= 1e-5, name
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 def test_sixteen_bit_weight_only_files(kiln_bin, tmp_path, bits):
     """A "q4f16" file, as model hubs ship them: the fixture converted to fp16 by

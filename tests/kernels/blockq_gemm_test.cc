@@ -41,6 +41,7 @@ struct Problem {
   std::vector<uint8_t> codes;  // [n, k], one per byte
   std::vector<float> scales;   // [n, kb]
   std::vector<uint8_t> zp;     // [n, kb] or empty
+  std::vector<float> fzp;      // [n, kb] float zero points (instead of zp) or empty
   std::vector<float> bias;     // [n] or empty
   int64_t blocks() const { return (k + block - 1) / block; }
   int default_zero() const { return 1 << (bits - 1); }
@@ -64,7 +65,9 @@ double Bound(const Problem& p, int64_t r, int64_t j) {
   double s = p.bias.empty() ? 0.0 : std::fabs(p.bias[j]);
   for (int64_t i = 0; i < p.k; ++i) {
     const int64_t b = j * p.blocks() + i / p.block;
-    const int zero = p.zp.empty() ? p.default_zero() : p.zp[b];
+    const double zero = !p.fzp.empty() ? std::fabs(p.fzp[b])
+                        : p.zp.empty() ? p.default_zero()
+                                       : p.zp[b];
     s += std::fabs(double{p.x[r * p.k + i]}) * p.scales[b] * (p.codes[j * p.k + i] + zero);
   }
   return s;
@@ -77,8 +80,9 @@ std::vector<float> Reference(const Problem& p) {
   Tensor st = Tensor::FromF32({p.n, p.blocks()}, p.scales);
   Tensor zt(p.code_dtype(), {p.n, p.blocks()});
   if (!p.zp.empty()) std::copy(p.zp.begin(), p.zp.end(), zt.data<uint8_t>());
+  if (!p.fzp.empty()) zt = Tensor::FromF32({p.n, p.blocks()}, p.fzp);
   Tensor bt = Tensor::FromF32({p.n}, p.bias.empty() ? std::vector<float>(p.n) : p.bias);
-  std::vector<const Tensor*> in = {&xt, &wt, &st, p.zp.empty() ? nullptr : &zt,
+  std::vector<const Tensor*> in = {&xt, &wt, &st, p.zp.empty() && p.fzp.empty() ? nullptr : &zt,
                                    p.bias.empty() ? nullptr : &bt};
   auto ref = testing::RunReferenceOp("kiln", "BlockQuantLinear", {{"block_size", p.block}}, in);
   if (ref.size() != 1) return {};
@@ -87,9 +91,9 @@ std::vector<float> Reference(const Problem& p) {
 }
 
 std::vector<float> RunGemm(const Problem& p, Isa isa, int threads, std::string* impl = nullptr) {
-  auto g = BlockQuantGemm::Pack(isa, p.k, p.n, p.block, p.codes.data(), p.scales.data(),
-                                p.zp.empty() ? nullptr : p.zp.data(),
-                                p.bias.empty() ? nullptr : p.bias.data(), p.layout());
+  auto g = BlockQuantGemm::Pack(
+      isa, p.k, p.n, p.block, p.codes.data(), p.scales.data(), p.zp.empty() ? nullptr : p.zp.data(),
+      p.bias.empty() ? nullptr : p.bias.data(), p.layout(), p.fzp.empty() ? nullptr : p.fzp.data());
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return {};
   if (impl) *impl = (*g)->ImplName();
@@ -264,6 +268,28 @@ TEST(BlockQuantGemm, AbsentZeroPointsAreHalfTheRange) {
       p.zp[0] = static_cast<uint8_t>(p.default_zero() - 1);  // and a zero point is not ignored
       EXPECT_NE(RunGemm(p, Isa::kAuto, 2), implicit) << bits << " bits, " << m << " rows";
     }
+}
+
+// Float zero points (onnxruntime's HQQ files: fractional, one per block, w = (code − z) ·
+// scale in f32) on both paths (5 rows: the codes; 40: dequantized panels), 4 and 8 bits,
+// every ISA, within the stated bound with |z| for the zero point.
+TEST(BlockQuantGemm, FloatZeroPointsMatchTheReference) {
+  for (Isa isa : testing::AllIsas()) {
+    if (!IsaSupported(isa)) continue;
+    for (int bits : {4, 8})
+      for (int64_t m : {1, 5, 40}) {
+        Problem p = MakeProblem(m, 130, 45, 32, false, true, 31, bits);
+        p.fzp = RandomVec(p.n * p.blocks(), 32, -2.0f, static_cast<float>(1 << bits) + 1);
+        ExpectMatches(p, RunGemm(p, isa, 2), Reference(p),
+                      absl::StrCat(std::string(IsaName(isa)), " ", bits, " bits, ", m, " rows"));
+      }
+  }
+  // Integer-valued float zero points equal the same zero points as codes, bit for bit.
+  Problem p = MakeProblem(5, 100, 40, 32, true, false, 9);
+  const std::vector<float> codes = RunGemm(p, Isa::kAuto, 2);
+  p.fzp.assign(p.zp.begin(), p.zp.end());
+  p.zp.clear();
+  EXPECT_EQ(RunGemm(p, Isa::kAuto, 2), codes);
 }
 
 TEST(BlockQuantGemm, RefusesBadWeights) {

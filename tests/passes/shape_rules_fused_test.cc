@@ -232,7 +232,7 @@ TEST(ShapeRulesFusedTest, ContractViolationsAreErrorsNamingTheNode) {
   %3 = Input() : f32[6,3] "s"
   %4 = Input() : u4[6,3] "z"
   %1 = kiln.BlockQuantLinear(%0, %2, %3, %4) {block_size=16} @ "n")",
-       "zero_points must have W's dtype u8"},
+       "zero_points must have W's dtype u8 or be f32"},
       {R"(%0 = Input() : f32[2,5,4] "x"
   %2 = Input() : f32[5] "g"
   %1 = kiln.SkipLayerNorm(%0, %0, %2) @ "n")",

@@ -81,13 +81,20 @@ TEST(KernelSteps, BlockQuantLinear) {
     return t;
   };
   enum Layout { kTwoPerByte, kOnePerByte, kEightBit };
+  enum Zero { kNone, kCodes, kFloat };  // zero points: absent, the codes' dtype, f32
   for (Layout layout : {kTwoPerByte, kOnePerByte, kEightBit})
-    for (bool with_zp : {true, false}) {
+    for (Zero zero : {kCodes, kNone, kFloat}) {
       for (bool with_bias : {true, false}) {
-        const bool wide = layout == kEightBit;
+        const bool wide = layout == kEightBit, with_zp = zero != kNone;
         const DType dt = wide ? DType::kU8 : DType::kU4;
         Tensor x = RandomF32({b, s, k}, 1);
         Tensor w = codes(dt, {n, k}, wide ? 256 : 16), zp = codes(dt, {n, kb}, wide ? 251 : 13);
+        if (zero == kFloat) {  // fractional, as HQQ writes them
+          Tensor f(DType::kF32, {n, kb});
+          for (int64_t i = 0; i < n * kb; ++i)
+            f.data<float>()[i] = static_cast<float>(zp.data<uint8_t>()[i]) + 0.375f;
+          zp = std::move(f);
+        }
         Tensor scales = RandomF32({n, kb}, 2), bias = RandomF32({n}, 3);
         // 8-bit scales are 16x smaller for the same weight range (range / 255, not / 15),
         // which keeps the outputs, and the kernel's rounding, at the 4-bit cases' scale.
@@ -106,7 +113,7 @@ TEST(KernelSteps, BlockQuantLinear) {
         const int xi = pb.In(0, {b, s, k});
         const int wi = pb.Weight(woff, stored.dims(), stored.dtype());
         const int si = pb.Weight(soff, {n, kb});
-        const int zi = with_zp ? pb.Weight(zoff, {n, kb}, dt) : -1;
+        const int zi = with_zp ? pb.Weight(zoff, {n, kb}, zp.dtype()) : -1;
         const int bi = with_bias ? pb.Weight(boff, {n}) : -1;
         const int yi = pb.Out(0, {b, s, n});
         const char* act = with_bias ? "gelu" : "none";
@@ -120,7 +127,7 @@ TEST(KernelSteps, BlockQuantLinear) {
             "kiln", "BlockQuantLinear", {{"block_size", bs}, {"activation", std::string(act)}},
             {&x, &w, &scales, with_zp ? &zp : nullptr, with_bias ? &bias : nullptr});
         ExpectClose(got[0], want.outputs[0], kAtol, kRtol,
-                    absl::StrCat("layout=", layout, " zp=", with_zp, " bias=", with_bias));
+                    absl::StrCat("layout=", layout, " zp=", zero, " bias=", with_bias));
       }
     }
   // 8-bit codes with 4-bit zero points, and bits = 3.
@@ -140,7 +147,7 @@ TEST(KernelSteps, BlockQuantLinear) {
     const absl::Status st = Executor::Create(pb.Finish()).status();
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
     EXPECT_THAT(std::string(st.message()),
-                ::testing::HasSubstr(bits == 8 ? "zero points of 8-bit codes must be u8"
+                ::testing::HasSubstr(bits == 8 ? "zero points of 8-bit codes must be u8 or f32"
                                                : "bits 3 is not 4 or 8"));
   }
   Tensor bad = codes(DType::kU4, {n, k}, 16);

@@ -222,10 +222,12 @@ absl::StatusOr<StepPtr> PrepareBlockQuantLinear(const StepChecker& c, CpuPrepare
   auto it = env.block_quant_linears.find(key);
   if (it == env.block_quant_linears.end()) {
     const uint8_t* blob = c.plan().weights.data();
+    const bool int_zp = zp != nullptr && !r.float_zero_points;
     auto packed = cpu::BlockQuantGemm::Pack(
         env.ctx.isa, r.k, r.n, r.block_size, blob + w->offset,
-        reinterpret_cast<const float*>(blob + scales->offset), zp ? blob + zp->offset : nullptr,
-        bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr, layout);
+        reinterpret_cast<const float*>(blob + scales->offset), int_zp ? blob + zp->offset : nullptr,
+        bias ? reinterpret_cast<const float*>(blob + bias->offset) : nullptr, layout,
+        r.float_zero_points ? reinterpret_cast<const float*>(blob + zp->offset) : nullptr);
     if (!packed.ok())
       return c.Err("packing the %d-bit weights: %s", r.bits, packed.status().message());
     it = env.block_quant_linears.emplace(key, *std::move(packed)).first;

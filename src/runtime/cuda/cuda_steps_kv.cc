@@ -86,12 +86,16 @@ class TensorScatterStep final : public CudaStep {
 // block_quant_linear: the weights are the uploaded plan's (fixed at Init); x and y per run.
 class BlockQuantStep final : public CudaStep {
  public:
-  BlockQuantStep(cuda::BlockQuantArgs a, int64_t w, int64_t scales, int64_t zp, int64_t bias)
-      : a_(a), w_(w), scales_(scales), zp_(zp), bias_(bias) {}
+  BlockQuantStep(cuda::BlockQuantArgs a, int64_t w, int64_t scales, int64_t zp, bool float_zp,
+                 int64_t bias)
+      : a_(a), w_(w), scales_(scales), zp_(zp), bias_(bias), float_zp_(float_zp) {}
   absl::Status Init(const CudaInitEnv& env) override {
     a_.codes = reinterpret_cast<const uint8_t*>(env.weights + w_);
     a_.scales = reinterpret_cast<const float*>(env.weights + scales_);
-    a_.zero_points = zp_ >= 0 ? reinterpret_cast<const uint8_t*>(env.weights + zp_) : nullptr;
+    if (zp_ >= 0 && float_zp_)
+      a_.float_zero_points = reinterpret_cast<const float*>(env.weights + zp_);
+    else if (zp_ >= 0)
+      a_.zero_points = reinterpret_cast<const uint8_t*>(env.weights + zp_);
     a_.bias = bias_ >= 0 ? reinterpret_cast<const float*>(env.weights + bias_) : nullptr;
     return absl::OkStatus();
   }
@@ -105,6 +109,7 @@ class BlockQuantStep final : public CudaStep {
  private:
   cuda::BlockQuantArgs a_;
   int64_t w_, scales_, zp_, bias_;  // offsets in the weights blob (-1: absent)
+  bool float_zp_;                   // zp_ holds f32 zero points
 };
 
 }  // namespace
@@ -115,7 +120,8 @@ absl::StatusOr<StepPtr> PrepareCudaBlockQuantLinear(const StepChecker& c) {
   // (the kernel would read only its low nibble).
   const uint8_t* blob = c.plan().weights.data();
   const PlanBuffer *w = c.In(1), *zp = c.In(3);
-  for (const PlanBuffer* b : {r.two_codes_per_byte ? nullptr : w, zp}) {
+  for (const PlanBuffer* b :
+       {r.two_codes_per_byte ? nullptr : w, r.float_zero_points ? nullptr : zp}) {
     if (b == nullptr || r.bits == 8) continue;
     const uint8_t* p = blob + b->offset;
     for (int64_t i = 0; i < b->bytes; ++i)
@@ -146,7 +152,7 @@ absl::StatusOr<StepPtr> PrepareCudaBlockQuantLinear(const StepChecker& c) {
       break;
   }
   return StepPtr(new BlockQuantStep(a, w->offset, c.In(2)->offset, zp ? zp->offset : -1,
-                                    c.In(4) ? c.In(4)->offset : -1));
+                                    r.float_zero_points, c.In(4) ? c.In(4)->offset : -1));
 }
 
 absl::StatusOr<StepPtr> PrepareCudaTensorScatter(const StepChecker& c) {
