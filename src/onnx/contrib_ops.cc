@@ -53,6 +53,17 @@
 //   RotaryEmbedding(input, position_ids, cos_cache, sin_cache){interleaved, num_heads,
 //                   rotary_embedding_dim}
 //                                 ONNX's RotaryEmbedding(input, cos, sin, position_ids)
+//   FusedMatMul(A, B){alpha, transA, transB} (what onnxruntime's optimizer writes for
+//   MatMul · scale and MatMul(Transpose), in the files it saves)
+//                                 MatMul(A', B') · alpha, A' = A with its last two axes
+//                                 swapped when transA (B' likewise); transBatch* refused
+//   MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zero_point?, b_zero_point?, bias?)
+//                                 Cast(MatMulInteger(A, B, a_zp, b_zp), f32) ·
+//                                 (a_scale · b_scale) + bias: quantize_dynamic's own
+//                                 pattern, which the dequantize pass knows
+//   DynamicQuantizeMatMul(A, B, b_scale, b_zero_point?, bias?)
+//                                 DynamicQuantizeLinear(A) → (q, scale, zp), then as
+//                                 MatMulIntegerToFloat(q, B, scale, b_scale, zp, ...)
 // Unimplemented (named in the error): any other com.microsoft op; past/present state,
 // rotary or the 3-D/4-D/start-end mask formats of Attention; the statistics outputs of
 // the simplified norms; mask_index without a mask.
@@ -712,6 +723,52 @@ absl::Status ExpandGroupQueryAttention(Node* n, Expansion& e) {
   return absl::OkStatus();
 }
 
+// MatMulIntegerToFloat's computation, written as quantize_dynamic writes it (MatMulInteger,
+// Cast, Mul by the scales' product, the bias Add), so the dequantize pass and the fusions
+// see the pattern they know. a_scale must be per tensor (onnxruntime's CPU kernel also
+// takes only that); b_scale per tensor or per column of B.
+absl::Status ExpandIntegerMatMul(Node* n, Expansion& e, Value a, Value a_scale, Value a_zero,
+                                 int b_scale_at, int b_zero_at, int bias_at) {
+  const Type& st = a_scale.type();
+  if (st.has_rank() && st.rank() > 0 &&
+      !(st.rank() == 1 && st.shape->at(0).is_known() && st.shape->at(0).value() == 1))
+    return Unsupported(n, "a per-column a_scale is not supported (only a per-tensor one)");
+  std::vector<Value> in = {a, n->input(1)};
+  const bool b_zero = Has(n, b_zero_at);
+  if (a_zero || b_zero) in.push_back(a_zero);
+  if (b_zero) in.push_back(n->input(b_zero_at));
+  const Value acc = e.Op("MatMulInteger", std::move(in));
+  const Value scales = e.Op("Mul", {a_scale, n->input(b_scale_at)});
+  Value y = e.Op("Mul", {e.Op("Cast", {acc}, {{"to", int64_t{1}}}), scales});
+  if (Has(n, bias_at)) y = e.Op("Add", {y, n->input(bias_at)});
+  e.Bind(0, y);
+  return absl::OkStatus();
+}
+
+// FusedMatMul(A, B){alpha, transA, transB, transBatchA, transBatchB}.
+absl::Status ExpandFusedMatMul(Node* n, Expansion& e) {
+  if (n->attr_int_or("transBatchA", 0) != 0 || n->attr_int_or("transBatchB", 0) != 0)
+    return Unsupported(n, "transBatchA / transBatchB are not supported");
+  Value operands[2] = {n->input(0), n->input(1)};
+  const char* flags[2] = {"transA", "transB"};
+  for (int i = 0; i < 2; ++i) {
+    if (n->attr_int_or(flags[i], 0) == 0) continue;
+    const Type& t = operands[i].type();
+    if (!t.has_rank() || t.rank() < 2)
+      return Unsupported(n, absl::StrCat(flags[i], " needs the operand's rank (>= 2) at import; ",
+                                         "it is ", t.ToString()));
+    std::vector<int64_t> perm(static_cast<size_t>(t.rank()));
+    for (size_t d = 0; d < perm.size(); ++d) perm[d] = static_cast<int64_t>(d);
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    operands[i] = e.Op("Transpose", {operands[i]}, {{"perm", perm}});
+  }
+  Value y = e.Op("MatMul", {operands[0], operands[1]});
+  const float alpha = n->attr_float_or("alpha", 1.0f);
+  if (alpha != 1.0f) y = e.Op("Mul", {y, e.Op("CastLike", {e.F32(alpha), y})});
+  e.Bind(0, y);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
@@ -735,6 +792,9 @@ const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
       {"com.microsoft", "MultiHeadAttention", 1, 10, 1, 4, kPure},
       {"com.microsoft", "MatMulNBits", 3, 6, 1, 1, kPure},
       {"com.microsoft", "GroupQueryAttention", 1, 17, 1, 4, kPure},  // 5, 6 checked
+      {"com.microsoft", "FusedMatMul", 2, 2, 1, 1, kPure},
+      {"com.microsoft", "MatMulIntegerToFloat", 4, 7, 1, 1, kPure},
+      {"com.microsoft", "DynamicQuantizeMatMul", 3, 5, 1, 1, kPure},
   };
   for (const OpInfo& info : *table)
     if (info.domain == domain && info.name == op) return &info;
@@ -825,6 +885,15 @@ absl::Status ExpandContribOp(Graph& graph, Node* n,
     KILN_RETURN_IF_ERROR(ExpandMultiHeadAttention(n, e));
   } else if (op == "GroupQueryAttention") {
     KILN_RETURN_IF_ERROR(ExpandGroupQueryAttention(n, e));
+  } else if (op == "FusedMatMul") {
+    KILN_RETURN_IF_ERROR(ExpandFusedMatMul(n, e));
+  } else if (op == "MatMulIntegerToFloat") {
+    KILN_RETURN_IF_ERROR(ExpandIntegerMatMul(n, e, n->input(0), n->input(2),
+                                             Has(n, 4) ? n->input(4) : Value(), 3, 5, 6));
+  } else if (op == "DynamicQuantizeMatMul") {
+    std::vector<Value> qz;
+    const Value q = e.Op("DynamicQuantizeLinear", {n->input(0)}, {}, 3, &qz);
+    KILN_RETURN_IF_ERROR(ExpandIntegerMatMul(n, e, q, qz[0], qz[1], 2, 3, 4));
   } else if (op == "RotaryEmbedding") {
     // (input, position_ids, cos_cache, sin_cache): ONNX's RotaryEmbedding with the inputs
     // reordered; position ids [batch, sequence] only (a [1] offset is not supported).

@@ -8,7 +8,9 @@ formats, an attention bias, causal, cross-attention, heads-form K/V, a past cach
 masks and causality), GroupQueryAttention (separate and
 packed QKV, with and without a past cache, ragged batches, rotary halves / interleaved /
 partial, local window, softcap, scale, attention bias, causal=0), MatMulNBits (2, 4 and 8
-bits, f32 and f16, with and without zero points, a padded last block; also compiled) (and
+bits, f32 and f16, zero points absent, packed or float, a padded last block; also
+compiled), FusedMatMul (alpha, transposes), MatMulIntegerToFloat and DynamicQuantizeMatMul
+(per-tensor and per-column scales, u8 and s8 weights) (and
 BiasAdd, which onnxruntime runs on CUDA only, against numpy) — and the forms kiln refuses,
 each with its message.
 
@@ -467,3 +469,60 @@ def test_matmul_nbits(kiln_bin, tmp_path, zero_points, k, bits, dtype):
     for name, got in (("reference", np.load(out / "y.npy")), ("plan", np.load(plan_out / "y.npy"))):
         assert got.dtype == np_type, name
         assert np.all(np.abs(got.astype(np.float64) - want) <= bound), name
+
+
+@pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_fused_matmul(kiln_bin, tmp_path, trans):
+    """com.microsoft.FusedMatMul (onnxruntime's MatMul with the scale and the transposes of
+    its last two axes folded in, as it saves optimized files): MatMul of the transposed
+    operands times alpha, against onnxruntime within TOLERANCE."""
+    ta, tb = trans
+    a_shape = [2, 3, 6, 5] if ta else [2, 3, 5, 6]
+    b_shape = [2, 3, 4, 6] if tb else [2, 3, 6, 4]
+    node = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=MS, alpha=0.125, transA=ta,
+                            transB=tb)
+    m = model([node], [f32("a", a_shape), f32("b", b_shape)], [f32("y", [2, 3, 5, 4])])
+    check(kiln_bin, tmp_path, m, {"a": rand(*a_shape), "b": rand(*b_shape)})
+
+
+@pytest.mark.parametrize("form", ["to_float", "to_float_per_column", "dynamic", "dynamic_s8"])
+def test_integer_matmuls(kiln_bin, tmp_path, form):
+    """com.microsoft.MatMulIntegerToFloat and DynamicQuantizeMatMul (what onnxruntime makes of
+    quantize_dynamic's pattern in the files it saves): expanded back into that pattern
+    (DynamicQuantizeLinear, MatMulInteger, Cast, Mul by the scales' product, Add), so the
+    reference run matches onnxruntime within TOLERANCE; per-tensor and per-column weight
+    scales, u8 and s8 weights, zero points and bias."""
+    k, n = 6, 4
+    b_type = np.int8 if form == "dynamic_s8" else np.uint8
+    lo, hi = (-128, 128) if b_type == np.int8 else (0, 256)
+    w = RNG.integers(lo, hi, (k, n)).astype(b_type)
+    per_column = form == "to_float_per_column"
+    b_scale = RNG.uniform(0.01, 0.05, n if per_column else 1).astype(np.float32)
+    b_zero = RNG.integers(lo, hi, n if per_column else 1).astype(b_type)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b_scale, "b_scale"),
+             numpy_helper.from_array(b_zero, "b_zero"), numpy_helper.from_array(rand(n), "bias")]
+    if form.startswith("dynamic"):
+        node = helper.make_node("DynamicQuantizeMatMul", ["a", "w", "b_scale", "b_zero", "bias"],
+                                ["y"], domain=MS)
+        inputs, feeds = [f32("a", [2, 3, k])], {"a": rand(2, 3, k)}
+    else:
+        inits += [numpy_helper.from_array(np.array(0.02, np.float32), "a_scale"),
+                  numpy_helper.from_array(np.array(7, np.uint8), "a_zero")]
+        node = helper.make_node("MatMulIntegerToFloat",
+                                ["a", "w", "a_scale", "b_scale", "a_zero", "b_zero", "bias"],
+                                ["y"], domain=MS)
+        inputs = [helper.make_tensor_value_info("a", TensorProto.UINT8, [2, 3, k])]
+        feeds = {"a": RNG.integers(0, 256, (2, 3, k)).astype(np.uint8)}
+    check(kiln_bin, tmp_path, model([node], inputs, [f32("y", [2, 3, n])], inits), feeds)
+
+
+def test_fused_matmul_batch_transposes_are_refused(kiln_bin, tmp_path):
+    node = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=MS, transBatchA=1)
+    path = tmp_path / "m.onnx"
+    onnx.save(model([node], [f32("a", [2, 3, 4]), f32("b", [3, 4, 5])], [f32("y", None)]),
+              str(path))
+    p = subprocess.run([kiln_bin, "compile", str(path), "-o", str(tmp_path / "m.kiln")],
+                       capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert p.returncode != 0
+    assert "(com.microsoft.FusedMatMul" in p.stderr, p.stderr
+    assert "transBatchA / transBatchB are not supported" in p.stderr, p.stderr

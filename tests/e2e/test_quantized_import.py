@@ -2,7 +2,9 @@
 made here by onnxruntime's own quantizers from the BERT fixture and the real
 all-MiniLM-L6-v2 weights: quantize_dynamic (DynamicQuantizeLinear + MatMulInteger, the
 embedding tables u8 behind their Gather; per tensor and per channel), quantize_static in
-the QDQ format (per channel, calibrated on seeded valid inputs) and the int4 weight-only
+the QDQ format (per channel, calibrated on seeded valid inputs), the quantize_dynamic files
+as onnxruntime saves them after its optimizations (MatMulIntegerToFloat,
+DynamicQuantizeMatMul, FusedMatMul: expanded at import into the pattern above), and the int4 weight-only
 MatMulNBitsQuantizer (com.microsoft.MatMulNBits: 4 and 8 bits, on the float fixture and on
 its fp16 conversion).
 
@@ -46,6 +48,10 @@ BATCH, SEQ = 2, 16
 SHAPE = f"batch={BATCH},sequence={SEQ}"
 
 
+# The quantizers' files, and the dynamic ones as onnxruntime saves them optimized.
+KINDS = ["dynamic", "dynamic_per_channel", "qdq", "dynamic_saved", "dynamic_per_channel_saved"]
+
+
 def feeds_for(seed, batch=BATCH, seq=SEQ, vocab=1000):
     """Seeded ids; row 1 padded from 2/3 of the sequence on (calibration sets included:
     a quantizer that never sees padding gives the mask arithmetic a range of [0, 0])."""
@@ -78,6 +84,16 @@ def quantized(tmp_path_factory):
     quantize_static(str(FIXTURE), str(models["qdq"]), Reader(), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QUInt8,
                     weight_type=QuantType.QInt8)
+    # The dynamic files as onnxruntime saves them after its own optimizations (a session's
+    # optimized_model_filepath): MatMulIntegerToFloat, DynamicQuantizeMatMul, FusedMatMul
+    # and its other com.microsoft ops.
+    import onnxruntime as ort
+    for kind in ("dynamic", "dynamic_per_channel"):
+        models[f"{kind}_saved"] = d / f"{kind}_saved.onnx"
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = str(models[f"{kind}_saved"])
+        ort.InferenceSession(str(models[kind]), options, providers=["CPUExecutionProvider"])
     return models
 
 
@@ -124,10 +140,13 @@ def test_the_quantizers_wrote_integer_ops(quantized):
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops["dynamic_per_channel"]
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops["qdq"]
     assert "MatMulInteger" not in ops["qdq"]
+    for kind in ("dynamic_saved", "dynamic_per_channel_saved"):
+        assert {"MatMulIntegerToFloat", "DynamicQuantizeMatMul", "FusedMatMul"} <= ops[kind]
+        assert "MatMulInteger" not in ops[kind]
 
 
 @pytest.mark.parametrize("level", ["-O0", "-O1"])
-@pytest.mark.parametrize("kind", ["dynamic", "dynamic_per_channel", "qdq"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_integer_ops_run_exactly(kiln_bin, quantized, kind, level, tmp_path):
     feeds = feeds_for(0)
     want = run_onnxruntime(quantized[kind], feeds)
@@ -143,7 +162,7 @@ def kernel_counts(stderr):
     return {k: int(n) for k, n in (p.rsplit(" ", 1) for p in steps_by_kernel(stderr).split(", "))}
 
 
-@pytest.mark.parametrize("kind", ["dynamic", "dynamic_per_channel", "qdq"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_plans_fuse_like_the_float_model(kiln_bin, quantized, kind, tmp_path):
     """The quantized files compile to the float fixture's steps. The QDQ file has one more
     eltwise step: its pair on 1 - mask (values 0 and 1, so zero point 0) saturates at 0 and
@@ -168,7 +187,7 @@ def test_plans_fuse_like_the_float_model(kiln_bin, quantized, kind, tmp_path):
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
-@pytest.mark.parametrize("kind", ["dynamic", "dynamic_per_channel", "qdq"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_plans_match_onnxruntime_on_the_quantized_file(kiln_bin, quantized, kind, precision,
                                                        tmp_path):
     feeds = feeds_for(1)

@@ -124,11 +124,11 @@ std::vector<Case> Corpus() {
   c.push_back({"custom_domain_op",
                [] {
                  return WithNode([](auto& m) {
-                   AddNode(m, "FusedMatMul", {"x", "x"}, {"f"}, "fmm")->set_domain("com.microsoft");
+                   AddNode(m, "QAttention", {"x", "x"}, {"f"}, "qa")->set_domain("com.microsoft");
                  });
                },
                StatusCode::kUnimplemented,
-               "unsupported ops: com.microsoft.FusedMatMul (node 'fmm') at opset 17"});
+               "unsupported ops: com.microsoft.QAttention (node 'qa') at opset 17"});
   c.push_back({"op_newer_than_model_opset",
                [] { return WithNode([](auto& m) { AddNode(m, "Gelu", {"x"}, {"g"}, "gelu"); }); },
                StatusCode::kUnimplemented,
