@@ -64,6 +64,14 @@
 //   DynamicQuantizeMatMul(A, B, b_scale, b_zero_point?, bias?)
 //                                 DynamicQuantizeLinear(A) → (q, scale, zp), then as
 //                                 MatMulIntegerToFloat(q, B, scale, b_scale, zp, ...)
+//   GatherBlockQuantized(data, indices, scales, zero_points?){bits, block_size,
+//                        gather_axis=0, quantize_axis=1} (an int4 embedding table shared
+//                        with the LM head's MatMulNBits: onnxruntime-genai's
+//                        shared_embeddings)
+//                                 Gather(DequantizeLinear(codes, scales, zero points,
+//                                 axis 1, block_size), indices): u8 data unpacked two
+//                                 codes per byte (Mod / Div by 16) at 4 bits; absent zero
+//                                 points 2^(bits−1) (u8 data) or 0 (int4 data)
 // Unimplemented (named in the error): any other com.microsoft op; past/present state,
 // rotary or the 3-D/4-D/start-end mask formats of Attention; the statistics outputs of
 // the simplified norms; mask_index without a mask.
@@ -745,6 +753,69 @@ absl::Status ExpandIntegerMatMul(Node* n, Expansion& e, Value a, Value a_scale, 
   return absl::OkStatus();
 }
 
+// GatherBlockQuantized's table, dequantized (constant folding makes it the f32 table a plan
+// gathers from, as an unshared embedding's), then its rows.
+absl::Status ExpandGatherBlockQuantized(Node* n, Expansion& e) {
+  const int64_t gather_axis = n->attr_int_or("gather_axis", 0);
+  const int64_t quantize_axis = n->attr_int_or("quantize_axis", 1);
+  const int64_t bits = n->attr_int_or("bits", 4), bs = n->attr_int_or("block_size", 128);
+  if (gather_axis != 0 || (quantize_axis != 1 && quantize_axis != -1))
+    return Unsupported(n,
+                       "only gather_axis 0 and quantize_axis 1 (the rows of a [rows, hidden] "
+                       "table) are supported");
+  if ((bits != 4 && bits != 8) || bs < 16 || (bs & (bs - 1)) != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        n->Describe(), ": bits must be 4 or 8 and block_size a power of two >= 16, got bits=", bits,
+        " block_size=", bs));
+  // The data's dtype, through the Reshape that views the LM head's MatMulNBits codes as the
+  // table (types of computed values are not known at import).
+  Value source = n->input(0);
+  while (source.type().dtype == DType::kUndefined && source.node->domain().empty() &&
+         (source.node->op() == "Reshape" || source.node->op() == "Identity" ||
+          source.node->op() == "Squeeze" || source.node->op() == "Unsqueeze") &&
+         source.node->num_inputs() > 0 && source.node->input(0))
+    source = source.node->input(0);
+  const DType dt = source.type().dtype;
+  auto u8 = [&](uint8_t v) {
+    Tensor t(DType::kU8, {});
+    t.data<uint8_t>()[0] = v;
+    return e.Const(std::move(t));
+  };
+  // u8 data at 4 bits: two codes per byte, the first in the low nibble, along the rows.
+  auto unpack = [&](Value packed) {
+    if (bits == 8) return packed;
+    const Value lo = e.Op("Unsqueeze", {e.Op("Mod", {packed, u8(16)}), e.I64({2})});
+    const Value hi = e.Op("Unsqueeze", {e.Op("Div", {packed, u8(16)}), e.I64({2})});
+    return e.Op("Reshape", {e.Op("Concat", {lo, hi}, {{"axis", int64_t{2}}}), e.I64({0, -1})});
+  };
+  Value codes, zero;
+  const Value scales = n->input(2);
+  if (dt == DType::kU8) {
+    codes = unpack(n->input(0));
+    if (Has(n, 3)) {  // packed like the data: as many columns as the blocks, rounded up
+      const Value blocks = e.Op("Reshape", {DimOf(e, scales, 1), e.I64({1})});
+      zero = e.Op("Slice", {unpack(n->input(3)), e.I64({0}), blocks, e.I64({1})});
+    } else {
+      Tensor value(DType::kU8, {1});
+      value.data<uint8_t>()[0] = static_cast<uint8_t>(1 << (bits - 1));
+      zero = e.Op("ConstantOfShape", {e.Op("Shape", {scales})}, {{"value", std::move(value)}});
+    }
+  } else if (dt == DType::kU4 || dt == DType::kI4) {
+    if (bits != 4) return Unsupported(n, "int4 / uint4 data needs bits = 4");
+    codes = n->input(0);  // absent zero points: DequantizeLinear's 0, as onnxruntime's
+    if (Has(n, 3)) zero = n->input(3);
+  } else {
+    return Unsupported(n, absl::StrCat("the data must be uint8, uint4 or int4 (known at import), ",
+                                       "got ", n->input(0).type().ToString()));
+  }
+  std::vector<Value> dq = {codes, scales};
+  if (zero) dq.push_back(zero);
+  const Value table =
+      e.Op("DequantizeLinear", std::move(dq), {{"axis", int64_t{1}}, {"block_size", bs}});
+  e.Bind(0, e.Op("Gather", {table, n->input(1)}, {{"axis", int64_t{0}}}));
+  return absl::OkStatus();
+}
+
 // FusedMatMul(A, B){alpha, transA, transB, transBatchA, transBatchB}.
 absl::Status ExpandFusedMatMul(Node* n, Expansion& e) {
   if (n->attr_int_or("transBatchA", 0) != 0 || n->attr_int_or("transBatchB", 0) != 0)
@@ -795,6 +866,7 @@ const OpInfo* FindContribOp(std::string_view domain, std::string_view op) {
       {"com.microsoft", "FusedMatMul", 2, 2, 1, 1, kPure},
       {"com.microsoft", "MatMulIntegerToFloat", 4, 7, 1, 1, kPure},
       {"com.microsoft", "DynamicQuantizeMatMul", 3, 5, 1, 1, kPure},
+      {"com.microsoft", "GatherBlockQuantized", 3, 4, 1, 1, kPure},
   };
   for (const OpInfo& info : *table)
     if (info.domain == domain && info.name == op) return &info;
@@ -885,6 +957,8 @@ absl::Status ExpandContribOp(Graph& graph, Node* n,
     KILN_RETURN_IF_ERROR(ExpandMultiHeadAttention(n, e));
   } else if (op == "GroupQueryAttention") {
     KILN_RETURN_IF_ERROR(ExpandGroupQueryAttention(n, e));
+  } else if (op == "GatherBlockQuantized") {
+    KILN_RETURN_IF_ERROR(ExpandGatherBlockQuantized(n, e));
   } else if (op == "FusedMatMul") {
     KILN_RETURN_IF_ERROR(ExpandFusedMatMul(n, e));
   } else if (op == "MatMulIntegerToFloat") {

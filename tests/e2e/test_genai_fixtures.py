@@ -283,3 +283,53 @@ def test_fp16_file_generates_as_its_f32_widening(kiln_bin, tmp_path):
     _, want_logits = ort_generate(reference, prompt, NEW_TOKENS, forced=got["tokens"])
     worst = float(np.max(np.abs(logits[:, 0] - want_logits)))
     assert worst <= 1e-4, f"logits differ by {worst}"
+
+
+def test_shared_int4_embeddings_generate(kiln_bin, tmp_path):
+    """onnxruntime-genai's shared_embeddings: a tied model's embedding table is the LM head's
+    int4 codes, read through com.microsoft.GatherBlockQuantized over a Reshape of the
+    MatMulNBits weight (made here from the int4 fixture the way the builder writes it). kiln
+    dequantizes the table (DequantizeLinear, folded) and gathers its rows; the generation
+    plan has the fixture's steps, and its greedy tokens and logits match onnxruntime at
+    accuracy_level 0 within 1e-4, as the fixtures' (measured 7.2e-7; the LM head's random
+    weights as embeddings make this model repeat one token, so the logits carry the check)."""
+    from onnx import helper, numpy_helper
+
+    source = GENAI_DIR / "qwen2_int4" / "model.onnx"
+    m = onnx.load(str(source))
+    (gather,) = [n for n in m.graph.node if n.name == "/model/embed_tokens/Gather"]
+    codes, scales = "lm_head.MatMul.weight_Q4", "lm_head.MatMul.weight_scales"
+    rows = [t for t in m.graph.initializer if t.name == codes][0].dims[0]
+    shape = helper.make_node("Constant", [], ["table_shape"], value=numpy_helper.from_array(
+        np.array([rows, -1], np.int64)))
+    table = helper.make_node("Reshape", [codes, "table_shape"], ["table"])
+    shared = helper.make_node("GatherBlockQuantized", [table.output[0], "input_ids", scales],
+                              list(gather.output), domain="com.microsoft", bits=4, block_size=32,
+                              gather_axis=0, quantize_axis=1)
+    at = list(m.graph.node).index(gather)
+    m.graph.node.remove(gather)
+    for k, node in enumerate((shape, table, shared)):
+        m.graph.node.insert(at + k, node)
+    embed = [t for t in m.graph.initializer if t.name == gather.input[0]][0]
+    m.graph.initializer.remove(embed)
+    model = tmp_path / "shared.onnx"
+    onnx.save(m, str(model))
+    plans = {}
+    for name, path in (("shared", model), ("fixture", source)):
+        plans[name] = tmp_path / f"{name}.kiln"
+        proc = subprocess.run(
+            [kiln_bin, "compile", str(path), "-o", str(plans[name]), "--profile",
+             "batch_size=1:2,sequence_length=8:16", "--shape", f"kv_cache_dim={HEAD}",
+             "--decode-context", "64"],
+            capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+        assert proc.returncode == 0, f"compile {path} failed:\n{proc.stderr}"
+        plans[name + "_steps"] = [ln for ln in proc.stderr.splitlines() if "steps by kernel" in ln]
+    assert plans["shared_steps"] == plans["fixture_steps"]
+    prompt = [5, 17, 33, 200, 9]
+    got, logits = kiln_generate(kiln_bin, plans["shared"], [prompt], tmp_path / "gen", NEW_TOKENS)
+    reference = onnx_reference.accuracy_level_zero(model, tmp_path)
+    want, _ = ort_generate(reference, prompt, NEW_TOKENS)
+    assert got["tokens"] == want
+    _, want_logits = ort_generate(reference, prompt, NEW_TOKENS, forced=got["tokens"])
+    worst = float(np.max(np.abs(logits[:, 0] - want_logits)))
+    assert worst <= 1e-4, f"logits differ by {worst}"

@@ -10,7 +10,8 @@ packed QKV, with and without a past cache, ragged batches, rotary halves / inter
 partial, local window, softcap, scale, attention bias, causal=0), MatMulNBits (2, 4 and 8
 bits, f32 and f16, zero points absent, packed or float, a padded last block; also
 compiled), FusedMatMul (alpha, transposes), MatMulIntegerToFloat and DynamicQuantizeMatMul
-(per-tensor and per-column scales, u8 and s8 weights) (and
+(per-tensor and per-column scales, u8 and s8 weights), GatherBlockQuantized (u8 data at 4
+and 8 bits, uint4 / int4 data, with and without zero points) (and
 BiasAdd, which onnxruntime runs on CUDA only, against numpy) — and the forms kiln refuses,
 each with its message.
 
@@ -526,3 +527,35 @@ def test_fused_matmul_batch_transposes_are_refused(kiln_bin, tmp_path):
     assert p.returncode != 0
     assert "(com.microsoft.FusedMatMul" in p.stderr, p.stderr
     assert "transBatchA / transBatchB are not supported" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("data", ["u8_4bit", "u8_8bit", "uint4", "int4"])
+@pytest.mark.parametrize("zero_points", [False, True])
+def test_gather_block_quantized(kiln_bin, tmp_path, data, zero_points):
+    """com.microsoft.GatherBlockQuantized (onnxruntime-genai's shared int4 embeddings): rows of
+    a block-quantized [rows, hidden] table, w = (code − zero) · scale (zero 2^(bits−1) for
+    u8 data, 0 for int4 data when absent); u8 data packs two 4-bit codes per byte, zero
+    points packed like it; also uint4 / int4 data. Against onnxruntime within TOLERANCE."""
+    rows, hidden, bs = 10, 64, 32
+    blocks = hidden // bs
+    bits = 8 if data == "u8_8bit" else 4
+    lo, hi = (-8, 8) if data == "int4" else (0, 2**bits)
+    codes = RNG.integers(lo, hi, (rows, hidden))
+    zps = RNG.integers(lo, hi, (rows, blocks))
+    if data.startswith("u8"):
+        table = codes.astype(np.uint8) if bits == 8 else pack_low_first(codes.astype(np.uint8), 4)
+        zp = zps.astype(np.uint8) if bits == 8 else pack_low_first(zps.astype(np.uint8), 4)
+        inits = [numpy_helper.from_array(table, "data"), numpy_helper.from_array(zp, "zp")]
+    else:
+        t = TensorProto.UINT4 if data == "uint4" else TensorProto.INT4
+        inits = [helper.make_tensor("data", t, [rows, hidden], codes.reshape(-1).tolist()),
+                 helper.make_tensor("zp", t, [rows, blocks], zps.reshape(-1).tolist())]
+    inits.append(numpy_helper.from_array(RNG.uniform(0.01, 0.1, (rows, blocks)).astype(np.float32),
+                                         "scales"))
+    ins = ["data", "ids", "scales"] + (["zp"] if zero_points else [])
+    node = helper.make_node("GatherBlockQuantized", ins, ["y"], domain=MS, bits=bits,
+                            block_size=bs, gather_axis=0, quantize_axis=1)
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])
+    m = model([node], [ids], [f32("y", [2, 3, hidden])], inits, opset=21)
+    feeds = {"ids": np.array([[1, 3, 9], [0, 0, 5]], np.int64)}
+    check(kiln_bin, tmp_path, m, feeds)
