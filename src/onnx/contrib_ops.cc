@@ -311,7 +311,9 @@ absl::Status ExpandAttention(Node* n, Expansion& e) {
 // would keep it from fusing).
 absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Value v, Value scale,
                                   Value queries, Value keys, int mask_at, int bias_at) {
-  Value scores = e.Op("Mul", {e.Op("MatMul", {q, kt}), scale});
+  // The scale and the masks are built in f32 and cast to Q's dtype (an fp16 file's
+  // Attention computes in fp16; for f32 the CastLikes are no-ops the passes remove).
+  Value scores = e.Op("Mul", {e.Op("MatMul", {q, kt}), e.Op("CastLike", {scale, q})});
   const float filter = n->attr_float_or("mask_filter_value", -10000.0f);
   if (Has(n, mask_at)) {
     const Type& mt = n->input(mask_at).type();
@@ -331,7 +333,7 @@ absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Valu
                          "are supported (its rank must be known at import)");
     }
     Value masked = e.Op("Sub", {e.F32(1.0f), keep});
-    Value bias = e.Op("Mul", {masked, e.F32(filter)});
+    Value bias = e.Op("CastLike", {e.Op("Mul", {masked, e.F32(filter)}), q});
     bias = e.Op("Unsqueeze", {bias, e.I64({1, 2})});
     scores = e.Op("Add", {scores, bias});
   }
@@ -342,7 +344,8 @@ absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Valu
                     {{"axis", int64_t{0}}});
     Value ones = e.Op("ConstantOfShape", {st}, {{"value", Tensor::FromF32({1}, {1.0f})}});
     Value tril = e.Op("Trilu", {ones, e.Op("Sub", {keys, queries})}, {{"upper", int64_t{0}}});
-    scores = e.Op("Add", {scores, e.Op("Mul", {e.Op("Sub", {e.F32(1.0f), tril}), e.F32(filter)})});
+    const Value causal = e.Op("Mul", {e.Op("Sub", {e.F32(1.0f), tril}), e.F32(filter)});
+    scores = e.Op("Add", {scores, e.Op("CastLike", {causal, q})});
   }
   if (Has(n, bias_at)) scores = e.Op("Add", {scores, n->input(bias_at)});
   Value probs = e.Op("Softmax", {scores}, {{"axis", int64_t{-1}}});
