@@ -19,6 +19,8 @@
 //     disappears. Exact. Cast(Cast(x, f16), f32) rounds and is left alone.
 //     Integer -> float -> integer is left alone unless T2 holds every T0 value: the
 //     float -> integer Cast saturates where integer -> integer wraps.
+//   - CastLike(x, y) with y's dtype known -> Cast(x){to = that dtype} (the same
+//     conversion; no target has a CastLike kernel). Exact.
 //   - RMSNormalization (opset 23) over the last axis with a [hidden] scale of x's dtype
 //     and f32 statistics -> kiln.RMSNorm (the same formula). Exact.
 //   - RotaryEmbedding (opset 23) with known cache width and head size -> kiln.Rotary on the
@@ -160,6 +162,7 @@ class CanonicalizePass final : public Pass {
     if (IsOp(n, "Div") && n->num_inputs() == 2) return DivRules(n);
     if (IsOp(n, "Pow") && n->num_inputs() == 2) return PowRules(n);
     if (IsOp(n, "Cast") && n->num_inputs() == 1) return CastPair(n);
+    if (IsOp(n, "CastLike") && n->num_inputs() == 2) return CastLikeToCast(n);
     if (IsOp(n, "RMSNormalization") && n->num_inputs() == 2) return RmsNormalization(n);
     if (IsOp(n, "RotaryEmbedding") && n->num_inputs() >= 3) return RotaryEmbedding(n);
     return false;
@@ -380,6 +383,17 @@ class CanonicalizePass final : public Pass {
   // wrap(v), which differ whenever some v of T0 lies outside T2 (u8 200 -> f32 -> i8 is
   // 127, u8 200 -> i8 is -56). That pair is kept unless every T0 value fits in T2
   // (T2 == T0 or T0 -> T2 lossless), where both give v.
+  bool CastLikeToCast(Node* n) {
+    const Value x = n->input(0), like = n->input(1);
+    if (!x || !like || like.type().dtype == DType::kUndefined) return false;
+    Node* cast = g_->InsertNodeBefore(n, "Cast", {x}, 1);
+    cast->set_attr("to", DTypeToOnnx(like.type().dtype));
+    cast->set_provenance(n->provenance());
+    Replace(n, cast->output(0), true);
+    Count("CastLike made a Cast");
+    return true;
+  }
+
   bool CastPair(Node* outer) {
     Node* inner = ProducerIs(outer->input(0), "Cast");
     if (inner == nullptr || inner->num_inputs() != 1 || !inner->input(0)) return false;

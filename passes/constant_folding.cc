@@ -1,6 +1,8 @@
 // constant-folding: replaces every pure node whose inputs are all Constants with Constant
 // nodes holding its outputs, computed by the reference kernels (EvaluateNode), and folds
-// Shape of any value whose selected dims are known from its type (no evaluation needed).
+// Shape of any value whose selected dims are known from its type (no evaluation needed),
+// and CastLike of a float Constant to a float value's known dtype (only the dtype of the
+// second input matters: expansions cast their f32 constants like the model's data).
 // Why: exporters rebuild position ids, attention-mask arithmetic and every
 // Shape->Gather->Concat chain at run time; once shapes are known (shape inference) all of
 // that is constant, and folding it removes the nodes and exposes more simplification.
@@ -32,6 +34,24 @@
 
 namespace kiln {
 namespace {
+
+// CastLike(c, y): a float Constant c converted to y's known float dtype (each value rounded
+// once, as Cast does), or nullopt.
+std::optional<Tensor> CastLikeOfConstant(const Node& n) {
+  if (n.num_inputs() != 2 || !n.input(0) || !n.input(1)) return std::nullopt;
+  const Tensor* c = n.input(0).node->constant_value();
+  const DType to = n.input(1).type().dtype;
+  auto is_float = [](DType t) {
+    return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kF64;
+  };
+  // (An f64 constant would round twice on its way to f16 through SetFromDouble's float.)
+  if (c == nullptr || !is_float(c->dtype()) || c->dtype() == DType::kF64 || !is_float(to) ||
+      c->NumElements() > 4096)
+    return std::nullopt;
+  Tensor out(to, c->dims());
+  for (int64_t i = 0; i < c->NumElements(); ++i) out.SetFromDouble(i, c->GetAsDouble(i));
+  return out;
+}
 
 // The dims Shape node `n` reports, as far as its input's type tells (rank must be known).
 std::optional<std::vector<Dim>> ShapeDims(const Node& n) {
@@ -120,6 +140,7 @@ class ConstantFoldingPass final : public Pass {
       std::optional<Tensor> t;
       if (n->op() == "Shape") t = ShapeFromType(*n);
       if (n->op() == "Gather") t = GatherOfShape(*n);
+      if (n->op() == "CastLike") t = CastLikeOfConstant(*n);
       if (t) {
         if (n->op() == "Gather") Count("folded Gather of Shape");
         KILN_RETURN_IF_ERROR(Replace(g, n, {std::move(*t)}));

@@ -285,7 +285,9 @@ class BlockQuantBiasRule final : public fusion::FusionRule<QuantBias> {
     const Tensor* w = ConstantOf(lin->input(1));
     auto [add, b] = ConstantAddAfter(g, lin->output(0));
     if (w == nullptr || w->rank() != 2 || add == nullptr) return std::nullopt;
-    std::optional<Tensor> v = BiasVector(b, w->dims()[0], RankOr1(lin->output(0)), DType::kF32);
+    const DType dt = lin->output_info(0).type.dtype;  // X's (f32, f16 or bf16)
+    if (dt == DType::kUndefined) return std::nullopt;
+    std::optional<Tensor> v = BiasVector(b, w->dims()[0], RankOr1(lin->output(0)), dt);
     if (!v) return std::nullopt;
     return QuantBias{lin, add, *std::move(v)};
   }

@@ -115,13 +115,9 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
       Count("saturating clips inserted");
       src = clip->output(0);
     }
-    Node* c = g.InsertNodeBefore(before, "Cast", {src}, 1);
-    c->set_attr("to", static_cast<int64_t>(DTypeToOnnx(to)));
-    Type t = v.type();
-    t.dtype = to;
-    c->set_output_type(0, t);
-    c->set_output_name(
-        0, absl::StrCat(v.node->output_info(v.index).name, "_", std::string(DTypeName(to))));
+    Node* c = rewrite::InsertCast(
+        g, before, src, to,
+        absl::StrCat(v.node->output_info(v.index).name, "_", std::string(DTypeName(to))));
     c->set_provenance(v.node->provenance());
     Count("casts inserted");
     if (to == low) lowered.insert(key_of(c->output(0)));
@@ -274,13 +270,7 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
   for (size_t o = 0; o < g.outputs().size(); ++o) {
     const Value v = g.outputs()[o].value;
     if (!output_was_f32[o] || !lowered.count(key_of(v))) continue;
-    Node* c = g.AddNode("Cast", {v}, 1);
-    c->set_attr("to", static_cast<int64_t>(DTypeToOnnx(DType::kF32)));
-    Type t = v.type();
-    t.dtype = DType::kF32;
-    c->set_output_type(0, t);
-    c->set_output_name(0, g.outputs()[o].name);
-    c->set_provenance(v.node->provenance());
+    Node* c = rewrite::InsertCast(g, nullptr, v, DType::kF32, g.outputs()[o].name);
     g.SetOutputValue(static_cast<int>(o), c->output(0));
     Count("casts inserted");
     changed = true;

@@ -12,6 +12,7 @@ std::unique_ptr<Pass> CreateShapeInferencePass();         // shape_inference.cc
 std::unique_ptr<Pass> CreateConstantFoldingPass();        // constant_folding.cc
 std::unique_ptr<Pass> CreateDeadCodeEliminationPass();    // dead_code_elimination.cc
 std::unique_ptr<Pass> CreateSplitToSlicesPass();          // split_to_slices.cc
+std::unique_ptr<Pass> CreateF32OperandsPass();            // f32_operands.cc
 std::unique_ptr<Pass> CreateCommonSubexpressionPass();    // common_subexpression.cc
 std::unique_ptr<Pass> CreateTransposeEliminationPass();   // transpose_elimination.cc
 std::unique_ptr<Pass> CreateReshapeSimplificationPass();  // reshape_simplification.cc

@@ -101,6 +101,11 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
                       "the Splits the fusions left become Slices, which every target has a "
                       "kernel for",
                       "after the fusions, whose matchers look for the Split itself"});
+  p.stages.push_back({{"f32-operands"},
+                      1,
+                      "an fp16 model's own 16-bit attention masks read through a Cast to "
+                      "f32, the only mask the attention kernels take",
+                      "after the fusions, whose ops list their f32-only operands"});
   p.stages.push_back({{"shape-inference", "constant-folding", "cse", "dce"},
                       4,
                       "type the fused ops and remove what the fusions left dead",

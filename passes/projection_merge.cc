@@ -90,8 +90,8 @@ std::string Analyze(const Graph& g, Value v, const char* which, Projection* p) {
   }
   if (!p->block_quant && (p->w == nullptr || p->w->rank() != 2 || !IsFloat(p->w->dtype())))
     return absl::StrFormat("the %s projection's weight is not a constant float matrix", which);
-  // The bias has the output's dtype: the weight's, or f32 for block-quantized codes.
-  const DType out_dtype = p->block_quant ? DType::kF32 : p->w->dtype();
+  // The bias has the output's dtype: the weight's, or X's for block-quantized codes.
+  const DType out_dtype = p->block_quant ? p->x.type().dtype : p->w->dtype();
   if (bias) {
     p->bias = ConstantOf(bias);
     if (p->bias == nullptr || p->bias->NumElements() != p->n() || p->bias->dtype() != out_dtype)
@@ -261,7 +261,7 @@ Node* InsertMerged(Graph& g, const std::vector<Projection>& ps, const rewrite::N
   Type t = ps[0].out.type();
   if (!t.has_rank()) {
     t = ps[0].x.type();
-    t.dtype = quant ? DType::kF32 : ps[0].w->dtype();
+    t.dtype = quant ? ps[0].x.type().dtype : ps[0].w->dtype();
   }
   if (t.shape && !t.shape->empty()) t.shape->back() = Dim::Known(total);
   lin->set_output_type(0, t);

@@ -37,6 +37,7 @@ constexpr Entry kPasses[] = {
     {"fuse-embed-layernorm", CreateFuseEmbedLayerNormPass},
     {"fuse-pooling", CreateFusePoolingPass},
     {"split-to-slices", CreateSplitToSlicesPass},
+    {"f32-operands", CreateF32OperandsPass},
     {"lower-precision", CreateLowerPrecisionPass},
     {"gemm-precision", CreateGemmPrecisionPass},
     {"numeric-safety", CreateNumericSafetyPass},

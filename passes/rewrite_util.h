@@ -222,6 +222,19 @@ inline std::optional<Tensor> AsVector(const Tensor& t, int64_t n, int max_rank,
 }
 
 // Inserts a Constant holding `t` right before `before` (so every later node may read it).
+// Cast(v){to}: inserted before `before` (appended when null), typed as v with dtype `to`,
+// named `name`, attributed to v's producer.
+inline Node* InsertCast(Graph& g, Node* before, Value v, DType to, const std::string& name) {
+  Node* c = before ? g.InsertNodeBefore(before, "Cast", {v}, 1) : g.AddNode("Cast", {v}, 1);
+  c->set_attr("to", static_cast<int64_t>(DTypeToOnnx(to)));
+  Type t = v.type();
+  t.dtype = to;
+  c->set_output_type(0, t);
+  c->set_output_name(0, name);
+  c->set_provenance(v.node->provenance());
+  return c;
+}
+
 inline Node* InsertConstant(Graph& g, Node* before, const std::string& name, Tensor t) {
   Node* c = g.InsertNodeBefore(before, "Constant", {}, 1);
   c->set_output_type(0, Type::Of(t));

@@ -94,8 +94,9 @@ Rule QuantLinearRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(x.dtype, std::move(out)));
 }
 
-// kiln.BlockQuantLinear(X [..., K] f32, W [N, K] u4 or u8, scales [N, KB] f32, zero_points
-// [N, KB] W's dtype or f32?, B [N]?){block_size} -> Y [..., N], KB = ceil(K / block_size).
+// kiln.BlockQuantLinear(X [..., K] f32|f16|bf16, W [N, K] u4 or u8, scales [N, KB] f32,
+// zero_points [N, KB] W's dtype or f32?, B [N] X's dtype?){block_size} -> Y [..., N] X's
+// dtype, KB = ceil(K / block_size).
 Rule BlockQuantLinearRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   const Type& w = ctx.input_type(1);
@@ -103,8 +104,9 @@ Rule BlockQuantLinearRule(const RuleContext& ctx) {
   KILN_RETURN_IF_ERROR(CheckRank(ctx, 2, 2, "scales"));
   KILN_RETURN_IF_ERROR(CheckRank(ctx, 3, 2, "zero_points"));
   if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
-  if (x.dtype != DType::kUndefined && x.dtype != DType::kF32)
-    return ctx.Error(absl::StrCat("X must be f32, got ", x.ToString()));
+  if (x.dtype != DType::kUndefined && x.dtype != DType::kF32 && x.dtype != DType::kF16 &&
+      x.dtype != DType::kBF16)
+    return ctx.Error(absl::StrCat("X must be f32, f16 or bf16, got ", x.ToString()));
   if (w.dtype != DType::kUndefined && w.dtype != DType::kU4 && w.dtype != DType::kU8)
     return ctx.Error(absl::StrCat("W must be uint4 or uint8, got ", w.ToString()));
   if (ctx.has_input(3) && w.dtype != DType::kUndefined &&

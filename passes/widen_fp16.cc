@@ -100,11 +100,8 @@ absl::StatusOr<bool> WidenFp16Pass::RunImpl(Graph& g, const PassContext& ctx) {
         continue;
       }
       const std::vector<Use> uses = n->output_info(0).uses;
-      Node* cast = g.AddNode("Cast", {n->output(0)}, 1);
-      cast->set_attr("to", kF32);
-      cast->set_output_type(0, Widened(n->output_info(0).type, /*keep_shape=*/true));
-      cast->set_output_name(0, absl::StrCat(n->output_info(0).name, "_f32"));
-      cast->set_provenance(n->provenance());
+      Node* cast = rewrite::InsertCast(g, nullptr, n->output(0), DType::kF32,
+                                       absl::StrCat(n->output_info(0).name, "_f32"));
       for (const Use& u : uses) g.SetInput(u.user, u.operand, cast->output(0));
       Count("f16 inputs cast to f32");
       continue;
@@ -131,13 +128,7 @@ absl::StatusOr<bool> WidenFp16Pass::RunImpl(Graph& g, const PassContext& ctx) {
   for (size_t o = 0; o < g.outputs().size(); ++o) {
     if (!output_f16[o]) continue;
     const Value v = g.outputs()[o].value;
-    Node* c = g.AddNode("Cast", {v}, 1);
-    c->set_attr("to", kF16);
-    Type t = v.type();
-    t.dtype = DType::kF16;
-    c->set_output_type(0, t);
-    c->set_output_name(0, g.outputs()[o].name);
-    c->set_provenance(v.node->provenance());
+    Node* c = rewrite::InsertCast(g, nullptr, v, DType::kF16, g.outputs()[o].name);
     g.SetOutputValue(static_cast<int>(o), c->output(0));
     Count("f16 outputs cast back");
   }

@@ -24,7 +24,11 @@ __device__ __forceinline__ float Activate(float v, BlockQuantAct act) {
   return v;
 }
 
+template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a) {
+  const T* xs = static_cast<const T*>(a.x);
+  const T* bias = static_cast<const T*>(a.bias);
+  T* ys = static_cast<T*>(a.y);
   const int lane = threadIdx.x & 31;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (n >= a.n) return;  // the whole warp
@@ -55,10 +59,10 @@ __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a
                          : zps ? static_cast<float>(zps[kb] & mask)
                                : static_cast<float>(default_zero);
         const float w = (static_cast<float>(code) - zp) * scales[kb];
-        const float* x = a.x + m0 * a.k + k;
+        const T* x = xs + m0 * a.k + k;
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
-          if (r < rows) acc[r] += x[r * a.k] * w;
+          if (r < rows) acc[r] += ToFloat(x[r * a.k]) * w;
       }
     }
 #pragma unroll
@@ -68,8 +72,8 @@ __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
         if (r == lane) v = acc[r];
-      if (a.bias) v += a.bias[n];
-      a.y[(m0 + lane) * a.n + n] = Activate(v, a.act);
+      if (bias) v += ToFloat(bias[n]);
+      ys[(m0 + lane) * a.n + n] = FromFloat<T>(Activate(v, a.act));
     }
   }
 }
@@ -83,8 +87,10 @@ cudaError_t BlockQuantLinear(const BlockQuantArgs& a, cudaStream_t stream) {
       (a.n + kWarps - 1) / kWarps > 0x7fffffff)
     return cudaErrorInvalidValue;
   const unsigned grid = static_cast<unsigned>((a.n + kWarps - 1) / kWarps);
-  BlockQuantKernel<<<grid, kWarps * 32, 0, stream>>>(a);
-  return cudaGetLastError();
+  return DispatchFloat(a.dtype, [&](auto t) {
+    BlockQuantKernel<decltype(t)><<<grid, kWarps * 32, 0, stream>>>(a);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace kiln::cuda

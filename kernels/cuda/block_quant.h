@@ -10,7 +10,9 @@
 // reduction finishes them. Decode (a few rows) reads each weight byte once, which is the
 // whole cost; a long prompt re-reads the column per 8 rows (from L2 mostly) and computes
 // on CUDA cores — correct, not tensor-core fast.
-// Limits: f32 x / y / scales / bias; n ≤ 2^31 − 1 columns.
+// x, bias and y are f32, f16 or bf16 (a 16-bit model's own activations: converted to f32
+// as they are read, the f32 sum rounded once when written).
+// Limits: n ≤ 2^31 − 1 columns.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +24,14 @@ namespace kiln::cuda {
 enum class BlockQuantAct : uint8_t { kNone, kGeluErf, kGeluTanh, kRelu, kTanh };
 
 struct BlockQuantArgs {
-  const float* x = nullptr;                  // [m, k]
+  ElemType dtype = ElemType::kF32;           // x, bias and y: f32, f16 or bf16
+  const void* x = nullptr;                   // [m, k]
   const uint8_t* codes = nullptr;            // [n, ceil(k/2)], or [n, k] (one per byte, 8 bits)
   const float* scales = nullptr;             // [n, blocks]
   const uint8_t* zero_points = nullptr;      // [n, blocks] or null (2^(bits−1))
   const float* float_zero_points = nullptr;  // [n, blocks] (instead of zero_points) or null
-  const float* bias = nullptr;               // [n] or null
-  float* y = nullptr;                        // [m, n]
+  const void* bias = nullptr;                // [n] (x's dtype) or null
+  void* y = nullptr;                         // [m, n] (x's dtype)
   int64_t m = 0, k = 0, n = 0, block_size = 0;
   int bits = 4;                    // 4 or 8
   bool one_code_per_byte = false;  // 4 bits: u4 [n, k] (8 bits always are)

@@ -360,9 +360,10 @@ absl::StatusOr<Value> AttendHeads(Node* n, Expansion& e, Value q, Value kt, Valu
 // DequantizeLinear, which constant folding turns into the f32 weight a plan multiplies —
 // except 4 and 8 bits with constant scales, which become kiln.BlockQuantLinear(A, codes,
 // scales [N, k_blocks], zero points?, bias?){block_size} and stay 4- or 8-bit in the plan.
-// Either form computes in f32: f16/bf16 scales widen to f32 (exactly), and a 16-bit A (a
-// q4f16 file) is cast to f32 before it and the result back after it — onnxruntime's CPU
-// kernel computes such a file's MatMulNBits in f32 too. Zero points: absent (2^(bits-1)),
+// Either form multiplies in f32, as onnxruntime's CPU kernel does: f16/bf16 scales widen
+// to f32 (exactly); BlockQuantLinear takes a 16-bit A (a q4f16 file) as it is and rounds
+// its f32 result to A's dtype; the DequantizeLinear form casts A up and the result back.
+// Zero points: absent (2^(bits-1)),
 // packed like B, or floats [N · k_blocks] (4 and 8 bits only); g_idx refused.
 absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
   const int64_t k = n->attr_int_or("K", 0), nn = n->attr_int_or("N", 0);
@@ -425,17 +426,13 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
       std::memcpy(zp.data<uint8_t>() + r * kb, zr.data(), static_cast<size_t>(kb));
     }
   }
-  // Computed in f32 whatever T1 (A, scales, bias and Y's dtype) is: a 16-bit A and bias are
-  // cast up, the result back down, 16-bit scales widened exactly.
-  const DType t1 = n->input(2).type().dtype;
+  const DType t1 = n->input(2).type().dtype;  // A's, the scales', the bias' and Y's
   const bool narrow = t1 == DType::kF16 || t1 == DType::kBF16;
-  Value x = n->input(0), bias = Has(n, 5) ? n->input(5) : Value();
-  if (narrow) {
-    x = e.Op("Cast", {x}, {{"to", int64_t{1}}});
-    if (bias) bias = e.Op("Cast", {bias}, {{"to", int64_t{1}}});
-  }
   Value y;
   if (keep_codes) {  // absent zero points stay absent: the op's default is MatMulNBits'
+    // X, B and Y keep T1 (the op multiplies in f32 whatever X's dtype: a q4f16 file's
+    // activations stay 16-bit on cuda; the cpu's widen-fp16 makes them f32); the scales
+    // are widened to f32 exactly.
     Tensor scales(DType::kF32, {nn, kb});
     for (int64_t i = 0; i < nn * kb; ++i)
       scales.data<float>()[i] = static_cast<float>(sc->GetAsDouble(i));  // exact: f16 ⊂ f32
@@ -445,9 +442,17 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
     else if (Has(n, 3))
       zero_points = e.Const(std::move(zp));
     y = e.KilnOp("BlockQuantLinear",
-                 {x, e.Const(std::move(w)), e.Const(std::move(scales)), zero_points, bias},
+                 {n->input(0), e.Const(std::move(w)), e.Const(std::move(scales)), zero_points,
+                  Has(n, 5) ? n->input(5) : Value()},
                  {{"block_size", bs}});
   } else {
+    // In f32 whatever T1 is: a 16-bit A and bias cast up, the result back down, as
+    // onnxruntime's CPU kernel computes it.
+    Value x = n->input(0), bias = Has(n, 5) ? n->input(5) : Value();
+    if (narrow) {
+      x = e.Op("Cast", {x}, {{"to", int64_t{1}}});
+      if (bias) bias = e.Op("Cast", {bias}, {{"to", int64_t{1}}});
+    }
     Value scales = e.Op("Reshape", {n->input(2), e.I64({nn, kb})});
     if (narrow) scales = e.Op("Cast", {scales}, {{"to", int64_t{1}}});
     const Value weight =
@@ -455,8 +460,8 @@ absl::Status ExpandMatMulNBits(Node* n, Expansion& e) {
              {{"axis", int64_t{1}}, {"block_size", bs}});
     y = e.Op("MatMul", {x, e.Op("Transpose", {weight}, {{"perm", std::vector<int64_t>{1, 0}}})});
     if (bias) y = e.Op("Add", {y, bias});
+    if (narrow) y = e.Op("Cast", {y}, {{"to", int64_t{t1 == DType::kF16 ? 10 : 16}}});
   }
-  if (narrow) y = e.Op("Cast", {y}, {{"to", int64_t{t1 == DType::kF16 ? 10 : 16}}});
   e.Bind(0, y);
   return absl::OkStatus();
 }

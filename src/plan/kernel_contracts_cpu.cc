@@ -46,6 +46,7 @@ std::vector<KernelContract> CpuContracts() {
                       "bias)`, w s8 [n,k], x (times x_mul [k]) quantized per row (s8, sx = "
                       "max|row| / 127, or the static x_absmax / 127)"});
   t.push_back(BlockQuantLinearContract(
+      DTypeBit(DType::kF32),
       "int4/int8 weight-only (MatMulNBits): `y[m,n] = act(x[m,k] · wᵀ + bias)`, "
       "w[n,k] = (codes − zero_points) · scales of k's block (zero points of the codes' "
       "width, or f32; 2^(bits−1) when absent), dequantized in registers from 4- or 8-bit "

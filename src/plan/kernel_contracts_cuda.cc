@@ -45,11 +45,13 @@ std::vector<KernelContract> CudaContracts() {
                           OptionalFlag("tf32", "fp32 GEMM in TF32 (--allow-tf32)")},
                .doc = "cuBLASLt strided batches: `y[i] = a[i] · b[i]`, y [batch,m,n]"});
   t.push_back(BlockQuantLinearContract(
+      kFloatTypes,
       "int4/int8 weight-only (MatMulNBits) on CUDA cores: `y[m,n] = act(x[m,k] · wᵀ "
       "+ bias)`, w[n,k] = (codes − zero_points) · scales of k's block (zero points of "
       "the codes' width, or f32; 2^(bits−1) when absent), dequantized in registers, f32 "
       "accumulation; 4-bit codes u8 [n,ceil(k/2)] two per byte, low nibble first (u4 "
-      "[n,k] in older plans), 8-bit codes u8 [n,k]; f32 at every plan precision"));
+      "[n,k] in older plans), 8-bit codes u8 [n,k]; x, bias, y f32, f16 or bf16 (a 16-bit "
+      "model's own; an f32 model's stay f32 at every plan precision)"));
   t.push_back({.name = "layer_norm",
                .inputs = {Req("x", kFloatTypes), Same("gamma", 0), Same("beta", 0, true)},
                .outputs = {Same("y", 0)},

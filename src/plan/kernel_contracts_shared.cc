@@ -69,17 +69,17 @@ KernelContract PackedCumSumContract() {
           "the padded program's); 0 for tokens of no sequence"};
 }
 
-KernelContract BlockQuantLinearContract(std::string_view doc) {
+KernelContract BlockQuantLinearContract(DTypeSet x_types, std::string_view doc) {
   const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu", "tanh"};
   return {.name = "block_quant_linear",
-          .inputs = {Req("x", DTypeBit(DType::kF32)),
-                     Weight("w", DTypeBit(DType::kU8) | DTypeBit(DType::kU4)),
+          .inputs = {Req("x", x_types), Weight("w", DTypeBit(DType::kU8) | DTypeBit(DType::kU4)),
                      Weight("scales", DTypeBit(DType::kF32)),
                      Weight("zero_points",
                             DTypeBit(DType::kU4) | DTypeBit(DType::kU8) | DTypeBit(DType::kF32),
                             /*optional=*/true),
-                     Weight("bias", DTypeBit(DType::kF32), /*optional=*/true)},
-          .outputs = {Req("y", DTypeBit(DType::kF32))},
+                     OperandSpec{"bias", x_types, /*optional=*/true, /*same_dtype_as=*/0,
+                                 /*weight_only=*/true}},
+          .outputs = {Same("y", 0)},
           .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
                      PositiveParam("block_size"), StringParam("activation", activations),
                      OptionalPositive("bits",

@@ -61,9 +61,10 @@ KernelContract CumSumContract(DTypeSet types, std::string_view doc);
 // targets (cuda takes T < 2^31).
 KernelContract PackedPositionsContract();
 KernelContract PackedCumSumContract();
-// block_quant_linear (int4 weight-only, MatMulNBits): f32 activations on both targets;
-// `doc` (a literal) says how the target's kernel computes.
-KernelContract BlockQuantLinearContract(std::string_view doc);
+// block_quant_linear (int4/int8 weight-only, MatMulNBits): activations (x, bias, y) of
+// `x_types` (cpu f32; cuda also f16 and bf16); `doc` (a literal) says how the target's
+// kernel computes.
+KernelContract BlockQuantLinearContract(DTypeSet x_types, std::string_view doc);
 // cache_write (decode programs, docs/generation.md): f32 caches on both targets.
 KernelContract CacheWriteContract();
 

@@ -295,14 +295,15 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
 // [N, KB] and zero_points of W's dtype or f32 (HQQ's fractional ones) [N, KB] (absent: 8 for
 // u4, 128 for u8) with KB = ceil(K / block_size): weight [n, k] = (W[n,k] − zp[n, k / bs]) ·
 // scales[n, k / bs] in f32 (what DequantizeLinear gives), then Y[r, n] = act(Σ_k X[r,k] ·
-// weight[n,k] + B[n]), act as kiln.Linear's.
+// weight[n,k] + B[n]), act as kiln.Linear's. X, B and Y f32, f16 or bf16 (X's dtype).
 
 // The checks the kernels share (kernel_rules.cc repeats them for plan steps): (K, N, KB).
 absl::StatusOr<std::array<int64_t, 3>> CheckBlockQuant(const Tensor& x, const Tensor& w,
                                                        const Tensor& scales, const Tensor* zp,
                                                        int64_t bs) {
-  if (x.dtype() != DType::kF32)
-    return absl::UnimplementedError(absl::StrCat("X has dtype ", DName(x.dtype()), "; only f32"));
+  if (x.dtype() != DType::kF32 && x.dtype() != DType::kF16 && x.dtype() != DType::kBF16)
+    return absl::UnimplementedError(
+        absl::StrCat("X has dtype ", DName(x.dtype()), "; only f32, f16, bf16"));
   if (w.dtype() != DType::kU4 && w.dtype() != DType::kU8)
     return absl::InvalidArgumentError(
         absl::StrCat("W must be uint4 or uint8, got ", DName(w.dtype())));
@@ -366,15 +367,17 @@ Result BlockQuantLinearKernel(const Node& node, Inputs in) {
       const float code = static_cast<float>(w->data<uint8_t>()[j * k + i]);
       wf[j * k + i] = (code - zero) * sc->data<float>()[blk];
     }
-  const float* xp = x->data<float>();
+  std::vector<double> xd(static_cast<size_t>(rows * k));
+  for (int64_t i = 0; i < rows * k; ++i) xd[i] = x->GetAsDouble(i);
   std::vector<double> y(static_cast<size_t>(rows * n));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) {
-      double acc = b ? b->data<float>()[j] : 0.0;
-      for (int64_t i = 0; i < k; ++i) acc += double{xp[r * k + i]} * wf[j * k + i];
+      double acc = b ? b->GetAsDouble(j) : 0.0;
+      for (int64_t i = 0; i < k; ++i) acc += xd[r * k + i] * wf[j * k + i];
       y[r * n + j] = act(acc);
     }
-  return std::vector<Tensor>{FromDoubles(DType::kF32, std::move(out_dims), y)};
+  // A 16-bit X: the result rounded once to its dtype (onnxruntime rounds its f32 sum).
+  return std::vector<Tensor>{FromDoubles(x->dtype(), std::move(out_dims), y)};
 }
 
 // ---------------------------------------------------------------------------------------

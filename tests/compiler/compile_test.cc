@@ -268,8 +268,8 @@ TEST(Compile, Int4CodesAreStoredTwoPerByte) {
 
 // An 8-bit MatMulNBits of a q4f16-style file (f16 A, scales and bias, u8 zero points) keeps
 // its codes on both targets: one block_quant_linear step with bits = 8 whose w is the u8 [n,
-// k] codes, f32 scales widened from the f16 ones exactly, u8 zero points; the f16 edges are
-// Casts. (Its
+// k] codes, f32 scales widened from the f16 ones exactly, u8 zero points; on the cpu the
+// f16 edges are Casts (widen-fp16), on cuda the step takes the f16 activations. (Its
 // numerics against onnxruntime: tests/e2e/test_ort_contrib_ops.py test_matmul_nbits.)
 TEST(Compile, EightBitCodesWithHalfScalesStayEightBit) {
   const int64_t n = 6, k = 40, bs = 16, kb = 3;
@@ -319,8 +319,11 @@ TEST(Compile, EightBitCodesWithHalfScalesStayEightBit) {
     absl::StatusOr<Plan> plan = Compile(path, o);
     ASSERT_TRUE(plan.ok()) << plan.status();
     const PlanBucket& b = plan->buckets[0];
-    ASSERT_EQ(b.steps.size(), 3u);  // the f16 edges' Casts around the GEMM
-    const PlanStep& st = b.steps[1];
+    // cpu: widen-fp16's Casts at the f16 edges around an f32 GEMM; cuda: the GEMM on the
+    // model's own f16 activations.
+    const bool cpu = target == PlanTarget::kCpu;
+    ASSERT_EQ(b.steps.size(), cpu ? 3u : 1u);
+    const PlanStep& st = b.steps[cpu ? 1 : 0];
     ASSERT_EQ(st.kernel, "block_quant_linear");
     int64_t bits = 0;
     for (const PlanParam& p : st.params)
@@ -328,7 +331,7 @@ TEST(Compile, EightBitCodesWithHalfScalesStayEightBit) {
     EXPECT_EQ(bits, 8);
     const PlanBuffer &x = b.buffers[st.inputs[0]], &w = b.buffers[st.inputs[1]],
                      &sc = b.buffers[st.inputs[2]], &zp = b.buffers[st.inputs[3]];
-    EXPECT_EQ(x.dtype, DType::kF32);
+    EXPECT_EQ(x.dtype, cpu ? DType::kF32 : DType::kF16);
     EXPECT_EQ(w.dtype, DType::kU8);
     EXPECT_EQ(w.dims, (std::vector<int64_t>{n, k}));
     EXPECT_EQ(zp.dtype, DType::kU8);

@@ -810,6 +810,19 @@ TEST(CudaOps, BlockQuantLinear) {
                          ir});
       }
   }
+  // A 16-bit model's own activations (a q4f16 file on cuda): x, bias and y f16.
+  cases.push_back(
+      {"int4 linear f16 activations",
+       absl::StrCat(
+           "graph g opset=21 {\n %0 = Input() : f16[3,", k, "] \"x\"\n",
+           " %1 = Constant() {value=tensor<u4[", n, ",", k, "]>[",
+           list(n * k, [](int64_t i) { return (i * 7 + i / 40) % 16; }), "]} : u4[", n, ",", k,
+           "] \"w\"\n %2 = Constant() {value=tensor<f32[", n, ",", blocks, "]>[",
+           list(n * blocks, [](int64_t i) { return 0.01 + 0.005 * static_cast<double>(i % 7); }),
+           "]} : f32[", n, ",", blocks, "] \"s\"\n %4 = Constant() {value=tensor<f16[", n, "]>[",
+           list(n, [](int64_t i) { return 0.1 * static_cast<double>(i) - 0.2; }), "]} : f16[", n,
+           "] \"b\"\n %9 = kiln.BlockQuantLinear(%0, %1, %2, _, %4) {block_size=16} : f16[3,", n,
+           "] \"y\"\n return \"y\": %9\n}")});
   RunCases(cases, /*int_high=*/4, nullptr, "block_quant_linear");
 }
 

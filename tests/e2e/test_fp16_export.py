@@ -90,3 +90,24 @@ def test_fp16_export_runs_and_compiles(kiln_bin, fp16_models, keep_io, tmp_path)
         y = y.astype(np.float32)
         assert float(np.abs(y - theirs).max()) <= 8e-3, name
         assert float(np.abs(y - fp32).max()) <= 8e-3, name
+
+
+@pytest.mark.parametrize("keep_io", [False, True], ids=["io16", "io32"])
+def test_fp16_export_compiles_for_cuda(kiln_bin, fp16_models, keep_io, tmp_path):
+    """On cuda an fp16 export keeps its fp16 (no widen-fp16): it compiles to the steps of the
+    float fixture compiled at --precision fp16 — flash attention, fp16 GEMMs and norms —
+    its own fp16 attention mask cast to f32, the only mask the attention kernels take
+    (f32-operands); with f32 I/O kept, one more Cast at the output. (A cuda plan compiles
+    on any machine; running it is the GPU tests'.)"""
+    def compile_(m, plan, *extra):
+        p = subprocess.run([kiln_bin, "compile", str(m), "-o", str(plan), "--target", "cuda",
+                            "--shape", "batch=2,sequence=16", "--accept", "none", *extra],
+                           capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+        assert p.returncode == 0, p.stderr
+        return counts(p.stderr)
+    want = compile_(FIXTURE, tmp_path / "f32_at_fp16.kiln", "--precision", "fp16")
+    got = compile_(fp16_models[keep_io], tmp_path / "f16.kiln")
+    assert want["flash_attention"] == 2, want
+    if keep_io:
+        want["eltwise"] += 1
+    assert got == want

@@ -274,6 +274,15 @@ def test_fp16_file_generates_as_its_f32_widening(kiln_bin, tmp_path):
         return [line for line in proc.stderr.splitlines() if "steps by kernel" in line]
 
     assert compile_(fp16, tmp_path / "q4f16.kiln") == compile_(source, tmp_path / "int4.kiln")
+    # cuda keeps the model's fp16, and its generation plans page f32 caches only: refused,
+    # saying so (exit 3), rather than failing later on the logits' dtype.
+    proc = subprocess.run(
+        [kiln_bin, "compile", str(fp16), "-o", str(tmp_path / "cuda.kiln"), "--target", "cuda",
+         "--profile", "batch_size=1:2,sequence_length=8:16", "--shape", f"kv_cache_dim={HEAD}",
+         "--decode-context", "64"], capture_output=True, text=True, timeout=KILN_TIMEOUT_S,
+        check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert "the KV cache 'past_key_values.0.key' is f16" in proc.stderr, proc.stderr
     prompt = [5, 17, 33, 200, 9]
     got, logits = kiln_generate(kiln_bin, tmp_path / "q4f16.kiln", [prompt], tmp_path / "gen",
                                 NEW_TOKENS)

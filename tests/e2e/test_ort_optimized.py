@@ -101,3 +101,12 @@ def test_optimized_file_runs_and_compiles(kiln_bin, source, level, precision, tm
         for name, expected in want.items():
             err = float(np.abs(np.load(out / f"{name}.npy") - expected).max())
             assert err <= (TOLERANCE if precision == "fp32" else 8e-3), (what, name, err)
+    if precision == "fp16":
+        # cuda keeps the file's fp16: flash attention, the fp16 mask cast to f32 for it (the
+        # mask-index reduce of levels 1 and 2 is a cuda kernel too), no host step.
+        p = subprocess.run([kiln_bin, "compile", str(optimized), "-o", str(tmp_path / "c.kiln"),
+                            "--target", "cuda", "--shape", "batch=3,sequence=16"],
+                           capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+        assert p.returncode == 0, p.stderr
+        cuda = counts(p.stderr)
+        assert cuda["flash_attention"] == 2 and cuda["linear"] == want_steps["linear"] // 4, cuda

@@ -308,7 +308,9 @@ def test_sixteen_bit_weight_only_files(kiln_bin, tmp_path, bits):
     keeps the codes — at least 3.3 (4-bit) or 2.8 (8-bit) bytes per weight smaller than the
     fp16 file's plan, which stores f32 weights (nominal: 4 − ½ or 1 − ⅛ for the f32 scale −
     1/32 for the zero point; measured 3.34 / 2.84). Outputs within 8e-3 of onnxruntime running the same file in
-    fp16 (test_fp16_export.py's bound: a few f16 ulps at |y| <= 4; measured 4.7e-3 / 3.9e-3)."""
+    fp16 (test_fp16_export.py's bound: a few f16 ulps at |y| <= 4; measured 4.7e-3 / 3.9e-3).
+    For cuda the op takes the file's f16 activations as they are: the plan has the fp16
+    file's cuda steps."""
     import onnx
     from onnx import numpy_helper
     from onnxruntime.transformers.float16 import convert_float_to_float16
@@ -334,6 +336,13 @@ def test_sixteen_bit_weight_only_files(kiln_bin, tmp_path, bits):
     got = run_plan(kiln_bin, tmp_path / "q.kiln", feeds, tmp_path / "plan")
     for name, w in want.items():
         assert float(np.abs(got[name] - w).max()) <= 8e-3, name
+    # cuda keeps the file's fp16: the fp16 file's cuda steps (flash attention, Q/K/V merged),
+    # each Linear a block_quant_linear on the f16 activations (a cuda plan compiles anywhere).
+    cuda = kernel_counts(compile_plan(kiln_bin, model, tmp_path / "qc.kiln", "--target", "cuda"))
+    fp16_cuda = kernel_counts(compile_plan(kiln_bin, fp16, tmp_path / "fc.kiln", "--target",
+                                           "cuda"))
+    assert cuda.pop("block_quant_linear", 0) == fp16_cuda.pop("linear")
+    assert cuda == fp16_cuda and cuda["flash_attention"] == 2, cuda
 
 
 def test_real_minilm_quantize_dynamic(kiln_bin, tmp_path):

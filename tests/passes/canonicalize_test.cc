@@ -54,6 +54,25 @@ TEST(Canonicalize, PutsConstantOperandsSecond) {
   EXPECT_EQ(CountersOf(kCommuted), (PassCounters{{"commuted constant operand second", 2}}));
 }
 
+// CastLike to a value of known dtype is that Cast (no target has a CastLike kernel).
+TEST(Canonicalize, CastLikeOfAKnownDtypeBecomesCast) {
+  const char* before = R"(graph g opset=17 {
+  %0 = Input() : f32[2,3] "x"
+  %1 = Input() : f16[2,3] "like"
+  %2 = CastLike(%0, %1) : f16[2,3] "c" @ "castlike"
+  %3 = Add(%2, %1) : f16[2,3] "y" @ "add"
+  return "y": %3
+})";
+  ExpectRewrite(kPass, before, R"(graph g opset=17 {
+  %0 = Input() : f32[2,3] "x"
+  %1 = Input() : f16[2,3] "like"
+  %2 = Cast(%0) {to=10} : f16[2,3] "c" @ "castlike"
+  %3 = Add(%2, %1) : f16[2,3] "y" @ "add"
+  return "y": %3
+})");
+  EXPECT_EQ(CountersOf(before), (PassCounters{{"CastLike made a Cast", 1}}));
+}
+
 constexpr char kAddNeg[] = R"(graph g opset=17 {
   %0 = Input() : f32[2,3] "x"
   %1 = Input() : f32[2,3] "y"

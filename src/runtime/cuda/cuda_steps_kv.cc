@@ -96,13 +96,13 @@ class BlockQuantStep final : public CudaStep {
       a_.float_zero_points = reinterpret_cast<const float*>(env.weights + zp_);
     else if (zp_ >= 0)
       a_.zero_points = reinterpret_cast<const uint8_t*>(env.weights + zp_);
-    a_.bias = bias_ >= 0 ? reinterpret_cast<const float*>(env.weights + bias_) : nullptr;
+    a_.bias = bias_ >= 0 ? env.weights + bias_ : nullptr;
     return absl::OkStatus();
   }
   absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
     cuda::BlockQuantArgs a = a_;
-    a.x = io.In<float>(0);
-    a.y = io.Out<float>(0);
+    a.x = io.In(0);
+    a.y = io.Out(0);
     return LaunchStatus(cuda::BlockQuantLinear(a, env.stream), "block_quant_linear");
   }
 
@@ -128,6 +128,7 @@ absl::StatusOr<StepPtr> PrepareCudaBlockQuantLinear(const StepChecker& c) {
       if (p[i] > 15) return c.Err("a 4-bit code is %d at byte %d", int{p[i]}, i);
   }
   cuda::BlockQuantArgs a;
+  a.dtype = ElemTypeOf(c.In(0)->dtype);
   a.m = r.m;
   a.k = r.k;
   a.n = r.n;
