@@ -13,6 +13,13 @@ At fp16/bf16 on cuda the plan's attention runs on the flash kernel; the same mod
 with --no-flash-attention (the simple kernel) is run too and the two are compared with
 the same bounds ("flash vs simple" rows), so a flash-kernel error shows apart from the
 precision pass's.
+Then files made here from the BERT fixture the way users get them (skipped with the reason
+where this onnxruntime lacks the tool): its fp16 export (onnxruntime's converter, f32 I/O
+kept: on cuda the plan keeps the file's fp16, its own fp16 mask cast for the attention),
+that export weight-only quantized at 4 bits ("q4f16": block_quant_linear on f16
+activations) and the float file at 8 bits (block_quant_linear with bits = 8), each at the
+plan's default precision against onnxruntime on the same file: the fp16 files with the
+fp16 bounds (onnxruntime computes them in fp16 too), the 8-bit one with fp32's.
 Prints one line per (fixture, precision) and a summary; writes --json. Exit 1 on a miss.
 Runs on the GPU machine from bench/gpu/check.sh (any python3 with numpy, onnx, onnxruntime).
 """
@@ -115,6 +122,74 @@ def compare(out_a, out_b, names, max_abs, min_cos):
     return worst_abs, worst_cos, ok
 
 
+def derived_models(work):
+    """(label, path, bounds) of the files made from the BERT fixture, or (label, None, why)."""
+    import onnx
+
+    source = ROOT / "models" / "fixtures" / "bert_tiny_opset17_none.onnx"
+    out = []
+    try:
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+        fp16 = work / "fp16.onnx"
+        onnx.save(convert_float_to_float16(onnx.load(str(source)), keep_io_types=True), str(fp16))
+        out.append(("derived fp16 export", fp16, BOUNDS["fp16"]))
+    except Exception as e:  # noqa: BLE001  (an older onnxruntime: say so, go on)
+        return [("derived fp16 export", None, f"onnxruntime's fp16 converter: {e}")]
+    try:
+        import logging
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+        logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(
+            logging.WARNING)
+        for label, src, bits, bounds in (("derived q4f16", fp16, 4, BOUNDS["fp16"]),
+                                         ("derived 8-bit MatMulNBits", source, 8,
+                                          BOUNDS["fp32"])):
+            q = MatMulNBitsQuantizer(onnx.load(str(src)), bits=bits, block_size=32,
+                                     is_symmetric=False)
+            q.process()
+            path = work / f"{label.split()[-1]}.onnx"
+            onnx.save(q.model.model, str(path))
+            out.append((label, path, bounds))
+    except Exception as e:  # noqa: BLE001
+        out.append(("derived MatMulNBits files", None, f"onnxruntime's quantizer: {e}"))
+    return out
+
+
+def check_derived(args, rows):
+    """The derived files' rows (appended to rows); the number of misses."""
+    misses = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        work = pathlib.Path(tmp)
+        feeds = gen_bert.random_inputs(gen_bert.SIZES["tiny"], BATCH, SEQ, 0)
+        for label, path, bounds in derived_models(work):
+            if path is None:
+                print(f"skip {label}: {bounds}", flush=True)
+                continue
+            row = {"model": label, "precision": "default"}
+            sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            names = [o.name for o in sess.get_outputs()]
+            want = dict(zip(names, sess.run(None, feeds)))
+            plan = work / f"{path.stem}.kiln"
+            c = subprocess.run([args.kiln, "compile", str(path), "--quiet", "--target",
+                                args.target, "--shape", f"batch={BATCH},sequence={SEQ}", "-o",
+                                str(plan)], capture_output=True, text=True, timeout=300)
+            try:
+                if c.returncode != 0:
+                    raise RuntimeError(f"kiln compile: {c.stderr.strip()}")
+                run_work = work / path.stem
+                run_work.mkdir()
+                out = run_kiln(args.kiln, plan, feeds, run_work)
+                worst_abs, worst_cos, ok = compare(out, want, names, *bounds)
+                row.update(max_abs=worst_abs, min_cosine=worst_cos, ok=ok)
+            except RuntimeError as e:
+                row.update(error=str(e), ok=False)
+            misses += not row["ok"]
+            rows.append(row)
+            detail = (f"max |diff| {row['max_abs']:.3g}, cosine {row['min_cosine']:.7f}"
+                      if "max_abs" in row else row["error"])
+            print(f"{'ok  ' if row['ok'] else 'MISS'} {label:55s} {detail}", flush=True)
+    return misses
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kiln", required=True)
@@ -181,6 +256,7 @@ def main():
                 detail += (f"; flash vs simple {row['flash_vs_simple_max_abs']:.3g}, "
                            f"{row['flash_vs_simple_min_cosine']:.7f}")
             print(f"{'ok  ' if row['ok'] else 'MISS'} {label:55s} {detail}", flush=True)
+    misses += check_derived(args, rows)
     summary = {"checked": len(rows), "missed": misses, "rows": rows}
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(summary, indent=1))
