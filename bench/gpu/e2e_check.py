@@ -122,6 +122,16 @@ def compare(out_a, out_b, names, max_abs, min_cos):
     return worst_abs, worst_cos, ok
 
 
+def print_row(row, label):
+    """One result line: ok/MISS, the label, the worst differences or the error."""
+    detail = (f"max |diff| {row['max_abs']:.3g}, cosine {row['min_cosine']:.7f}"
+              if "max_abs" in row else row["error"])
+    if "flash_vs_simple_max_abs" in row:
+        detail += (f"; flash vs simple {row['flash_vs_simple_max_abs']:.3g}, "
+                   f"{row['flash_vs_simple_min_cosine']:.7f}")
+    print(f"{'ok  ' if row['ok'] else 'MISS'} {label:55s} {detail}", flush=True)
+
+
 def derived_models(work):
     """(label, path, bounds) of the files made from the BERT fixture, or (label, None, why)."""
     import onnx
@@ -184,9 +194,7 @@ def check_derived(args, rows):
                 row.update(error=str(e), ok=False)
             misses += not row["ok"]
             rows.append(row)
-            detail = (f"max |diff| {row['max_abs']:.3g}, cosine {row['min_cosine']:.7f}"
-                      if "max_abs" in row else row["error"])
-            print(f"{'ok  ' if row['ok'] else 'MISS'} {label:55s} {detail}", flush=True)
+            print_row(row, label)
     return misses
 
 
@@ -250,12 +258,7 @@ def main():
                     row.update(error=str(e), ok=False)
             misses += not row["ok"]
             rows.append(row)
-            detail = (f"max |diff| {row['max_abs']:.3g}, cosine {row['min_cosine']:.7f}"
-                      if "max_abs" in row else row["error"])
-            if "flash_vs_simple_max_abs" in row:
-                detail += (f"; flash vs simple {row['flash_vs_simple_max_abs']:.3g}, "
-                           f"{row['flash_vs_simple_min_cosine']:.7f}")
-            print(f"{'ok  ' if row['ok'] else 'MISS'} {label:55s} {detail}", flush=True)
+            print_row(row, label)
     misses += check_derived(args, rows)
     summary = {"checked": len(rows), "missed": misses, "rows": rows}
     if args.json:
