@@ -8,22 +8,6 @@ namespace {
 constexpr int kWarps = 4;  // per block: 4 output columns
 constexpr int kRows = 8;   // rows a warp accumulates at once
 
-__device__ __forceinline__ float Activate(float v, BlockQuantAct act) {
-  switch (act) {
-    case BlockQuantAct::kGeluErf:
-      return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
-    case BlockQuantAct::kGeluTanh:
-      return 0.5f * v * (1.f + tanhf(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
-    case BlockQuantAct::kRelu:
-      return fmaxf(v, 0.f);
-    case BlockQuantAct::kTanh:
-      return tanhf(v);
-    case BlockQuantAct::kNone:
-      break;
-  }
-  return v;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a) {
   const T* xs = static_cast<const T*>(a.x);

@@ -21,8 +21,6 @@
 
 namespace kiln::cuda {
 
-enum class BlockQuantAct : uint8_t { kNone, kGeluErf, kGeluTanh, kRelu, kTanh };
-
 struct BlockQuantArgs {
   ElemType dtype = ElemType::kF32;           // x, bias and y: f32, f16 or bf16
   const void* x = nullptr;                   // [m, k]
@@ -35,7 +33,7 @@ struct BlockQuantArgs {
   int64_t m = 0, k = 0, n = 0, block_size = 0;
   int bits = 4;                    // 4 or 8
   bool one_code_per_byte = false;  // 4 bits: u4 [n, k] (8 bits always are)
-  BlockQuantAct act = BlockQuantAct::kNone;
+  LinearAct act = LinearAct::kNone;
 };
 
 cudaError_t BlockQuantLinear(const BlockQuantArgs& a, cudaStream_t stream);

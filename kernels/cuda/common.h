@@ -53,6 +53,10 @@ constexpr int ElemSize(ElemType t) {
   return 0;
 }
 
+// The activation a Linear-like kernel applies to its f32 sums before storing them
+// (block_quant.h, quant_linear.h); kGeluErf is ONNX's exact GELU, kGeluTanh its tanh form.
+enum class LinearAct : uint8_t { kNone, kGeluErf, kGeluTanh, kRelu, kTanh };
+
 // The largest rank strided kernels take (after collapsing contiguous dims).
 inline constexpr int kMaxRank = 8;
 

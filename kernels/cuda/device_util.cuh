@@ -57,6 +57,23 @@ __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// act(v) in f32 (common.h's LinearAct).
+__device__ __forceinline__ float Activate(float v, LinearAct act) {
+  switch (act) {
+    case LinearAct::kGeluErf:
+      return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
+    case LinearAct::kGeluTanh:
+      return 0.5f * v * (1.f + tanhf(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
+    case LinearAct::kRelu:
+      return fmaxf(v, 0.f);
+    case LinearAct::kTanh:
+      return tanhf(v);
+    case LinearAct::kNone:
+      break;
+  }
+  return v;
+}
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

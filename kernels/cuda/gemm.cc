@@ -15,6 +15,8 @@ cudaDataType_t DataType(ElemType t) {
       return CUDA_R_16F;
     case ElemType::kBF16:
       return CUDA_R_16BF;
+    case ElemType::kI8:
+      return CUDA_R_8I;
     default:
       return CUDA_R_32F;
   }
@@ -80,10 +82,16 @@ cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t w
     ready_ = true;
     return CUBLAS_STATUS_SUCCESS;
   }
-  const cudaDataType_t dt = DataType(d.dtype);
-  const cublasComputeType_t compute =
-      d.dtype == ElemType::kF32 && d.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  LT_TRY(lt->MatmulDescCreate(&op_, compute, CUDA_R_32F));
+  const bool int8 = d.dtype == ElemType::kI8;
+  if (int8 && (!d.trans_w || d.bias || d.epilogue != GemmEpilogue::kNone || d.residual ||
+               d.batch > 1 || d.k % 4 != 0 || d.n % 4 != 0))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  const cudaDataType_t dt = DataType(d.dtype), out = int8 ? CUDA_R_32I : dt;
+  const cublasComputeType_t compute = int8 ? CUBLAS_COMPUTE_32I
+                                      : d.dtype == ElemType::kF32 && d.allow_tf32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  LT_TRY(lt->MatmulDescCreate(&op_, compute, int8 ? CUDA_R_32I : CUDA_R_32F));
   const cublasOperation_t ta = d.trans_w ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
   LT_TRY(lt->MatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   LT_TRY(lt->MatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
@@ -107,8 +115,8 @@ cublasStatus_t LtGemm::Init(cublasLtHandle_t handle, const GemmDesc& d, size_t w
   else
     LT_TRY(lt->MatrixLayoutCreate(&a_, dt, n, k, n));
   LT_TRY(lt->MatrixLayoutCreate(&b_, dt, k, m, k));
-  LT_TRY(lt->MatrixLayoutCreate(&c_, dt, n, m, n));
-  LT_TRY(lt->MatrixLayoutCreate(&d_, dt, n, m, n));
+  LT_TRY(lt->MatrixLayoutCreate(&c_, out, n, m, n));
+  LT_TRY(lt->MatrixLayoutCreate(&d_, out, n, m, n));
   if (d.batch > 1) {
     const int32_t count = static_cast<int32_t>(d.batch);
     const int64_t sa = d.stride_w, sb = d.stride_x, sc = d.stride_y;
@@ -155,9 +163,12 @@ cublasStatus_t LtGemm::Run(cublasLtHandle_t handle, const void* x, const void* w
   if (desc_.m == 0 || desc_.n == 0) return CUBLAS_STATUS_SUCCESS;
   const LtApi* lt = Lt();
   const float alpha = 1.f, beta = desc_.residual ? 1.f : 0.f;
+  const int32_t alpha_i = 1, beta_i = 0;  // int8 mode: the scale type is int32
+  const bool int8 = desc_.dtype == ElemType::kI8;
   const void* c = desc_.residual ? residual : y;
-  return lt->Matmul(handle, op_, &alpha, w, a_, x, b_, &beta, c, c_, y, d_, &algo_, workspace,
-                    workspace_bytes, stream);
+  return lt->Matmul(handle, op_, int8 ? static_cast<const void*>(&alpha_i) : &alpha, w, a_, x, b_,
+                    int8 ? static_cast<const void*>(&beta_i) : &beta, c, c_, y, d_, &algo_,
+                    workspace, workspace_bytes, stream);
 }
 
 }  // namespace kiln::cuda

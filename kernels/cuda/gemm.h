@@ -13,6 +13,9 @@
 // algorithm is chosen for the smaller of that and what the batch strides allow, so Run must
 // be given pointers at least that aligned. The bias pointer is fixed at Init (weights do
 // not move).
+// int8 mode (dtype kI8, quant_linear.h): x and w s8, y the s32 sums y = x · wᵀ (CUBLAS_COMPUTE_32I,
+// int32 scale), for the IMMA tensor-core kernels, whose plain-layout form takes "TN" only
+// (w [n,k]: trans_w) with k and n multiples of 4; no bias, epilogue, residual or batches.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +33,7 @@ inline constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 enum class GemmEpilogue : uint8_t { kNone, kRelu, kGeluTanh };
 
 struct GemmDesc {
-  ElemType dtype = ElemType::kF32;  // x, w, bias, residual, y
+  ElemType dtype = ElemType::kF32;  // x, w, bias, residual, y; kI8: x, w (y s32)
   int64_t m = 0, n = 0, k = 0;
   bool trans_w = false;
   int64_t batch = 1;                                 // > 1: strided batches (MatMul)

@@ -146,6 +146,9 @@ std::optional<KernelChoice> QuantLinear(const Node& n, PlanTarget t) {
   const int64_t nn = w[0];
   if (!VectorOk(n, 2, nn, false) || !VectorOk(n, 3, nn, true) || !VectorOk(n, 4, x.back(), true))
     return std::nullopt;
+  // cuda: cuBLASLt's int8 GEMMs take k and n multiples of 4 (gemm-precision keeps other
+  // Linears out of int8 on cuda).
+  if (t == PlanTarget::kCuda && (x.back() % 4 != 0 || nn % 4 != 0)) return std::nullopt;
   const std::optional<std::string> activation = LinearEpilogue(n, x, nn);
   if (!activation) return std::nullopt;
   std::vector<PlanParam> params = {Int("m", Product(x, 0, x.size() - 1)), Int("k", x.back()),
@@ -570,7 +573,7 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
   if (!k && why_not) {
     *why_not =
         known ? "its dtypes or shapes are outside the kernel's rule" : "no kernel for this op";
-    // The quantized Linears' kernels exist for cpu only: say so rather than blame the shapes.
+    // A target without the quantized Linear's kernel: say so rather than blame the shapes.
     for (const auto& [op, id] : {std::pair{"QuantLinear", "quant_linear"},
                                  std::pair{"BlockQuantLinear", "block_quant_linear"}})
       if (n.domain() == "kiln" && n.op() == op && FindKernelContract(target, id) == nullptr)

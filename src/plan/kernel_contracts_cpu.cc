@@ -32,19 +32,11 @@ std::vector<KernelContract> CpuContracts() {
                   FlagParam("trans_w", "w is [n,k]"), StringParam("activation", activations)},
        .doc = "`y[m,n] = act(x[m,k] · w' + bias)`, w' = w [k,n] or wᵀ; bf16 w (bf16 plans): x "
               "rounded to bf16, fp32 accumulation"});
-  t.push_back({.name = "quant_linear",
-               .inputs = {Req("x", kF32Only), Weight("w", DTypeBit(DType::kI8)),
-                          Weight("w_scale", kF32Only), Weight("bias", kF32Only, /*optional=*/true),
-                          Weight("x_mul", kF32Only, /*optional=*/true)},
-               .outputs = {Req("y", kF32Only)},
-               .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
-                          StringParam("activation", activations),
-                          OptionalFloat("x_absmax",
-                                        "> 0: static activations, sx = x_absmax / "
-                                        "127 for every row")},
-               .doc = "int8 plans: `y[m,n] = act(q(x ⊙ x_mul)[m,k] · wᵀ · sx[m] · w_scale[n] + "
-                      "bias)`, w s8 [n,k], x (times x_mul [k]) quantized per row (s8, sx = "
-                      "max|row| / 127, or the static x_absmax / 127)"});
+  t.push_back(QuantLinearContract(
+      DTypeBit(DType::kF32),
+      "int8 plans: `y[m,n] = act(q(x ⊙ x_mul)[m,k] · wᵀ · sx[m] · w_scale[n] + bias)`, w s8 "
+      "[n,k], x (times x_mul [k]) quantized per row (s8, sx = max|row| / 127, or the static "
+      "x_absmax / 127)"));
   t.push_back(BlockQuantLinearContract(
       DTypeBit(DType::kF32),
       "int4/int8 weight-only (MatMulNBits): `y[m,n] = act(x[m,k] · wᵀ + bias)`, "

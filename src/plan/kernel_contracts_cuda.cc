@@ -44,6 +44,13 @@ std::vector<KernelContract> CudaContracts() {
                           FlagParam("broadcast_b", "b is one [k,n] matrix"),
                           OptionalFlag("tf32", "fp32 GEMM in TF32 (--allow-tf32)")},
                .doc = "cuBLASLt strided batches: `y[i] = a[i] · b[i]`, y [batch,m,n]"});
+  t.push_back(QuantLinearContract(
+      kFloatTypes,
+      "int8 plans: `y[m,n] = act(q(x ⊙ x_mul)[m,k] · wᵀ · sx[m] · w_scale[n] + bias)`, w s8 "
+      "[n,k], x (times x_mul [k]) quantized per row (s8, sx = max|row| / 127, or the static "
+      "x_absmax / 127) into the step's scratch, the s8 GEMM on cuBLASLt's int8 tensor cores "
+      "(s32 sums), the scales, bias and activation in one pass; k and n multiples of 4; x, y "
+      "f32, f16 or bf16 (cuda int8 plans: f16)"));
   t.push_back(BlockQuantLinearContract(
       kFloatTypes,
       "int4/int8 weight-only (MatMulNBits) on CUDA cores: `y[m,n] = act(x[m,k] · wᵀ "

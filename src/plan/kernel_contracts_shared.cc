@@ -69,6 +69,21 @@ KernelContract PackedCumSumContract() {
           "the padded program's); 0 for tokens of no sequence"};
 }
 
+KernelContract QuantLinearContract(DTypeSet x_types, std::string_view doc) {
+  const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu", "tanh"};
+  const DTypeSet f32 = DTypeBit(DType::kF32);
+  return {
+      .name = "quant_linear",
+      .inputs = {Req("x", x_types), Weight("w", DTypeBit(DType::kI8)), Weight("w_scale", f32),
+                 Weight("bias", f32, /*optional=*/true), Weight("x_mul", f32, /*optional=*/true)},
+      .outputs = {Same("y", 0)},
+      .params = {SizeParam("m"), PositiveParam("k"), PositiveParam("n"),
+                 StringParam("activation", activations),
+                 OptionalFloat("x_absmax",
+                               "> 0: static activations, sx = x_absmax / 127 for every row")},
+      .doc = doc};
+}
+
 KernelContract BlockQuantLinearContract(DTypeSet x_types, std::string_view doc) {
   const std::vector<std::string_view> activations = {"none", "gelu", "gelu_tanh", "relu", "tanh"};
   return {.name = "block_quant_linear",

@@ -61,6 +61,9 @@ KernelContract CumSumContract(DTypeSet types, std::string_view doc);
 // targets (cuda takes T < 2^31).
 KernelContract PackedPositionsContract();
 KernelContract PackedCumSumContract();
+// quant_linear (int8 plans' s8 GEMM): x of `x_types` (cpu f32; cuda also f16 and bf16), y
+// as x; w s8, w_scale, bias and x_mul f32; `doc` (a literal) says how the target computes.
+KernelContract QuantLinearContract(DTypeSet x_types, std::string_view doc);
 // block_quant_linear (int4/int8 weight-only, MatMulNBits): activations (x, bias, y) of
 // `x_types` (cpu f32; cuda also f16 and bf16); `doc` (a literal) says how the target's
 // kernel computes.

@@ -826,6 +826,47 @@ TEST(CudaOps, BlockQuantLinear) {
   RunCases(cases, /*int_high=*/4, nullptr, "block_quant_linear");
 }
 
+// int8 Linear (kiln.QuantLinear, an int8 plan's GEMM): K = 40, N = 12, M = 1, 5 and 33;
+// x f32, f16 and bf16; dynamic rows and a static range (0.5: most inputs clamp), with and
+// without x_mul, bias and a GELU. Weights are a fixed ramp over [-127, 127]. The reference
+// executor computes the cpu kernel's arithmetic; the quantized rows and the integer sums
+// are the same on the GPU, so the outputs differ only by the f32 epilogue's rounding (f32
+// tolerance), or by one rounding to 16 bits.
+TEST(CudaOps, QuantLinear) {
+  auto list = [](int64_t count, auto value) {
+    std::vector<std::string> v;
+    for (int64_t i = 0; i < count; ++i) v.push_back(absl::StrCat(value(i)));
+    return absl::StrJoin(v, ",");
+  };
+  const int64_t k = 40, n = 12;
+  const std::string w = list(n * k, [](int64_t i) { return (i * 37) % 255 - 127; });
+  const std::string ws = list(n, [](int64_t i) { return 0.002 + 0.0005 * static_cast<double>(i); });
+  const std::string mul = list(k, [](int64_t i) { return 0.5 + 0.05 * static_cast<double>(i); });
+  const std::string bias = list(n, [](int64_t i) { return 0.1 * static_cast<double>(i) - 0.5; });
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* t : kFloatTypes)
+    for (int64_t m : {1, 5, 33})
+      for (int variant : {0, 1, 2}) {  // plain, x_mul + GELU, static range + x_mul
+        const bool with_mul = variant != 0;
+        std::string attrs = variant == 0 ? "activation=\"none\"" : "activation=\"gelu\"";
+        if (variant == 2) attrs += ", x_quant=\"static\", x_absmax=0.5";
+        cases.push_back(
+            {absl::StrCat("quant_linear ", t, " m", m, " variant", variant),
+             WithType(
+                 absl::StrCat("graph g opset=21 {\n %0 = Input() : $T[", m, ",", k, "] \"x\"\n",
+                              " %1 = Constant() {value=tensor<i8[", n, ",", k, "]>[", w, "]} : i8[",
+                              n, ",", k, "] \"w\"\n", " %2 = Constant() {value=tensor<f32[", n,
+                              "]>[", ws, "]} : f32[", n, "] \"s\"\n",
+                              " %3 = Constant() {value=tensor<f32[", n, "]>[", bias, "]} : f32[", n,
+                              "] \"b\"\n", " %4 = Constant() {value=tensor<f32[", k, "]>[", mul,
+                              "]} : f32[", k, "] \"mul\"\n",
+                              " %9 = kiln.QuantLinear(%0, %1, %2, %3", with_mul ? ", %4" : "",
+                              ") {", attrs, "} : $T[", m, ",", n, "] \"y\"\n return \"y\": %9\n}"),
+                 t)});
+      }
+  RunCases(cases, /*int_high=*/4, nullptr, "quant_linear");
+}
+
 TEST(CudaOps, DataMovement) {
   std::vector<std::pair<std::string, std::string>> cases = {
       {"transpose", R"(graph g opset=21 {

@@ -1,8 +1,8 @@
 // The CUDA executor's Create on any machine: the kernel table against the cuda contracts
-// (each id in both), every fixture's cuda plan (and the packable ones' packed plans)
-// refused cleanly where no GPU answers (and accepted where one does), and one malformed hand-made
-// cuda plan per host-side rule, each InvalidArgument naming the step before any device is looked
-// for.
+// (each id in both), every fixture's cuda plan (fp32, fp16 or int8 in turn; and the packable
+// ones' packed plans) refused cleanly where no GPU answers (and accepted where one does), and one
+// malformed hand-made cuda plan per host-side rule, each InvalidArgument naming the step before any
+// device is looked for.
 #include <filesystem>
 
 #include "gmock/gmock.h"
@@ -32,7 +32,8 @@ TEST(CudaPlanChecks, FixturesAreRefusedCleanlyWithoutAGpu) {
     if (e.path().extension() != ".onnx") continue;
     CompileOptions o;
     o.target = PlanTarget::kCuda;
-    o.precision = ++n % 2 ? "fp32" : "fp16";
+    const char* precisions[] = {"fp32", "fp16", "int8"};
+    o.precision = precisions[n++ % 3];
     o.profile = {{"batch", {1, 2}}, {"sequence", {8, 16}}};
     // The KV-cache decoders (models/fixtures/kv/): 5 cached positions; the mask covers
     // past + sequence, a symbol of its own in the export.
@@ -294,6 +295,38 @@ TEST(CudaPlanChecks, ComputeKernelLimits) {
                P("activation", "none")});
     ExpectInvalid(s.Create(), "w is f32 but x is f16");
   }
+}
+
+// quant_linear (int8 plans): x [2, k] of `t`, w s8 [n, k] with `w0` as its first weight,
+// w_scale [n]; the host-side rules run before any device is looked for.
+absl::Status QuantLinear(DType t, int64_t k, int64_t n, int8_t w0) {
+  OneStep s;
+  s.pb.Input("x", t, {Dim::Known(2), Dim::Known(k)});
+  s.pb.Output("y", t, {Dim::Known(2), Dim::Known(n)});
+  std::vector<int8_t> codes(static_cast<size_t>(n * k), 3);
+  codes[0] = w0;
+  const int64_t w = s.pb.AddWeightBytes(codes.data(), codes.size());
+  const int64_t sc = s.pb.AddWeight(RandomVec(n, 3, 0.01f, 0.02f));
+  s.pb.Bucket({});
+  s.pb.Step(
+      "quant_linear",
+      {s.pb.In(0, {2, k}, t), s.pb.Weight(w, {n, k}, DType::kI8), s.pb.Weight(sc, {n}), -1, -1},
+      {s.pb.Out(0, {2, n}, t)},
+      {P("m", int64_t{2}), P("k", k), P("n", n), P("activation", "none")});
+  return s.Create();
+}
+
+TEST(CudaPlanChecks, QuantLinearRules) {
+  // cuBLASLt's int8 GEMMs take k and n multiples of 4 (the compiler never emits others).
+  ExpectInvalid(QuantLinear(DType::kF16, 6, 8, 1), "k 6 and n 8 must be multiples of 4");
+  ExpectInvalid(QuantLinear(DType::kF16, 8, 6, 1), "k 8 and n 6 must be multiples of 4");
+  // Symmetric weights only, as on the cpu.
+  ExpectInvalid(QuantLinear(DType::kF32, 8, 8, -128),
+                "weight 0 is -128: int8 weights are symmetric, in [-127, 127]");
+  // f32, f16 and bf16 activations pass the host checks (then the device decides).
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16})
+    EXPECT_NE(QuantLinear(t, 8, 12, -127).code(), absl::StatusCode::kInvalidArgument)
+        << DTypeName(t);
 }
 
 }  // namespace

@@ -95,10 +95,17 @@ absl::Status CudaExecutor::PrepareSteps() {
       runtime::PrepareSteps<CudaStep>(*plan_, session_, PlanTarget::kCuda, table, &steps_));
   // Layout of a slot's device block and pinned staging (sizes come from the plan: every
   // sum is checked).
+  // A step's own scratch (CudaStep::ScratchBytes) follows the cuBLASLt workspace; the steps
+  // run one after another on the slot's stream, so one region of the largest need serves all.
+  int64_t scratch = 0;
+  for (const std::vector<PreparedStep>& bucket : steps_)
+    for (const PreparedStep& s : bucket) scratch = std::max(scratch, s.kernel->ScratchBytes());
   bool ok = AlignUp(std::max<int64_t>(session_.max_total_bytes(), 1), kAlign, &error_offset_) &&
             !AddOverflows(error_offset_, kAlign, &workspace_offset_) &&
             !AddOverflows(workspace_offset_, static_cast<int64_t>(cuda::kGemmWorkspaceBytes),
-                          &block_bytes_);
+                          &scratch_offset_) &&
+            !AddOverflows(scratch_offset_, scratch, &block_bytes_);
+  scratch_bytes_ = scratch;
   int64_t host_io = 0;
   for (int b = 0; ok && b < session_.num_buckets(); ++b) {
     const BucketIo& io = session_.bucket(b);
@@ -197,7 +204,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor::Slot>> CudaExecutor::NewSlot() cons
     s->block = nullptr;
     return absl::ResourceExhaustedError(absl::StrFormat(
         "cannot allocate a run's %d bytes of device memory (arena, staging, cuBLASLt "
-        "workspace): %s",
+        "workspace, step scratch): %s",
         block_bytes_, cudaGetErrorString(e)));
   }
   if (cudaError_t e =
@@ -223,6 +230,8 @@ absl::Status CudaExecutor::LaunchSteps(int b, const Slot& slot, cudaStream_t str
   env.lt = slot.lt;
   env.workspace = slot.block + workspace_offset_;
   env.workspace_bytes = cuda::kGemmWorkspaceBytes;
+  env.scratch = scratch_bytes_ > 0 ? slot.block + scratch_offset_ : nullptr;
+  env.scratch_bytes = scratch_bytes_;
   for (size_t s = 0; s < steps.size(); ++s) {
     env.err = {reinterpret_cast<uint32_t*>(slot.block + error_offset_),
                static_cast<uint32_t>(s + 1)};

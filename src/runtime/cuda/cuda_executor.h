@@ -64,7 +64,7 @@ class CudaExecutor final : public Executor {
   // One concurrent run's resources (see the file comment).
   struct Slot {
     int device = 0;
-    std::byte* block = nullptr;   // device: arena + staging | error word | workspace
+    std::byte* block = nullptr;   // device: arena + staging | error word | workspace | scratch
     std::byte* pinned = nullptr;  // host staging of host I/O, then the error word's copy
     cudaStream_t stream = nullptr;
     cublasLtHandle_t lt = nullptr;
@@ -108,6 +108,7 @@ class CudaExecutor final : public Executor {
   std::byte* weights_ = nullptr;                  // device copy of the plan's weights
   cublasLtHandle_t init_lt_ = nullptr;
   int64_t error_offset_ = 0, workspace_offset_ = 0, block_bytes_ = 0;  // within a slot block
+  int64_t scratch_offset_ = 0, scratch_bytes_ = 0;  // the steps' scratch (after the workspace)
   int64_t pinned_bytes_ = 0;
   mutable ResourcePool<Slot> pool_;
 };

@@ -54,6 +54,22 @@ cuda::ElemType ElemTypeOf(DType t) {
   }
 }
 
+cuda::LinearAct LinearActOf(ActivationKind a) {
+  switch (a) {
+    case ActivationKind::kGeluErf:
+      return cuda::LinearAct::kGeluErf;
+    case ActivationKind::kGeluTanh:
+      return cuda::LinearAct::kGeluTanh;
+    case ActivationKind::kRelu:
+      return cuda::LinearAct::kRelu;
+    case ActivationKind::kTanh:
+      return cuda::LinearAct::kTanh;
+    case ActivationKind::kNone:
+      break;
+  }
+  return cuda::LinearAct::kNone;
+}
+
 absl::Status LaunchStatus(cudaError_t e, const char* kernel) {
   return CudaStatus(e, absl::StrCat("launching ", kernel));
 }
@@ -604,6 +620,7 @@ constexpr Entry kTable[] = {
     {"cache_write", PrepareCudaCacheWrite},
     {"tensor_scatter", PrepareCudaTensorScatter},
     {"block_quant_linear", PrepareCudaBlockQuantLinear},
+    {"quant_linear", PrepareCudaQuantLinear},
     {"pad", Movement<kPad>},
 };
 

@@ -37,6 +37,8 @@ struct CudaRunEnv {
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;  // cuBLASLt workspace (device)
   size_t workspace_bytes = 0;
+  std::byte* scratch = nullptr;  // the slot's step scratch (device), ScratchBytes() at least
+  int64_t scratch_bytes = 0;
   cuda::ErrorSink err;  // this step's data-error word and code
 };
 
@@ -49,6 +51,9 @@ class CudaStep {
   virtual absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const = 0;
   // What a non-zero error word from this step means ("an index is out of range").
   virtual const char* DataError() const { return "a data error"; }
+  // Device bytes the step needs between its launches (CudaRunEnv::scratch), known at
+  // Prepare: the executor sizes each run slot's scratch for the largest step.
+  virtual int64_t ScratchBytes() const { return 0; }
 };
 
 using CudaPrepareFn = absl::StatusOr<std::unique_ptr<CudaStep>> (*)(const StepChecker&);
@@ -69,13 +74,15 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPacked(std::string_view ker
                                                             const StepChecker& c);
 
 // cuda_steps_kv.cc: cache_write, tensor_scatter (genai's cache update), head_attention
-// over a paged cache (decode programs, docs/generation.md) with `r` its checked rule, and
-// block_quant_linear (int4/int8 weight-only GEMMs).
+// over a paged cache (decode programs, docs/generation.md) with `r` its checked rule.
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaCacheWrite(const StepChecker& c);
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaTensorScatter(const StepChecker& c);
-absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaBlockQuantLinear(const StepChecker& c);
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPagedAttention(const StepChecker& c,
                                                                     const HeadAttentionRule& r);
+// cuda_steps_quant.cc: block_quant_linear (int4/int8 weight-only GEMMs) and quant_linear
+// (int8 plans' s8 × s8 GEMMs, kernels/cuda/quant_linear.h).
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaBlockQuantLinear(const StepChecker& c);
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaQuantLinear(const StepChecker& c);
 
 // Element strides of a mask of dims `m` broadcast (right-aligned) to [B, N, S, L]; 0 on
 // broadcast dims.
@@ -83,6 +90,8 @@ void MaskStrides(const std::vector<int64_t>& m, int64_t stride_out[4]);
 
 // DType -> the kernels' element type.
 cuda::ElemType ElemTypeOf(DType t);
+// A kernel rule's activation -> the Linear-like kernels' epilogue activation.
+cuda::LinearAct LinearActOf(ActivationKind a);
 
 // The flash kernel's steps (flash_attention, packed_flash_attention; `kernel` names the
 // step in errors): Init picks the device's launch shape for `a`, checks it and sets the

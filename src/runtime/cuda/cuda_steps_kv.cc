@@ -1,9 +1,8 @@
 // The CUDA kernel table's decoder kernels (cuda_steps.h; docs/generation.md): cache_write,
-// tensor_scatter, head_attention over a paged cache, and block_quant_linear (int4/int8 weights)
-// (kernels/cuda/kv_cache.h). The paged attention's split count is the device's (Init: about two
-// blocks per SM, capped by the run slot's workspace, where the splits' partial results go;
-// stream-ordered scratch, as the packed steps use it).
-#include "kernels/cuda/block_quant.h"
+// tensor_scatter and head_attention over a paged cache (kernels/cuda/kv_cache.h). The paged
+// attention's split count is the device's (Init: about two blocks per SM, capped by the run slot's
+// workspace, where the splits' partial results go; stream-ordered scratch, as the packed steps use
+// it).
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_cache.h"
 #include "runtime/cuda/cuda_steps.h"
@@ -84,77 +83,7 @@ class TensorScatterStep final : public CudaStep {
 };
 
 // block_quant_linear: the weights are the uploaded plan's (fixed at Init); x and y per run.
-class BlockQuantStep final : public CudaStep {
- public:
-  BlockQuantStep(cuda::BlockQuantArgs a, int64_t w, int64_t scales, int64_t zp, bool float_zp,
-                 int64_t bias)
-      : a_(a), w_(w), scales_(scales), zp_(zp), bias_(bias), float_zp_(float_zp) {}
-  absl::Status Init(const CudaInitEnv& env) override {
-    a_.codes = reinterpret_cast<const uint8_t*>(env.weights + w_);
-    a_.scales = reinterpret_cast<const float*>(env.weights + scales_);
-    if (zp_ >= 0 && float_zp_)
-      a_.float_zero_points = reinterpret_cast<const float*>(env.weights + zp_);
-    else if (zp_ >= 0)
-      a_.zero_points = reinterpret_cast<const uint8_t*>(env.weights + zp_);
-    a_.bias = bias_ >= 0 ? env.weights + bias_ : nullptr;
-    return absl::OkStatus();
-  }
-  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
-    cuda::BlockQuantArgs a = a_;
-    a.x = io.In(0);
-    a.y = io.Out(0);
-    return LaunchStatus(cuda::BlockQuantLinear(a, env.stream), "block_quant_linear");
-  }
-
- private:
-  cuda::BlockQuantArgs a_;
-  int64_t w_, scales_, zp_, bias_;  // offsets in the weights blob (-1: absent)
-  bool float_zp_;                   // zp_ holds f32 zero points
-};
-
 }  // namespace
-
-absl::StatusOr<StepPtr> PrepareCudaBlockQuantLinear(const StepChecker& c) {
-  KILN_ASSIGN_OR_RETURN(const BlockQuantLinearRule r, CheckBlockQuantLinear(c));
-  // As the CPU kernel's packing: a 4-bit code or zero point above 15 is a malformed plan
-  // (the kernel would read only its low nibble).
-  const uint8_t* blob = c.plan().weights.data();
-  const PlanBuffer *w = c.In(1), *zp = c.In(3);
-  for (const PlanBuffer* b :
-       {r.two_codes_per_byte ? nullptr : w, r.float_zero_points ? nullptr : zp}) {
-    if (b == nullptr || r.bits == 8) continue;
-    const uint8_t* p = blob + b->offset;
-    for (int64_t i = 0; i < b->bytes; ++i)
-      if (p[i] > 15) return c.Err("a 4-bit code is %d at byte %d", int{p[i]}, i);
-  }
-  cuda::BlockQuantArgs a;
-  a.dtype = ElemTypeOf(c.In(0)->dtype);
-  a.m = r.m;
-  a.k = r.k;
-  a.n = r.n;
-  a.block_size = r.block_size;
-  a.bits = r.bits;
-  a.one_code_per_byte = !r.two_codes_per_byte;
-  switch (r.activation) {
-    case ActivationKind::kNone:
-      a.act = cuda::BlockQuantAct::kNone;
-      break;
-    case ActivationKind::kGeluErf:
-      a.act = cuda::BlockQuantAct::kGeluErf;
-      break;
-    case ActivationKind::kGeluTanh:
-      a.act = cuda::BlockQuantAct::kGeluTanh;
-      break;
-    case ActivationKind::kRelu:
-      a.act = cuda::BlockQuantAct::kRelu;
-      break;
-    case ActivationKind::kTanh:
-      a.act = cuda::BlockQuantAct::kTanh;
-      break;
-  }
-  return StepPtr(new BlockQuantStep(a, w->offset, c.In(2)->offset, zp ? zp->offset : -1,
-                                    r.float_zero_points, c.In(4) ? c.In(4)->offset : -1));
-}
 
 absl::StatusOr<StepPtr> PrepareCudaTensorScatter(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(const TensorScatterRule r, CheckTensorScatter(c));
