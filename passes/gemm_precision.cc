@@ -1,8 +1,10 @@
-// gemm-precision: for a cpu plan at bf16 or int8 (PassContext::precision), stores the GEMM
-// weights below fp32 while every activation between kernels stays f32. On a CPU the GEMMs
-// are nearly all of a Transformer's time (docs/benchmarks.md) and gain 2-4x from bf16 / int8
-// dot-product instructions; the other ops would gain little and lose accuracy (a
-// LayerNorm's variance, a softmax's exponentials).
+// gemm-precision: for a cpu plan at bf16 or int8, or a cuda plan at int8
+// (PassContext::precision), stores the GEMM weights below fp32 while every activation
+// between kernels stays f32 (cuda int8: lower-precision then moves the rest, the
+// QuantLinears' X and Y included, to fp16). On a CPU the GEMMs are nearly all of a
+// Transformer's time (docs/benchmarks.md) and gain 2-4x from bf16 / int8 dot-product
+// instructions; the other ops would gain little and lose accuracy (a LayerNorm's variance,
+// a softmax's exponentials).
 //   - bf16: each kiln.Linear's W is stored in bf16 (nearest even); the kernel rounds X to
 //     bf16 and accumulates in fp32.
 //   - int8: each kiln.Linear becomes kiln.QuantLinear: W as [N, K], quantized symmetric per
@@ -24,7 +26,8 @@
 //     only: a classifier's logits, a pooler, an LM head — its error is the score's error;
 //     PassContext::head_precision, `--head-precision`, puts it at int8, bf16 or fp32 instead);
 //     a Linear whose W or B is not a constant, whose X is not f32, or whose W holds inf/NaN;
-//     at int8, one whose K is above kQuantLinearMaxK;
+//     at int8, one whose K is above kQuantLinearMaxK, and on cuda one whose K or N is not
+//     a multiple of 4 (cuBLASLt's int8 GEMMs; lower-precision makes it fp16 instead);
 //     and every other compute op (PrecisionPolicy::kLower), with its catalogue reason.
 // Idempotent: a second run finds bf16 weights and QuantLinear nodes and changes nothing.
 // Limits: only kiln.Linear (fuse-linear turns MatMul/Gemm with a constant operand into it);
@@ -51,8 +54,9 @@ class GemmPrecisionPass final : public Pass {
  public:
   std::string_view name() const override { return "gemm-precision"; }
   std::string_view description() const override {
-    return "cpu bf16/int8 plans: GEMM weights in bf16 or s8 per output channel, every other "
-           "op fp32 (docs/precision.md)";
+    return "cpu bf16/int8 and cuda int8 plans: GEMM weights in bf16 or s8 per output "
+           "channel, every other op fp32 (cuda int8: lower-precision's fp16; "
+           "docs/precision.md)";
   }
 
  protected:
@@ -292,11 +296,21 @@ absl::StatusOr<std::map<int, float>> StaticRanges(
 }
 
 absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx) {
-  if (ctx.target != PlanTarget::kCpu) return false;
-  if (ctx.precision != Precision::kBf16 && ctx.precision != Precision::kInt8) return false;
+  if (ctx.precision != Precision::kInt8 &&
+      (ctx.precision != Precision::kBf16 || ctx.target != PlanTarget::kCpu))
+    return false;
+  const bool cuda = ctx.target == PlanTarget::kCuda;
   const bool int8 = ctx.precision == Precision::kInt8;
   auto note = [&](const Node& n, const std::string& precision, const std::string& reason) {
     if (ctx.precision_report) ctx.precision_report->Note(n, precision, reason);
+  };
+  // A Linear that stays above int8: fp32 on the cpu; on cuda lower-precision's 16 bits, or
+  // fp32 where numeric-safety said so.
+  const std::string rest = cuda ? std::string(PrecisionName(ComputePrecision(ctx))) : "fp32";
+  auto note_kept = [&](const Node& n, const std::string& why) {
+    const std::string* forced =
+        cuda && ctx.precision_report ? ctx.precision_report->ForcedF32(n) : nullptr;
+    note(n, forced ? "fp32" : rest, forced ? *forced : why);
   };
   bool changed = false;
   std::map<int, Node*> bf16_of;  // f32 constant node id -> its bf16 copy
@@ -361,7 +375,7 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
     const OpInfo* info = FindOp(n->domain(), n->op());
     if (info == nullptr || info->precision != PrecisionPolicy::kLower) continue;
     if (!IsLinear(n)) {
-      note(*n, "fp32", std::string(info->keep_f32_reason));
+      if (!cuda) note(*n, "fp32", std::string(info->keep_f32_reason));  // cuda: lower-precision's
       continue;
     }
     // The Linear's precision: the plan's, unless --precision auto moved its group, or an
@@ -380,7 +394,7 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
     if (why.empty() && target == Precision::kFp32) why = group_why;
     if (!why.empty()) {
       Count("linears kept fp32");
-      note(*n, "fp32", why);
+      note_kept(*n, why);
       continue;
     }
     if (target == Precision::kBf16) {
@@ -409,9 +423,15 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
     const int64_t k = w_node->constant_value()->dims()[trans_w ? 1 : 0];
     if (k > kQuantLinearMaxK) {
       Count("linears kept fp32");
-      note(*n, "fp32",
-           absl::StrCat("K ", k, " is above kiln.QuantLinear's ", kQuantLinearMaxK,
-                        " (the int8 GEMM's int32 sums)"));
+      note_kept(*n, absl::StrCat("K ", k, " is above kiln.QuantLinear's ", kQuantLinearMaxK,
+                                 " (the int8 GEMM's int32 sums)"));
+      continue;
+    }
+    const int64_t out_n = w_node->constant_value()->dims()[trans_w ? 0 : 1];
+    if (cuda && (k % 4 != 0 || out_n % 4 != 0)) {
+      Count("linears kept fp32");
+      note_kept(*n, absl::StrCat("K ", k, " and N ", out_n,
+                                 ": cuBLASLt's int8 GEMMs take multiples of 4"));
       continue;
     }
     std::vector<float> smooth;
@@ -443,10 +463,17 @@ absl::StatusOr<bool> GemmPrecisionPass::RunImpl(Graph& g, const PassContext& ctx
     ql->set_output_name(0, n->output_info(0).name);
     ql->set_provenance(n->provenance());
     g.ReplaceAllUsesWith(n->output(0), ql->output(0));
+    // cuda: numeric-safety's verdict on the Linear holds for its QuantLinear (X and Y stay
+    // f32 around the int8 GEMM).
+    const std::string* forced =
+        cuda && ctx.precision_report ? ctx.precision_report->ForcedF32(*n) : nullptr;
+    if (forced) ctx.precision_report->ForceF32(*ql, *forced);
     KILN_RETURN_IF_ERROR(g.RemoveNode(n));
     KILN_RETURN_IF_ERROR(DropIfUnused(g, w_node));
     Count("linears quantized");
-    if (ctx.precision_report) ctx.precision_report->Note(*ql, "int8", group_why, fixed);
+    if (ctx.precision_report)
+      ctx.precision_report->Note(
+          *ql, "int8", forced ? absl::StrCat("X and Y fp32: ", *forced) : group_why, fixed);
     changed = true;
   }
   return changed;

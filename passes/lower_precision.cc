@@ -1,5 +1,6 @@
-// lower-precision: for a compile at fp16 or bf16 (PassContext::precision), moves the
-// graph's f32 compute path to 16 bits while callers keep the model's own dtypes.
+// lower-precision: for a compile at fp16 or bf16 (ComputePrecision: a cuda int8 plan's is
+// fp16, its QuantLinears reading and writing fp16), moves the graph's f32 compute path to
+// 16 bits while callers keep the model's own dtypes.
 // Rules, one forward sweep in node order, per the op catalogue's PrecisionPolicy:
 //   - kLower ops (GEMMs, norms, softmax, attention, embeddings, pooling: kernels that keep
 //     fp32 statistics and accumulation inside) run in 16 bits: their f32 inputs become
@@ -80,8 +81,9 @@ Tensor Convert(const Tensor& t, DType low) {
 }
 
 absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ctx) {
-  if (ctx.precision == Precision::kFp32) return false;
-  const DType low = ctx.precision == Precision::kFp16 ? DType::kF16 : DType::kBF16;
+  const Precision precision = ComputePrecision(ctx);
+  if (precision != Precision::kFp16 && precision != Precision::kBf16) return false;
+  const DType low = precision == Precision::kFp16 ? DType::kF16 : DType::kBF16;
   bool changed = false;
   using Key = std::pair<int, int>;  // (node id, output index)
   auto key_of = [](Value v) { return Key{v.node->id(), v.index}; };
@@ -220,9 +222,11 @@ absl::StatusOr<bool> LowerPrecisionPass::RunImpl(Graph& g, const PassContext& ct
       }
     }
     // Compute ops (kLower in the catalogue) get a note: their precision, or why f32.
-    const bool compute = info && info->precision == PrecisionPolicy::kLower;
+    // (A cuda int8 plan's QuantLinear keeps gemm-precision's "int8" note.)
+    const bool compute = info && info->precision == PrecisionPolicy::kLower &&
+                         !(n->domain() == "kiln" && n->op() == "QuantLinear");
     if (compute && ctx.precision_report)
-      ctx.precision_report->Note(*n, go_low ? std::string(PrecisionName(ctx.precision)) : "fp32",
+      ctx.precision_report->Note(*n, go_low ? std::string(PrecisionName(precision)) : "fp32",
                                  go_low ? "" : why_f32);
     for (int o = 0; o < n->num_outputs(); ++o)
       has_f32 |= n->output_info(o).type.dtype == DType::kF32;

@@ -1,13 +1,14 @@
-// numeric-safety: for an fp16 compile, runs the graph as it stands — f32, after the fusions
-// — on the reference executor over the calibration inputs (PassContext::calibration_inputs),
-// records each float value's largest magnitude, and keeps in fp32 every compute op that
-// would read or write a value beyond fp16's safe limit (PrecisionReport::ForceF32, which
-// lower-precision obeys), the measured range as the reason (`kiln plan-info` prints it).
-// Why: fp16 tops out at 65504. Real Transformers carry a few huge activations in their
-// residual stream (outlier features, "massive activations"); in fp16 the residual add
-// overflows to inf, or the cast down saturates, and the LayerNorm after it returns garbage
-// or zeros. bf16 has f32's exponent range and int8 scales each row: the pass does nothing
-// for them.
+// numeric-safety: for an fp16 compile (ComputePrecision: a cuda int8 plan's fp16 rest too),
+// runs the graph as it stands — f32, after the fusions (and a cuda int8 plan's
+// gemm-precision) — on the reference executor over the calibration inputs
+// (PassContext::calibration_inputs), records each float value's largest magnitude, and keeps in
+// fp32 every compute op that would read or write a value beyond fp16's safe limit
+// (PrecisionReport::ForceF32, which lower-precision obeys), the measured range as the reason (`kiln
+// plan-info` prints it). Why: fp16 tops out at 65504. Real Transformers carry a few huge
+// activations in their residual stream (outlier features, "massive activations"); in fp16 the
+// residual add overflows to inf, or the cast down saturates, and the LayerNorm after it returns
+// garbage or zeros. bf16 has f32's exponent range and a cpu int8 plan's activations stay f32 (its
+// GEMMs scale each row): the pass does nothing for them.
 // Limit: 65504 / 4 = 16376, headroom for inputs larger than the calibration's.
 // Limits: the ranges are those of the calibration inputs (synthetic ones unless --calib);
 // values computed inside a kernel are not observed, only the ops' inputs and outputs; the
@@ -42,7 +43,7 @@ class NumericSafetyPass final : public Pass {
 };
 
 absl::StatusOr<bool> NumericSafetyPass::RunImpl(Graph& g, const PassContext& ctx) {
-  if (ctx.precision != Precision::kFp16 || ctx.calibration_inputs == nullptr ||
+  if (ComputePrecision(ctx) != Precision::kFp16 || ctx.calibration_inputs == nullptr ||
       ctx.calibration_inputs->empty() || ctx.precision_report == nullptr)
     return false;
   // Largest |value| per (node id, output), over every input set.

@@ -1,7 +1,8 @@
 // The standard pipelines, as data. Each stage says why it is there and what it must come
 // after. -O2 adds canonicalization and the fusions; -O3 is -O2 for now. A precision below
 // fp32 appends its pass and clean-up at any level above -O0: lower-precision (cuda: the
-// compute path in 16 bits) or gemm-precision (cpu: the GEMM weights in bf16 or s8); the
+// compute path in 16 bits; int8 after gemm-precision) or gemm-precision (cpu: the GEMM
+// weights in bf16 or s8); the
 // target changes nothing else but one stage (cpu: widen-fp16, since the cpu kernels are f32;
 // fusions are target-neutral; kernel choice happens in lowering).
 #include "absl/strings/str_cat.h"
@@ -23,17 +24,26 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
                           "activations and every other op fp32 (docs/precision.md)",
                           "last: after the fusions, whose kiln.Linear is what it lowers"});
     } else {
-      if (precision == Precision::kFp16)
+      if (precision == Precision::kFp16 || precision == Precision::kInt8)
         p.stages.push_back({{"numeric-safety"},
                             1,
-                            "fp16: ops whose values exceed fp16's range on the calibration "
-                            "inputs stay fp32 (docs/precision.md)",
+                            "fp16 (and cuda int8's fp16 rest): ops whose values exceed fp16's "
+                            "range on the calibration inputs stay fp32 (docs/precision.md)",
                             "after the fusions (it runs the fused graph), before "
                             "lower-precision (which obeys its verdicts)"});
+      if (precision == Precision::kInt8)
+        p.stages.push_back({{"gemm-precision"},
+                            1,
+                            "cuda int8: the GEMM weights in s8 per output channel (its "
+                            "kiln.QuantLinear runs on cuBLASLt's int8 tensor cores)",
+                            "after numeric-safety, whose verdict on a Linear it hands to its "
+                            "QuantLinear; before lower-precision, which moves the rest to "
+                            "fp16"});
       p.stages.push_back({{"lower-precision"},
                           1,
-                          "fp16/bf16: the compute path in 16 bits, weights converted once, "
-                          "casts only at the boundaries (docs/precision.md)",
+                          "fp16/bf16 (cuda int8: fp16 around the int8 GEMMs): the compute "
+                          "path in 16 bits, weights converted once, casts only at the "
+                          "boundaries (docs/precision.md)",
                           "last: after the fusions, whose ops (and their kernels' fp32 "
                           "statistics) are what it lowers"});
     }

@@ -74,6 +74,9 @@ Rule QuantLinearRule(const RuleContext& ctx) {
   const Type& w = ctx.input_type(1);
   KILN_RETURN_IF_ERROR(CheckRank(ctx, 1, 2, "W"));
   if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
+  if (x.dtype != DType::kUndefined && x.dtype != DType::kF32 && x.dtype != DType::kF16 &&
+      x.dtype != DType::kBF16)
+    return ctx.Error(absl::StrCat("X must be f32, f16 or bf16, got ", x.ToString()));
   if (w.dtype != DType::kUndefined && w.dtype != DType::kI8)
     return ctx.Error(absl::StrCat("W must be int8, got ", w.ToString()));
   Dim n;

@@ -83,6 +83,9 @@ def main():
             comp = f", compile {r['compiled_ms']:.3f}" if "compiled_ms" in r else ""
             row(f"{m} b{bt} s{s} fp16 p50 ms (kiln)",
                 f"{r['kiln_ms']:.3f} (eager {r['eager_ms']:.3f}{comp})")
+            if "kiln_int8_ms" in r:
+                row(f"{m} b{bt} s{s} int8 / fp16 plan", f"{r['kiln_int8_ms'] / r['kiln_ms']:.2f}x "
+                    f"({r['kiln_int8_ms']:.3f} ms)")
             if "kiln_simple_attention_ms" in r:
                 row(f"{m} b{bt} s{s} flash / simple attention plan",
                     f"{r['kiln_ms']:.3f} / {r['kiln_simple_attention_ms']:.3f} ms",

@@ -10,7 +10,9 @@ cuda --precision fp16`, and measures on the same shapes:
     copies excluded — and the same with host memory, copies included);
   - PyTorch eager fp16 and torch.compile(mode="max-autotune") fp16 (CUDA graphs), inputs on
     the device, CUDA events, copies excluded;
-medians of --runs after --warmup; for the shapes in SIMPLE_COMPARE the same plan compiled
+medians of --runs after --warmup; on every shape the model's `--precision int8` cuda plan
+too (int8 GEMMs on cuBLASLt, the rest fp16: "int8 / fp16 plan"); for the shapes in
+SIMPLE_COMPARE the same plan compiled
 with --no-flash-attention (simple attention kernel) too. Also: kiln's fp16 output against torch fp32 on the device
 (cosine on the real tokens), launches per encoder layer from the plan, the 9-bucket MiniLM
 plan's load + Create time, and the roofline references from `kiln_gpu_bench kernels` (D2D
@@ -154,6 +156,10 @@ def main():
             run([args.kiln, "compile", str(onnx_path), "-o", str(simple_plan), "--target",
                  "cuda", "--precision", "fp16", "--profile", prof, "--quiet",
                  "--no-flash-attention"])
+        # The int8 plan of the same shapes (int8 GEMMs on cuBLASLt, the rest fp16).
+        int8_plan = work / f"{name}_int8.kiln"
+        run([args.kiln, "compile", str(onnx_path), "-o", str(int8_plan), "--target", "cuda",
+             "--precision", "int8", "--profile", prof, "--quiet"])
         steps, launches = layer_launches(args.kiln, plan)
         results[f"{name}_layer_steps"], results[f"{name}_layer_launches"] = steps, launches
         m16 = copy.deepcopy(model).half().cuda()
@@ -166,6 +172,10 @@ def main():
                                  "--warmup", str(args.warmup)]))
             row["kiln_ms"] = kb["device_io"]["p50_ms"]
             row["kiln_host_io_ms"] = kb["host_io"]["p50_ms"]
+            ki = json.loads(run([args.gpu_bench, "plan", str(int8_plan), "--shape",
+                                 f"batch={batch},sequence={seq}", "--runs", str(args.runs),
+                                 "--warmup", str(args.warmup)]))
+            row["kiln_int8_ms"] = ki["device_io"]["p50_ms"]
             if (name, batch, seq) in SIMPLE_COMPARE:
                 ks = json.loads(run([args.gpu_bench, "plan", str(simple_plan), "--shape",
                                      f"batch={batch},sequence={seq}", "--runs", str(args.runs),

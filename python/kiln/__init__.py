@@ -97,8 +97,8 @@ def compile(model: PathLike, output: Optional[PathLike] = None, *,
     precision: "fp32" (default); "bf16" or "int8" on cpu (the GEMMs' weights and inputs in
         bf16, or s8 weights per output channel with inputs quantized per row; everything else
         fp32), or "auto" (int8, then int8 with the attention GEMMs in bf16, then bf16, then
-        fp32: the first that meets its accuracy gate); "fp16" or "bf16" on cuda
-        (docs/precision.md).
+        fp32: the first that meets its accuracy gate); "fp16", "bf16" or "int8" on cuda
+        (int8: the GEMMs on cuBLASLt's int8 tensor cores, the rest fp16; docs/precision.md).
     head_precision: cpu int8/bf16/auto plans: the output heads' GEMMs (an LM head, a
         classifier) at "int8", "bf16" or "fp32"; None: fp32 (as `kiln compile
         --head-precision`).

@@ -101,11 +101,8 @@ absl::Status ValidateOptions(const CompileOptions& o) {
     return absl::UnimplementedError(
         "precision 'fp16' is not supported by the cpu target: the CPUs kiln runs on have no "
         "fp16 arithmetic; use bf16 or int8 (docs/precision.md)");
-  if (*p == Precision::kInt8 && o.target == PlanTarget::kCuda)
-    return absl::UnimplementedError(
-        "precision 'int8' is not supported by the cuda target yet (no int8 CUDA kernels); "
-        "compile int8 plans for the cpu target, or fp16/bf16 for cuda");
-  const char* pass = o.target == PlanTarget::kCpu ? "gemm-precision" : "lower-precision";
+  const char* pass =
+      o.target == PlanTarget::kCpu || *p == Precision::kInt8 ? "gemm-precision" : "lower-precision";
   if (*p != Precision::kFp32 && !CreatePass(pass))
     return absl::UnimplementedError(
         absl::StrCat("precision '", o.precision, "' needs the ", pass, " pass"));

@@ -272,9 +272,10 @@ const std::vector<OpInfo>& Table() {
       Grows({"kiln", "Linear", 2, 3, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
       // An int8 plan's Linear (docs/fused-ops.md): s8 weights [N, K] with per-output-channel
       // scales, activations (times an optional per-channel x_mul) quantized per row at run
-      // time (so rows stay apart: row-wise).
-      KeepF32("already quantized",
-              {"kiln", "QuantLinear", 3, 5, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kKeepF32}),
+      // time (so rows stay apart: row-wise). kLower: a cuda int8 plan's 16-bit compute path
+      // runs through it (X and Y fp16); its scales, bias and x_mul stay f32.
+      KeepF32("already quantized", {"kiln", "QuantLinear", 3, 5, 1, 1, kPure | kRowwise, 0,
+                                    PrecisionPolicy::kLower, (1u << 2) | (1u << 3) | (1u << 4)}),
       // A weight-only 4- or 8-bit Linear (onnxruntime's MatMulNBits): u4 or u8 weights [N, K]
       // with a scale (and zero point) per block of K, f32 activations; row-wise like Linear.
       KeepF32(

@@ -202,7 +202,8 @@ Result LinearKernel(const Node& node, Inputs in) {
 // arithmetic with a = max_k |X̃[r,k]| ("dynamic_row") or a = x_absmax (> 0, "static": the
 // calibrated range): q[k] = clamp(rne(X̃[r,k] · (127 / a)), -127, 127) (q = 0 when a = 0),
 // s = a / 127; then Y[r,n] = act(Σ_k q[k]·W[n,k] · s · w_scale[n] + B[n]). A row holding inf
-// or NaN gives NaN.
+// or NaN gives NaN. X may be f16 or bf16 (a cuda int8 plan's activations; Y then X's dtype,
+// rounded once); B and x_mul are f32.
 
 Result QuantLinearKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
@@ -210,8 +211,11 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* ws, Arg(in, 2, "w_scale"));
   const Tensor* b = OptArg(in, 3);
   const Tensor* mul = OptArg(in, 4);
-  if (x->dtype() != DType::kF32)
-    return absl::UnimplementedError(absl::StrCat("X has dtype ", DName(x->dtype()), "; only f32"));
+  if (x->dtype() != DType::kF32 && x->dtype() != DType::kF16 && x->dtype() != DType::kBF16)
+    return absl::UnimplementedError(
+        absl::StrCat("X has dtype ", DName(x->dtype()), "; only f32, f16, bf16"));
+  if (b != nullptr && b->dtype() != DType::kF32)
+    return absl::InvalidArgumentError(absl::StrCat("B must be f32, got ", DName(b->dtype())));
   if (mul != nullptr && mul->dtype() != DType::kF32)
     return absl::InvalidArgumentError(absl::StrCat("x_mul must be f32, got ", DName(mul->dtype())));
   if (w->dtype() != DType::kI8)
@@ -219,7 +223,6 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
   if (ws->dtype() != DType::kF32)
     return absl::InvalidArgumentError(
         absl::StrCat("w_scale must be f32, got ", DName(ws->dtype())));
-  KILN_RETURN_IF_ERROR(SameDType(*x, b, "X", "B"));
   KILN_ASSIGN_OR_RETURN(std::string act_name, StringAttr(node, "activation", "none"));
   KILN_ASSIGN_OR_RETURN(auto act, Activation(act_name));
   KILN_ASSIGN_OR_RETURN(std::string mode, StringAttr(node, "x_quant", "dynamic_row"));
@@ -250,18 +253,18 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
   KILN_RETURN_IF_ERROR(CheckBufferSize(out_dims, "output"));
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < x->dims().size(); ++i) rows *= x->dims()[i];
-  const float* xp = x->data<float>();
   const int8_t* wp = w->data<int8_t>();
   const float* sp = ws->data<float>();
   std::vector<double> y(static_cast<size_t>(rows * n));
   std::vector<int32_t> q(static_cast<size_t>(k));
   std::vector<float> scaled(static_cast<size_t>(k));
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = xp + r * k;
-    if (mul != nullptr) {
-      for (int64_t i = 0; i < k; ++i) scaled[i] = row[i] * mul->data<float>()[i];
-      row = scaled.data();
+    // X̃'s row in f32 (a 16-bit X widened exactly, then times x_mul in f32).
+    for (int64_t i = 0; i < k; ++i) {
+      const float v = static_cast<float>(x->GetAsDouble(r * k + i));
+      scaled[i] = mul != nullptr ? v * mul->data<float>()[i] : v;
     }
+    const float* row = scaled.data();
     float a = 0.0f;
     bool finite = true;
     for (int64_t i = 0; i < k; ++i) {
@@ -286,7 +289,8 @@ Result QuantLinearKernel(const Node& node, Inputs in) {
       y[r * n + j] = act(v);
     }
   }
-  return std::vector<Tensor>{FromDoubles(DType::kF32, std::move(out_dims), y)};
+  // A 16-bit X (a cuda int8 plan's fp16 activations): Y rounded once to its dtype.
+  return std::vector<Tensor>{FromDoubles(x->dtype(), std::move(out_dims), y)};
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// kiln::Compile for target cuda, on the CPU: every fixture compiles at fp32, fp16 and bf16
+// kiln::Compile for target cuda, on the CPU: every fixture compiles at fp32, fp16, bf16 and int8
 // into a plan with no host step (every step a cuda kernel meeting its contract), the
 // signature keeps the model's dtypes, 16-bit plans store their float weights in 16 bits and
 // keep attention masks f32, the manifest records the SMs and toolkit, plans are
@@ -131,8 +131,9 @@ TEST(CompileCuda, EveryFixtureAtEveryPrecisionHasNoHostStep) {
       return o;
     }());
     ASSERT_TRUE(ref.ok()) << model << ": " << ref.status();
-    for (const char* precision : {"fp32", "fp16", "bf16"}) {
+    for (const char* precision : {"fp32", "fp16", "bf16", "int8"}) {
       SCOPED_TRACE(model + " at " + precision);
+      const bool int8 = std::string(precision) == "int8";
       CompileOptions o = Cuda(precision);
       o.symbols = SweepSymbols(model);
       absl::StatusOr<Plan> plan = Compile(model, o);
@@ -150,18 +151,30 @@ TEST(CompileCuda, EveryFixtureAtEveryPrecisionHasNoHostStep) {
         EXPECT_EQ(plan->inputs[i].dtype, ref->inputs[i].dtype);
       for (size_t i = 0; i < plan->outputs.size(); ++i)
         EXPECT_EQ(plan->outputs[i].dtype, ref->outputs[i].dtype);
-      const DType low = std::string(precision) == "fp16"   ? DType::kF16
-                        : std::string(precision) == "bf16" ? DType::kBF16
-                                                           : DType::kF32;
+      // int8: the GEMMs s8 (quant_linear), the rest fp16 (ComputePrecision).
+      int quant_linears = 0;
+      const DType low = std::string(precision) == "fp16" || int8 ? DType::kF16
+                        : std::string(precision) == "bf16"       ? DType::kBF16
+                                                                 : DType::kF32;
       for (const PlanBucket& b : plan->buckets) {
         for (const PlanStep& s : b.steps) {
           const KernelContract* c = FindKernelContract(PlanTarget::kCuda, s.kernel);
           ASSERT_NE(c, nullptr) << "step kernel '" << s.kernel << "' is not a cuda kernel";
           EXPECT_TRUE(CheckStepContract(*c, b, s).ok()) << s.kernel;
           if (s.kernel == "linear") {
-            // The GEMM runs at the plan's precision, its weights stored in it.
+            // The GEMM runs at the plan's precision, its weights stored in it (int8: an
+            // output head, or K or N not a multiple of 4, at fp16).
             EXPECT_EQ(b.buffers[s.inputs[0]].dtype, low);
             EXPECT_EQ(b.buffers[s.inputs[1]].dtype, low);
+          }
+          if (s.kernel == "quant_linear") {
+            EXPECT_TRUE(int8);
+            EXPECT_EQ(b.buffers[s.inputs[0]].dtype, low);  // fp16 activations
+            EXPECT_EQ(b.buffers[s.inputs[1]].dtype, DType::kI8);
+            const int64_t k = std::get<int64_t>(s.params[1].value);
+            const int64_t n = std::get<int64_t>(s.params[2].value);
+            EXPECT_TRUE(k % 4 == 0 && n % 4 == 0) << k << " x " << n;
+            ++quant_linears;
           }
           const bool attention = s.kernel == "attention" || s.kernel == "flash_attention";
           if (attention && s.inputs.size() > 1 && s.inputs[1] >= 0) {
@@ -177,6 +190,8 @@ TEST(CompileCuda, EveryFixtureAtEveryPrecisionHasNoHostStep) {
                 << "head_size " << std::get<int64_t>(s.params[3].value);
         }
       }
+      // Every fixture's GEMMs go int8 but the int4 file's (weight-only int4 already).
+      if (int8 && !IsGenaiInt4(model)) EXPECT_GT(quant_linears, 0);
     }
   }
 }

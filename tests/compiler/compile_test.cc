@@ -572,11 +572,12 @@ TEST(CompileErrors, BadOptions) {
   fp16.precision = "fp16";
   ExpectError(fp16, absl::StatusCode::kUnimplemented,
               {"precision 'fp16' is not supported by the cpu target", "use bf16 or int8"});
-  CompileOptions cuda_int8 = Profile2x2();
-  cuda_int8.target = PlanTarget::kCuda;
-  cuda_int8.precision = "int8";
-  ExpectError(cuda_int8, absl::StatusCode::kUnimplemented,
-              {"precision 'int8' is not supported by the cuda target yet"});
+  CompileOptions cuda_groups = Profile2x2();  // cuda int8 has no GEMM-group fallbacks
+  cuda_groups.target = PlanTarget::kCuda;
+  cuda_groups.precision = "int8";
+  cuda_groups.gemm_group_precision = {{"attention", "fp32"}};
+  ExpectError(cuda_groups, absl::StatusCode::kInvalidArgument,
+              {"GEMM group precisions apply to cpu int8 and bf16 plans only"});
   CompileOptions fp8 = Profile2x2();
   fp8.precision = "fp8";
   ExpectError(fp8, absl::StatusCode::kInvalidArgument, {"unknown precision 'fp8'"});

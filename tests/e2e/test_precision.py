@@ -93,7 +93,8 @@ def test_a_gate_not_met_exits_4_and_keeps_the_earlier_plan(kiln_bin, tmp_path):
 
 @pytest.mark.parametrize("args,code,message", [
     (["--precision", "fp16"], 3, "precision 'fp16' is not supported by the cpu target"),
-    (["--precision", "int8", "--target", "cuda"], 3, "'int8' is not supported by the cuda target"),
+    (["--precision", "int8", "--target", "cuda", "--head-precision", "int8"], 2,
+     "--head-precision applies to cpu int8 and bf16 plans"),
     (["--precision", "int8", "--accept", "angle>=0.9"], 2, "unknown metric 'angle'"),
     (["--precision", "int8", "--accept", "scores:cosine>=0.9"], 2, "no output 'scores'"),
     (["--calib", "/nonexistent"], 2, "nothing to calibrate or gate"),

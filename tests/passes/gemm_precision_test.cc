@@ -1,7 +1,8 @@
 // Tests for the gemm-precision pass (cpu bf16 / int8 plans): bf16 weights and the s8
 // per-output-channel quantization of kiln.Linear (Before/Expected IR, the quantized values
 // checked against the formula), what stays fp32 and the reason noted for it (output heads,
-// weights that are not constants, the other compute ops), fp32 / cuda graphs left alone,
+// weights that are not constants, the other compute ops), fp32 / cuda 16-bit graphs left
+// alone, cuda int8's multiples of 4,
 // idempotence, and numbers: fixtures after -O2 on the reference executor against fp32.
 #include <gtest/gtest.h>
 
@@ -192,6 +193,31 @@ TEST(GemmPrecision, Fp32AndCudaGraphsUnchanged) {
   ExpectNoChange(kPass, kTwoLinears, At(Precision::kFp32));
   ExpectNoChange(kPass, kTwoLinears, At(Precision::kBf16, nullptr, PlanTarget::kCuda));
   ExpectNoChange(kPass, kTwoLinears, At(Precision::kFp16));
+}
+
+// cuda int8: cuBLASLt's int8 GEMMs take K and N multiples of 4, so kTwoLinears' first Linear
+// (K 3) stays for lower-precision (noted at fp16, with the reason), as does the head; the
+// LayerNorm is left to lower-precision's note. A K 4 Linear is quantized as on the cpu.
+TEST(GemmPrecision, CudaInt8NeedsMultiplesOfFour) {
+  PrecisionReport report;
+  ExpectNoChange(kPass, kTwoLinears, At(Precision::kInt8, &report, PlanTarget::kCuda));
+  ASSERT_EQ(report.notes().size(), 2u);
+  EXPECT_EQ(report.notes()[0].precision, "fp16");
+  EXPECT_EQ(report.notes()[0].reason, "K 3 and N 4: cuBLASLt's int8 GEMMs take multiples of 4");
+  EXPECT_EQ(report.notes()[1].precision, "fp16");
+  EXPECT_TRUE(absl::StartsWith(report.notes()[1].reason, "output head"))
+      << report.notes()[1].reason;
+  const std::string four =
+      testing::Edit(testing::Edit(testing::Edit(kTwoLinears, "f32[2,3] \"x\"", "f32[2,4] \"x\""),
+                                  "tensor<f32[3,4]>[1,2,3,4,5,6,7,8,9,10,11,12]",
+                                  "tensor<f32[4,4]>[1,2,3,4,5,6,7,8,9,10,11,12,1,1,1,1]"),
+                    ": f32[3,4] \"w1\"", ": f32[4,4] \"w1\"");
+  auto g = Parse(four);
+  PrecisionReport r4;
+  ASSERT_TRUE(testing::RunPass(kPass, *g, At(Precision::kInt8, &r4, PlanTarget::kCuda)));
+  EXPECT_TRUE(absl::StrContains(PrintGraph(*g), "kiln.QuantLinear(%0,")) << PrintGraph(*g);
+  EXPECT_EQ(r4.notes()[0].op, "kiln.QuantLinear");
+  EXPECT_EQ(r4.notes()[0].precision, "int8");
 }
 
 // A LayerNorm whose gain has one outlier channel (x40, as trained Transformers' LayerNorms

@@ -2,10 +2,12 @@
 // residual stream — a "massive activation" of 2e5 in one channel, as real Transformers carry —
 // comes out right at fp16 with the pass and measurably wrong without it (the proof the pass
 // matters); the ops it keeps fp32 are noted with their measured range; it does nothing
-// without calibration inputs, at bf16, or on a model whose values stay in range.
+// without calibration inputs, at bf16, or on a model whose values stay in range; a cuda int8
+// plan's fp16 rest obeys it too.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -138,6 +140,49 @@ TEST(NumericSafety, NothingToDoInRangeAtBf16OrUncalibrated) {
   ctx.precision_report = &report;
   EXPECT_FALSE(testing::RunPass("numeric-safety", *g, ctx));
   EXPECT_EQ(report.num_forced(), 0);
+}
+
+// A cuda int8 plan (numeric-safety, gemm-precision, lower-precision at fp16): the first
+// Linear becomes a kiln.QuantLinear reading and writing fp16, the head stays a 16-bit
+// Linear (noted with its reason), and the outlier's Add, Mul and LayerNorm stay f32 as in
+// an fp16 plan. With the first Linear's own output out of fp16's range (a weight of 3e4),
+// numeric-safety's verdict passes to its QuantLinear: X and Y stay f32 around the int8
+// GEMM, and the note says why.
+TEST(NumericSafety, CudaInt8KeepsItsVerdictsAroundTheInt8Gemms) {
+  auto int8 = LowerFp16(kOutlier, /*with_pass=*/true, Precision::kInt8);
+  const std::string text = PrintGraph(*int8->graph);
+  EXPECT_TRUE(absl::StrContains(text, R"(kiln.QuantLinear(%)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, R"(: f16[4,8] "h")")) << "QuantLinear writes fp16\n" << text;
+  EXPECT_TRUE(absl::StrContains(text, R"(: f32[4,8] "n")")) << "LayerNorm stays f32\n" << text;
+  EXPECT_TRUE(absl::StrContains(text, R"(kiln.Linear(%)")) << "the head stays a Linear\n" << text;
+  EXPECT_TRUE(absl::StrContains(text, R"(: f16[4,4] "y")")) << text;
+  // int8 on the first GEMM (per-row scales, 8 terms) and fp16 on the head: measured
+  // 4.6e-4 here (the reference executor is deterministic); the bound leaves 10x.
+  const double err = RelativeError(kOutlier, *int8->graph);
+  std::printf("cuda int8 relative error: %.3g\n", err);
+  EXPECT_LT(err, 5e-3);
+  std::map<std::string, std::string> by_op;
+  for (const PrecisionNote& n : int8->report.notes()) by_op[n.op] = n.precision + " " + n.reason;
+  EXPECT_EQ(by_op["kiln.QuantLinear"], "int8 ");
+  EXPECT_TRUE(absl::StartsWith(by_op["kiln.Linear"], "fp16 output head")) << by_op["kiln.Linear"];
+  EXPECT_TRUE(absl::StartsWith(by_op["LayerNormalization"], "fp32 numeric-safety"))
+      << by_op["LayerNormalization"];
+
+  const std::string hot = testing::Edit(kOutlier, "[0.3,-0.2,0.1,0.4,", "[30000,-0.2,0.1,0.4,");
+  auto forced = LowerFp16(hot, /*with_pass=*/true, Precision::kInt8);
+  const std::string forced_text = PrintGraph(*forced->graph);
+  EXPECT_TRUE(absl::StrContains(forced_text, R"(kiln.QuantLinear(%0,)"))
+      << "X read as f32, no cast\n"
+      << forced_text;
+  EXPECT_TRUE(absl::StrContains(forced_text, R"(: f32[4,8] "h")")) << forced_text;
+  bool noted = false;
+  for (const PrecisionNote& n : forced->report.notes())
+    if (n.op == "kiln.QuantLinear") {
+      noted = true;
+      EXPECT_EQ(n.precision, "int8");
+      EXPECT_TRUE(absl::StartsWith(n.reason, "X and Y fp32: numeric-safety")) << n.reason;
+    }
+  EXPECT_TRUE(noted);
 }
 
 TEST(NumericSafety, BertFixtureStaysInRange) {

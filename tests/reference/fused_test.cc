@@ -956,6 +956,47 @@ TEST(PoolTest, LowPrecisionRoundsOnceAndErrors) {
 }
 
 // Errors name the node (Node::Describe adds "node '...' (kiln.Op, opset N)").
+// ---------------------------------------------------------------------------------------
+// kiln.QuantLinear with 16-bit X (a cuda int8 plan's fp16 activations)
+
+constexpr char kQuantLinear[] = R"(graph g opset=21 {
+  %0 = Input() : DT[3,8] "x"
+  %1 = Constant() {value=tensor<i8[4,8]>[1,-2,3,-4,5,-6,7,-8,127,-127,64,-64,32,-32,16,-16,9,8,7,6,5,4,3,2,-1,-1,-1,-1,100,50,25,12]} : i8[4,8] "w"
+  %2 = Constant() {value=tensor<f32[4]>[0.01,0.02,0.005,0.03]} : f32[4] "s"
+  %3 = Constant() {value=tensor<f32[4]>[0.5,-0.25,0,1]} : f32[4] "b"
+  %4 = Constant() {value=tensor<f32[8]>[1,2,0.5,1,1.5,1,0.25,1]} : f32[8] "mul"
+  %5 = kiln.QuantLinear(%0, %1, %2, %3, %4) {activation="gelu"} : DT[3,4] "y"
+  return "y": %5
+})";
+
+// X̃ is the f16 X widened exactly, so the integer sums equal the f32 run's on the widened
+// values, and Y is that result rounded once to f16: within half an f16 ulp of the f32
+// output's double value (the f32 output itself is within 2^-24 relative of it).
+TEST(QuantLinearTest, SixteenBitXGivesTheWidenedResultRoundedOnce) {
+  const Tensor x16 = Rand(DType::kF16, {3, 8}, 5);
+  Tensor x32(DType::kF32, {3, 8});
+  for (int64_t i = 0; i < x16.NumElements(); ++i) x32.SetFromDouble(i, x16.GetAsDouble(i));
+  const std::vector<Tensor> a =
+      MustRun(absl::StrReplaceAll(kQuantLinear, {{"DT", "f16"}}), {{"x", x16}});
+  const std::vector<Tensor> b =
+      MustRun(absl::StrReplaceAll(kQuantLinear, {{"DT", "f32"}}), {{"x", x32}});
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_EQ(a[0].dtype(), DType::kF16);
+  ASSERT_EQ(a[0].dims(), b[0].dims());
+  for (int64_t j = 0; j < a[0].NumElements(); ++j) {
+    const double want = b[0].GetAsDouble(j);
+    EXPECT_LE(std::abs(a[0].GetAsDouble(j) - want), std::abs(want) * (0x1.0p-11 + 0x1.0p-23))
+        << "element " << j;
+  }
+  // B and x_mul stay f32 in a 16-bit plan (their f32_inputs): a 16-bit B is an error.
+  const std::string f16_bias = absl::StrReplaceAll(
+      kQuantLinear,
+      {{"DT", "f16"},
+       {"tensor<f32[4]>[0.5,-0.25,0,1]} : f32[4]", "tensor<f16[4]>[0.5,-0.25,0,1]} : f16[4]"}});
+  ExpectError(f16_bias, {{"x", x16}}, absl::StatusCode::kInvalidArgument, "B must be f32, got f16");
+}
+
 TEST(FusedKernelsTest, ErrorsNameTheNodeAndOp) {
   auto r = RunText(R"(graph g opset=21 {
   %0 = Input() : f32[2,5,36] "qkv"

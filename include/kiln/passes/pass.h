@@ -64,7 +64,7 @@ struct PassContext {
   // output directly: an LM head, a classifier), which stay fp32 without it
   // (--head-precision; gemm-precision).
   std::optional<Precision> head_precision;
-  // cpu int8 plans: static activations — each QuantLinear's input quantized with one range
+  // int8 plans: static activations — each QuantLinear's input quantized with one range
   // chosen by `observer` ("minmax", "percentile" of |x| at `percentile`, "entropy") from the
   // calibration runs (gemm-precision, passes/observers.h) instead of per row at run time.
   struct StaticActivations {
@@ -73,6 +73,14 @@ struct PassContext {
     double percentile = 99.99;
   } static_activations;
 };
+
+// The precision of a plan's compute path outside its int8 GEMMs: a cuda int8 plan runs the
+// rest in fp16 (the cuda kernels' fast path, as TensorRT's int8 builds fall back to fp16),
+// a cpu int8 plan in fp32; any other plan at its `precision`.
+inline Precision ComputePrecision(const PassContext& ctx) {
+  if (ctx.precision != Precision::kInt8) return ctx.precision;
+  return ctx.target == PlanTarget::kCuda ? Precision::kFp16 : Precision::kFp32;
+}
 
 // Counters a pass reports ("folded" -> 212, "removed Dropout" -> 24), per run.
 using PassCounters = std::map<std::string, int64_t>;
