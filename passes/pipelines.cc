@@ -78,8 +78,8 @@ absl::StatusOr<Pipeline> StandardPipeline(int level, PlanTarget target, Precisio
     p.stages.push_back({{"widen-fp16", "shape-inference", "constant-folding",
                          "reshape-simplification", "cse", "dce"},
                         8,
-                        "cpu: an fp16 export computes in f32 (the cpu kernels are f32), its "
-                        "fp16 inputs and outputs kept behind Casts",
+                        "cpu: an fp16 or bf16 export computes in f32 (the cpu kernels are "
+                        "f32), its 16-bit inputs and outputs kept behind Casts",
                         "after the -O1 group, before the fusions (which then see f32 ops)"});
   p.stages.push_back({{"dequantize", "dce"},
                       1,

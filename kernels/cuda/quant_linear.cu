@@ -66,8 +66,8 @@ cudaError_t QuantizeRows(const QuantRowsArgs& a, cudaStream_t stream) {
 
 cudaError_t QuantEpilogue(const QuantEpilogueArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0) return cudaSuccess;
-  if (a.m < 0 || a.n < 0 || (a.n + kColThreads - 1) / kColThreads > 0x7fffffff || !a.acc ||
-      !a.sx || !a.w_scale || !a.y)
+  if (a.m < 0 || a.n < 0 || (a.n + kColThreads - 1) / kColThreads > 0x7fffffff || !a.acc || !a.sx ||
+      !a.w_scale || !a.y)
     return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((a.n + kColThreads - 1) / kColThreads),
                   static_cast<unsigned>(a.m < 65535 ? a.m : 65535));

@@ -437,8 +437,9 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
   std::set<std::string> derived;
   if (!options.decode_context.empty()) {
     KILN_ASSIGN_OR_RETURN(kv, compiler::FindKvSignature(*graph));
-    // The cpu widens an fp16 file's caches to f32 (widen-fp16; not bf16 ones); a cuda plan
-    // keeps the model's 16-bit values; the generation session pages f32 caches only.
+    // (After the pipeline:) the cpu has widened an fp16 or bf16 file's caches to f32
+    // (widen-fp16, -O2 and above); a cuda plan keeps the model's 16-bit values; the
+    // generation session pages f32 caches only.
     for (const PlanInPlace& pair : kv->caches) {
       const Node* past = graph->inputs()[pair.input];
       const DType dt = past->output_info(0).type.dtype;
@@ -448,10 +449,10 @@ absl::StatusOr<Plan> CompileWithoutWeights(const std::string& model_path,
             std::string(DTypeName(dt)), "; generation plans page f32 caches only (",
             options.target == PlanTarget::kCuda
                 ? "cuda keeps a 16-bit model's cache 16-bit: compile it for the cpu, which "
-                  "computes an fp16 file in f32, or export the model in f32 and compile "
+                  "computes a 16-bit file in f32, or export the model in f32 and compile "
                   "with --precision fp16)"
-                : "the cpu computes fp16 files in f32, not bf16 or f64 ones: export the "
-                  "model in f32 or fp16)"));
+                : "the cpu computes fp16 and bf16 files in f32 at -O2 and above, not f64 "
+                  "ones: export the model in f32 or 16 bits)"));
     }
     derived.insert(kv->past);
     if (!kv->total.empty()) derived.insert(kv->total);

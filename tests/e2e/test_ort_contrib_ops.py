@@ -472,6 +472,62 @@ def test_matmul_nbits(kiln_bin, tmp_path, zero_points, k, bits, dtype):
         assert np.all(np.abs(got.astype(np.float64) - want) <= bound), name
 
 
+def bf16_values(x):
+    """x (f32) truncated to values bf16 holds exactly (the low 16 bits cleared)."""
+    bits = np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)
+
+
+def bf16_tensor(name, values):
+    """A BFLOAT16 initializer holding `values` (bf16-exact f32 values), as raw bits."""
+    bits = (np.asarray(values, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return helper.make_tensor(name, TensorProto.BFLOAT16, list(values.shape), bits.tobytes(),
+                              raw=True)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_bf16_matmul_nbits_runs_on_the_int_kernel(kiln_bin, tmp_path, bits):
+    """A bf16 MatMulNBits (onnxruntime-genai's bf16 files; onnxruntime runs them on CUDA
+    only) behind f32 I/O: Cast(a, bf16) -> MatMulNBits (bf16 scales and bias) -> Cast(f32).
+    widen-fp16 widens the bf16 graph on the cpu, so the GEMM is a block_quant_linear step
+    (before: a ref step on bf16 values) and the plan has no other step (the Casts become
+    identities). a is fed bf16-exact, so the only roundings are the result's: the reference
+    run rounds it to bf16 once, the plan keeps the f32 sum; both within one bf16 ulp
+    (2^-7 |y|) of numpy's f64 result on the same values."""
+    n, k, bs = 6, 64, 32
+    kb = k // bs
+    codes = RNG.integers(0, 2**bits, (n, k)).astype(np.uint8)
+    b = pack_low_first(codes, bits).reshape(n, kb, bs * bits // 8)
+    scales = bf16_values(RNG.uniform(0.01, 0.1, n * kb) * 2.0**(4 - bits))
+    bias = bf16_values(rand(n))
+    inits = [numpy_helper.from_array(b, "B"), bf16_tensor("scales", scales),
+             bf16_tensor("bias", bias)]
+    nodes = [helper.make_node("Cast", ["a"], ["a16"], to=TensorProto.BFLOAT16),
+             helper.make_node("MatMulNBits", ["a16", "B", "scales", "", "", "bias"], ["y16"],
+                              domain=MS, K=k, N=n, bits=bits, block_size=bs),
+             helper.make_node("Cast", ["y16"], ["y"], to=TensorProto.FLOAT)]
+    path = tmp_path / "m.onnx"
+    onnx.save(model(nodes, [f32("a", [2, 3, k])], [f32("y", [2, 3, n])], inits), str(path))
+    feeds = {"a": bf16_values(rand(2, 3, k))}
+    zero = 2 ** (bits - 1)
+    w = ((codes.astype(np.float64) - zero)
+         * np.repeat(scales.astype(np.float64).reshape(n, kb), bs, axis=1))
+    want = feeds["a"].astype(np.float64) @ w.T + bias.astype(np.float64)
+    plan = tmp_path / "m.kiln"
+    compiled = subprocess.run([kiln_bin, "compile", str(path), "-o", str(plan), "--accept", "none"],
+                              capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert compiled.returncode == 0, compiled.stderr
+    assert "steps by kernel (all buckets): block_quant_linear 1\n" in compiled.stderr, \
+        compiled.stderr
+    proc, ref_out = run_kiln(kiln_bin, path, feeds, tmp_path / "ref")
+    assert proc.returncode == 0, proc.stderr
+    proc, plan_out = run_kiln(kiln_bin, plan, feeds, tmp_path / "plan")
+    assert proc.returncode == 0, proc.stderr
+    for name, out in (("reference", ref_out), ("plan", plan_out)):
+        got = np.load(out / "y.npy").astype(np.float64)
+        assert np.all(np.abs(got - want) <= np.abs(want) * 2.0**-7 + 1e-6), name
+
+
 @pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)])
 def test_fused_matmul(kiln_bin, tmp_path, trans):
     """com.microsoft.FusedMatMul (onnxruntime's MatMul with the scale and the transposes of

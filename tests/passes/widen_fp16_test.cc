@@ -67,5 +67,45 @@ TEST(WidenFp16, AGenerationCompileWidensTheCacheItself) {
   EXPECT_FALSE(testing::RunPass(kPass, *g, Cpu(true))) << "second run changed the graph";
 }
 
+// A bf16 graph widens the same way (bf16 ⊂ f32): its constant exactly, its edges kept bf16
+// behind Casts, the output cast back to bf16; a graph holding both widths keeps each edge's.
+TEST(WidenFp16, Bf16AndMixedWidthsKeepTheirOwnEdges) {
+  std::string bf16 = kAppend;
+  for (size_t at = bf16.find("f16"); at != std::string::npos; at = bf16.find("f16", at + 4))
+    bf16.replace(at, 3, "bf16");
+  auto g = testing::Parse(bf16);
+  ASSERT_TRUE(g);
+  ASSERT_TRUE(testing::RunPass(kPass, *g, Cpu(false)));
+  for (const Node* in : g->inputs()) {
+    EXPECT_EQ(in->output_info(0).type.dtype, DType::kBF16) << in->output_info(0).name;
+    ASSERT_EQ(in->output_info(0).uses.size(), 1u);
+    EXPECT_EQ(in->output_info(0).uses[0].user->op(), "Cast");
+  }
+  const Value out = g->outputs()[0].value;
+  EXPECT_EQ(out.type().dtype, DType::kBF16);
+  EXPECT_EQ(out.node->op(), "Cast");
+  EXPECT_THAT(PrintGraph(*g), ::testing::HasSubstr("tensor<f32[1]>[2]"));
+  EXPECT_FALSE(testing::RunPass(kPass, *g, Cpu(false))) << "second run changed the graph";
+
+  // Both widths in one graph: each input and output keeps its own.
+  auto m = testing::Parse(R"(graph g opset=21 {
+  %0 = Input() : bf16[2] "a"
+  %1 = Input() : f16[2] "b"
+  %2 = Cast(%1) {to=16} : bf16[2] "b16"
+  %3 = Add(%0, %2) : bf16[2] "sum"
+  %4 = Cast(%0) {to=10} : f16[2] "a_half"
+  return "sum": %3, "a_half": %4
+})");
+  ASSERT_TRUE(m);
+  ASSERT_TRUE(testing::RunPass(kPass, *m, Cpu(false)));
+  EXPECT_EQ(m->inputs()[0]->output_info(0).type.dtype, DType::kBF16);
+  EXPECT_EQ(m->inputs()[1]->output_info(0).type.dtype, DType::kF16);
+  EXPECT_EQ(m->outputs()[0].value.type().dtype, DType::kBF16);
+  EXPECT_EQ(m->outputs()[1].value.type().dtype, DType::kF16);
+  EXPECT_THAT(PrintGraph(*m), ::testing::HasSubstr("Add(")) << PrintGraph(*m);
+  for (const auto& n : m->nodes())
+    if (n->op() == "Add") EXPECT_EQ(n->output_info(0).type.dtype, DType::kF32);
+}
+
 }  // namespace
 }  // namespace kiln

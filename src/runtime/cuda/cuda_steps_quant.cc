@@ -69,10 +69,9 @@ class QuantLinearStep final : public CudaStep {
     d.align_w = w_align_;
     const cublasStatus_t s = gemm_.Init(env.lt, d, env.workspace_bytes);
     if (s == CUBLAS_STATUS_NOT_SUPPORTED)
-      return absl::FailedPreconditionError(
-          absl::StrCat("cuBLASLt has no int8 GEMM for m ", r_.m, ", n ", r_.n, ", k ", r_.k,
-                       " with the weights ", w_align_, "-byte aligned on this device (sm_",
-                       env.sm, ")"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cuBLASLt has no int8 GEMM for m ", r_.m, ", n ", r_.n, ", k ", r_.k,
+          " with the weights ", w_align_, "-byte aligned on this device (sm_", env.sm, ")"));
     return CublasStatus(s, "cuBLASLt: choosing the int8 GEMM's algorithm");
   }
 
@@ -91,7 +90,8 @@ class QuantLinearStep final : public CudaStep {
     qa.m = r_.m;
     qa.k = r_.k;
     qa.x_absmax = r_.x_absmax;
-    KILN_RETURN_IF_ERROR(LaunchStatus(cuda::QuantizeRows(qa, env.stream), "quant_linear's quantizer"));
+    KILN_RETURN_IF_ERROR(
+        LaunchStatus(cuda::QuantizeRows(qa, env.stream), "quant_linear's quantizer"));
     KILN_RETURN_IF_ERROR(CublasStatus(gemm_.Run(env.lt, q, weights_ + w_, nullptr, acc,
                                                 env.workspace, env.workspace_bytes, env.stream),
                                       "cuBLASLt matmul (quant_linear, int8)"));
@@ -164,10 +164,9 @@ absl::StatusOr<StepPtr> PrepareCudaQuantLinear(const StepChecker& c) {
   cuda::QuantScratch scratch;
   if (!cuda::QuantScratchLayout(r.m, r.k, r.n, &scratch))
     return c.Err("its scratch (m·k bytes and m·n sums) overflows");
-  return StepPtr(new QuantLinearStep(r, ElemTypeOf(c.In(0)->dtype), scratch, w->offset,
-                                     PointerAlignment(*w), c.In(2)->offset,
-                                     c.In(3) ? c.In(3)->offset : -1,
-                                     c.In(4) ? c.In(4)->offset : -1));
+  return StepPtr(new QuantLinearStep(
+      r, ElemTypeOf(c.In(0)->dtype), scratch, w->offset, PointerAlignment(*w), c.In(2)->offset,
+      c.In(3) ? c.In(3)->offset : -1, c.In(4) ? c.In(4)->offset : -1));
 }
 
 }  // namespace kiln::runtime
