@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kiln/ir/ops.h"
 
 namespace kiln::runtime {
 
@@ -109,6 +110,9 @@ absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c) {
   r.k = c.Int("k");
   r.n = c.Int("n");
   KILN_ASSIGN_OR_RETURN(r.activation, CheckActivation(c));
+  if (r.k > kQuantLinearMaxK)  // beyond it the s32 sums could overflow
+    return c.Err("k %lld is above the int8 GEMM's %lld", static_cast<long long>(r.k),
+                 static_cast<long long>(kQuantLinearMaxK));
   const PlanBuffer *x = c.In(0), *w = c.In(1), *scale = c.In(2), *bias = c.In(3), *mul = c.In(4),
                    *y = c.Out(0);
   KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));

@@ -299,13 +299,13 @@ TEST(CudaPlanChecks, ComputeKernelLimits) {
 
 // quant_linear (int8 plans): x [2, k] of `t`, w s8 [n, k] with `w0` as its first weight,
 // w_scale [n]; the host-side rules run before any device is looked for.
-absl::Status QuantLinear(DType t, int64_t k, int64_t n, int8_t w0) {
+absl::Status QuantLinear(DType t, int64_t k, int64_t n, int8_t w0, int64_t w_shift = 0) {
   OneStep s;
   s.pb.Input("x", t, {Dim::Known(2), Dim::Known(k)});
   s.pb.Output("y", t, {Dim::Known(2), Dim::Known(n)});
-  std::vector<int8_t> codes(static_cast<size_t>(n * k), 3);
-  codes[0] = w0;
-  const int64_t w = s.pb.AddWeightBytes(codes.data(), codes.size());
+  std::vector<int8_t> codes(static_cast<size_t>(n * k + w_shift), 3);
+  codes[w_shift] = w0;
+  const int64_t w = s.pb.AddWeightBytes(codes.data(), codes.size()) + w_shift;
   const int64_t sc = s.pb.AddWeight(RandomVec(n, 3, 0.01f, 0.02f));
   s.pb.Bucket({});
   s.pb.Step(
@@ -320,6 +320,11 @@ TEST(CudaPlanChecks, QuantLinearRules) {
   // cuBLASLt's int8 GEMMs take k and n multiples of 4 (the compiler never emits others).
   ExpectInvalid(QuantLinear(DType::kF16, 6, 8, 1), "k 6 and n 8 must be multiples of 4");
   ExpectInvalid(QuantLinear(DType::kF16, 8, 6, 1), "k 8 and n 6 must be multiples of 4");
+  // K beyond the int8 GEMM's s32 sums (as the cpu refuses it), and weights that cuBLASLt's
+  // int8 kernels cannot read (not 4-byte aligned).
+  ExpectInvalid(QuantLinear(DType::kF16, 65540, 4, 1), "k 65540 is above the int8 GEMM's 65536");
+  ExpectInvalid(QuantLinear(DType::kF16, 8, 8, 1, /*w_shift=*/2),
+                "is not 4-byte aligned (cuBLASLt's int8 GEMMs)");
   // Symmetric weights only, as on the cpu.
   ExpectInvalid(QuantLinear(DType::kF32, 8, 8, -128),
                 "weight 0 is -128: int8 weights are symmetric, in [-127, 127]");

@@ -76,6 +76,7 @@ class QuantLinearStep final : public CudaStep {
   }
 
   absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    if (r_.m == 0) return absl::OkStatus();  // no rows (and no scratch)
     if (env.scratch == nullptr || env.scratch_bytes < scratch_.bytes)
       return absl::InternalError("quant_linear: the run slot's scratch is smaller than its need");
     auto* q = reinterpret_cast<int8_t*>(env.scratch);
@@ -154,8 +155,14 @@ absl::StatusOr<StepPtr> PrepareCudaQuantLinear(const StepChecker& c) {
   if (r.k % 4 != 0 || r.n % 4 != 0)
     return c.Err("k %lld and n %lld must be multiples of 4 (cuBLASLt's int8 GEMMs)",
                  static_cast<long long>(r.k), static_cast<long long>(r.n));
+  if (r.m > 0x7fffffff)
+    return c.Err("m %lld is beyond the quantizer's grid (2^31 - 1 rows)",
+                 static_cast<long long>(r.m));
   // As the cpu kernel's packing: int8 weights are symmetric (a -128 is a malformed plan).
   const PlanBuffer* w = c.In(1);
+  if (PointerAlignment(*w) < 4)
+    return c.Err("w at weight offset %lld is not 4-byte aligned (cuBLASLt's int8 GEMMs)",
+                 static_cast<long long>(w->offset));
   const auto* codes = reinterpret_cast<const int8_t*>(c.plan().weights.data() + w->offset);
   for (int64_t i = 0; i < w->bytes; ++i)
     if (codes[i] == -128)
