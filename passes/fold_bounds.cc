@@ -473,6 +473,7 @@ const absl::flat_hash_map<std::string, BoundRule>& Rules() {
         {"", "QLinearMatMul", &QLinearMatMulBound},
         {"", "Gemm", &MatMulBound},
         {"", "Gather", &GatherBound},
+        {"kiln", "BlockQuantGather", &GatherBound},  // (W, indices, ...): as Gather's
         {"", "Tile", &TileBound},
         {"", "Pad", &PadBound},
         {"", "Resize", &ResizeBound},

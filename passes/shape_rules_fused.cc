@@ -97,43 +97,74 @@ Rule QuantLinearRule(const RuleContext& ctx) {
   return Outputs(ctx, MakeType(x.dtype, std::move(out)));
 }
 
+// The block-quantized table both quantized ops read: W (input `w`) u4 or u8 [rows, K],
+// scales f32 and zero points (W's dtype or f32; optional) [rows, KB] at inputs w + s and
+// w + s + 1, block_size a power of two >= 16; `rows` names W's first dim in errors.
+absl::Status CheckBlockQuantTable(const RuleContext& ctx, int w_in, int scales_in,
+                                  const char* rows) {
+  const Type& w = ctx.input_type(w_in);
+  const int zp_in = scales_in + 1;
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, w_in, 2, "W"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, scales_in, 2, "scales"));
+  KILN_RETURN_IF_ERROR(CheckRank(ctx, zp_in, 2, "zero_points"));
+  if (w.dtype != DType::kUndefined && w.dtype != DType::kU4 && w.dtype != DType::kU8)
+    return ctx.Error(absl::StrCat("W must be uint4 or uint8, got ", w.ToString()));
+  const DType st = ctx.input_type(scales_in).dtype;
+  if (st != DType::kUndefined && st != DType::kF32)
+    return ctx.Error(
+        absl::StrCat("scales must be f32, got ", ctx.input_type(scales_in).ToString()));
+  const DType zt = ctx.has_input(zp_in) ? ctx.input_type(zp_in).dtype : DType::kUndefined;
+  if (w.dtype != DType::kUndefined && zt != DType::kUndefined && zt != w.dtype && zt != DType::kF32)
+    return ctx.Error(absl::StrCat("zero_points must have W's dtype ",
+                                  std::string(DTypeName(w.dtype)), " or be f32, got ",
+                                  ctx.input_type(zp_in).ToString()));
+  const int64_t bs = ctx.node().attr_int_or("block_size", 0);
+  if (bs < 16 || (bs & (bs - 1)) != 0)
+    return ctx.Error(absl::StrCat("block_size must be a power of two >= 16, got ", bs));
+  if (!w.has_rank()) return absl::OkStatus();
+  const Dim& k = (*w.shape)[1];
+  for (int i : {scales_in, zp_in}) {
+    if (!ctx.has_input(i) || !ctx.input_type(i).has_rank()) continue;
+    const Shape& s = *ctx.input_type(i).shape;
+    KILN_RETURN_IF_ERROR(
+        Agree(ctx, s[0], (*w.shape)[0], absl::StrCat("W and its scales disagree on ", rows)));
+    if (k.is_known())
+      KILN_RETURN_IF_ERROR(
+          Agree(ctx, s[1], Dim::Known((k.value() + bs - 1) / bs), "scales' blocks differ from K"));
+  }
+  return absl::OkStatus();
+}
+
+// kiln.BlockQuantGather(W [V, K] u4 or u8, indices int, scales [V, KB] f32, zero_points
+// [V, KB] W's dtype or f32?){block_size} -> Y [indices..., K] f32, KB = ceil(K / block_size).
+Rule BlockQuantGatherRule(const RuleContext& ctx) {
+  const Type& w = ctx.input_type(0);
+  const Type& ids = ctx.input_type(1);
+  if (ids.dtype != DType::kUndefined && ids.dtype != DType::kI32 && ids.dtype != DType::kI64)
+    return ctx.Error(absl::StrCat("indices must be int32 or int64, got ", ids.ToString()));
+  KILN_RETURN_IF_ERROR(CheckBlockQuantTable(ctx, 0, 2, "rows"));
+  const Dim k = w.has_rank() ? (*w.shape)[1] : Dim();
+  if (!ids.has_rank()) return Outputs(ctx, MakeType(DType::kF32, std::nullopt));
+  Shape out(ids.shape->begin(), ids.shape->end());
+  out.push_back(k);
+  return Outputs(ctx, MakeType(DType::kF32, std::move(out)));
+}
+
 // kiln.BlockQuantLinear(X [..., K] f32|f16|bf16, W [N, K] u4 or u8, scales [N, KB] f32,
 // zero_points [N, KB] W's dtype or f32?, B [N] X's dtype?){block_size} -> Y [..., N] X's
 // dtype, KB = ceil(K / block_size).
 Rule BlockQuantLinearRule(const RuleContext& ctx) {
   const Type& x = ctx.input_type(0);
   const Type& w = ctx.input_type(1);
-  KILN_RETURN_IF_ERROR(CheckRank(ctx, 1, 2, "W"));
-  KILN_RETURN_IF_ERROR(CheckRank(ctx, 2, 2, "scales"));
-  KILN_RETURN_IF_ERROR(CheckRank(ctx, 3, 2, "zero_points"));
   if (x.has_rank() && x.rank() == 0) return ctx.Error("X must have rank >= 1");
   if (x.dtype != DType::kUndefined && x.dtype != DType::kF32 && x.dtype != DType::kF16 &&
       x.dtype != DType::kBF16)
     return ctx.Error(absl::StrCat("X must be f32, f16 or bf16, got ", x.ToString()));
-  if (w.dtype != DType::kUndefined && w.dtype != DType::kU4 && w.dtype != DType::kU8)
-    return ctx.Error(absl::StrCat("W must be uint4 or uint8, got ", w.ToString()));
-  if (ctx.has_input(3) && w.dtype != DType::kUndefined &&
-      ctx.input_type(3).dtype != DType::kUndefined && ctx.input_type(3).dtype != w.dtype &&
-      ctx.input_type(3).dtype != DType::kF32)
-    return ctx.Error(absl::StrCat("zero_points must have W's dtype ",
-                                  std::string(DTypeName(w.dtype)), " or be f32, got ",
-                                  ctx.input_type(3).ToString()));
-  const int64_t bs = ctx.node().attr_int_or("block_size", 0);
-  if (bs < 16 || (bs & (bs - 1)) != 0)
-    return ctx.Error(absl::StrCat("block_size must be a power of two >= 16, got ", bs));
+  KILN_RETURN_IF_ERROR(CheckBlockQuantTable(ctx, 1, 2, "N"));
   Dim n;
   if (w.has_rank()) {
     n = (*w.shape)[0];
     KILN_RETURN_IF_ERROR(Agree(ctx, LastDim(x), (*w.shape)[1], "X and W disagree on K"));
-    const Dim& k = (*w.shape)[1];
-    for (int i : {2, 3}) {
-      if (!ctx.has_input(i) || !ctx.input_type(i).has_rank()) continue;
-      const Shape& s = *ctx.input_type(i).shape;
-      KILN_RETURN_IF_ERROR(Agree(ctx, s[0], n, "W and its scales disagree on N"));
-      if (k.is_known())
-        KILN_RETURN_IF_ERROR(Agree(ctx, s[1], Dim::Known((k.value() + bs - 1) / bs),
-                                   "scales' blocks differ from K"));
-    }
   }
   KILN_RETURN_IF_ERROR(CheckVector(ctx, 4, n, "B"));
   if (!x.has_rank()) return Outputs(ctx, MakeType(x.dtype, std::nullopt));
@@ -452,6 +483,7 @@ ShapeRule FindFusedRule(std::string_view op) {
       {"Linear", &LinearRule},
       {"QuantLinear", &QuantLinearRule},
       {"BlockQuantLinear", &BlockQuantLinearRule},
+      {"BlockQuantGather", &BlockQuantGatherRule},
       {"SkipLayerNorm", &SkipLayerNormRule},
       {"RMSNorm", &RMSNormRule},
       {"SkipRMSNorm", &SkipRMSNormRule},

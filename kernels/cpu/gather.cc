@@ -10,6 +10,53 @@
 
 namespace kiln::cpu {
 
+absl::Status BlockQuantGather(const CpuContext& ctx, const BlockQuantGatherArgs& a) {
+  if (a.table_rows < 0 || a.k < 1 || a.block_size < 1 || a.num_indices < 0 ||
+      (a.bits != 4 && a.bits != 8))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BlockQuantGather got rows=", a.table_rows, " k=", a.k, " block_size=", a.block_size,
+        " num_indices=", a.num_indices, " bits=", a.bits));
+  if (a.num_indices == 0) return absl::OkStatus();
+  if (a.codes == nullptr || a.scales == nullptr || a.indices == nullptr || a.y == nullptr)
+    return absl::InvalidArgumentError("BlockQuantGather: null pointer");
+  auto index = [&](int64_t j) -> int64_t {
+    return a.idx_i32 ? static_cast<const int32_t*>(a.indices)[j]
+                     : static_cast<const int64_t*>(a.indices)[j];
+  };
+  for (int64_t j = 0; j < a.num_indices; ++j) {
+    const int64_t i = index(j);
+    if (i < -a.table_rows || i >= a.table_rows)
+      return absl::InvalidArgumentError(absl::StrCat("BlockQuantGather index ", i, " at position ",
+                                                     j, " is outside [", -a.table_rows, ", ",
+                                                     a.table_rows, ")"));
+  }
+  const bool packed = a.bits == 4 && !a.one_code_per_byte;
+  const int64_t row_bytes = packed ? (a.k + 1) / 2 : a.k;
+  const int64_t blocks = (a.k + a.block_size - 1) / a.block_size;
+  const int mask = a.bits == 8 ? 255 : 15;
+  const float default_zero = a.bits == 8 ? 128.0f : 8.0f;
+  ParallelFor(ctx, a.num_indices, std::max<int64_t>(1, (int64_t{64} << 10) / (4 * a.k)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t j = begin; j < end; ++j) {
+                  int64_t r = index(j);
+                  if (r < 0) r += a.table_rows;
+                  const uint8_t* codes = a.codes + r * row_bytes;
+                  const float* scales = a.scales + r * blocks;
+                  float* y = a.y + j * a.k;
+                  for (int64_t c = 0; c < a.k; ++c) {
+                    const int64_t b = r * blocks + c / a.block_size;
+                    const int code =
+                        packed ? (codes[c / 2] >> (4 * (c & 1))) & 15 : codes[c] & mask;
+                    const float zero = a.float_zero_points ? a.float_zero_points[b]
+                                       : a.zero_points ? static_cast<float>(a.zero_points[b] & mask)
+                                                       : default_zero;
+                    y[c] = (static_cast<float>(code) - zero) * scales[c / a.block_size];
+                  }
+                }
+              });
+  return absl::OkStatus();
+}
+
 absl::Status Gather(const CpuContext& ctx, const GatherArgs& a) {
   if (a.outer < 0 || a.axis_dim < 0 || a.inner < 0 || a.num_indices < 0 || a.elem_size < 1 ||
       a.elem_size > 16)

@@ -55,4 +55,23 @@ struct GatherElementsArgs {
 };
 absl::Status GatherElements(const CpuContext& ctx, const GatherElementsArgs& a);
 
+// Rows of a block-quantized table (kiln.BlockQuantGather, a tied model's int4 embeddings):
+// y[j, c] = (code[r, c] − zero[r, c / block_size]) · scale[r, c / block_size] in f32, r =
+// idx[j] (negative from the end). Codes 4-bit two per byte (low nibble first), or one per
+// byte (`one_code_per_byte`: u4 in older layouts, and 8-bit); zero points one per byte or
+// f32 [rows, blocks], absent: 2^(bits−1). Every index is checked before anything is written.
+struct BlockQuantGatherArgs {
+  const uint8_t* codes = nullptr;
+  const float* scales = nullptr;
+  const uint8_t* zero_points = nullptr;      // or null
+  const float* float_zero_points = nullptr;  // or null
+  const void* indices = nullptr;
+  bool idx_i32 = false;
+  int bits = 4;
+  bool one_code_per_byte = false;
+  int64_t table_rows = 0, k = 0, block_size = 0, num_indices = 0;
+  float* y = nullptr;
+};
+absl::Status BlockQuantGather(const CpuContext& ctx, const BlockQuantGatherArgs& a);
+
 }  // namespace kiln::cpu

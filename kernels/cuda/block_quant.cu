@@ -62,7 +62,46 @@ __global__ void __launch_bounds__(kWarps * 32) BlockQuantKernel(BlockQuantArgs a
   }
 }
 
+constexpr int kGatherThreads = 128;
+
+__global__ void __launch_bounds__(kGatherThreads) BlockQuantGatherKernel(BlockQuantGatherArgs a) {
+  const int64_t j = blockIdx.x;
+  int64_t r = a.idx_i32 ? static_cast<const int32_t*>(a.indices)[j]
+                        : static_cast<const int64_t*>(a.indices)[j];
+  float* y = a.y + j * a.k;
+  if (r < -a.table_rows || r >= a.table_rows) {
+    for (int64_t c = threadIdx.x; c < a.k; c += kGatherThreads) y[c] = 0.f;
+    if (threadIdx.x == 0) RecordError(a.err);
+    return;
+  }
+  if (r < 0) r += a.table_rows;
+  const bool packed = a.bits == 4 && !a.one_code_per_byte;
+  const int64_t row_bytes = packed ? (a.k + 1) / 2 : a.k;
+  const int64_t blocks = (a.k + a.block_size - 1) / a.block_size;
+  const int mask = a.bits == 8 ? 255 : 15;
+  const float default_zero = a.bits == 8 ? 128.f : 8.f;
+  const uint8_t* codes = a.codes + r * row_bytes;
+  for (int64_t c = threadIdx.x; c < a.k; c += kGatherThreads) {
+    const int64_t b = r * blocks + c / a.block_size;
+    const int code = packed ? (codes[c / 2] >> (4 * (c & 1))) & 15 : codes[c] & mask;
+    const float zero = a.float_zero_points ? a.float_zero_points[b]
+                       : a.zero_points     ? static_cast<float>(a.zero_points[b] & mask)
+                                           : default_zero;
+    y[c] = (static_cast<float>(code) - zero) * a.scales[b];
+  }
+}
+
 }  // namespace
+
+cudaError_t BlockQuantGather(const BlockQuantGatherArgs& a, cudaStream_t stream) {
+  if (a.num_indices == 0) return cudaSuccess;
+  if (a.num_indices < 0 || a.num_indices > 0x7fffffff || a.k <= 0 || a.block_size <= 0 ||
+      a.table_rows < 0 || !a.codes || !a.scales || !a.indices || !a.y ||
+      (a.bits != 4 && a.bits != 8) || (a.zero_points && a.float_zero_points))
+    return cudaErrorInvalidValue;
+  BlockQuantGatherKernel<<<static_cast<unsigned>(a.num_indices), kGatherThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
 
 cudaError_t BlockQuantLinear(const BlockQuantArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0) return cudaSuccess;

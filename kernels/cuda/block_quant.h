@@ -38,4 +38,24 @@ struct BlockQuantArgs {
 
 cudaError_t BlockQuantLinear(const BlockQuantArgs& a, cudaStream_t stream);
 
+// Rows of a block-quantized table (kiln.BlockQuantGather, a tied model's int4 embeddings):
+// y[j, c] = (code[r, c] − zero[r, c / block_size]) · scale[r, c / block_size] in f32, r =
+// indices[j] (negative from the end), codes and zero points laid out as BlockQuantArgs'. A
+// block per index; an index outside [-rows, rows) writes a zero row and records the error.
+struct BlockQuantGatherArgs {
+  const uint8_t* codes = nullptr;            // [rows, ceil(k/2)], or [rows, k] one per byte
+  const float* scales = nullptr;             // [rows, blocks]
+  const uint8_t* zero_points = nullptr;      // [rows, blocks] or null (2^(bits−1))
+  const float* float_zero_points = nullptr;  // [rows, blocks] or null
+  const void* indices = nullptr;             // [num_indices], i32 or i64
+  bool idx_i32 = false;
+  float* y = nullptr;  // [num_indices, k]
+  int64_t table_rows = 0, k = 0, block_size = 0, num_indices = 0;
+  int bits = 4;
+  bool one_code_per_byte = false;
+  ErrorSink err;
+};
+
+cudaError_t BlockQuantGather(const BlockQuantGatherArgs& a, cudaStream_t stream);
+
 }  // namespace kiln::cuda

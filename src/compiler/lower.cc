@@ -293,7 +293,8 @@ class BucketLowering {
         s.inputs.push_back(-1);
         continue;
       }
-      if (s.kernel == "block_quant_linear" && i == 1) {
+      if ((s.kernel == "block_quant_linear" && i == 1) ||
+          (s.kernel == "block_quant_gather" && i == 0)) {
         KILN_ASSIGN_OR_RETURN(const int b, PackedCodes(v, step));
         s.inputs.push_back(b);
         continue;
@@ -330,7 +331,8 @@ class BucketLowering {
     return absl::OkStatus();
   }
 
-  // block_quant_linear's codes: a u4 constant [N, K] (held one code per byte) is stored as u8
+  // block_quant_linear's and block_quant_gather's codes: a u4 constant [N, K] (held one code
+  // per byte) is stored as u8
   // [N, ceil(K / 2)], two codes per byte, low nibble first — half the plan's bytes for the
   // weights of an int4 model. Anything else keeps its own buffer.
   absl::StatusOr<int> PackedCodes(const Value& v, int64_t step) {

@@ -186,6 +186,28 @@ std::optional<KernelChoice> BlockQuantLinear(const Node& n, PlanTarget t) {
   return Emit(t, "block_quant_linear", n, std::move(params));
 }
 
+// kiln.BlockQuantGather(W [V, K] u4 or u8, indices, scales [V, KB], zero_points?){block_size}:
+// the codes as block_quant_linear's (4-bit packed two per byte in the plan; bits = 8 for u8).
+std::optional<KernelChoice> BlockQuantGather(const Node& n, PlanTarget t) {
+  if (!Present(n, 0) || !Present(n, 1) || !Present(n, 2) || n.num_outputs() != 1)
+    return std::nullopt;
+  for (int i : {0, 2, 3})
+    if (Present(n, i) && !IsWeight(n.input(i))) return std::nullopt;
+  const int64_t bs = n.attr_int_or("block_size", 0);
+  if (bs < 16 || (bs & (bs - 1)) != 0) return std::nullopt;
+  const Dims w = InDims(n, 0), ids = InDims(n, 1);
+  if (w.size() != 2) return std::nullopt;
+  const int64_t kb = (w[1] + bs - 1) / bs;
+  if (InDims(n, 2) != Dims{w[0], kb} || (Present(n, 3) && InDims(n, 3) != Dims{w[0], kb}))
+    return std::nullopt;
+  const DType codes = n.input(0).type().dtype;
+  if (codes != DType::kU4 && codes != DType::kU8) return std::nullopt;
+  std::vector<PlanParam> params = {Int("rows", Product(ids, 0, ids.size())), Int("k", w[1]),
+                                   Int("n", w[0]), Int("block_size", bs)};
+  if (codes == DType::kU8) params.push_back(Int("bits", 8));
+  return Emit(t, "block_quant_gather", n, std::move(params));
+}
+
 std::optional<KernelChoice> LayerNorm(const Node& n, PlanTarget t) {
   if (!Present(n, 0) || !Present(n, 1) || n.num_outputs() != 1) return std::nullopt;
   const Dims x = InDims(n, 0);
@@ -531,6 +553,8 @@ std::optional<KernelChoice> ChooseKernel(const Node& n, PlanTarget target, std::
       k = QuantLinear(n, target);
     else if (n.op() == "BlockQuantLinear")
       k = BlockQuantLinear(n, target);
+    else if (n.op() == "BlockQuantGather")
+      k = BlockQuantGather(n, target);
     else if (n.op() == "SkipLayerNorm" || n.op() == "SkipRMSNorm")
       k = SkipNorm(n, target, n.op() == "SkipRMSNorm");
     else if (n.op() == "RMSNorm")

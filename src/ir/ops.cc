@@ -281,6 +281,11 @@ const std::vector<OpInfo>& Table() {
       KeepF32(
           "already quantized (int4/int8 weights)",
           {"kiln", "BlockQuantLinear", 3, 5, 1, 1, kPure | kRowwise, 0, PrecisionPolicy::kKeepF32}),
+      // Rows of a block-quantized [V, K] table (onnxruntime's GatherBlockQuantized: a tied
+      // model's int4 embeddings, shared with its LM head): W u4 or u8 codes, indices,
+      // scales [V, KB], zero points?; f32 rows. Its codes and scales stay quantized (the
+      // LM head's, after cse); f32 out at every precision.
+      Grows({"kiln", "BlockQuantGather", 3, 4, 1, 1, kPure, 0, PrecisionPolicy::kKeepF32}),
       KeepF32(kNormWhy,
               {"kiln", "SkipLayerNorm", 3, 5, 1, 2, kPure | kRowwise, 0, PrecisionPolicy::kLower}),
       KeepF32(kNormWhy,

@@ -68,7 +68,10 @@
 //                        gather_axis=0, quantize_axis=1} (an int4 embedding table shared
 //                        with the LM head's MatMulNBits: onnxruntime-genai's
 //                        shared_embeddings)
-//                                 Gather(DequantizeLinear(codes, scales, zero points,
+//                                 kiln.BlockQuantGather(codes, indices, scales, zero
+//                                 points?) when the table, scales and zero points are
+//                                 constants (through Reshapes): the codes stay 4/8-bit;
+//                                 else Gather(DequantizeLinear(codes, scales, zero points,
 //                                 axis 1, block_size), indices): u8 data unpacked two
 //                                 codes per byte (Mod / Div by 16) at 4 bits; absent zero
 //                                 points 2^(bits−1) (u8 data) or 0 (int4 data)
@@ -761,8 +764,113 @@ absl::Status ExpandIntegerMatMul(Node* n, Expansion& e, Value a, Value a_scale, 
   return absl::OkStatus();
 }
 
+// The constant `v` is, seen through Identity and Reshapes with constant shapes (how
+// onnxruntime-genai views the LM head's MatMulNBits codes as a [rows, bytes] table): its
+// bytes under the view's dims, or nullopt for anything else.
+std::optional<Tensor> ConstantView(Value v) {
+  if (!v || !v.node) return std::nullopt;
+  if (const Tensor* t = v.node->constant_value()) return *t;
+  const Node* n = v.node;
+  if (!n->domain().empty() || n->num_inputs() < 1 || !n->input(0)) return std::nullopt;
+  std::optional<Tensor> in = ConstantView(n->input(0));
+  if (!in || n->op() == "Identity") return in;
+  if (n->op() != "Reshape" || n->num_inputs() < 2 || !n->input(1)) return std::nullopt;
+  const Tensor* shape = n->input(1).node ? n->input(1).node->constant_value() : nullptr;
+  if (shape == nullptr || shape->dtype() != DType::kI64 || shape->rank() != 1) return std::nullopt;
+  std::vector<int64_t> dims(shape->data<int64_t>(), shape->data<int64_t>() + shape->NumElements());
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0 && n->attr_int_or("allowzero", 0) == 0) {
+      if (i >= in->dims().size()) return std::nullopt;
+      dims[i] = in->dims()[i];
+    }
+    if (dims[i] == -1) {
+      if (infer >= 0) return std::nullopt;
+      infer = static_cast<int64_t>(i);
+    } else if (dims[i] < 0) {
+      return std::nullopt;
+    } else {
+      known *= dims[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || in->NumElements() % known != 0) return std::nullopt;
+    dims[infer] = in->NumElements() / known;
+  }
+  int64_t count = 1;
+  for (int64_t d : dims) count *= d;
+  if (count != in->NumElements()) return std::nullopt;
+  return in->Reshaped(std::move(dims));
+}
+
+// GatherBlockQuantized with a constant table, scales and zero points (seen through views):
+// kiln.BlockQuantGather on the codes unpacked one per byte — u4 [rows, K] (4 bits; int4 data
+// shifted by 8 with its zero points, exactly) or u8 (8 bits) — with f32 scales [rows, KB]: the
+// same constants the LM head's kiln.BlockQuantLinear holds, which cse merges, so a tied
+// model's embeddings cost the plan nothing beyond its int4 LM head. Y f32 (cast to a 16-bit
+// scales' dtype, as the op's output). False (nothing added) for any other form.
+absl::StatusOr<bool> GatherBlockQuantizedConstant(Node* n, Expansion& e, int64_t bits, int64_t bs) {
+  const std::optional<Tensor> data = ConstantView(n->input(0));
+  const std::optional<Tensor> sc = ConstantView(n->input(2));
+  const std::optional<Tensor> zp = Has(n, 3) ? ConstantView(n->input(3)) : std::nullopt;
+  if (!data || !sc || data->rank() != 2 || (Has(n, 3) && !zp)) return false;
+  const DType dt = data->dtype(), st = sc->dtype();
+  if (st != DType::kF32 && st != DType::kF16 && st != DType::kBF16) return false;
+  const bool packed = dt == DType::kU8 && bits == 4;
+  if (!(dt == DType::kU8 || (bits == 4 && (dt == DType::kU4 || dt == DType::kI4)))) return false;
+  const int64_t rows = data->dims()[0], k = packed ? 2 * data->dims()[1] : data->dims()[1];
+  const int64_t kb = (k + bs - 1) / bs;
+  if (sc->NumElements() != rows * kb) return false;
+  const DType code = bits == 4 ? DType::kU4 : DType::kU8;
+  const uint8_t shift = dt == DType::kI4 ? 8 : 0;  // int4 -> uint4: +8 on codes and zeros
+  Tensor w(code, {rows, k});
+  const uint8_t* src = reinterpret_cast<const uint8_t*>(data->raw());
+  uint8_t* dst = reinterpret_cast<uint8_t*>(w.raw());
+  if (packed)
+    UnpackSubByte(src, rows * k, DType::kU4, dst);
+  else
+    for (int64_t i = 0; i < rows * k; ++i) dst[i] = static_cast<uint8_t>((src[i] + shift) & 255);
+  if (code == DType::kU4)
+    for (int64_t i = 0; i < rows * k; ++i) dst[i] &= 15;
+  Tensor scales(DType::kF32, {rows, kb});
+  for (int64_t i = 0; i < rows * kb; ++i)
+    scales.data<float>()[i] = static_cast<float>(sc->GetAsDouble(i));  // exact: f16 ⊂ f32
+  Value zero;
+  if (zp) {
+    Tensor z(code, {rows, kb});
+    uint8_t* zd = reinterpret_cast<uint8_t*>(z.raw());
+    const uint8_t* zs = reinterpret_cast<const uint8_t*>(zp->raw());
+    if (zp->dtype() != dt) return false;
+    if (packed) {  // as many columns as the blocks, rounded up to whole bytes
+      const int64_t zrow = (kb + 1) / 2;
+      if (zp->NumElements() != rows * zrow) return false;
+      std::vector<uint8_t> row(static_cast<size_t>(2 * zrow));
+      for (int64_t r = 0; r < rows; ++r) {
+        UnpackSubByte(zs + r * zrow, 2 * zrow, DType::kU4, row.data());
+        std::memcpy(zd + r * kb, row.data(), static_cast<size_t>(kb));
+      }
+    } else {
+      if (zp->NumElements() != rows * kb) return false;
+      for (int64_t i = 0; i < rows * kb; ++i)
+        zd[i] = static_cast<uint8_t>((zs[i] + shift) & (code == DType::kU4 ? 15 : 255));
+    }
+    zero = e.Const(std::move(z));
+  } else if (dt == DType::kU4) {  // DequantizeLinear's default zero point for uint4 is 0
+    Tensor z(code, {rows, kb});
+    std::memset(z.raw(), 0, z.NumBytes());
+    zero = e.Const(std::move(z));
+  }  // else: u8 data's 2^(bits−1), or int4's 0 shifted to 8: kiln's default
+  Value y = e.KilnOp("BlockQuantGather",
+                     {e.Const(std::move(w)), n->input(1), e.Const(std::move(scales)), zero},
+                     {{"block_size", bs}});
+  if (st != DType::kF32) y = e.Op("Cast", {y}, {{"to", int64_t{st == DType::kF16 ? 10 : 16}}});
+  e.Bind(0, y);
+  return true;
+}
+
 // GatherBlockQuantized's table, dequantized (constant folding makes it the f32 table a plan
-// gathers from, as an unshared embedding's), then its rows.
+// gathers from, as an unshared embedding's), then its rows — unless the table is constant
+// (GatherBlockQuantizedConstant: it stays quantized).
 absl::Status ExpandGatherBlockQuantized(Node* n, Expansion& e) {
   const int64_t gather_axis = n->attr_int_or("gather_axis", 0);
   const int64_t quantize_axis = n->attr_int_or("quantize_axis", 1);
@@ -775,6 +883,8 @@ absl::Status ExpandGatherBlockQuantized(Node* n, Expansion& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         n->Describe(), ": bits must be 4 or 8 and block_size a power of two >= 16, got bits=", bits,
         " block_size=", bs));
+  KILN_ASSIGN_OR_RETURN(const bool kept, GatherBlockQuantizedConstant(n, e, bits, bs));
+  if (kept) return absl::OkStatus();
   // The data's dtype, through the Reshape that views the LM head's MatMulNBits codes as the
   // table (types of computed values are not known at import).
   Value source = n->input(0);

@@ -37,6 +37,7 @@ std::vector<KernelContract> CpuContracts() {
       "int8 plans: `y[m,n] = act(q(x ⊙ x_mul)[m,k] · wᵀ · sx[m] · w_scale[n] + bias)`, w s8 "
       "[n,k], x (times x_mul [k]) quantized per row (s8, sx = max|row| / 127, or the static "
       "x_absmax / 127)"));
+  t.push_back(BlockQuantGatherContract());
   t.push_back(BlockQuantLinearContract(
       DTypeBit(DType::kF32),
       "int4/int8 weight-only (MatMulNBits): `y[m,n] = act(x[m,k] · wᵀ + bias)`, "

@@ -51,6 +51,7 @@ std::vector<KernelContract> CudaContracts() {
       "x_absmax / 127) into the step's scratch, the s8 GEMM on cuBLASLt's int8 tensor cores "
       "(s32 sums), the scales, bias and activation in one pass; k and n multiples of 4; x, y "
       "f32, f16 or bf16 (cuda int8 plans: f16)"));
+  t.push_back(BlockQuantGatherContract());
   t.push_back(BlockQuantLinearContract(
       kFloatTypes,
       "int4/int8 weight-only (MatMulNBits) on CUDA cores: `y[m,n] = act(x[m,k] · wᵀ "

@@ -103,6 +103,26 @@ KernelContract BlockQuantLinearContract(DTypeSet x_types, std::string_view doc) 
           .doc = doc};
 }
 
+KernelContract BlockQuantGatherContract() {
+  return {.name = "block_quant_gather",
+          .inputs = {Weight("w", DTypeBit(DType::kU8) | DTypeBit(DType::kU4)),
+                     Req("indices", DTypeBit(DType::kI32) | DTypeBit(DType::kI64)),
+                     Weight("scales", DTypeBit(DType::kF32)),
+                     Weight("zero_points",
+                            DTypeBit(DType::kU4) | DTypeBit(DType::kU8) | DTypeBit(DType::kF32),
+                            /*optional=*/true)},
+          .outputs = {Req("y", DTypeBit(DType::kF32))},
+          .params = {SizeParam("rows"), PositiveParam("k"), PositiveParam("n"),
+                     PositiveParam("block_size"),
+                     OptionalPositive("bits", "8: 8-bit codes u8 [n,k]; absent: 4")},
+          .doc =
+              "kiln.BlockQuantGather (a tied model's int4 embeddings): `y[j,:] = (w[r,:] − "
+              "zero_points[r, k/block_size]) · scales[r, k/block_size]`, r = indices[j] "
+              "(negative from the end; out of range fails the run), codes as "
+              "block_quant_linear's (4-bit two per byte, low nibble first; 8-bit u8), "
+              "zero points 2^(bits−1) when absent; y [rows,k]"};
+}
+
 KernelContract CacheWriteContract() {
   return {
       .name = "cache_write",

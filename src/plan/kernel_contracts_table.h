@@ -68,6 +68,9 @@ KernelContract QuantLinearContract(DTypeSet x_types, std::string_view doc);
 // `x_types` (cpu f32; cuda also f16 and bf16); `doc` (a literal) says how the target's
 // kernel computes.
 KernelContract BlockQuantLinearContract(DTypeSet x_types, std::string_view doc);
+// block_quant_gather (kiln.BlockQuantGather: a tied model's int4 embeddings), the same on
+// both targets.
+KernelContract BlockQuantGatherContract();
 // cache_write (decode programs, docs/generation.md): f32 caches on both targets.
 KernelContract CacheWriteContract();
 

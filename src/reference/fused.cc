@@ -339,6 +339,53 @@ absl::StatusOr<std::array<int64_t, 3>> CheckBlockQuant(const Tensor& x, const Te
   return std::array<int64_t, 3>{k, n, kb};
 }
 
+// kiln.BlockQuantGather(W, indices, scales, zero_points?) {block_size}: rows of a block-
+// quantized table (onnxruntime's GatherBlockQuantized, gather_axis 0, quantize_axis 1). W u4
+// or u8 [V, K], scales f32 [V, KB], zero_points of W's dtype or f32 [V, KB] (absent: 8 for u4,
+// 128 for u8), KB = ceil(K / block_size); Y[i..., k] = (W[r, k] − zp[r, k / bs]) · scales[r, k
+// / bs] in f32 (BlockQuantLinear's weight), r = indices[i...] (negative: r + V; outside [-V,
+// V) an error). Y f32 [indices..., K].
+Result BlockQuantGatherKernel(const Node& node, Inputs in) {
+  KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 0, "W"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* ids, Arg(in, 1, "indices"));
+  KILN_ASSIGN_OR_RETURN(const Tensor* sc, Arg(in, 2, "scales"));
+  const Tensor* zp = OptArg(in, 3);
+  KILN_ASSIGN_OR_RETURN(const int64_t bs, IntAttr(node, "block_size", std::nullopt));
+  if (ids->dtype() != DType::kI32 && ids->dtype() != DType::kI64)
+    return absl::InvalidArgumentError(
+        absl::StrCat("indices must be int32 or int64, got ", DName(ids->dtype())));
+  if (w->rank() != 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat("W must have rank 2 ([V, K]), got shape ", DimsStr(w->dims())));
+  // The checks BlockQuantLinear's weights get (a [1, K] stand-in for X).
+  const Tensor probe(DType::kF32, {1, w->dims()[1]});
+  KILN_ASSIGN_OR_RETURN(const auto sizes, CheckBlockQuant(probe, *w, *sc, zp, bs));
+  const auto [k, v, kb] = sizes;
+  std::vector<int64_t> out_dims = ids->dims();
+  out_dims.push_back(k);
+  KILN_RETURN_IF_ERROR(CheckBufferSize(out_dims, "output"));
+  Tensor out(DType::kF32, out_dims);
+  float* y = out.data<float>();
+  const float default_zero = w->dtype() == DType::kU8 ? 128 : 8;
+  const bool float_zero = zp != nullptr && zp->dtype() == DType::kF32;
+  for (int64_t i = 0; i < ids->NumElements(); ++i) {
+    int64_t r = static_cast<int64_t>(ids->GetAsDouble(i));
+    if (r < -v || r >= v)
+      return absl::InvalidArgumentError(
+          absl::StrCat("index ", r, " is out of range for a table of ", v, " rows"));
+    if (r < 0) r += v;
+    for (int64_t c = 0; c < k; ++c) {
+      const int64_t blk = r * kb + c / bs;
+      const float zero = float_zero ? zp->data<float>()[blk]
+                         : zp       ? static_cast<float>(zp->data<uint8_t>()[blk])
+                                    : default_zero;
+      const float code = static_cast<float>(w->data<uint8_t>()[r * k + c]);
+      y[i * k + c] = (code - zero) * sc->data<float>()[blk];
+    }
+  }
+  return std::vector<Tensor>{std::move(out)};
+}
+
 Result BlockQuantLinearKernel(const Node& node, Inputs in) {
   KILN_ASSIGN_OR_RETURN(const Tensor* x, Arg(in, 0, "X"));
   KILN_ASSIGN_OR_RETURN(const Tensor* w, Arg(in, 1, "W"));
@@ -1267,6 +1314,7 @@ void RegisterFusedKernels(KernelTable& table) {
   add("Linear", &LinearKernel);
   add("QuantLinear", &QuantLinearKernel);
   add("BlockQuantLinear", &BlockQuantLinearKernel);
+  add("BlockQuantGather", &BlockQuantGatherKernel);
   add("SkipLayerNorm", &SkipLayerNormKernel);
   add("RMSNorm", &RMSNormKernel);
   add("SkipRMSNorm", &SkipRMSNormKernel);

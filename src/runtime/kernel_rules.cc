@@ -134,45 +134,91 @@ absl::StatusOr<QuantLinearRule> CheckQuantLinear(const StepChecker& c) {
   return r;
 }
 
+namespace {
+
+// A block-quantized table [n, k] (block_quant_linear's and block_quant_gather's w, scales
+// and zero points): block_size a power of two >= 16, `bits` (param; absent 4) 4 or 8, the
+// codes' layout and the buffers' sizes.
+struct QuantTable {
+  int64_t blocks = 0;
+  int bits = 4;
+  bool two_codes_per_byte = false, has_zero_points = false, float_zero_points = false;
+};
+absl::StatusOr<QuantTable> CheckQuantTable(const StepChecker& c, const PlanBuffer* w,
+                                           const PlanBuffer* scales, const PlanBuffer* zp,
+                                           int64_t n, int64_t k, int64_t block_size) {
+  if (block_size < 16 || (block_size & (block_size - 1)) != 0)
+    return c.Err("block_size %lld is not a power of two >= 16", static_cast<long long>(block_size));
+  QuantTable t;
+  t.blocks = (k + block_size - 1) / block_size;
+  const int64_t bits = c.Int("bits", 4);
+  if (bits != 4 && bits != 8) return c.Err("bits %lld is not 4 or 8", static_cast<long long>(bits));
+  t.bits = static_cast<int>(bits);
+  const DType codes = bits == 8 ? DType::kU8 : DType::kU4;  // one per byte
+  if (bits == 8 && w->dtype != DType::kU8) return c.Err("8-bit codes must be u8");
+  if (zp != nullptr && zp->dtype != codes && zp->dtype != DType::kF32)
+    return c.Err("the zero points of %d-bit codes must be %s or f32", t.bits,
+                 std::string(DTypeName(codes)));
+  t.has_zero_points = zp != nullptr;
+  t.float_zero_points = zp != nullptr && zp->dtype == DType::kF32;
+  t.two_codes_per_byte = bits == 4 && w->dtype == DType::kU8;
+  KILN_ASSIGN_OR_RETURN(const int64_t nk, t.two_codes_per_byte
+                                              ? c.Product({n, (k + 1) / 2}, "n*ceil(k/2)")
+                                              : c.Product({n, k}, "n*k"));
+  KILN_ASSIGN_OR_RETURN(const int64_t nb, c.Product({n, t.blocks}, "n*blocks"));
+  KILN_RETURN_IF_ERROR(c.N(w, nk, "w"));
+  KILN_RETURN_IF_ERROR(c.N(scales, nb, "scales"));
+  KILN_RETURN_IF_ERROR(c.N(zp, nb, "zero_points"));
+  return t;
+}
+
+}  // namespace
+
 absl::StatusOr<BlockQuantLinearRule> CheckBlockQuantLinear(const StepChecker& c) {
   BlockQuantLinearRule r;
   r.m = c.Int("m");
   r.k = c.Int("k");
   r.n = c.Int("n");
   r.block_size = c.Int("block_size");
-  if (r.block_size < 16 || (r.block_size & (r.block_size - 1)) != 0)
-    return c.Err("block_size %lld is not a power of two >= 16",
-                 static_cast<long long>(r.block_size));
-  r.blocks = (r.k + r.block_size - 1) / r.block_size;
+  const PlanBuffer *x = c.In(0), *bias = c.In(4), *y = c.Out(0);
+  KILN_ASSIGN_OR_RETURN(const QuantTable t,
+                        CheckQuantTable(c, c.In(1), c.In(2), c.In(3), r.n, r.k, r.block_size));
+  r.blocks = t.blocks;
+  r.bits = t.bits;
+  r.two_codes_per_byte = t.two_codes_per_byte;
+  r.has_zero_points = t.has_zero_points;
+  r.float_zero_points = t.float_zero_points;
   KILN_ASSIGN_OR_RETURN(r.activation, CheckActivation(c));
-  const PlanBuffer *x = c.In(0), *w = c.In(1), *scales = c.In(2), *zp = c.In(3), *bias = c.In(4),
-                   *y = c.Out(0);
   KILN_ASSIGN_OR_RETURN(const int64_t mk, c.Product({r.m, r.k}, "m*k"));
   KILN_ASSIGN_OR_RETURN(const int64_t mn, c.Product({r.m, r.n}, "m*n"));
-  const int64_t bits = c.Int("bits", 4);
-  if (bits != 4 && bits != 8) return c.Err("bits %lld is not 4 or 8", static_cast<long long>(bits));
-  r.bits = static_cast<int>(bits);
-  const DType codes = bits == 8 ? DType::kU8 : DType::kU4;  // one per byte
-  if (bits == 8 && w->dtype != DType::kU8) return c.Err("8-bit codes must be u8");
-  if (zp != nullptr && zp->dtype != codes && zp->dtype != DType::kF32)
-    return c.Err("the zero points of %d-bit codes must be %s or f32", r.bits,
-                 std::string(DTypeName(codes)));
-  r.float_zero_points = zp != nullptr && zp->dtype == DType::kF32;
-  r.two_codes_per_byte = bits == 4 && w->dtype == DType::kU8;
-  KILN_ASSIGN_OR_RETURN(const int64_t nk, r.two_codes_per_byte
-                                              ? c.Product({r.n, (r.k + 1) / 2}, "n*ceil(k/2)")
-                                              : c.Product({r.n, r.k}, "n*k"));
-  KILN_ASSIGN_OR_RETURN(const int64_t nb, c.Product({r.n, r.blocks}, "n*blocks"));
   KILN_RETURN_IF_ERROR(c.N(x, mk, "x"));
   KILN_RETURN_IF_ERROR(c.LastDim(x, r.k, "x", "k"));
-  KILN_RETURN_IF_ERROR(c.N(w, nk, "w"));
-  KILN_RETURN_IF_ERROR(c.N(scales, nb, "scales"));
-  KILN_RETURN_IF_ERROR(c.N(zp, nb, "zero_points"));
   KILN_RETURN_IF_ERROR(c.N(bias, r.n, "bias"));
   KILN_RETURN_IF_ERROR(c.N(y, mn, "y"));
   KILN_RETURN_IF_ERROR(c.LastDim(y, r.n, "y", "n"));
-  r.has_zero_points = zp != nullptr;
   r.has_bias = bias != nullptr;
+  return r;
+}
+
+absl::StatusOr<BlockQuantGatherRule> CheckBlockQuantGather(const StepChecker& c) {
+  BlockQuantGatherRule r;
+  r.rows = c.Int("rows");
+  r.k = c.Int("k");
+  r.n = c.Int("n");
+  r.block_size = c.Int("block_size");
+  const PlanBuffer *ids = c.In(1), *y = c.Out(0);
+  KILN_ASSIGN_OR_RETURN(const QuantTable t,
+                        CheckQuantTable(c, c.In(0), c.In(2), c.In(3), r.n, r.k, r.block_size));
+  r.blocks = t.blocks;
+  r.bits = t.bits;
+  r.two_codes_per_byte = t.two_codes_per_byte;
+  r.has_zero_points = t.has_zero_points;
+  r.float_zero_points = t.float_zero_points;
+  r.idx_i32 = ids->dtype == DType::kI32;
+  KILN_ASSIGN_OR_RETURN(const int64_t rk, c.Product({r.rows, r.k}, "rows*k"));
+  KILN_RETURN_IF_ERROR(c.N(ids, r.rows, "indices"));
+  KILN_RETURN_IF_ERROR(c.N(y, rk, "y"));
+  KILN_RETURN_IF_ERROR(c.LastDim(y, r.k, "y", "k"));
   return r;
 }
 

@@ -61,6 +61,18 @@ struct BlockQuantLinearRule {
 };
 absl::StatusOr<BlockQuantLinearRule> CheckBlockQuantLinear(const StepChecker& c);
 
+// block_quant_gather: rows of a block-quantized table (kiln.BlockQuantGather). w as
+// block_quant_linear's ([n, ceil(k/2)] u8 two codes per byte, or [n, k] u4 / 8-bit u8),
+// indices (i32 or i64, `rows` of them), scales and zero points [n, blocks] -> y f32 [rows, k].
+struct BlockQuantGatherRule {
+  int64_t rows = 0, k = 0, n = 0, block_size = 0, blocks = 0;
+  int bits = 4;
+  bool two_codes_per_byte = false;
+  bool has_zero_points = false, float_zero_points = false;
+  bool idx_i32 = false;
+};
+absl::StatusOr<BlockQuantGatherRule> CheckBlockQuantGather(const StepChecker& c);
+
 // conv: 2-D NCHW convolution (cpu), its geometry as params.
 struct ConvRule {
   int64_t batch = 0, in_ch = 0, in_h = 0, in_w = 0, out_ch = 0, out_h = 0, out_w = 0;

@@ -867,6 +867,43 @@ TEST(CudaOps, QuantLinear) {
   RunCases(cases, /*int_high=*/4, nullptr, "quant_linear");
 }
 
+// Rows of an int4/int8 table (kiln.BlockQuantGather, a tied model's embeddings): 7 rows of
+// K = 40 (blocks of 16, the last partial), ids drawn from [0, 7), zero points absent, of the
+// codes' width and f32. Exact arithmetic per element as the reference's (f32 tolerance).
+TEST(CudaOps, BlockQuantGather) {
+  auto list = [](int64_t count, auto value) {
+    std::vector<std::string> v;
+    for (int64_t i = 0; i < count; ++i) v.push_back(absl::StrCat(value(i)));
+    return absl::StrJoin(v, ",");
+  };
+  const int64_t rows = 7, k = 40, blocks = 3;
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (int bits : {4, 8})
+    for (int zp_kind : {0, 1, 2}) {
+      const int64_t range = int64_t{1} << bits;
+      const std::string dt = bits == 8 ? "u8" : "u4", zdt = zp_kind == 2 ? "f32" : dt;
+      std::string ir = absl::StrCat(
+          "graph g opset=21 {\n %0 = Input() : i64[2,3] \"ids\"\n",
+          " %1 = Constant() {value=tensor<", dt, "[", rows, ",", k, "]>[",
+          list(rows * k, [&](int64_t i) { return (i * 7 + i / 40) % range; }), "]} : ", dt, "[",
+          rows, ",", k, "] \"w\"\n %2 = Constant() {value=tensor<f32[", rows, ",", blocks, "]>[",
+          list(rows * blocks, [](int64_t i) { return 0.01 + 0.005 * static_cast<double>(i % 7); }),
+          "]} : f32[", rows, ",", blocks, "] \"s\"\n");
+      if (zp_kind != 0)
+        absl::StrAppend(&ir, " %3 = Constant() {value=tensor<", zdt, "[", rows, ",", blocks, "]>[",
+                        list(rows * blocks,
+                             [&](int64_t i) {
+                               return static_cast<double>((i * 5 + 3) % range) +
+                                      (zp_kind == 2 ? 0.375 : 0.0);
+                             }),
+                        "]} : ", zdt, "[", rows, ",", blocks, "] \"zp\"\n");
+      absl::StrAppend(&ir, " %9 = kiln.BlockQuantGather(%1, %0, %2", zp_kind ? ", %3" : "",
+                      ") {block_size=16} : f32[2,3,", k, "] \"y\"\n return \"y\": %9\n}");
+      cases.push_back({absl::StrCat("block_quant_gather int", bits, " zp", zp_kind), ir});
+    }
+  RunCases(cases, /*int_high=*/rows, nullptr, "block_quant_gather");
+}
+
 TEST(CudaOps, DataMovement) {
   std::vector<std::pair<std::string, std::string>> cases = {
       {"transpose", R"(graph g opset=21 {

@@ -591,7 +591,9 @@ def test_gather_block_quantized(kiln_bin, tmp_path, data, zero_points):
     """com.microsoft.GatherBlockQuantized (onnxruntime-genai's shared int4 embeddings): rows of
     a block-quantized [rows, hidden] table, w = (code − zero) · scale (zero 2^(bits−1) for
     u8 data, 0 for int4 data when absent); u8 data packs two 4-bit codes per byte, zero
-    points packed like it; also uint4 / int4 data. Against onnxruntime within TOLERANCE."""
+    points packed like it; also uint4 / int4 data; a negative id counts from the end. The
+    reference run and the plan (kiln.BlockQuantGather: a block_quant_gather step on the
+    codes) against onnxruntime within TOLERANCE."""
     rows, hidden, bs = 10, 64, 32
     blocks = hidden // bs
     bits = 8 if data == "u8_8bit" else 4
@@ -613,5 +615,17 @@ def test_gather_block_quantized(kiln_bin, tmp_path, data, zero_points):
                             block_size=bs, gather_axis=0, quantize_axis=1)
     ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])
     m = model([node], [ids], [f32("y", [2, 3, hidden])], inits, opset=21)
-    feeds = {"ids": np.array([[1, 3, 9], [0, 0, 5]], np.int64)}
+    feeds = {"ids": np.array([[1, 3, 9], [0, -1, 5]], np.int64)}
     check(kiln_bin, tmp_path, m, feeds)
+    # The plan gathers from the codes themselves: one block_quant_gather step (4-bit codes
+    # packed two per byte in the plan), against onnxruntime within TOLERANCE too.
+    plan = tmp_path / "m.kiln"
+    compiled = subprocess.run([kiln_bin, "compile", str(tmp_path / "m.onnx"), "-o", str(plan)],
+                              capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert compiled.returncode == 0, compiled.stderr
+    assert "steps by kernel (all buckets): block_quant_gather 1\n" in compiled.stderr, \
+        compiled.stderr
+    proc, out = run_kiln(kiln_bin, plan, feeds, tmp_path / "plan")
+    assert proc.returncode == 0, proc.stderr
+    want = run_onnxruntime(tmp_path / "m.onnx", feeds)["y"]
+    assert float(np.abs(np.load(out / "y.npy") - want).max()) <= TOLERANCE

@@ -30,7 +30,7 @@ TEST(ShapeRulesFusedTest, EveryKilnCatalogueOpHasARule) {
     EXPECT_NE(shape_inference::FindFusedRule(op.name), nullptr)
         << "no shape rule for kiln." << op.name;
   }
-  EXPECT_EQ(kiln_ops, 17);
+  EXPECT_EQ(kiln_ops, 18);
 }
 
 TEST(ShapeRulesFusedTest, SymbolicShapesForEveryOp) {
@@ -86,6 +86,23 @@ TEST(ShapeRulesFusedTest, BlockQuantLinearMapsKToN) {
   %4 = Input() : f32[6] "b"
   %5 = kiln.BlockQuantLinear(%0, %1, %2, %3, %4) {block_size=16} : f32[batch,seq,6]
   return "y": %5
+})");
+}
+
+TEST(ShapeRulesFusedTest, BlockQuantGatherAppendsKToTheIndices) {
+  ExpectRewrite(kPass, R"(graph g opset=21 {
+  %0 = Input() : u8[6,40] "w"
+  %1 = Input() : i64[batch,seq] "ids"
+  %2 = Input() : f32[6,3] "s"
+  %3 = kiln.BlockQuantGather(%0, %1, %2) {block_size=16}
+  return "y": %3
+})",
+                R"(graph g opset=21 {
+  %0 = Input() : u8[6,40] "w"
+  %1 = Input() : i64[batch,seq] "ids"
+  %2 = Input() : f32[6,3] "s"
+  %3 = kiln.BlockQuantGather(%0, %1, %2) {block_size=16} : f32[batch,seq,40]
+  return "y": %3
 })");
 }
 
@@ -206,6 +223,16 @@ TEST(ShapeRulesFusedTest, ContractViolationsAreErrorsNamingTheNode) {
   %3 = Input() : f32[6,2] "s"
   %1 = kiln.BlockQuantLinear(%0, %2, %3) {block_size=16} @ "n")",
        "scales' blocks differ from K: 2 vs 3"},
+      {R"(%0 = Input() : u4[6,40] "w"
+  %2 = Input() : i64[3] "ids"
+  %3 = Input() : f32[5,3] "s"
+  %1 = kiln.BlockQuantGather(%0, %2, %3) {block_size=16} @ "n")",
+       "W and its scales disagree on rows: 5 vs 6"},
+      {R"(%0 = Input() : u4[6,40] "w"
+  %2 = Input() : f32[3] "ids"
+  %3 = Input() : f32[6,3] "s"
+  %1 = kiln.BlockQuantGather(%0, %2, %3) {block_size=16} @ "n")",
+       "indices must be int32 or int64, got f32[3]"},
       {R"(%0 = Input() : f32[2,40] "x"
   %2 = Input() : u4[6,32] "w"
   %3 = Input() : f32[6,2] "s"

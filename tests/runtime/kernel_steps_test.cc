@@ -72,6 +72,88 @@ TEST(KernelSteps, Linear) {
 // points as plan weights (K = 40: a partial third block of 16), with and without bias (gelu
 // epilogue with it); a 4-bit code above 15 in the plan is refused at Create, naming the
 // step, and so are zero points of the other width and a bits value other than 4 or 8.
+// block_quant_gather (kiln.BlockQuantGather): 4-bit codes packed two per byte and one per
+// byte, 8-bit codes; zero points absent, of the codes' width, f32; i32 and i64 indices with a
+// negative one — each bit for bit the reference op's (the same f32 arithmetic per element).
+// An index outside the table fails the run naming it.
+TEST(KernelSteps, BlockQuantGather) {
+  const int64_t rows = 7, k = 40, bs = 16, kb = 3;
+  auto codes = [](DType dt, std::vector<int64_t> dims, int mod) {
+    Tensor t(dt, dims);
+    for (int64_t i = 0; i < t.NumElements(); ++i)
+      t.data<uint8_t>()[i] = static_cast<uint8_t>((i * 7 + 3) % mod);
+    return t;
+  };
+  enum Layout { kTwoPerByte, kOnePerByte, kEightBit };
+  enum Zero { kNone, kCodes, kFloat };
+  for (Layout layout : {kTwoPerByte, kOnePerByte, kEightBit})
+    for (Zero zero : {kNone, kCodes, kFloat})
+      for (DType it : {DType::kI32, DType::kI64}) {
+        const bool wide = layout == kEightBit, with_zp = zero != kNone;
+        const DType dt = wide ? DType::kU8 : DType::kU4;
+        Tensor w = codes(dt, {rows, k}, wide ? 256 : 16),
+               zp = codes(dt, {rows, kb}, wide ? 251 : 13);
+        if (zero == kFloat) {
+          Tensor f(DType::kF32, {rows, kb});
+          for (int64_t i = 0; i < rows * kb; ++i)
+            f.data<float>()[i] = static_cast<float>(zp.data<uint8_t>()[i]) + 0.375f;
+          zp = std::move(f);
+        }
+        Tensor scales = RandomF32({rows, kb}, 2);
+        Tensor packed(DType::kU8, {rows, k / 2});
+        for (int64_t i = 0; i < rows * k / 2; ++i)
+          packed.data<uint8_t>()[i] =
+              static_cast<uint8_t>(w.data<uint8_t>()[2 * i] | (w.data<uint8_t>()[2 * i + 1] << 4));
+        const Tensor& stored = layout == kTwoPerByte ? packed : w;
+        Tensor ids(it, {2, 2});
+        const int64_t id_values[] = {3, -1, 0, 6};
+        for (int64_t i = 0; i < 4; ++i) ids.SetFromDouble(i, static_cast<double>(id_values[i]));
+        PlanBuilder pb;
+        pb.Input("ids", it, KnownDims({2, 2}));
+        pb.Output("y", DType::kF32, KnownDims({2, 2, k}));
+        const int64_t woff = pb.AddWeight(stored), soff = pb.AddWeight(scales),
+                      zoff = pb.AddWeight(zp);
+        pb.Bucket({});
+        const int wi = pb.Weight(woff, stored.dims(), stored.dtype());
+        const int ii = pb.In(0, {2, 2}, it);
+        const int si = pb.Weight(soff, {rows, kb});
+        const int zi = with_zp ? pb.Weight(zoff, {rows, kb}, zp.dtype()) : -1;
+        std::vector<PlanParam> params = {P("rows", int64_t{4}), P("k", k), P("n", rows),
+                                         P("block_size", bs)};
+        if (wide) params.push_back(P("bits", int64_t{8}));
+        pb.Step("block_quant_gather", {wi, ii, si, zi}, {pb.Out(0, {2, 2, k})}, params);
+        auto got = RunPlan(pb.Finish(), {ids});
+        ASSERT_EQ(got.size(), 1u);
+        auto want = RunRefOp("kiln", "BlockQuantGather", {{"block_size", bs}},
+                             {&w, &ids, &scales, with_zp ? &zp : nullptr});
+        ExpectClose(
+            got[0], want.outputs[0], 0, 0,
+            absl::StrCat("layout=", layout, " zp=", zero, " ids=", std::string(DTypeName(it))));
+      }
+  // Index 7 of a 7-row table.
+  Tensor w = codes(DType::kU8, {rows, k}, 256), scales = RandomF32({rows, kb}, 2);
+  Tensor ids(DType::kI64, {1});
+  ids.data<int64_t>()[0] = 7;
+  PlanBuilder pb;
+  pb.Input("ids", DType::kI64, KnownDims({1}));
+  pb.Output("y", DType::kF32, KnownDims({1, k}));
+  const int64_t woff = pb.AddWeight(w), soff = pb.AddWeight(scales);
+  pb.Bucket({});
+  const int wi = pb.Weight(woff, {rows, k}, DType::kU8), ii = pb.In(0, {1}, DType::kI64);
+  const int si = pb.Weight(soff, {rows, kb});
+  pb.Step(
+      "block_quant_gather", {wi, ii, si, -1}, {pb.Out(0, {1, k})},
+      {P("rows", int64_t{1}), P("k", k), P("n", rows), P("block_size", bs), P("bits", int64_t{8})});
+  auto exec = Executor::Create(pb.Finish());
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const TensorView view{ids.dtype(), ids.dims(), ids.raw()};
+  auto run = (*exec)->Run({&view, 1});
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(std::string(run.status().message()),
+              ::testing::HasSubstr("BlockQuantGather index 7 at position 0 is outside [-7, 7)"))
+      << run.status();
+}
+
 TEST(KernelSteps, BlockQuantLinear) {
   const int64_t b = 2, s = 3, k = 40, n = 5, bs = 16, kb = 3;
   auto codes = [](DType dt, std::vector<int64_t> dims, int mod) {

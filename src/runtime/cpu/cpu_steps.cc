@@ -770,6 +770,40 @@ absl::StatusOr<StepPtr> PrepareGather(const StepChecker& c, CpuPrepareEnv&) {
   return StepPtr(new IndexStep<cpu::GatherArgs, cpu::Gather>(a));
 }
 
+// block_quant_gather: the table's codes, scales and zero points are weights; indices -> y.
+class BlockQuantGatherStep final : public CpuStep {
+ public:
+  explicit BlockQuantGatherStep(cpu::BlockQuantGatherArgs a, bool has_zp, bool float_zp)
+      : a_(a), has_zp_(has_zp), float_zp_(float_zp) {}
+  absl::Status Run(const cpu::CpuContext& ctx, const StepIo& io) const override {
+    cpu::BlockQuantGatherArgs a = a_;
+    a.codes = static_cast<const uint8_t*>(io.In(0));
+    a.indices = io.In(1);
+    a.scales = static_cast<const float*>(io.In(2));
+    if (has_zp_ && float_zp_) a.float_zero_points = static_cast<const float*>(io.In(3));
+    if (has_zp_ && !float_zp_) a.zero_points = static_cast<const uint8_t*>(io.In(3));
+    a.y = static_cast<float*>(io.Out(0));
+    return cpu::BlockQuantGather(ctx, a);
+  }
+
+ private:
+  cpu::BlockQuantGatherArgs a_;
+  bool has_zp_, float_zp_;
+};
+
+absl::StatusOr<StepPtr> PrepareBlockQuantGather(const StepChecker& c, CpuPrepareEnv&) {
+  KILN_ASSIGN_OR_RETURN(const BlockQuantGatherRule r, CheckBlockQuantGather(c));
+  cpu::BlockQuantGatherArgs a;
+  a.idx_i32 = r.idx_i32;
+  a.bits = r.bits;
+  a.one_code_per_byte = !r.two_codes_per_byte;
+  a.table_rows = r.n;
+  a.k = r.k;
+  a.block_size = r.block_size;
+  a.num_indices = r.rows;
+  return StepPtr(new BlockQuantGatherStep(a, r.has_zero_points, r.float_zero_points));
+}
+
 absl::StatusOr<StepPtr> PrepareGatherND(const StepChecker& c, CpuPrepareEnv&) {
   KILN_ASSIGN_OR_RETURN(const GatherNDRule r, CheckGatherND(c));
   cpu::GatherNDArgs a;
@@ -904,6 +938,7 @@ constexpr Entry kTable[] = {
     {"packed_cumsum", PreparePackedCumSum},
     {"eltwise", PrepareEltwise},
     {"gather", PrepareGather},
+    {"block_quant_gather", PrepareBlockQuantGather},
     {"gather_nd", PrepareGatherND},
     {"gather_elements", PrepareGatherElements},
     {"cumsum", PrepareCumSum},

@@ -621,6 +621,7 @@ constexpr Entry kTable[] = {
     {"tensor_scatter", PrepareCudaTensorScatter},
     {"block_quant_linear", PrepareCudaBlockQuantLinear},
     {"quant_linear", PrepareCudaQuantLinear},
+    {"block_quant_gather", PrepareCudaBlockQuantGather},
     {"pad", Movement<kPad>},
 };
 

@@ -79,10 +79,12 @@ absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaCacheWrite(const StepChecke
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaTensorScatter(const StepChecker& c);
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaPagedAttention(const StepChecker& c,
                                                                     const HeadAttentionRule& r);
-// cuda_steps_quant.cc: block_quant_linear (int4/int8 weight-only GEMMs) and quant_linear
-// (int8 plans' s8 × s8 GEMMs, kernels/cuda/quant_linear.h).
+// cuda_steps_quant.cc: block_quant_linear (int4/int8 weight-only GEMMs), quant_linear
+// (int8 plans' s8 × s8 GEMMs, kernels/cuda/quant_linear.h) and block_quant_gather (rows of
+// an int4/int8 table).
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaBlockQuantLinear(const StepChecker& c);
 absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaQuantLinear(const StepChecker& c);
+absl::StatusOr<std::unique_ptr<CudaStep>> PrepareCudaBlockQuantGather(const StepChecker& c);
 
 // Element strides of a mask of dims `m` broadcast (right-aligned) to [B, N, S, L]; 0 on
 // broadcast dims.

@@ -1,6 +1,7 @@
-// The CUDA kernel table's quantized Linears (cuda_steps.h): block_quant_linear (int4/int8
-// weight-only, MatMulNBits; kernels/cuda/block_quant.h) and quant_linear (an int8 plan's
-// s8 × s8 GEMM; kernels/cuda/quant_linear.h).
+// The CUDA kernel table's quantized ops (cuda_steps.h): block_quant_linear (int4/int8
+// weight-only, MatMulNBits; kernels/cuda/block_quant.h), block_quant_gather (rows of such a
+// table: a tied model's int4 embeddings) and quant_linear (an int8 plan's s8 × s8 GEMM;
+// kernels/cuda/quant_linear.h).
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/block_quant.h"
 #include "kernels/cuda/gemm.h"
@@ -122,7 +123,53 @@ class QuantLinearStep final : public CudaStep {
   cuda::LtGemm gemm_;
 };
 
+class BlockQuantGatherStep final : public CudaStep {
+ public:
+  BlockQuantGatherStep(cuda::BlockQuantGatherArgs a, int64_t w, int64_t scales, int64_t zp,
+                       bool float_zp)
+      : a_(a), w_(w), scales_(scales), zp_(zp), float_zp_(float_zp) {}
+  absl::Status Init(const CudaInitEnv& env) override {
+    a_.codes = reinterpret_cast<const uint8_t*>(env.weights + w_);
+    a_.scales = reinterpret_cast<const float*>(env.weights + scales_);
+    if (zp_ >= 0 && float_zp_)
+      a_.float_zero_points = reinterpret_cast<const float*>(env.weights + zp_);
+    else if (zp_ >= 0)
+      a_.zero_points = reinterpret_cast<const uint8_t*>(env.weights + zp_);
+    return absl::OkStatus();
+  }
+  absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
+    cuda::BlockQuantGatherArgs a = a_;
+    a.indices = io.In(1);
+    a.y = static_cast<float*>(io.Out(0));
+    a.err = env.err;
+    return LaunchStatus(cuda::BlockQuantGather(a, env.stream), "block_quant_gather");
+  }
+  const char* DataError() const override { return "an index is outside the table"; }
+
+ private:
+  cuda::BlockQuantGatherArgs a_;
+  int64_t w_, scales_, zp_;  // offsets in the weights blob (-1: absent)
+  bool float_zp_;
+};
+
 }  // namespace
+
+absl::StatusOr<StepPtr> PrepareCudaBlockQuantGather(const StepChecker& c) {
+  KILN_ASSIGN_OR_RETURN(const BlockQuantGatherRule r, CheckBlockQuantGather(c));
+  if (r.rows > 0x7fffffff)
+    return c.Err("rows %lld is beyond the kernel's grid (2^31 - 1 indices)",
+                 static_cast<long long>(r.rows));
+  cuda::BlockQuantGatherArgs a;
+  a.idx_i32 = r.idx_i32;
+  a.bits = r.bits;
+  a.one_code_per_byte = !r.two_codes_per_byte;
+  a.table_rows = r.n;
+  a.k = r.k;
+  a.block_size = r.block_size;
+  a.num_indices = r.rows;
+  return StepPtr(new BlockQuantGatherStep(a, c.In(0)->offset, c.In(2)->offset,
+                                          c.In(3) ? c.In(3)->offset : -1, r.float_zero_points));
+}
 
 absl::StatusOr<StepPtr> PrepareCudaBlockQuantLinear(const StepChecker& c) {
   KILN_ASSIGN_OR_RETURN(const BlockQuantLinearRule r, CheckBlockQuantLinear(c));
