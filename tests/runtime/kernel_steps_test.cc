@@ -72,18 +72,20 @@ TEST(KernelSteps, Linear) {
 // points as plan weights (K = 40: a partial third block of 16), with and without bias (gelu
 // epilogue with it); a 4-bit code above 15 in the plan is refused at Create, naming the
 // step, and so are zero points of the other width and a bits value other than 4 or 8.
+// Codes (u4 or u8, one per byte) of `dims`: a ramp modulo `mod`, every value occurring.
+Tensor RampCodes(DType dt, std::vector<int64_t> dims, int mod) {
+  Tensor t(dt, dims);
+  for (int64_t i = 0; i < t.NumElements(); ++i)
+    t.data<uint8_t>()[i] = static_cast<uint8_t>((i * 7 + 3) % mod);
+  return t;
+}
+
 // block_quant_gather (kiln.BlockQuantGather): 4-bit codes packed two per byte and one per
 // byte, 8-bit codes; zero points absent, of the codes' width, f32; i32 and i64 indices with a
 // negative one — each bit for bit the reference op's (the same f32 arithmetic per element).
 // An index outside the table fails the run naming it.
 TEST(KernelSteps, BlockQuantGather) {
   const int64_t rows = 7, k = 40, bs = 16, kb = 3;
-  auto codes = [](DType dt, std::vector<int64_t> dims, int mod) {
-    Tensor t(dt, dims);
-    for (int64_t i = 0; i < t.NumElements(); ++i)
-      t.data<uint8_t>()[i] = static_cast<uint8_t>((i * 7 + 3) % mod);
-    return t;
-  };
   enum Layout { kTwoPerByte, kOnePerByte, kEightBit };
   enum Zero { kNone, kCodes, kFloat };
   for (Layout layout : {kTwoPerByte, kOnePerByte, kEightBit})
@@ -91,8 +93,8 @@ TEST(KernelSteps, BlockQuantGather) {
       for (DType it : {DType::kI32, DType::kI64}) {
         const bool wide = layout == kEightBit, with_zp = zero != kNone;
         const DType dt = wide ? DType::kU8 : DType::kU4;
-        Tensor w = codes(dt, {rows, k}, wide ? 256 : 16),
-               zp = codes(dt, {rows, kb}, wide ? 251 : 13);
+        Tensor w = RampCodes(dt, {rows, k}, wide ? 256 : 16),
+               zp = RampCodes(dt, {rows, kb}, wide ? 251 : 13);
         if (zero == kFloat) {
           Tensor f(DType::kF32, {rows, kb});
           for (int64_t i = 0; i < rows * kb; ++i)
@@ -131,7 +133,7 @@ TEST(KernelSteps, BlockQuantGather) {
             absl::StrCat("layout=", layout, " zp=", zero, " ids=", std::string(DTypeName(it))));
       }
   // Index 7 of a 7-row table.
-  Tensor w = codes(DType::kU8, {rows, k}, 256), scales = RandomF32({rows, kb}, 2);
+  Tensor w = RampCodes(DType::kU8, {rows, k}, 256), scales = RandomF32({rows, kb}, 2);
   Tensor ids(DType::kI64, {1});
   ids.data<int64_t>()[0] = 7;
   PlanBuilder pb;
@@ -156,12 +158,6 @@ TEST(KernelSteps, BlockQuantGather) {
 
 TEST(KernelSteps, BlockQuantLinear) {
   const int64_t b = 2, s = 3, k = 40, n = 5, bs = 16, kb = 3;
-  auto codes = [](DType dt, std::vector<int64_t> dims, int mod) {
-    Tensor t(dt, dims);
-    for (int64_t i = 0; i < t.NumElements(); ++i)
-      t.data<uint8_t>()[i] = static_cast<uint8_t>((i * 7 + 3) % mod);
-    return t;
-  };
   enum Layout { kTwoPerByte, kOnePerByte, kEightBit };
   enum Zero { kNone, kCodes, kFloat };  // zero points: absent, the codes' dtype, f32
   for (Layout layout : {kTwoPerByte, kOnePerByte, kEightBit})
@@ -170,7 +166,8 @@ TEST(KernelSteps, BlockQuantLinear) {
         const bool wide = layout == kEightBit, with_zp = zero != kNone;
         const DType dt = wide ? DType::kU8 : DType::kU4;
         Tensor x = RandomF32({b, s, k}, 1);
-        Tensor w = codes(dt, {n, k}, wide ? 256 : 16), zp = codes(dt, {n, kb}, wide ? 251 : 13);
+        Tensor w = RampCodes(dt, {n, k}, wide ? 256 : 16),
+               zp = RampCodes(dt, {n, kb}, wide ? 251 : 13);
         if (zero == kFloat) {  // fractional, as HQQ writes them
           Tensor f(DType::kF32, {n, kb});
           for (int64_t i = 0; i < n * kb; ++i)
@@ -214,7 +211,7 @@ TEST(KernelSteps, BlockQuantLinear) {
     }
   // 8-bit codes with 4-bit zero points, and bits = 3.
   for (const int64_t bits : {8, 3}) {
-    Tensor w = codes(DType::kU8, {n, k}, 256), zp = codes(DType::kU4, {n, kb}, 16);
+    Tensor w = RampCodes(DType::kU8, {n, k}, 256), zp = RampCodes(DType::kU4, {n, kb}, 16);
     Tensor scales = RandomF32({n, kb}, 2);
     PlanBuilder pb;
     pb.Input("x", DType::kF32, KnownDims({1, k}));
@@ -232,7 +229,7 @@ TEST(KernelSteps, BlockQuantLinear) {
                 ::testing::HasSubstr(bits == 8 ? "zero points of 8-bit codes must be u8 or f32"
                                                : "bits 3 is not 4 or 8"));
   }
-  Tensor bad = codes(DType::kU4, {n, k}, 16);
+  Tensor bad = RampCodes(DType::kU4, {n, k}, 16);
   bad.data<uint8_t>()[7] = 16;
   Tensor scales = RandomF32({n, kb}, 2);
   PlanBuilder pb;
