@@ -217,29 +217,67 @@ def test_generate_batched_lengths_match_alone(kiln_bin, generation_plans, model,
         assert worst <= 1e-4, f"sequence {b}: logits differ by {worst}"
 
 
-def widened_to_f32(m):
-    """The f32 file an fp16 file computes as on kiln's cpu (widen-fp16): f16 initializers,
-    Constant values and I/O types widened exactly, Casts to f16 made Casts to f32, the
-    intermediate types dropped, MatMulNBits at accuracy_level 0 (f32 activations)."""
+def f32_values(t):
+    """An f16 or bf16 TensorProto's values as f32 (exact)."""
     from onnx import TensorProto, numpy_helper
 
-    f16, f32 = TensorProto.FLOAT16, TensorProto.FLOAT
+    if t.data_type == TensorProto.FLOAT16:
+        return numpy_helper.to_array(t).astype(np.float32)
+    bits = (np.frombuffer(t.raw_data, np.uint16) if t.raw_data
+            else np.array(t.int32_data, np.uint32).astype(np.uint16))
+    return (bits.astype(np.uint32) << 16).view(np.float32).reshape(tuple(t.dims))
+
+
+def widened_to_f32(m):
+    """The f32 file a 16-bit (fp16 or bf16) file computes as on kiln's cpu (widen-fp16): 16-bit
+    initializers, Constant values and I/O types widened exactly, Casts to 16 bits made Casts
+    to f32, the intermediate types dropped, MatMulNBits at accuracy_level 0 (f32
+    activations)."""
+    from onnx import TensorProto, numpy_helper
+
+    half, f32 = {TensorProto.FLOAT16, TensorProto.BFLOAT16}, TensorProto.FLOAT
     for i, t in enumerate(m.graph.initializer):
-        if t.data_type == f16:
-            w = numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name)
-            m.graph.initializer[i].CopyFrom(w)
+        if t.data_type in half:
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(f32_values(t), t.name))
     for node in m.graph.node:
         for a in node.attribute:
-            if node.op_type == "Cast" and a.name == "to" and a.i == f16:
+            if node.op_type == "Cast" and a.name == "to" and a.i in half:
                 a.i = f32
             if node.op_type == "MatMulNBits" and a.name == "accuracy_level":
                 a.i = 0
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type in half:
+                a.t.CopyFrom(numpy_helper.from_array(f32_values(a.t), a.t.name))
+    for v in list(m.graph.input) + list(m.graph.output):
+        if v.type.tensor_type.elem_type in half:
+            v.type.tensor_type.elem_type = f32
+    del m.graph.value_info[:]
+    return m
+
+
+def fp16_to_bf16(m):
+    """An fp16 file made bf16: its f16 initializers, Constant values, I/O types and Casts in
+    bf16 (values rounded to nearest even), the intermediate types dropped."""
+    from onnx import TensorProto, helper
+
+    f16, bf16 = TensorProto.FLOAT16, TensorProto.BFLOAT16
+
+    def to_bf16(t):
+        bits = f32_values(t).astype(np.float32).reshape(-1).view(np.uint32).astype(np.uint64)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        return helper.make_tensor(t.name, bf16, list(t.dims), rounded.tobytes(), raw=True)
+
+    for i, t in enumerate(m.graph.initializer):
+        if t.data_type == f16:
+            m.graph.initializer[i].CopyFrom(to_bf16(t))
+    for node in m.graph.node:
+        for a in node.attribute:
+            if node.op_type == "Cast" and a.name == "to" and a.i == f16:
+                a.i = bf16
             if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == f16:
-                a.t.CopyFrom(numpy_helper.from_array(
-                    numpy_helper.to_array(a.t).astype(np.float32), a.t.name))
+                a.t.CopyFrom(to_bf16(a.t))
     for v in list(m.graph.input) + list(m.graph.output):
         if v.type.tensor_type.elem_type == f16:
-            v.type.tensor_type.elem_type = f32
+            v.type.tensor_type.elem_type = bf16
     del m.graph.value_info[:]
     return m
 
@@ -285,6 +323,44 @@ def test_fp16_file_generates_as_its_f32_widening(kiln_bin, tmp_path):
     assert "the KV cache 'past_key_values.0.key' is f16" in proc.stderr, proc.stderr
     prompt = [5, 17, 33, 200, 9]
     got, logits = kiln_generate(kiln_bin, tmp_path / "q4f16.kiln", [prompt], tmp_path / "gen",
+                                NEW_TOKENS)
+    want, _ = ort_generate(reference, prompt, NEW_TOKENS)
+    assert got["tokens"] == want
+    assert len(set(want)) > 1, "the model repeats one token: a weak test"
+    _, want_logits = ort_generate(reference, prompt, NEW_TOKENS, forced=got["tokens"])
+    worst = float(np.max(np.abs(logits[:, 0] - want_logits)))
+    assert worst <= 1e-4, f"logits differ by {worst}"
+
+
+def test_bf16_file_generates_as_its_f32_widening(kiln_bin, tmp_path):
+    """The q4f16 file above made bf16 (fp16_to_bf16: bf16 activations, KV cache, logits and
+    MatMulNBits scales, as onnxruntime-genai's bf16 files): widen-fp16 widens bf16 as it
+    does f16, so it compiles to the int4 fixture's generation steps (before: its bf16
+    values ran as ref steps) and generates the greedy tokens and logits of onnxruntime
+    running the file widened to f32 exactly, within 1e-4 (as the fp16 file)."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    source = GENAI_DIR / "qwen2_int4" / "model.onnx"
+    mb = fp16_to_bf16(convert_float_to_float16(onnx.load(str(source)), keep_io_types=False))
+    assert {i.type.tensor_type.elem_type for i in mb.graph.input
+            if i.name.startswith("past_key_values.")} == {onnx.TensorProto.BFLOAT16}
+    bf16 = tmp_path / "q4bf16.onnx"
+    onnx.save(mb, str(bf16))
+    reference = tmp_path / "widened.onnx"
+    onnx.save(widened_to_f32(mb), str(reference))
+    steps = {}
+    for name, model in (("bf16", bf16), ("int4", source)):
+        proc = subprocess.run(
+            [kiln_bin, "compile", str(model), "-o", str(tmp_path / f"{name}.kiln"), "--profile",
+             "batch_size=1:2,sequence_length=8:16", "--shape", f"kv_cache_dim={HEAD}",
+             "--decode-context", "64"],
+            capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+        assert proc.returncode == 0, f"compile {model} failed:\n{proc.stderr}"
+        steps[name] = [line for line in proc.stderr.splitlines() if "steps by kernel" in line]
+    assert steps["bf16"] == steps["int4"]
+    prompt = [5, 17, 33, 200, 9]
+    got, logits = kiln_generate(kiln_bin, tmp_path / "bf16.kiln", [prompt], tmp_path / "gen",
                                 NEW_TOKENS)
     want, _ = ort_generate(reference, prompt, NEW_TOKENS)
     assert got["tokens"] == want
