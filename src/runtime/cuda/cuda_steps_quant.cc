@@ -14,18 +14,26 @@ namespace {
 
 using StepPtr = std::unique_ptr<CudaStep>;
 
+// Points a quantized table's Args (codes, scales, zero points: block_quant_linear's and
+// block_quant_gather's) into the uploaded weights; offset -1: absent.
+template <typename Args>
+void SetTable(Args& a, const std::byte* weights, int64_t w, int64_t scales, int64_t zp,
+              bool float_zp) {
+  a.codes = reinterpret_cast<const uint8_t*>(weights + w);
+  a.scales = reinterpret_cast<const float*>(weights + scales);
+  if (zp >= 0 && float_zp)
+    a.float_zero_points = reinterpret_cast<const float*>(weights + zp);
+  else if (zp >= 0)
+    a.zero_points = reinterpret_cast<const uint8_t*>(weights + zp);
+}
+
 class BlockQuantStep final : public CudaStep {
  public:
   BlockQuantStep(cuda::BlockQuantArgs a, int64_t w, int64_t scales, int64_t zp, bool float_zp,
                  int64_t bias)
       : a_(a), w_(w), scales_(scales), zp_(zp), bias_(bias), float_zp_(float_zp) {}
   absl::Status Init(const CudaInitEnv& env) override {
-    a_.codes = reinterpret_cast<const uint8_t*>(env.weights + w_);
-    a_.scales = reinterpret_cast<const float*>(env.weights + scales_);
-    if (zp_ >= 0 && float_zp_)
-      a_.float_zero_points = reinterpret_cast<const float*>(env.weights + zp_);
-    else if (zp_ >= 0)
-      a_.zero_points = reinterpret_cast<const uint8_t*>(env.weights + zp_);
+    SetTable(a_, env.weights, w_, scales_, zp_, float_zp_);
     a_.bias = bias_ >= 0 ? env.weights + bias_ : nullptr;
     return absl::OkStatus();
   }
@@ -129,12 +137,7 @@ class BlockQuantGatherStep final : public CudaStep {
                        bool float_zp)
       : a_(a), w_(w), scales_(scales), zp_(zp), float_zp_(float_zp) {}
   absl::Status Init(const CudaInitEnv& env) override {
-    a_.codes = reinterpret_cast<const uint8_t*>(env.weights + w_);
-    a_.scales = reinterpret_cast<const float*>(env.weights + scales_);
-    if (zp_ >= 0 && float_zp_)
-      a_.float_zero_points = reinterpret_cast<const float*>(env.weights + zp_);
-    else if (zp_ >= 0)
-      a_.zero_points = reinterpret_cast<const uint8_t*>(env.weights + zp_);
+    SetTable(a_, env.weights, w_, scales_, zp_, float_zp_);
     return absl::OkStatus();
   }
   absl::Status Launch(const CudaRunEnv& env, const StepIo& io) const override {
