@@ -164,6 +164,34 @@ def stats(times_ms, batch):
             "throughput_per_s": batch / (mean / 1000.0), "runs": len(s)}
 
 
+CPU_ISA_HELP = ("avx2: both sides as on an AVX2-only CPU; the whole run (onnxruntime in "
+                "this process, kiln and its benches in theirs) under "
+                "BUILD_DIR/bench/libkiln_cpuid_mask.so, which hides AVX-512, VNNI and AMX "
+                "from CPUID (needs the CPU's cpuid_fault; default native)")
+
+
+def cpuid_mask(cpu_isa, build_dir, script, argv):
+    """--cpu-isa avx2: re-runs `script` with `argv` under bench/cpuid_mask.cc's library (it
+    must be in place before onnxruntime loads, hence a fresh process), or exits saying why
+    the mask is not active. Returns None for native, else the mask's description for the
+    results."""
+    if cpu_isa == "native":
+        return None
+    if os.environ.get("KILN_CPUID_MASK_ACTIVE") == cpu_isa:
+        return (f"{cpu_isa}: CPUID of every process masked by bench/cpuid_mask.cc "
+                "(AVX-512, VNNI, AMX hidden); kiln and onnxruntime pick their AVX2 kernels")
+    if os.environ.get("KILN_CPUID_MASK"):  # re-run already: the library said why on stderr
+        sys.exit(f"{os.path.basename(script)}: --cpu-isa {cpu_isa}: the CPUID mask did not "
+                 "take effect")
+    lib = os.path.join(build_dir, "bench", "libkiln_cpuid_mask.so")
+    if not os.path.exists(lib):
+        sys.exit(f"{os.path.basename(script)}: --cpu-isa {cpu_isa} needs {lib} (build target "
+                 "kiln_cpuid_mask)")
+    env = dict(os.environ, KILN_CPUID_MASK=cpu_isa,
+               LD_PRELOAD=" ".join(filter(None, [lib, os.environ.get("LD_PRELOAD")])))
+    os.execve(sys.executable, [sys.executable, os.path.abspath(script)] + list(argv), env)
+
+
 def ort_session(path, threads):
     """onnxruntime as the benchmark configures it: all graph optimizations, `threads`
     intra-op threads, one inter-op thread, sequential execution, CPU provider."""

@@ -20,7 +20,6 @@ times than --runs (never fewer than --min-runs); the JSON and the report say whe
 
 import argparse
 import datetime
-import glob
 import json
 import os
 import platform
@@ -81,6 +80,8 @@ def parse_args(argv):
                    help="keep plans and inputs here (default: a temp dir, removed at the end)")
     p.add_argument("-o", "--output", default=None,
                    help="results JSON (default bench/results/e2e-<date>[-quick].json)")
+    p.add_argument("--cpu-isa", choices=["native", "avx2"], default="native",
+                   help=benchlib.CPU_ISA_HELP)
     a = p.parse_args(argv)
     a.models = (a.models or ",".join(benchlib.MODELS)).split(",")
     for m in a.models:
@@ -375,6 +376,7 @@ def targets(res):
 
 def main(argv):
     a = parse_args(argv)
+    cpuid_mask = benchlib.cpuid_mask(a.cpu_isa, a.build_dir, __file__, argv)
     start = time.time()
     work = a.work_dir or tempfile.mkdtemp(prefix="kiln-e2e-")
     os.makedirs(work, exist_ok=True)
@@ -393,6 +395,7 @@ def main(argv):
         "config": {"quick": a.quick, "models": a.models, "threads": a.threads,
                    "batches": a.batches, "seqs": a.seqs, "warmup": a.warmup, "runs": a.runs,
                    "min_runs": a.min_runs, "budget_s": a.budget_s, "rag_reps": a.rag_reps,
+                   "cpuid_mask": cpuid_mask,
                    "input_policy": "input_ids uniform in [0, vocab), attention_mask ones, "
                                    "token_type_ids zeros; int64; same arrays for both sides",
                    "ort": "ORT_ENABLE_ALL, intra_op_num_threads=T, inter_op_num_threads=1, "
