@@ -52,6 +52,9 @@ struct GemmTile {
   int mr = 0;          // 1 .. gemm_mr
   int nr = 0;          // 1 .. gemm_nr valid columns
   int activation = 0;  // 0 none, 1 gelu (erf), 2 gelu (tanh), 3 relu, 4 tanh
+  // May be null: a packed panel of the same shape as `b` to pull into L2 while this tile
+  // runs (the panel this thread multiplies next), row p alongside step p of the K loop.
+  const float* prefetch = nullptr;
 };
 
 // One register tile of kiln's int4/int8 weight-only GEMM (blockq_impl.inc, blockq_gemm.h):

@@ -122,11 +122,16 @@ absl::Status PanelGemm::Run(const CpuContext& ctx, const float* x, int64_t m, fl
       t.bias = bias_ ? bias_.get() + j0 : nullptr;
       t.nr = static_cast<int>(std::min<int64_t>(nr, n_ - j0));
       const int64_t r_end = std::min(m, (blk + 1) * block_rows);
+      // The first row tile over a panel reads it from L3 or memory, the later ones from
+      // L1/L2; that tile also pulls the panel of this thread's next item into L2, so the
+      // next first tile does not wait on it either.
+      const float* next = it + 1 < end ? packed_.get() + ((it + 1) % panels_) * k_ * nr : nullptr;
       for (int64_t r = blk * block_rows; r < r_end; r += mr) {
         t.mr = static_cast<int>(std::min<int64_t>(mr, r_end - r));
         t.a = x + r * k_;
         t.c = y + r * n_ + j0;
         t.residual = residual ? residual + r * n_ + j0 : nullptr;
+        t.prefetch = r == blk * block_rows ? next : nullptr;
         kt.gemm_tile(t);
       }
     }
