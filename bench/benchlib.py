@@ -180,15 +180,15 @@ def cpuid_mask(cpu_isa, build_dir, script, argv):
     if os.environ.get("KILN_CPUID_MASK_ACTIVE") == cpu_isa:
         return (f"{cpu_isa}: CPUID of every process masked by bench/cpuid_mask.cc "
                 "(AVX-512, VNNI, AMX hidden); kiln and onnxruntime pick their AVX2 kernels")
-    if os.environ.get("KILN_CPUID_MASK"):  # re-run already: the library said why on stderr
+    if os.environ.get("KILN_BENCH_CPUID_REEXEC"):  # re-run already: the library said why
         sys.exit(f"{os.path.basename(script)}: --cpu-isa {cpu_isa}: the CPUID mask did not "
-                 "take effect")
+                 "take effect (see the message above)")
     lib = os.path.join(build_dir, "bench", "libkiln_cpuid_mask.so")
     if not os.path.exists(lib):
         sys.exit(f"{os.path.basename(script)}: --cpu-isa {cpu_isa} needs {lib} (build target "
                  "kiln_cpuid_mask)")
-    env = dict(os.environ, KILN_CPUID_MASK=cpu_isa,
-               LD_PRELOAD=" ".join(filter(None, [lib, os.environ.get("LD_PRELOAD")])))
+    env = dict(os.environ, KILN_CPUID_MASK=cpu_isa, KILN_BENCH_CPUID_REEXEC="1",
+               LD_PRELOAD=":".join(filter(None, [lib, os.environ.get("LD_PRELOAD")])))
     os.execve(sys.executable, [sys.executable, os.path.abspath(script)] + list(argv), env)
 
 

@@ -18,13 +18,11 @@ Writes ~2 x the table's size to --workdir (model + plan); keep it under build/.
 
 import argparse
 import json
-import os
 import pathlib
 import subprocess
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

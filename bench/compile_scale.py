@@ -16,7 +16,6 @@ is killed after 4x that ("> N s").
 import argparse
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 import time

@@ -98,6 +98,7 @@ def main(argv):
                    help=benchlib.CPU_ISA_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
+    a.build_dir = os.path.abspath(a.build_dir)
     mask = benchlib.cpuid_mask(a.cpu_isa, a.build_dir, __file__, argv)
     kiln = os.path.join(a.build_dir, "kiln")
     model = benchlib.ensure_model(a.model)

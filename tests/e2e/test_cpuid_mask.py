@@ -33,26 +33,35 @@ def cpu_flags():
     return set()
 
 
+SHOW_ACTIVE = "import os; print(os.environ.get('KILN_CPUID_MASK_ACTIVE'))"
+
+
+def masked_env(value="avx2"):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KILN_CPU_ISA", "KILN_GEMM", "PYTHONFAULTHANDLER")}
+    env.update(LD_PRELOAD=LIB, KILN_CPUID_MASK=value)
+    return env
+
+
 def skip_reason():
     if not LIB:
         return "KILN_CPUID_MASK_LIB is not set (run through CTest with bench/ built)"
     if not os.path.exists(LIB):
         return f"{LIB} does not exist"
     flags = cpu_flags()
-    if "avx512f" not in flags:
-        return "this CPU has no AVX-512: the mask would hide nothing"
+    if not {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        return "this CPU lacks kiln's AVX-512 path (F/BW/VL/DQ): the mask would hide nothing"
     if "cpuid_fault" not in flags:
         return "this CPU (or its hypervisor) has no CPUID faulting"
+    probe = subprocess.run([sys.executable, "-c", SHOW_ACTIVE], capture_output=True, text=True,
+                           env=masked_env(), timeout=60, check=False)
+    if probe.stdout.strip() != "avx2":  # e.g. arch_prctl refused by a seccomp sandbox
+        return f"the mask does not take effect here: {probe.stderr.strip() or probe.stdout}"
     return None
 
 
-pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
-
-
-def masked_env(value="avx2"):
-    env = {k: v for k, v in os.environ.items() if k not in ("KILN_CPU_ISA", "KILN_GEMM")}
-    env.update(LD_PRELOAD=LIB, KILN_CPUID_MASK=value)
-    return env
+SKIP = skip_reason()
+pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
 
 
 def run(args, env):
@@ -109,15 +118,42 @@ def test_kiln_under_the_mask_matches_onnxruntime(kiln_bin, tiny, tmp_path):
 
 
 def test_the_mask_reports_itself_and_refuses_unknown_profiles():
-    show = [sys.executable, "-c", "import os; print(os.environ.get('KILN_CPUID_MASK_ACTIVE'))"]
+    show = [sys.executable, "-c", SHOW_ACTIVE]
     proc = run(show, masked_env())
     assert proc.returncode == 0 and proc.stdout.strip() == "avx2", (proc.stdout, proc.stderr)
-    proc = run(show, masked_env("avx1"))
+    # Not masked: the variable is cleared even when the parent's environment had it.
+    proc = run(show, dict(masked_env("avx1"), KILN_CPUID_MASK_ACTIVE="avx2"))
     assert proc.returncode == 0 and proc.stdout.strip() == "None", proc.stdout
     assert "KILN_CPUID_MASK=avx1 is not 'avx2'; not masking" in proc.stderr, proc.stderr
 
 
-def test_a_real_segfault_still_kills_the_process():
-    """The SIGSEGV handler only emulates CPUID; any other fault reaches the default action."""
-    proc = run([sys.executable, "-c", "import ctypes; ctypes.string_at(0)"], masked_env())
+# Each prints "reached" and then dies of SIGSEGV: a fault, or one sent by kill.
+SEGFAULTS = {
+    "fault": "import ctypes; print('reached', flush=True); ctypes.string_at(0)",
+    "kill": "import os, signal; print('reached', flush=True); os.kill(os.getpid(), "
+            "signal.SIGSEGV); print('survived')",
+}
+
+
+@pytest.mark.parametrize("how", sorted(SEGFAULTS))
+@pytest.mark.parametrize("faulthandler", [False, True], ids=["plain", "faulthandler"])
+def test_other_segfaults_still_kill_the_process(how, faulthandler):
+    """The handler only emulates CPUID. Any other SIGSEGV reaches the program's own handler
+    (faulthandler here: it installs one after the mask, which must not take over CPUID
+    faults, or Python would die at its first CPUID) or the default action."""
+    env = dict(masked_env(), **({"PYTHONFAULTHANDLER": "1"} if faulthandler else {}))
+    proc = run([sys.executable, "-c", SEGFAULTS[how]], env)
+    assert proc.stdout.strip() == "reached", (proc.stdout, proc.stderr)
     assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr)
+    if faulthandler:
+        assert "Fatal Python error: Segmentation fault" in proc.stderr, proc.stderr
+
+
+def test_a_program_with_its_own_segv_handler_still_sees_avx2(kiln_bin, tiny):
+    """faulthandler on: Python's imports (numpy's CPU dispatch runs CPUID) and kiln still
+    start and see the masked CPU."""
+    env = dict(masked_env(), PYTHONFAULTHANDLER="1")
+    proc = run([sys.executable, "-c", "import numpy, os; print(os.environ.get("
+                "'KILN_CPUID_MASK_ACTIVE'))"], env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "avx2", (proc.stdout, proc.stderr)
+    assert bench_json(kiln_bin, tiny[1], env)["cpu_isa"] == "avx2"
