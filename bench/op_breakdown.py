@@ -4,9 +4,9 @@ beside onnxruntime's per-op-type node times (its profiler), for one benchmark mo
 
 The end-to-end ratio says who is faster; this says on which ops. Both sides run the same
 inputs (bench/benchlib.make_inputs) at the same thread count; kiln's plan is compiled for
-exactly the shape. onnxruntime's figures are the medians over the profiled runs of each op
-type's summed node time per run (its "Node" events, `kernel_time`); kiln's are `--steps`
-medians. The categories line up kiln kernels with the onnxruntime ops that do the same work
+exactly the shape. onnxruntime's figures are, per category, the median over the profiled runs
+of the category's summed node time in each run (its "Node" events, `kernel_time`); kiln's
+are the sums of `kiln bench --steps`'s per-kernel medians. The categories line up kiln kernels with the onnxruntime ops that do the same work
 (kiln fuses more, so a category can be one kernel on one side and three ops on the other).
 
   bench/op_breakdown.py --model minilm --batch 1 --seq 128 --threads 2 [--cpu-isa avx2]
@@ -52,7 +52,8 @@ def ort_op(args):
 
 
 def ort_profile(model, feeds, threads, warmup, runs, work):
-    """{op type: median ms per run} over `runs` profiled runs after `warmup` unprofiled."""
+    """([{op type: ms} per run], [wall ms per run]) for `runs` profiled runs after `warmup`
+    unprofiled ones."""
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -79,9 +80,7 @@ def ort_profile(model, feeds, threads, warmup, runs, work):
             if t0 <= e["ts"] <= t1:
                 per_run[i][ort_op(e["args"])] += e["dur"] / 1e3
                 break
-    ops = set().union(*per_run)
-    return ({op: statistics.median(r[op] for r in per_run) for op in ops},
-            statistics.median(walls))
+    return per_run, walls
 
 
 def main(argv):
@@ -113,18 +112,25 @@ def main(argv):
         for k, v in paths.items():
             cmd += ["--input", f"{k}={v}"]
         k = benchlib.run_json(cmd)
-        ort_ops, ort_wall = ort_profile(model, feeds, a.threads, a.warmup, a.runs, work)
+        ort_runs, ort_walls = ort_profile(model, feeds, a.threads, a.warmup, a.runs, work)
+    ort_wall = statistics.median(ort_walls)
     rows = collections.defaultdict(lambda: {"kiln_ms": 0.0, "ort_ms": 0.0, "kiln": [], "ort": []})
-    for kernel, s in k["steps"].items():
+    for kernel, s in k["steps"].items():  # kiln bench --steps gives medians per kernel
         r = rows[KILN_CATEGORY.get(kernel, "other")]
         r["kiln_ms"] += s["median_ms"]
         r["kiln"].append(f"{kernel} ×{s['count']}")
-    for op, ms in ort_ops.items():
-        r = rows[ORT_CATEGORY.get(op, "other")]
-        r["ort_ms"] += ms
-        r["ort"].append(op)
+    # onnxruntime: each category's per-run sum, then the median over runs.
+    by_category = collections.defaultdict(lambda: [0.0] * len(ort_runs))
+    for i, ops in enumerate(ort_runs):
+        for op, ms in ops.items():
+            by_category[ORT_CATEGORY.get(op, "other")][i] += ms
+            if op not in rows[ORT_CATEGORY.get(op, "other")]["ort"]:
+                rows[ORT_CATEGORY.get(op, "other")]["ort"].append(op)
+    for cat, per_run in by_category.items():
+        rows[cat]["ort_ms"] = statistics.median(per_run)
     rows["outside steps / nodes"]["kiln_ms"] = k["between_steps_ms"]
-    rows["outside steps / nodes"]["ort_ms"] = max(0.0, ort_wall - sum(ort_ops.values()))
+    rows["outside steps / nodes"]["ort_ms"] = statistics.median(
+        max(0.0, wall - sum(ops.values())) for wall, ops in zip(ort_walls, ort_runs))
     res = {"model": a.model, "batch": a.batch, "seq": a.seq, "threads": a.threads,
            "cpu_isa": k.get("cpu_isa"), "cpuid_mask": mask, "impls": k.get("impls"),
            "kiln_p50_ms": k["p50_ms"], "ort_p50_ms": ort_wall, "categories": rows}
