@@ -58,6 +58,16 @@ def check(kiln_bin, tmp_path, m, feeds):
 RNG = np.random.default_rng(7)
 
 
+def compile_with_steps(kiln_bin, model_path, plan, steps, *flags):
+    """`kiln compile` of `model_path` to `plan`; asserts it succeeds and that its summary's
+    steps by kernel are exactly `steps` (e.g. "block_quant_linear 1"). Returns `plan`."""
+    compiled = subprocess.run([kiln_bin, "compile", str(model_path), "-o", str(plan), *flags],
+                              capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
+    assert compiled.returncode == 0, compiled.stderr
+    assert f"steps by kernel (all buckets): {steps}\n" in compiled.stderr, compiled.stderr
+    return plan
+
+
 def rand(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
@@ -456,15 +466,11 @@ def test_matmul_nbits(kiln_bin, tmp_path, zero_points, k, bits, dtype):
         assert "MatMulNBits" in proc.stderr, proc.stderr
         return
     assert proc.returncode == 0, proc.stderr
-    plan = tmp_path / "m.kiln"
-    compiled = subprocess.run([kiln_bin, "compile", str(path), "-o", str(plan), "--accept", "none"],
-                              capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
-    assert compiled.returncode == 0, compiled.stderr
     # f16 I/O: widen-fp16's two Casts at the edges (eltwise steps) around the f32 GEMM.
     want_steps = "linear 1" if bits == 2 else "block_quant_linear 1"
     if dtype == "f16":
         want_steps = ", ".join(sorted([want_steps, "eltwise 2"]))
-    assert f"steps by kernel (all buckets): {want_steps}\n" in compiled.stderr, compiled.stderr
+    plan = compile_with_steps(kiln_bin, path, tmp_path / "m.kiln", want_steps, "--accept", "none")
     proc, plan_out = run_kiln(kiln_bin, plan, feeds, tmp_path / "plan")
     assert proc.returncode == 0, proc.stderr
     for name, got in (("reference", np.load(out / "y.npy")), ("plan", np.load(plan_out / "y.npy"))):
@@ -513,12 +519,8 @@ def test_bf16_matmul_nbits_runs_on_the_int_kernel(kiln_bin, tmp_path, bits):
     w = ((codes.astype(np.float64) - zero)
          * np.repeat(scales.astype(np.float64).reshape(n, kb), bs, axis=1))
     want = feeds["a"].astype(np.float64) @ w.T + bias.astype(np.float64)
-    plan = tmp_path / "m.kiln"
-    compiled = subprocess.run([kiln_bin, "compile", str(path), "-o", str(plan), "--accept", "none"],
-                              capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
-    assert compiled.returncode == 0, compiled.stderr
-    assert "steps by kernel (all buckets): block_quant_linear 1\n" in compiled.stderr, \
-        compiled.stderr
+    plan = compile_with_steps(kiln_bin, path, tmp_path / "m.kiln", "block_quant_linear 1",
+                              "--accept", "none")
     proc, ref_out = run_kiln(kiln_bin, path, feeds, tmp_path / "ref")
     assert proc.returncode == 0, proc.stderr
     proc, plan_out = run_kiln(kiln_bin, plan, feeds, tmp_path / "plan")
@@ -619,12 +621,8 @@ def test_gather_block_quantized(kiln_bin, tmp_path, data, zero_points):
     check(kiln_bin, tmp_path, m, feeds)
     # The plan gathers from the codes themselves: one block_quant_gather step (4-bit codes
     # packed two per byte in the plan), against onnxruntime within TOLERANCE too.
-    plan = tmp_path / "m.kiln"
-    compiled = subprocess.run([kiln_bin, "compile", str(tmp_path / "m.onnx"), "-o", str(plan)],
-                              capture_output=True, text=True, timeout=KILN_TIMEOUT_S, check=False)
-    assert compiled.returncode == 0, compiled.stderr
-    assert "steps by kernel (all buckets): block_quant_gather 1\n" in compiled.stderr, \
-        compiled.stderr
+    plan = compile_with_steps(kiln_bin, tmp_path / "m.onnx", tmp_path / "m.kiln",
+                              "block_quant_gather 1")
     proc, out = run_kiln(kiln_bin, plan, feeds, tmp_path / "plan")
     assert proc.returncode == 0, proc.stderr
     want = run_onnxruntime(tmp_path / "m.onnx", feeds)["y"]
